@@ -1,0 +1,56 @@
+# The habits: `make demo`, `make test`, `make lint`, `make bench`.
+# Everything installs itself into .venv from pinned versions; nothing is needed beforehand but
+# Python >= 3.11, git and make (seqkit / minimap2 for the comparison tests come from apt-get when run as root).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: help setup demo test test-fast lint bench tools docs clean
+
+help:
+	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
+	@echo "make test   - set up, install seqkit/minimap2 (Debian), lint, run the test suite"
+	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov"
+	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
+
+$(STAMP):
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/seqlake demo
+
+# seqkit and minimap2 are the tools whose numbers the tests compare against; tests skip without them.
+tools:
+	@command -v seqkit >/dev/null && command -v minimap2 >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq seqkit minimap2 >/dev/null) \
+	      || echo "warning: could not install seqkit/minimap2; their comparison tests will skip"; \
+	    else echo "note: not root: seqkit/minimap2 comparison tests skip unless installed"; fi; }
+
+test: $(STAMP) tools lint
+	$(BIN)/python -m pytest -n 2 -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q -x
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests functions bench
+	$(BIN)/mypy
+	@if [ -x scripts/lint-aws.sh ]; then scripts/lint-aws.sh; fi
+
+bench: $(STAMP) tools
+	$(BIN)/python bench/run.py
+
+docs: $(STAMP)
+	$(BIN)/python -m seqlake.tables --markdown > docs/TABLES.md
+
+clean:
+	rm -rf $(VENV) .seqlake .pytest_cache .mypy_cache .ruff_cache

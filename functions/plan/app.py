@@ -1,0 +1,39 @@
+"""Plan a run: validate its inputs, choose the shards, write plan.json; return only its URI and size.
+
+Thin: validate the step input, read settings from the environment, call
+:func:`seqlake.aws.steps.plan_step`. Bad input raises ``BadInputError``: Step Functions catches it
+and the failure step records its one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from aws_lambda_powertools.utilities.validation import validate
+
+from seqlake.aws import observability as obs
+from seqlake.aws.observability import logger, metrics, tracer
+from seqlake.aws.request import RunRequest
+from seqlake.aws.schemas import PLAN_INPUT
+from seqlake.aws.steps import input_bytes, plan_step
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value else None
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    validate(event=event, schema=PLAN_INPUT)
+    request = RunRequest.from_dict(event["request"])
+    logger.append_keys(run_id=request.run_id)
+    summary = plan_step(request, reads_per_shard=_int_env("READS_PER_SHARD"),
+                        lambda_index_max_bytes=_int_env("LAMBDA_INDEX_MAX_BYTES"))
+    obs.size(obs.INPUT_BYTES_PLANNED, input_bytes(request))
+    logger.info("planned", extra=summary.to_dict())
+    return summary.to_dict()

@@ -1,0 +1,5 @@
+import sys
+
+from seqlake.cli import main
+
+sys.exit(main())

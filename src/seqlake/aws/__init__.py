@@ -1,0 +1,15 @@
+"""The AWS steps of the pipeline: the logic behind the thin Lambda handlers in ``functions/``.
+
+- :mod:`seqlake.aws.observability` the shared Powertools Logger, Tracer and Metrics
+- :mod:`seqlake.aws.events` EventBridge S3 events, input grouping (single, mates, samplesheet), run ids
+- :mod:`seqlake.aws.start` ``start_run``: an upload event -> a run -> a Step Functions execution
+- :mod:`seqlake.aws.steps` ``plan_step``, ``commit_step``, ``record_failure`` (the state machine's tasks)
+- :mod:`seqlake.aws.status` ``runs/<run_id>/status.json`` and the ``runs`` table row
+- :mod:`seqlake.aws.catalog` Glue partition registration (``BatchCreatePartition``, last)
+- :mod:`seqlake.aws.index_job` the Batch job that plans inputs too large to index inside Lambda
+- :mod:`seqlake.aws.render_template` writes the Glue table resources of ``template.yaml`` from
+  :mod:`seqlake.tables`
+
+Nothing here creates a boto3 client at import time: the clients are made on first use, so the
+handlers import fast and tests can point them at moto.
+"""

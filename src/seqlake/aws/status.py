@@ -1,0 +1,120 @@
+"""``runs/<run_id>/status.json`` and the run's row in the ``runs`` table.
+
+Both are written by the commit step (state ``SUCCEEDED``) or by the failure step (state ``FAILED``)
+from one :class:`RunStatus`, so what users read in the bucket and what they query agree. The row is
+one Parquet file at ``results/runs/run_id=<id>/part-00000.parquet``; rewriting it (a re-run of the
+commit) replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from seqlake import __version__, storage
+from seqlake.tables import RUNS
+
+#: rough Spot price per vCPU-hour (USD) of the compute environment's families (c/m/r 6-7th gen, 2026)
+SPOT_USD_PER_VCPU_HOUR = 0.018
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    state: str
+    bucket: str
+    samples: list[str]
+    inputs: list[dict[str, Any]]
+    parameters: dict[str, Any] = field(default_factory=dict)
+    reference: str | None = None
+    samplesheet: str | None = None
+    execution_arn: str | None = None
+    plan_uri: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    shards: int | None = None
+    retried_shards: list[int] = field(default_factory=list)
+    failed_step: str | None = None
+    failed_shard: int | None = None
+    error: str | None = None
+    reason: str | None = None
+    log_stream: str | None = None
+    reads: int | None = None
+    bases: int | None = None
+    totals: dict[str, Any] = field(default_factory=dict)
+    vcpu_seconds: float | None = None
+    cost_estimate_usd: float | None = None
+    partitions: list[str] = field(default_factory=list)
+    software_version: str = __version__
+
+    @property
+    def status_uri(self) -> str:
+        return status_uri(self.bucket, self.run_id)
+
+    def finish(self, now: datetime | None = None) -> None:
+        """Set ``finished_at``, the duration and the cost estimate."""
+        end = now or datetime.now(UTC)
+        self.finished_at = end.isoformat()
+        if self.started_at:
+            self.duration_s = round((end - parse_time(self.started_at)).total_seconds(), 3)
+        if self.vcpu_seconds is not None:
+            self.cost_estimate_usd = round(self.vcpu_seconds / 3600 * SPOT_USD_PER_VCPU_HOUR, 6)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def runs_row(self) -> dict[str, Any]:
+        """The ``runs`` table row (column names and types of :data:`seqlake.tables.RUNS`)."""
+        params = {**self.parameters, "reference": self.reference, "shards": self.shards,
+                  "samplesheet": self.samplesheet}
+        return {
+            "state": self.state,
+            "samples": ",".join(self.samples),
+            "inputs": json.dumps(self.inputs, sort_keys=True),
+            "parameters": json.dumps(params, sort_keys=True),
+            "reference": self.reference,
+            "software_version": self.software_version,
+            "started_at": parse_time(self.started_at) if self.started_at else None,
+            "finished_at": parse_time(self.finished_at) if self.finished_at else None,
+            "duration_s": self.duration_s,
+            "shards": self.shards,
+            "retried_shards": len(self.retried_shards),
+            "failed_shard": self.failed_shard,
+            "reason": self.reason,
+            "reads": self.reads,
+            "bases": self.bases,
+            "cost_estimate_usd": self.cost_estimate_usd,
+        }
+
+
+def parse_time(text: str) -> datetime:
+    """ISO 8601 as Step Functions writes it (``2026-11-29T16:30:05.123Z``) -> aware datetime."""
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def status_uri(bucket: str, run_id: str) -> str:
+    return f"s3://{bucket}/runs/{run_id}/status.json"
+
+
+def runs_row_uri(bucket: str, run_id: str) -> str:
+    return f"s3://{bucket}/results/{RUNS.name}/run_id={run_id}/part-00000.parquet"
+
+
+def write_status(status: RunStatus) -> str:
+    body = json.dumps(status.to_dict(), indent=2, sort_keys=True, default=str).encode()
+    storage.write_bytes(status.status_uri, body)
+    return status.status_uri
+
+
+def write_runs_row(status: RunStatus) -> str:
+    """Write the run's ``runs`` row as one Parquet file and return its URI."""
+    from seqlake.parquet_io import to_arrow, write_table
+
+    row = status.runs_row()
+    uri = runs_row_uri(status.bucket, status.run_id)
+    write_table(uri, to_arrow(RUNS.name, {k: [v] for k, v in row.items()}))
+    return uri

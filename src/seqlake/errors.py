@@ -1,0 +1,44 @@
+"""The error types and the process exit codes, which are a contract with AWS Batch.
+
+The job definition's ``retryStrategy`` EXITs (does not retry) on ``EXIT_BAD_INPUT``: retrying
+cannot fix a malformed file. Every other non-zero exit is retryable.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+#: sysexits.h EX_DATAERR: "the input data was incorrect in some way".
+EXIT_BAD_INPUT = 65
+#: anything else (a bug, a lost connection): Batch may retry it.
+EXIT_FAILURE = 1
+
+
+class SeqlakeError(Exception):
+    """Base class of the errors seqlake raises on purpose."""
+
+
+class BadInputError(SeqlakeError):
+    """The input is wrong; the message names the file, the line or record, and the problem.
+
+    ``str(err)`` is the one line shown to users, e.g.
+    ``reads_R1.fastq.gz:4: quality has 219 characters but the sequence has 220 (record 1, '@M01:1:1')``.
+    """
+
+    def __init__(self, path: str, message: str, line: int | None = None, record: int | None = None) -> None:
+        self.path = path
+        self.message = message
+        self.line = line
+        self.record = record
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+    def __reduce__(self) -> tuple[type[BadInputError], tuple[str, str, int | None, int | None]]:
+        # worker processes raise it across a process pool: keep every field through pickling
+        return (type(self), (self.path, self.message, self.line, self.record))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.path, "line": self.line, "record": self.record, "message": self.message,
+                "error": "BadInput", "text": str(self)}

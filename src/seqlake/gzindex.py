@@ -1,0 +1,320 @@
+"""Record checkpoints and gzip seek indexes: how a shard starts reading in the middle of a file.
+
+One streaming pass over the decompressed data counts the records and keeps a *checkpoint* every
+``spacing`` bytes of plain data: ``(plain offset of a record start, records before it)``. For gzip and
+BGZF the pass decompresses with rapidgzip (``RapidgzipFile(parallelization=1, chunk_size=1 MiB)``) and
+exports its seek index in the GZTOOL format (~3 MB per GB of plain data); a shard's reader imports that
+index with the same ``chunk_size`` (rapidgzip re-chunks the index points to the reader's chunk size),
+seeks to the checkpoint before its first record and skips at most ``spacing`` bytes of records. No copy
+of the data is written. The scheme and its numbers are ``../shared/spikes/gzip-shards/REPORT.md``
+(verified byte for byte on 80 configurations; ~600 MB/s of plain data per core, 2.2x ``gzip -dc``).
+
+rapidgzip does not notice a gzip stream cut inside a deflate block (it returns the data decoded so far),
+so the pass checks the end of the file itself (:func:`_check_gzip_end`): the footer's ISIZE and CRC32 must
+describe the decompressed data (RFC 1952 section 2.3.1).
+
+A ``RapidgzipFile`` left open at interpreter exit aborts the process (SIGABRT); every use here is a
+``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import struct
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from seqlake import storage
+from seqlake.errors import BadInputError
+
+#: plain bytes between checkpoints: a shard skips ~half of this on average (~250 records of 2x250 bp)
+CHECKPOINT_SPACING = 256 << 10
+#: rapidgzip chunk size for building and for importing indexes (they must be equal)
+CHUNK_SIZE = 1 << 20
+#: read size of the counting pass
+SCAN_BLOCK = 4 << 20
+
+_NL = 10
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    records: int
+    plain_size: int
+    #: (plain offset of a record start, records before it), ascending; always starts with (0, 0)
+    checkpoints: list[tuple[int, int]] = field(default_factory=list)
+
+
+def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
+                 block: int = SCAN_BLOCK) -> ScanResult:
+    """Count 4-line records and take a checkpoint at the first record start at or after each multiple of
+    ``spacing`` (after ``../shared/spikes/gzip-shards/gzshard.py:scan``, here with a missing final
+    newline accepted). Counting newlines with ``bytes.count`` over big blocks runs at ~2 GB/s.
+
+    A record starts at offset 0 and after every 4th newline. Raises BadInputError when the line count
+    says the file ends inside a record.
+    """
+    buf = bytearray(block)
+    view = memoryview(buf)
+    base = 0  # plain offset of buf[0]
+    lines = 0  # newlines before base + pos
+    next_ck = spacing
+    pending: int | None = None  # the next checkpoint's record starts after newline number `pending`
+    last = _NL
+    cks: list[tuple[int, int]] = [(0, 0)]
+    while n := stream.readinto(view):  # type: ignore[attr-defined]
+        pos = 0
+        while True:
+            if pending is not None:
+                pos, need = _after_newlines(buf, pos, n, pending - lines)
+                lines = pending - need
+                if need:
+                    break
+                cks.append((base + pos, pending // 4))
+                pending = None
+                next_ck = ((base + pos) // spacing + 1) * spacing
+            c = next_ck - base
+            if c >= n:
+                break
+            lines += buf.count(b"\n", pos, c)
+            pos = c
+            if lines % 4 == 0 and (buf[c - 1] if c else last) == _NL:
+                cks.append((base + c, lines // 4))
+                next_ck += spacing
+            else:
+                pending = (lines // 4 + 1) * 4
+        lines += buf.count(b"\n", pos, n)
+        last = buf[n - 1]
+        base += n
+    while len(cks) > 1 and cks[-1][0] >= base:
+        cks.pop()  # a checkpoint at the end of the data is not a record start
+    records, rest = divmod(lines, 4)
+    if last != _NL:
+        rest += 1  # the last line has no newline character
+    if rest == 4:
+        records, rest = records + 1, 0
+    if rest:
+        first_line = 4 * records + 1
+        raise BadInputError(
+            path, f"file ends inside a record: record {records} (line {first_line}) has {rest} of 4 lines",
+            line=first_line, record=records)
+    return ScanResult(records=records, plain_size=base, checkpoints=cks)
+
+
+def _after_newlines(buf: bytearray, pos: int, end: int, need: int) -> tuple[int, int]:
+    """Move past up to ``need`` newlines of ``buf[pos:end]``: (position after the last one found, or
+    ``end`` when too few; newlines still needed)."""
+    while need:
+        q = buf.find(b"\n", pos, end)
+        if q < 0:
+            return end, need
+        pos = q + 1
+        need -= 1
+    return pos, 0
+
+
+def _check_gzip_end(f: Any, raw: BinaryIO, plain_size: int, path: str) -> None:
+    """The last 8 bytes (CRC32 and ISIZE of the last member) must describe the end of the plain data.
+
+    One member: ISIZE equals the plain size mod 2^32 (a cut file matches by chance with p = 2^-32).
+    Several members (pigz, BGZF): the CRC32 of the last ISIZE plain bytes must equal the stored CRC.
+    """
+    raw.seek(0, io.SEEK_END)
+    size = raw.tell()
+    if size < 18:
+        raise BadInputError(path, "truncated gzip stream (shorter than a gzip header and footer)")
+    raw.seek(size - 8)
+    crc, isize = struct.unpack("<II", raw.read(8))
+    if isize == plain_size % (1 << 32):
+        return
+    member = isize
+    while member <= plain_size:
+        f.seek(plain_size - member)
+        c, left = 0, member
+        while left and (b := f.read(min(left, 8 << 20))):
+            c = zlib.crc32(b, c)
+            left -= len(b)
+        if c == crc and not left:
+            return
+        member += 1 << 32
+    raise BadInputError(path, "truncated gzip stream: the file ends inside its last gzip member")
+
+
+class _Latch(io.RawIOBase):
+    """Remembers an exception raised by the compressed source.
+
+    rapidgzip passes a source's exception through, but a ValueError / RuntimeError from the source (a
+    lost S3 connection can surface as either) looks just like rapidgzip's own corrupt-data errors; the
+    latch tells them apart so an I/O failure stays retryable instead of becoming "bad input".
+    """
+
+    def __init__(self, inner: BinaryIO) -> None:
+        super().__init__()
+        self._inner = inner
+        self.error: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            n: int = self._inner.readinto(buffer)  # type: ignore[attr-defined]
+        except Exception as err:
+            self.error = err
+            raise
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._inner.read(size)
+        except Exception as err:
+            self.error = err
+            raise
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        try:
+            return self._inner.seek(offset, whence)
+        except Exception as err:
+            self.error = err
+            raise
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+
+class _Checked:
+    """A RapidgzipFile whose errors are classified: corrupt data -> BadInputError naming the file,
+    a failure of the source (network, disk) -> OSError, which the worker treats as retryable.
+
+    rapidgzip reports corrupt deflate data, a bad header or a CRC mismatch as RuntimeError / ValueError;
+    only errors raised by its own calls are translated (not those of the caller's code).
+    """
+
+    def __init__(self, f: Any, latch: _Latch, path: str) -> None:
+        self._f = f
+        self._latch = latch
+        self._path = path
+
+    def _source_ok(self) -> None:
+        if self._latch.error is not None:
+            raise OSError(f"{self._path}: reading the compressed data failed: {self._latch.error}") \
+                from self._latch.error
+
+    def _fail(self, err: Exception) -> Exception:
+        self._source_ok()
+        return BadInputError(self._path, f"corrupt gzip stream: {err}")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data: bytes = self._f.read(size)
+        except (RuntimeError, ValueError) as err:
+            raise self._fail(err) from err
+        self._source_ok()
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            n: int = self._f.readinto(buffer)
+        except (RuntimeError, ValueError) as err:
+            raise self._fail(err) from err
+        self._source_ok()
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        try:
+            pos: int = self._f.seek(offset, whence)
+        except (RuntimeError, ValueError) as err:
+            raise self._fail(err) from err
+        self._source_ok()
+        return pos
+
+    def tell(self) -> int:
+        pos: int = self._f.tell()
+        return pos
+
+    def export_index(self, path: str, fmt: Any) -> None:
+        self._f.export_index(path, fmt)
+
+
+@contextlib.contextmanager
+def open_indexed(uri: str, index: bytes | None = None) -> Iterator[Any]:
+    """A seekable decompressed view of a gzip / BGZF file; ``index`` is an exported GZTOOL index.
+
+    Yields a reader with read, readinto, seek and tell (over ``rapidgzip.RapidgzipFile``).
+    """
+    import rapidgzip
+
+    with storage.open_read(uri, buffer_size=CHUNK_SIZE) as raw:
+        latch = _Latch(raw)
+        try:
+            f = rapidgzip.RapidgzipFile(latch, parallelization=1, chunk_size=CHUNK_SIZE)
+        except (RuntimeError, ValueError) as err:
+            if latch.error is not None:
+                raise OSError(f"{uri}: reading failed: {latch.error}") from latch.error
+            raise BadInputError(uri, f"corrupt gzip stream: {err}") from err
+        with f:
+            if index is not None:
+                try:
+                    f.import_index(io.BytesIO(index))
+                except (RuntimeError, ValueError) as err:
+                    # the index is ours, not the user's: a broken one is retryable, not bad input
+                    raise RuntimeError(f"{uri}: cannot import the seek index: {err}") from err
+            yield _Checked(f, latch, uri)
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    scan: ScanResult
+    #: the GZTOOL seek index, None for plain files
+    index: bytes | None
+
+
+def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
+    """One pass over a gzip / BGZF file: count records, take checkpoints, export the seek index."""
+    import rapidgzip
+
+    with open_indexed(uri) as f:
+        result = scan_records(f, uri, spacing)
+        with storage.open_read(uri) as raw:
+            _check_gzip_end(f, raw, result.plain_size, uri)
+        # rapidgzip's export wants a path or a file object; a temp file keeps memory flat for big indexes
+        with tempfile.TemporaryDirectory(prefix="seqlake-idx-") as tmp:
+            out = Path(tmp, "index.gztool")
+            f.export_index(str(out), rapidgzip.IndexFormat.GZTOOL)
+            index = out.read_bytes()
+    return IndexResult(scan=result, index=index)
+
+
+def count_plain(uri: str, spacing: int = CHECKPOINT_SPACING) -> ScanResult:
+    """The same checkpoint table for an uncompressed file (paired plain input needs record numbers)."""
+    with storage.open_read(uri, buffer_size=SCAN_BLOCK) as f:
+        return scan_records(f, uri, spacing)
+
+
+def skip_records(f: Any, offset: int, count: int, block: int = 1 << 16) -> int:
+    """Seek ``f`` to ``offset`` (a record start) and return the plain offset ``count`` records later."""
+    f.seek(offset)
+    need = 4 * count
+    pos = offset
+    while need:
+        b = f.read(block)
+        if not b:
+            raise EOFError(f"fewer than {count} records after offset {offset}")
+        c = b.count(b"\n")
+        if c < need:
+            need -= c
+            pos += len(b)
+            continue
+        p = -1
+        for _ in range(need):
+            p = b.index(b"\n", p + 1)
+        return pos + p + 1
+    return pos

@@ -1,0 +1,310 @@
+"""AWS Batch, locally: each child job is its own OS process, ``jobs`` at a time.
+
+A child runs the job definition's container command (``python``/``seqlake`` mapped to this
+interpreter) with the environment Batch gives a container: the job definition's ``environment``,
+then the submit-time overrides on top, then ``AWS_BATCH_JOB_ID``, ``AWS_BATCH_JOB_ATTEMPT``,
+``AWS_BATCH_JOB_ARRAY_INDEX`` (array children only), ``AWS_BATCH_JQ_NAME`` and
+``AWS_BATCH_CE_NAME``.
+
+The job definition's ``retryStrategy`` is applied as AWS Batch documents it
+(https://docs.aws.amazon.com/batch/latest/APIReference/API_EvaluateOnExit.html): after a failed
+attempt, the first ``evaluateOnExit`` entry whose given conditions all match decides RETRY or EXIT;
+each condition is a pattern that may end in ``*`` (prefix match) and is otherwise exact;
+``onExitCode`` is matched against the decimal exit code, ``onStatusReason`` against the attempt's
+status reason, ``onReason`` against the container's reason; when no entry matches the job is
+retried, while attempts remain. A job that exceeds ``attemptDurationSeconds`` is not retried
+(https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html).
+
+A child killed by a signal is reported as a Spot reclaim is: status reason
+``Host EC2 (instance i-...) terminated.`` and no exit code. That is how the fault tests simulate
+losing an instance: ``kill -9`` the child.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ESSENTIAL_EXITED = "Essential container in task exited"
+TIMED_OUT = "Job attempt duration exceeded timeout"
+#: AWS Batch allows 1..10 attempts
+MAX_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended, in the terms ``evaluateOnExit`` matches against."""
+
+    exit_code: int | None
+    status_reason: str
+    reason: str | None = None
+    timed_out: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+def _matches(pattern: str | None, value: str | None) -> bool:
+    if pattern is None:
+        return True
+    if value is None:
+        return False
+    return value.startswith(pattern[:-1]) if pattern.endswith("*") else value == pattern
+
+
+def decide(retry_strategy: dict[str, Any] | None, outcome: Outcome, attempt: int) -> str:
+    """``RETRY`` or ``EXIT`` after failed attempt number ``attempt`` (1-based)."""
+    strategy = retry_strategy or {}
+    attempts = max(1, min(MAX_ATTEMPTS, int(strategy.get("attempts", 1))))
+    if outcome.timed_out or attempt >= attempts:
+        return "EXIT"
+    for rule in strategy.get("evaluateOnExit") or []:
+        exit_code = None if outcome.exit_code is None else str(outcome.exit_code)
+        if (
+            _matches(rule.get("onExitCode"), exit_code)
+            and _matches(rule.get("onStatusReason"), outcome.status_reason)
+            and _matches(rule.get("onReason"), outcome.reason or "")
+        ):
+            return "RETRY" if str(rule.get("action", "")).upper() == "RETRY" else "EXIT"
+    return "RETRY"
+
+
+def instance_id(job_id: str, attempt: int) -> str:
+    return "i-" + hashlib.sha256(f"{job_id}/{attempt}".encode()).hexdigest()[:17]
+
+
+def local_command(command: list[str]) -> list[str]:
+    """The container's command on this machine: its Python is this interpreter."""
+    if not command:
+        raise ValueError("the job definition has no command")
+    head = Path(command[0]).name
+    if head == "seqlake":
+        return [sys.executable, "-m", "seqlake", *command[1:]]
+    if head.startswith("python"):
+        return [sys.executable, *command[1:]]
+    return list(command)
+
+
+def _substitute(command: list[str], parameters: dict[str, str]) -> list[str]:
+    """Batch replaces ``Ref::name`` placeholders in the command with the job's parameters."""
+    return [parameters.get(a[5:], a) if a.startswith("Ref::") else a for a in command]
+
+
+@dataclass
+class ArrayProgress:
+    job_id: str
+    job_name: str
+    size: int
+    succeeded: int = 0
+    failed: int = 0
+    running: int = 0
+    retries: int = 0
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    failures: list[str] = field(default_factory=list)
+
+
+class BatchRunner:
+    """The hook moto's patched ``SubmitJob`` calls; runs jobs in the background."""
+
+    def __init__(
+        self,
+        jobs: int,
+        base_env: dict[str, str],
+        logs_dir: Path,
+        on_change: Callable[[ArrayProgress], None] | None = None,
+    ) -> None:
+        self.jobs = max(1, jobs)
+        self.base_env = base_env
+        self.logs_dir = logs_dir
+        self.on_change = on_change
+        self.progress: dict[str, ArrayProgress] = {}
+        self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch-child")
+        self._lock = threading.Lock()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._active = 0
+
+    @property
+    def active(self) -> int:
+        with self._lock:
+            return self._active
+
+    def __call__(self, parent: Any, children: list[Any]) -> None:
+        progress = ArrayProgress(parent.job_id, parent.job_name, max(1, len(children)))
+        with self._lock:
+            self.progress[parent.job_id] = progress
+            self._active += 1
+        runnable = children or [parent]
+        futures = [self._pool.submit(self._run_job, job, progress) for job in runnable]
+        threading.Thread(
+            target=self._finish_parent,
+            args=(parent, children, futures, progress),
+            daemon=True,
+            name=f"batch-parent-{parent.job_id}",
+        ).start()
+
+    def _finish_parent(
+        self, parent: Any, children: list[Any], futures: list[Future[None]], progress: ArrayProgress
+    ) -> None:
+        wait(futures)
+        if children:
+            ok = all(c.status == "SUCCEEDED" for c in children)
+            parent.job_started_at = min(c.job_started_at for c in children)
+            if not ok:
+                parent.job_stopped_reason = "Array Child Job failed"
+            parent._mark_stopped(success=ok)
+        progress.finished = time.time()
+        self._changed(progress)
+        with self._lock:
+            self._active -= 1
+
+    def _changed(self, progress: ArrayProgress) -> None:
+        if self.on_change is not None:
+            self.on_change(progress)
+
+    def _host_paths(self, props: dict[str, Any]) -> dict[str, str]:
+        """Container paths of host volumes -> one local folder per volume, shared by all children (as
+        all containers on one instance share the host folder)."""
+        volumes = {v.get("name"): v for v in props.get("volumes") or []}
+        out = {}
+        for mount in props.get("mountPoints") or []:
+            volume = volumes.get(mount.get("sourceVolume"))
+            if volume is not None and mount.get("containerPath"):
+                local = self.logs_dir.parent / "hosts" / str(volume["name"])
+                local.mkdir(parents=True, exist_ok=True)
+                out[str(mount["containerPath"]).rstrip("/")] = str(local)
+        return out
+
+    def _environment(self, job: Any, attempt: int) -> dict[str, str]:
+        props = job.job_definition.container_properties or {}
+        env = dict(self.base_env)
+        env.update({e["name"]: str(e["value"]) for e in props.get("environment") or []})
+        env.update({e["name"]: str(e["value"]) for e in job.container_overrides.get("environment") or []})
+        for container_path, local in self._host_paths(props).items():
+            for name, value in env.items():
+                if value == container_path or value.startswith(container_path + "/"):
+                    env[name] = local + value[len(container_path) :]
+        env.update(
+            {
+                "AWS_BATCH_JOB_ID": job.job_id,
+                "AWS_BATCH_JOB_ATTEMPT": str(attempt),
+                "AWS_BATCH_JQ_NAME": job.job_queue.name,
+                "AWS_BATCH_CE_NAME": "local",
+            }
+        )
+        index = (job.array_properties or {}).get("index")
+        if index is not None:
+            env["AWS_BATCH_JOB_ARRAY_INDEX"] = str(index)
+        return env
+
+    def _run_job(self, job: Any, progress: ArrayProgress) -> None:
+        jd = job.job_definition
+        props = jd.container_properties or {}
+        command = job.container_overrides.get("command") or props.get("command") or []
+        argv = local_command(_substitute(list(command), job.parameters))
+        timeout = (job.timeout or jd.timeout or {}).get("attemptDurationSeconds")
+        attempt = 0
+        while True:
+            attempt += 1
+            job.status = "RUNNING"
+            now = time.time()
+            if attempt == 1:
+                job.job_started_at = _dt(now)
+            log_path = self.logs_dir / "batch" / job.job_id.replace(":", "_") / f"attempt-{attempt}.log"
+            record: dict[str, Any] = {
+                "container": {"logStreamName": str(log_path)},
+                "startedAt": int(now * 1000),
+            }
+            job.attempts.append(record)
+            with self._lock:
+                progress.running += 1
+            self._changed(progress)
+            outcome = self._attempt(
+                job,
+                argv,
+                self._environment(job, attempt),
+                log_path=log_path,
+                timeout=timeout,
+                attempt=attempt,
+            )
+            record["stoppedAt"] = int(time.time() * 1000)
+            record["statusReason"] = outcome.status_reason
+            if outcome.exit_code is not None:
+                record["container"]["exitCode"] = outcome.exit_code
+            if outcome.reason:
+                record["container"]["reason"] = outcome.reason
+            with self._lock:
+                progress.running -= 1
+            if outcome.succeeded:
+                job.exit_code = 0
+                job._mark_stopped(success=True)
+                with self._lock:
+                    progress.succeeded += 1
+                break
+            if decide(jd.retry_strategy, outcome, attempt) == "EXIT":
+                job.exit_code = outcome.exit_code
+                job.job_stopped_reason = outcome.status_reason
+                job._mark_stopped(success=False)
+                with self._lock:
+                    progress.failed += 1
+                    progress.failures.append(
+                        f"{job.job_id}: {outcome.status_reason}"
+                        + (f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
+                    )
+                break
+            with self._lock:
+                progress.retries += 1
+        self._changed(progress)
+
+    def _attempt(
+        self,
+        job: Any,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        log_path: Path,
+        timeout: int | None,
+        attempt: int,
+    ) -> Outcome:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("wb") as log:
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            except OSError as err:  # what Batch reports when the container cannot start
+                return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
+            with self._lock:
+                self._procs[proc.pid] = proc
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                return Outcome(None, TIMED_OUT, timed_out=True)
+            finally:
+                with self._lock:
+                    self._procs.pop(proc.pid, None)
+        if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
+            return Outcome(None, f"Host EC2 (instance {instance_id(job.job_id, attempt)}) terminated.")
+        return Outcome(code, ESSENTIAL_EXITED)
+
+    def shutdown(self) -> None:
+        """Kill the children this runner started and stop accepting work."""
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            proc.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _dt(seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(seconds)

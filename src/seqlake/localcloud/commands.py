@@ -1,0 +1,336 @@
+"""The ``seqlake local ...`` and ``seqlake demo`` commands (``seqlake.cli`` calls these).
+
+``local run`` uploads the way a user uploads to the real bucket, and the app does the rest:
+
+- R1 [R2]: ``incoming/<sample>/<sample>_R1<ext>`` (and ``_R2``): the second mate's event starts the run.
+- ``--samplesheet``: the sheet first, as ``incoming/<sheet>-<hash>/samplesheet.csv`` with its paths made
+  relative, then its FASTQs beside it: the last file's event starts exactly one run.
+- ``--reference``: the FASTA goes to ``references/<name>/`` and the stack parameter ``ReferenceUri``
+  is overridden for this process (what ``sam deploy --parameter-overrides`` does on AWS).
+
+``local query`` needs no moto: it reads the saved catalog and Parquet in the state folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
+from seqlake.localcloud import athena
+from seqlake.localcloud.state import StateDir, md5_file
+
+_FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
+_MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
+_GZIP_MAGIC = b"\x1f\x8b"
+_EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
+#: rows of each named query the demo prints
+DEMO_ROWS = 12
+
+
+def _repo() -> Path:
+    """The checkout: ``template.yaml`` and ``queries/`` live there."""
+    return Path(__file__).resolve().parents[3]
+
+
+def _state(args: argparse.Namespace) -> StateDir:
+    return StateDir(getattr(args, "home", None))
+
+
+def _ext(path: Path) -> str:
+    name = path.name.lower()
+    for ext in _FASTQ_EXTS:
+        if name.endswith(ext):
+            return ext
+    with path.open("rb") as f:
+        return ".fastq.gz" if f.read(2) == _GZIP_MAGIC else ".fastq"
+
+
+def sample_name(path: Path) -> str:
+    """``reads_R1.fastq.gz`` -> ``reads``: the file name without FASTQ extension and mate suffix."""
+    stem = path.name
+    for ext in _FASTQ_EXTS:
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    stem = _MATE_SUFFIX.sub("", stem)
+    return re.sub(r"[^0-9A-Za-z_.-]+", "-", stem).strip("-.") or "sample"
+
+
+def _check_file(path: Path) -> Path:
+    if not path.is_file():
+        raise SeqlakeError(f"{path}: no such file")
+    return path
+
+
+def _reference_key(reference: Path) -> str:
+    return f"references/{sample_name(reference) or 'reference'}/{reference.name}"
+
+
+#: (local file, key in the bucket), in upload order
+Uploads = list[tuple[Path, str]]
+
+
+def plan_reads(r1: Path, r2: Path | None, sample: str | None) -> Uploads:
+    name = sample or sample_name(r1)
+    folder = f"incoming/{name}/"
+    if r2 is None:
+        return [(r1, f"{folder}{name}{_ext(r1)}")]
+    return [(r1, f"{folder}{name}_R1{_ext(r1)}"), (r2, f"{folder}{name}_R2{_ext(r2)}")]
+
+
+def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
+    """The sheet (its local paths made relative, written under ``staging``) first, then its FASTQs."""
+    rows = list(csv.DictReader(io.StringIO(sheet.read_text(encoding="utf-8-sig"))))
+    if not rows or not {"sample", "fastq_1"} <= set(rows[0]):
+        raise SeqlakeError(f"{sheet}:1: a samplesheet needs the columns sample,fastq_1[,fastq_2]")
+    files: dict[str, Path] = {}
+    out_rows = []
+    for row in rows:
+        new = dict(row)
+        for col in ("fastq_1", "fastq_2"):
+            value = (row.get(col) or "").strip()
+            if not value or value.startswith("s3://"):
+                continue
+            local = _check_file((sheet.parent / value).resolve())
+            # one flat folder: a FASTQ in a subfolder would not be beside the sheet
+            name = local.name if files.get(local.name, local) == local else f"{row['sample']}_{local.name}"
+            files[name] = local
+            new[col] = name
+        out_rows.append(new)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(out_rows)
+    body = buf.getvalue().encode()
+    label = re.sub(r"[^0-9A-Za-z_.-]+", "-", sheet.stem).strip("-.") or "samplesheet"
+    folder = f"incoming/{label}-{hashlib.sha256(body).hexdigest()[:8]}/"
+    sheet_path = staging / folder / "samplesheet.csv"
+    sheet_path.parent.mkdir(parents=True, exist_ok=True)
+    sheet_path.write_bytes(body)
+    return [
+        (sheet_path, f"{folder}samplesheet.csv"),
+        *((path, folder + name) for name, path in files.items()),
+    ]
+
+
+def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None) -> dict[str, Any] | None:
+    """A succeeded run of exactly these objects (key and MD5 ETag) and reference, if there is one."""
+    wanted = {(key, md5_file(path)) for path, key in uploads}
+    runs: list[dict[str, Any]] = state.runs()
+    for run in reversed(runs):
+        inputs = {(i.get("key"), i.get("etag")) for i in run.get("inputs") or []}
+        ref = run.get("reference") or ""
+        same_ref = str(ref).endswith("/" + reference_key) if reference_key else not ref
+        if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref:
+            found: dict[str, Any] = run
+            return found
+    return None
+
+
+def _wide(console: Console) -> Console:
+    """Tables printed into a pipe or file keep their full width (rich would wrap them at 80 columns)."""
+    return console if console.is_terminal else Console(file=console.file, width=200)
+
+
+def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
+    table = Table(title="runs", title_justify="left")
+    for col in ("run", "state", "started (UTC)", "seconds", "shards", "retried", "reads", "error"):
+        table.add_column(col, justify="right" if col in ("seconds", "shards", "retried", "reads") else "left")
+    for r in runs:
+        doc = r.get("status_json") or {}
+        reads = doc.get("reads", (doc.get("counts") or {}).get("reads", ""))
+        colour = "green" if r["status"] == "SUCCEEDED" else "red" if r["status"] in ("FAILED", "TIMED_OUT") else ""
+        table.add_row(
+            r["run_id"],
+            f"[{colour}]{r['status']}[/]" if colour else r["status"],
+            str(r.get("started", "")).replace("T", " ").rstrip("Z"),
+            f"{r.get('seconds', '')}",
+            str(r.get("shards", "")),
+            str(r.get("retried", "")),
+            str(reads),
+            (r.get("error") or "")[:60],
+        )
+    _wide(console).print(table)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `local query` and `local runs` must not pay for importing moto
+    from seqlake.localcloud.cloud import LocalCloud
+
+    if not args.samplesheet and not args.r1:
+        raise SeqlakeError("give R1 [R2] or --samplesheet CSV")
+    if args.samplesheet and args.r1:
+        raise SeqlakeError("give either R1 [R2] or --samplesheet, not both")
+    state = _state(args)
+    console = Console(stderr=True)
+    if args.samplesheet:
+        uploads = plan_samplesheet(_check_file(Path(args.samplesheet)), state.root / "uploads")
+    else:
+        r2 = _check_file(Path(args.r2)) if args.r2 else None
+        uploads = plan_reads(_check_file(Path(args.r1)), r2, args.sample)
+    reference = _check_file(Path(args.reference)) if args.reference else None
+    done = previous_run(state, uploads, _reference_key(reference) if reference else None)
+    if done is not None:
+        # the same objects would get the same run id: on AWS, StartExecution would say ExecutionAlreadyExists
+        console.print(
+            f"already processed as run [bold]{done['run_id']}[/] ({done.get('started')}); "
+            "see `seqlake local runs` and `seqlake local query`"
+        )
+        return EXIT_OK
+    with LocalCloud(state=state, jobs=args.jobs, console=console) as cloud:
+        if reference is not None:
+            cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        for path, key in uploads:
+            cloud.upload(path, key)
+        console.print(f"uploaded {len(uploads)} object(s) to s3://{cloud.bucket}/{uploads[0][1].rsplit('/', 1)[0]}/")
+        finished = cloud.wait()
+    if not finished:
+        console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
+        return EXIT_FAILURE
+    _print_runs(console, [r for r in state.runs() if r["run_id"] in {e.name for e in finished}])
+    return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE
+
+
+def named_query_sql(name: str) -> str:
+    path = _repo() / "queries" / f"{name}.sql"
+    if not path.is_file():
+        known = sorted(p.stem for p in (_repo() / "queries").glob("*.sql"))
+        raise SeqlakeError(f"no named query {name!r} (known: {', '.join(known) or 'none'})")
+    return path.read_text()
+
+
+def _json_value(v: Any) -> Any:
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, list | tuple):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    return athena.text(v)
+
+
+def print_result(result: athena.Result, fmt: str, title: str | None = None, max_rows: int | None = None) -> None:
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows([["" if v is None else athena.text(v) for v in row] for row in result.rows])
+        return
+    if fmt == "json":
+        rows = [dict(zip(result.columns, (_json_value(v) for v in row), strict=True)) for row in result.rows]
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return
+    table = Table(title=title, title_justify="left")
+    for col in result.columns:
+        table.add_column(col, overflow="fold")
+    shown = result.rows if max_rows is None else result.rows[:max_rows]
+    for row in shown:
+        table.add_row(*["[dim]NULL[/]" if v is None else _cell(v) for v in row])
+    if len(shown) < len(result.rows):
+        table.caption = f"{len(result.rows) - len(shown)} more row(s)"
+    _wide(Console()).print(table)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return athena.text(v)
+
+
+def query_command(args: argparse.Namespace) -> int:
+    if bool(args.sql) == bool(args.named):
+        raise SeqlakeError('give a query ("SQL") or --named NAME')
+    sql = named_query_sql(args.named) if args.named else args.sql
+    state = _state(args)
+    if not state.exists():
+        raise SeqlakeError(f"no local results in {state.root}: run `seqlake local run` or `seqlake demo` first")
+    try:
+        result = athena.query(state.catalog(), state.files_under, sql)
+    except ValueError as err:
+        raise SeqlakeError(f"query failed: {err}") from None
+    print_result(result, args.format)
+    return EXIT_OK
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    runs = _state(args).runs()
+    if not runs:
+        Console(stderr=True).print("no runs yet")
+        return EXIT_OK
+    _print_runs(Console(), runs)
+    return EXIT_OK
+
+
+def _named_queries(cloud: Any) -> list[tuple[str, str]]:
+    """(name, SQL) of the named queries the template deployed, else ``queries/*.sql``."""
+    a = cloud.client("athena")
+    ids = a.list_named_queries().get("NamedQueryIds", [])
+    out = [(q["Name"], q["QueryString"]) for q in (a.get_named_query(NamedQueryId=i)["NamedQuery"] for i in ids)]
+    if not out:
+        out = [(p.stem, p.read_text()) for p in sorted((_repo() / "queries").glob("*.sql"))]
+    return sorted(out)
+
+
+def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.Result:
+    """One query through the local Athena API (StartQueryExecution -> GetQueryResults)."""
+    a = cloud.client("athena")
+    kw: dict[str, Any] = {"QueryString": sql, "QueryExecutionContext": {"Database": cloud.database}}
+    if workgroup:
+        kw["WorkGroup"] = workgroup
+    qid = a.start_query_execution(**kw)["QueryExecutionId"]
+    while a.get_query_execution(QueryExecutionId=qid)["QueryExecution"]["Status"]["State"] in (
+        "QUEUED",
+        "RUNNING",
+    ):
+        time.sleep(0.05)
+    rows = a.get_paginator("get_query_results").paginate(QueryExecutionId=qid).build_full_result()["ResultSet"]["Rows"]
+    columns = [c.get("VarCharValue", "") for c in rows[0]["Data"]] if rows else []
+    return athena.Result(columns, [tuple(c.get("VarCharValue") for c in r["Data"]) for r in rows[1:]])
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.cloud import LocalCloud
+
+    try:
+        from seqlake.demo_data import paths
+    except ImportError as err:
+        raise SeqlakeError(f"the bundled demo data is missing: {err}") from None
+    r1, r2, reference = paths()
+    console = Console(stderr=True)
+    t0 = time.monotonic()
+    console.rule("[bold]seqlake demo: the whole app on the local cloud")
+    with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
+        cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        uploads = plan_reads(r1, r2, "demo")
+        uploaded = [cloud.upload(path, key) for path, key in uploads]
+        console.print(
+            f"uploaded {', '.join(u.rsplit('/', 1)[-1] for u in uploaded)} -> s3://{cloud.bucket}/incoming/demo/"
+        )
+        finished = cloud.wait()
+        if not finished:
+            console.print("[red]no run started[/] (see the state folder's logs/lambda/)")
+            return EXIT_FAILURE
+        workgroup = cloud.outputs.get("AthenaWorkGroupName")
+        for name, sql in _named_queries(cloud):
+            try:
+                result = athena_query(cloud, sql, workgroup)
+            except Exception as err:
+                console.print(f"[red]query {name} failed:[/] {err}")
+                continue
+            print_result(result, "table", title=f"{name}", max_rows=DEMO_ROWS)
+    console.print(
+        f"[bold]done in {time.monotonic() - t0:.1f} s.[/] Results stay in {_state(args).root}/: try "
+        f"[cyan]{_EXAMPLE}[/] or [cyan]seqlake local runs[/]"
+    )
+    return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE

@@ -1,0 +1,372 @@
+"""The few changes moto needs to run this app, each small and pinned to one moto version.
+
+They touch moto's private internals, so importing this module fails on any other moto version
+(``pyproject.toml`` pins it); ``tests/local/test_patches.py`` covers every patch. Behaviour that is
+the project's own (how a Lambda or a Batch child runs, how Athena answers) lives in the runner
+modules and is reached through :data:`HOOKS`, so the patches stay mechanical.
+
+1. Step Functions service integrations: moto stubs the Pascal->camel request normalisation that its
+   interpreter (ported from LocalStack) needs, so ``batch:submitJob`` fails with ``States.Runtime``
+   (cause ``'JobName'``); responses carry ``datetime`` objects that break ``DescribeExecution``.
+2. S3 ranged GET reads the whole object and slices it: a shard's 8 MiB read of a 300 MB object
+   copied 300 MB. Here the range is read from the object's buffer.
+3. Lambda without Docker echoes the payload: here it calls :attr:`Hooks.lambda_invoke`.
+4. Batch without Docker marks every job succeeded at once: here :attr:`Hooks.batch_run` runs it.
+   An array of size 1 is refused, as AWS Batch does (``size`` must be 2..10,000).
+5. EventBridge drops Step Functions and Lambda targets: here :attr:`Hooks.deliver` receives them.
+6. Athena returns no rows: here :attr:`Hooks.athena_query` answers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import botocore
+import botocore.session
+
+MOTO_VERSION = "5.2.5"
+
+
+def check_moto_version() -> None:
+    found = importlib.metadata.version("moto")
+    if found != MOTO_VERSION:
+        raise RuntimeError(f"seqlake's local cloud patches moto {MOTO_VERSION} internals; found moto {found}")
+
+
+check_moto_version()
+
+# moto imports below are deliberately after the version check.
+# moto's classes are patched, so they are handled as ``Any``: their own annotations describe moto's
+# methods, not the replacements.
+import moto.athena.models as _athena  # noqa: E402
+import moto.awslambda_simple.models as _lambda  # noqa: E402
+import moto.batch.exceptions as _batch_exc  # noqa: E402
+import moto.batch.models as _batch  # noqa: E402
+import moto.batch_simple.models as _batch_simple  # noqa: E402
+import moto.core.config as _config  # noqa: E402
+import moto.core.exceptions as _exc  # noqa: E402
+import moto.events.models as _events  # noqa: E402
+import moto.s3.models as _s3  # noqa: E402
+import moto.s3.responses as _s3_responses  # noqa: E402
+import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service as _sts  # noqa: E402
+from moto.utilities.arns import parse_arn  # noqa: E402
+
+AthenaBackend: Any = _athena.AthenaBackend
+QueryResults: Any = _athena.QueryResults
+LambdaSimpleBackend: Any = _lambda.LambdaSimpleBackend
+ClientException: Any = _batch_exc.ClientException
+Job: Any = _batch.Job
+BatchSimpleBackend: Any = _batch_simple.BatchSimpleBackend
+JsonRESTError: Any = _exc.JsonRESTError
+Rule: Any = _events.Rule
+FakeKey: Any = _s3.FakeKey
+S3Response: Any = _s3_responses.S3Response
+StateTaskService: Any = _sts.StateTaskService
+
+#: (function name, payload, asynchronous) -> (response payload, failed)
+LambdaHook = Callable[[str, bytes, bool], tuple[bytes, bool]]
+#: (array parent or single job, its children: empty for a single job) -> None; runs them in the background
+BatchHook = Callable[[Job, list[Job]], None]
+#: (target as stored by PutTargets, event) -> None
+DeliverHook = Callable[[dict[str, Any], dict[str, Any]], None]
+#: (SQL, default database) -> (column names, rows as text or None); raises ValueError on a bad query
+AthenaHook = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
+
+
+@dataclass
+class Hooks:
+    lambda_invoke: LambdaHook | None = None
+    batch_run: BatchHook | None = None
+    deliver: DeliverHook | None = None
+    athena_query: AthenaHook | None = None
+    #: False while state is restored: re-creating objects must not start runs again
+    events_enabled: bool = True
+    applied: set[str] = field(default_factory=set)
+
+
+HOOKS = Hooks()
+_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------- 1. Step Functions normalisation
+_boto_models: dict[str, Any] = {}
+
+
+def _operation_model(service: str, action: str) -> Any:
+    """botocore's model of ``service``'s operation ``action`` (snake_case, as the interpreter names it)."""
+    if service not in _boto_models:
+        model = botocore.session.get_session().get_service_model(service)
+        _boto_models[service] = (model, {botocore.xform_name(op): op for op in model.operation_names})
+    model, operations = _boto_models[service]
+    op = operations.get(action)
+    return model.operation_model(op) if op else None
+
+
+def _stringify_datetimes(node: Any) -> None:
+    items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in list(items):
+        if isinstance(v, datetime.datetime):
+            node[k] = v.isoformat()
+        else:
+            _stringify_datetimes(v)
+
+
+def _normalise_parameters(
+    self: Any,
+    parameters: dict[str, Any],
+    boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    om = _operation_model(
+        self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
+    )
+    if om is not None and om.input_shape is not None:
+        self._to_boto_request(parameters, om.input_shape)
+
+
+def _normalise_response(
+    self: Any, response: Any, boto_service_name: str | None = None, service_action_name: str | None = None
+) -> None:
+    om = _operation_model(
+        self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
+    )
+    if om is not None and om.output_shape is not None:
+        self._from_boto_response(response, om.output_shape)
+    _stringify_datetimes(response)
+
+
+def _patch_sfn_normalisation() -> None:
+    StateTaskService._normalise_parameters = _normalise_parameters
+    StateTaskService._normalise_response = _normalise_response
+
+
+# ---------------------------------------------------------------- 2. S3 ranged GET
+_ranged = threading.local()
+
+
+class _KeyView:
+    """Bytes-like view of an object's buffer: moto's range handler takes ``len()`` and one slice."""
+
+    def __init__(self, key: FakeKey) -> None:
+        self.key = key
+
+    def __len__(self) -> int:
+        return int(self.key.size)
+
+    def __getitem__(self, s: slice) -> bytes:
+        start, stop, _ = s.indices(len(self))
+        with self.key.lock:
+            self.key._value_buffer.seek(start)
+            data: bytes = self.key._value_buffer.read(max(0, stop - start))
+        return data
+
+    def __bytes__(self) -> bytes:
+        return self[0 : len(self)]
+
+
+_original_value = FakeKey.value
+_original_get_object = S3Response.get_object
+_original_range = S3Response._handle_range_header
+
+
+def _value(self: FakeKey) -> Any:
+    if getattr(_ranged, "on", False):
+        return _KeyView(self)
+    return _original_value.fget(self)
+
+
+def _get_object(self: S3Response) -> Any:
+    rng = self.headers.get("range") or ""
+    _ranged.on = rng.startswith("bytes=") and "," not in rng
+    try:
+        return _original_get_object(self)
+    finally:
+        _ranged.on = False
+
+
+def _handle_range_header(self: S3Response, request: Any, headers: dict[str, Any], content: Any) -> Any:
+    status, headers, body = _original_range(self, request, headers, content)
+    return status, headers, bytes(body) if isinstance(body, _KeyView) else body
+
+
+def _patch_s3_ranged_get() -> None:
+    FakeKey.value = property(_value, _original_value.fset)
+    S3Response.get_object = _get_object
+    S3Response._handle_range_header = _handle_range_header
+
+
+# ---------------------------------------------------------------- 3. Lambda invoke
+_original_invoke: Any = LambdaSimpleBackend.invoke
+
+
+def _invoke(  # noqa: PLR0917 - moto's signature
+    self: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+) -> bytes | None:
+    if HOOKS.lambda_invoke is None:
+        echoed: bytes | None = _original_invoke(self, function_name, qualifier, body, headers, response_headers)
+        return echoed
+    fn = self.get_function(function_name, qualifier)
+    payload = body if isinstance(body, bytes) else (body or "").encode()
+    is_async = (headers or {}).get("X-Amz-Invocation-Type") == "Event"
+    result, failed = HOOKS.lambda_invoke(fn.function_name, payload, is_async)
+    if failed:
+        response_headers["x-amz-function-error"] = "Unhandled"
+    return result
+
+
+def _patch_lambda_invoke() -> None:
+    LambdaSimpleBackend.invoke = _invoke
+
+
+# ---------------------------------------------------------------- 4. Batch submit
+_original_submit: Any = BatchSimpleBackend.submit_job
+
+#: AWS Batch's array size limits
+ARRAY_MIN, ARRAY_MAX = 2, 10_000
+
+
+def _submit_job(  # noqa: PLR0917 - moto's signature
+    self: Any,
+    job_name: str,
+    job_def_id: str,
+    job_queue: str,
+    array_properties: dict[str, Any],
+    depends_on: list[dict[str, str]] | None = None,
+    container_overrides: dict[str, Any] | None = None,
+    eks_properties_override: dict[str, Any] | None = None,
+    timeout: dict[str, int] | None = None,
+    parameters: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None,
+) -> tuple[str, str, str]:
+    if HOOKS.batch_run is None:
+        submitted: tuple[str, str, str] = _original_submit(
+            self,
+            job_name,
+            job_def_id,
+            job_queue,
+            array_properties,
+            depends_on,
+            container_overrides,
+            eks_properties_override,
+            timeout,
+            parameters,
+            tags,
+        )
+        return submitted
+    job_def = self.get_job_definition(job_def_id)
+    if job_def is None:
+        raise ClientException(f"Job definition {job_def_id} does not exist")
+    queue = self.get_job_queue(job_queue)
+    if queue is None:
+        raise ClientException(f"Job queue {job_queue} does not exist")
+    size = (array_properties or {}).get("size")
+    if size is not None and not ARRAY_MIN <= int(size) <= ARRAY_MAX:
+        raise ClientException(f"Array size {size} is outside {ARRAY_MIN}..{ARRAY_MAX}: a 1-shard run is a plain job")
+
+    def make(props: dict[str, Any], job_id: str | None = None) -> Job:
+        job = Job(
+            job_name,
+            job_def,
+            queue,
+            self,
+            log_backend=self.logs_backend,
+            container_overrides=container_overrides,
+            eks_properties_override=eks_properties_override,
+            depends_on=depends_on,
+            all_jobs=self._jobs,
+            timeout=timeout,
+            array_properties=props,
+            provided_job_id=job_id,
+            parameters=parameters,
+            tags=tags if job_id is None else None,
+        )
+        job.status = "RUNNABLE"
+        self.backend._jobs[job.job_id] = job
+        return job
+
+    parent = make(array_properties or {})
+    children = [make({"statusSummary": {}, "index": i}, f"{parent.job_id}:{i}") for i in range(int(size or 0))]
+    parent._child_jobs = children or None
+    HOOKS.batch_run(parent, children)
+    return job_name, parent.job_id, parent.arn
+
+
+def _patch_batch_submit() -> None:
+    BatchSimpleBackend.submit_job = _submit_job
+
+
+# ---------------------------------------------------------------- 5. EventBridge targets
+_original_send = Rule.send_to_targets
+_DELIVERED_SERVICES = ("states", "lambda")
+
+
+def _send_to_targets(self: Rule, original_event: dict[str, Any], transform_input: bool = True) -> None:
+    if not HOOKS.events_enabled or not self.event_pattern.matches_event(original_event):
+        return
+    ours = [t for t in self.targets if parse_arn(t["Arn"]).service in _DELIVERED_SERVICES]
+    if HOOKS.deliver is not None:
+        for target in ours:
+            HOOKS.deliver(target, original_event)
+    saved, self.targets = self.targets, [t for t in self.targets if t not in ours]
+    try:
+        _original_send(self, original_event, transform_input)
+    finally:
+        self.targets = saved
+
+
+def _patch_event_targets() -> None:
+    Rule.send_to_targets = _send_to_targets
+
+
+# ---------------------------------------------------------------- 6. Athena results
+_original_results = AthenaBackend._store_predefined_query_results
+
+
+def _store_query_results(self: AthenaBackend, exec_id: str) -> None:
+    if HOOKS.athena_query is None or exec_id in self.query_results or self.query_results_queue:
+        _original_results(self, exec_id)
+        return
+    execution = self.executions[exec_id]
+    sql = execution.query
+    for value in execution.execution_parameters or []:  # Athena substitutes the literal text for each '?'
+        sql = sql.replace("?", value, 1)
+    database = (execution.context or {}).get("Database") or "seqlake"
+    try:
+        columns, rows = HOOKS.athena_query(sql, database)
+    except ValueError as err:
+        raise JsonRESTError("InvalidRequestException", str(err)) from None
+    header = [{"Data": [{"VarCharValue": c} for c in columns]}]
+    body = [{"Data": [{} if v is None else {"VarCharValue": v} for v in row]} for row in rows]
+    info = [{"Name": c, "Label": c, "Type": "varchar"} for c in columns]
+    self.query_results[exec_id] = QueryResults(rows=header + body, column_info=info)
+
+
+def _patch_athena() -> None:
+    AthenaBackend._store_predefined_query_results = _store_query_results
+
+
+PATCHES: dict[str, Callable[[], None]] = {
+    "sfn-normalisation": _patch_sfn_normalisation,
+    "s3-ranged-get": _patch_s3_ranged_get,
+    "lambda-invoke": _patch_lambda_invoke,
+    "batch-submit": _patch_batch_submit,
+    "event-targets": _patch_event_targets,
+    "athena-results": _patch_athena,
+}
+
+
+def apply_all() -> None:
+    """Apply every patch once (idempotent) and switch moto to its Docker-free backends."""
+    with _lock:
+        _config.default_user_config["batch"] = {"use_docker": False}
+        _config.default_user_config["lambda"] = {"use_docker": False}
+        _config.default_user_config["stepfunctions"] = {"execute_state_machine": True}
+        for name, patch in PATCHES.items():
+            if name not in HOOKS.applied:
+                patch()
+                HOOKS.applied.add(name)

@@ -1,0 +1,120 @@
+"""What the user watches while the local cloud works: each execution's states and shard progress."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from seqlake.localcloud.batch import ArrayProgress
+
+if TYPE_CHECKING:
+    from seqlake.localcloud.cloud import LocalCloud
+
+
+@dataclass
+class Execution:
+    arn: str
+    name: str
+    status: str
+    started: float
+    stopped: float | None = None
+    error: str | None = None
+    cause: str | None = None
+    states: list[str] = field(default_factory=list)
+    input: dict[str, Any] = field(default_factory=dict)
+    arrays: list[ArrayProgress] = field(default_factory=list)
+
+
+def _ts(value: Any) -> float:
+    return value.timestamp() if isinstance(value, datetime.datetime) else float(value or 0)
+
+
+class Watcher:
+    def __init__(self, cloud: LocalCloud, quiet: bool = False) -> None:
+        self.cloud = cloud
+        self.quiet = quiet
+        self.executions: dict[str, Execution] = {}
+        self._bars: dict[str, TaskID] = {}
+        self._progress = Progress(
+            TextColumn("  {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=cloud.console,
+            disable=quiet,
+        )
+
+    def __enter__(self) -> Watcher:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def _print(self, text: str) -> None:
+        if not self.quiet:
+            self._progress.console.print(text)
+
+    def poll(self) -> None:
+        sfn = self.cloud.client("stepfunctions")
+        for item in self.cloud._list_executions():
+            arn = item["executionArn"]
+            if arn in self.cloud._seen:
+                continue
+            ex = self.executions.get(arn)
+            if ex is None:
+                ex = Execution(arn, item["name"], "RUNNING", _ts(item["startDate"]))
+                self.executions[arn] = ex
+                self._print(f"[bold]▶ run {ex.name}[/] started")
+            if ex.status != "RUNNING":
+                continue
+            history = sfn.get_paginator("get_execution_history").paginate(executionArn=arn).build_full_result()
+            entered = [
+                h["stateEnteredEventDetails"]["name"] for h in history["events"] if h["type"].endswith("StateEntered")
+            ]
+            for name in entered[len(ex.states) :]:
+                self._print(f"  [cyan]{name}[/]")
+            ex.states = entered
+            if item["status"] != "RUNNING":
+                desc = sfn.describe_execution(executionArn=arn)
+                ex.status, ex.stopped = desc["status"], _ts(desc.get("stopDate"))
+                ex.error, ex.cause = desc.get("error"), desc.get("cause")
+                with contextlib.suppress(ValueError, TypeError):
+                    ex.input = json.loads(desc.get("input") or "{}")
+                took = (ex.stopped or 0) - ex.started
+                colour = "green" if ex.status == "SUCCEEDED" else "red"
+                self._print(
+                    f"[bold {colour}]■ run {ex.name} {ex.status}[/] in {took:.1f} s"
+                    + (f": {ex.error}" if ex.error else "")
+                )
+        self._update_arrays()
+
+    def _owner(self, array: ArrayProgress) -> Execution | None:
+        for ex in self.executions.values():
+            if ex.name in array.job_name:
+                return ex
+        running = [ex for ex in self.executions.values() if ex.status == "RUNNING"]
+        return running[0] if len(running) == 1 else None
+
+    def _update_arrays(self) -> None:
+        batch = self.cloud.batch
+        if batch is None:
+            return
+        for job_id, array in list(batch.progress.items()):
+            owner = self._owner(array)
+            if owner is None:
+                continue
+            if array not in owner.arrays:
+                owner.arrays.append(array)
+            note = f"retried {array.retries}" + (f", failed {array.failed}" if array.failed else "")
+            if job_id not in self._bars:
+                self._bars[job_id] = self._progress.add_task(
+                    f"{array.job_name[:40]} shards", total=array.size, note=note
+                )
+            self._progress.update(self._bars[job_id], completed=array.succeeded + array.failed, note=note)

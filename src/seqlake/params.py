@@ -1,0 +1,47 @@
+"""Run parameters: one dataclass, serialised into plan.json and the ``runs`` table.
+
+Defaults follow what users of cutadapt / fastp / minimap2 expect for Illumina short reads:
+3' quality trimming at Phred 20 (cutadapt ``-q 20``, BWA's algorithm), removal of the Illumina
+TruSeq / Nextera adapter prefixes with cutadapt's aligner (``-a AGATCGGAAGAGC``, ``-e 0.1``,
+minimum overlap 3), and a minimum length of 20 after trimming (``-m 20``); a pair is dropped if
+either mate becomes too short (cutadapt's default ``--pair-filter=any``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+#: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
+DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
+
+
+@dataclass(frozen=True)
+class Params:
+    trim: bool = True
+    quality_cutoff: int = 20
+    quality_cutoff_5p: int = 0
+    adapters: tuple[str, ...] = DEFAULT_ADAPTERS
+    adapter_max_error_rate: float = 0.1
+    adapter_min_overlap: int = 3
+    min_length: int = 20
+    #: minimap2 preset for the reference alignment
+    preset: str = "sr"
+    #: width of the ``coverage`` bins in bases
+    coverage_bin: int = 100
+    #: planning target; the shard count is capped at 10,000 (the Batch array limit)
+    reads_per_shard: int = 2_000_000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapters"] = list(self.adapters)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Params:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        if "adapters" in kw:
+            kw["adapters"] = tuple(kw["adapters"])
+        return cls(**kw)

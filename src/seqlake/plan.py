@@ -1,0 +1,476 @@
+"""Planning: validate the inputs, choose the shards, write ``plan.json``.
+
+How each input is cut (``../shared/DESIGN.md`` section 2.3; numbers in ``../shared/spikes/gzip-shards``):
+
+- **gzip / BGZF**: one streaming pass (:func:`seqlake.gzindex.index_gzip`) counts the records, takes a
+  checkpoint every 256 KiB of plain data and exports a GZTOOL seek index to
+  ``<out>/runs/<run_id>/index/``. Shards are record ranges; each shard's span names the checkpoint before
+  its first record and how many records to skip from there ("lazy" plan: pure arithmetic, the child
+  does the skip).
+- **plain, paired**: the same checkpoint table from a counting pass over the file (~2 GB/s), because R1
+  and R2 shards must hold the same read numbers and byte offsets differ between mates.
+- **plain, single-end**: byte ranges snapped to record starts with one small ranged read per boundary (no
+  full pass; :func:`snap_to_record`). Record numbers of such shards are unknown until read, so error lines
+  are resolved when an error happens (``seqlake.shards``). Files up to ``count_plain_below`` bytes are
+  counted instead (exact counts and lines, negligible cost).
+- **bz2 / xz**: no random access: one shard per sample, read as a stream.
+
+Shard count: ``shards`` if given (the total over all samples), else ``ceil(reads / reads_per_shard)`` per
+sample (reads estimated from the first records' size for uncounted plain files), clamped to 1..10,000 in
+total (the AWS Batch array limit), never more shards than reads; a zero-read input is one empty shard.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from seqlake import fastq, gzindex, storage
+from seqlake.errors import BadInputError
+from seqlake.params import Params
+
+PLAN_VERSION = 1
+#: sample names become folder names and table values (same rule as the samplesheet schema)
+SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_SHARDS = 10_000
+#: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
+PLAIN_COUNT_BELOW = 64 << 20
+#: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
+SNAP_WINDOW = 16 << 10
+
+
+@dataclass(frozen=True)
+class SampleInputs:
+    sample: str
+    r1_uri: str
+    r2_uri: str | None = None
+
+
+@dataclass(frozen=True)
+class InputFile:
+    uri: str
+    sample: str
+    mate: int
+    size: int
+    compression: str
+    etag: str | None = None
+    mtime: float | None = None
+    #: total records when known (counted or indexed); None for uncounted plain / bz2 / xz files
+    records: int | None = None
+    #: decompressed size when known
+    plain_size: int | None = None
+    #: GZTOOL seek index (gzip / BGZF)
+    index_uri: str | None = None
+    #: the checkpoint table, beside the index (for inspection; the plan's spans are self-contained)
+    checkpoints_uri: str | None = None
+
+
+@dataclass(frozen=True)
+class Span:
+    """What one shard reads of one input file."""
+
+    input: int
+    mate: int
+    #: plain offset of a record start where reading begins (a checkpoint or a snapped boundary)
+    offset: int
+    #: records to skip after ``offset``
+    skip: int = 0
+    #: 0-based number of the first record in the file; None for byte-range spans (not counted)
+    first_record: int | None = None
+    #: records in the span; None = up to ``end_offset`` (byte range) or to the end of the stream
+    records: int | None = None
+    #: exclusive plain end offset of a byte-range span
+    end_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    sample: str
+    spans: tuple[Span, ...]
+
+    @property
+    def records(self) -> int | None:
+        return self.spans[0].records
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_id: str
+    out_prefix: str
+    inputs: tuple[InputFile, ...]
+    shards: tuple[Shard, ...]
+    params: Params = field(default_factory=Params)
+    reference: str | None = None
+    version: int = PLAN_VERSION
+
+    @property
+    def array_size(self) -> int:
+        return len(self.shards)
+
+    @property
+    def run_prefix(self) -> str:
+        return storage.join(self.out_prefix, "runs", self.run_id) + "/"
+
+    @property
+    def plan_uri(self) -> str:
+        return storage.join(self.out_prefix, "runs", self.run_id, "plan.json")
+
+    @property
+    def staging_prefix(self) -> str:
+        return storage.join(self.out_prefix, "runs", self.run_id, "staging") + "/"
+
+    @property
+    def results_prefix(self) -> str:
+        return storage.join(self.out_prefix, "results") + "/"
+
+    @property
+    def samples(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(i.sample for i in self.inputs))
+
+    def sample_inputs(self, sample: str) -> tuple[InputFile, ...]:
+        return tuple(sorted((i for i in self.inputs if i.sample == sample), key=lambda i: i.mate))
+
+    def paired(self, sample: str) -> bool:
+        return len(self.sample_inputs(sample)) == 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "run_id": self.run_id,
+            "out_prefix": self.out_prefix,
+            "reference": self.reference,
+            "params": self.params.to_dict(),
+            "inputs": [_drop_none(vars(i)) for i in self.inputs],
+            "shards": [
+                {"index": s.index, "sample": s.sample, "spans": [_drop_none(vars(sp)) for sp in s.spans]}
+                for s in self.shards
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            version=int(d["version"]),
+            run_id=d["run_id"],
+            out_prefix=d["out_prefix"],
+            reference=d.get("reference"),
+            params=Params.from_dict(d.get("params", {})),
+            inputs=tuple(InputFile(**i) for i in d["inputs"]),
+            shards=tuple(
+                Shard(index=s["index"], sample=s["sample"], spans=tuple(Span(**sp) for sp in s["spans"]))
+                for s in d["shards"]
+            ),
+        )
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+@cache
+def plan_schema() -> dict[str, Any]:
+    text = resources.files("seqlake").joinpath("schemas/plan.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _compiled_validator() -> Callable[[dict[str, Any]], Any] | None:
+    """fastjsonschema compiles the schema to Python: ~0.1 s for a 10,000-shard plan where jsonschema
+    takes ~4 s (every Batch child loads the plan). None when it is not installed."""
+    try:
+        import fastjsonschema
+    except ImportError:
+        return None
+    validator: Callable[[dict[str, Any]], Any] = fastjsonschema.compile(plan_schema())
+    return validator
+
+
+def validate_plan_dict(d: dict[str, Any], where: str = "plan.json") -> None:
+    """Validate against ``schemas/plan.schema.json`` (draft-07) and check the shard numbering."""
+    fast = _compiled_validator()
+    if fast is not None:
+        import fastjsonschema
+
+        try:
+            fast(d)
+        except fastjsonschema.JsonSchemaValueException as err:
+            raise ValueError(f"{where}: invalid plan: {err.message}") from err
+    else:
+        import jsonschema
+
+        try:
+            jsonschema.validate(d, plan_schema())
+        except jsonschema.ValidationError as err:
+            path = "/".join(str(p) for p in err.absolute_path)
+            raise ValueError(f"{where}: invalid plan at /{path}: {err.message}") from err
+    n = len(d["shards"])
+    if [s["index"] for s in d["shards"]] != list(range(n)):
+        raise ValueError(f"{where}: shard indexes are not 0..{n - 1}")
+    n_inputs = len(d["inputs"])
+    if any(sp["input"] >= n_inputs for s in d["shards"] for sp in s["spans"]):
+        raise ValueError(f"{where}: a shard names an input that is not in the plan")
+
+
+def load_plan(uri: str) -> Plan:
+    """Read and validate a plan (JSON Schema and shard numbering)."""
+    d = json.loads(storage.read_bytes(uri))
+    validate_plan_dict(d, uri)
+    return Plan.from_dict(d)
+
+
+def write_plan(plan: Plan) -> str:
+    d = plan.to_dict()
+    validate_plan_dict(d, plan.plan_uri)
+    storage.write_bytes(plan.plan_uri, json.dumps(d, separators=(",", ":")).encode())
+    return plan.plan_uri
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass
+class _Scanned:
+    """What planning learned about one input file."""
+
+    info: InputFile
+    sniff: fastq.Sniff
+    checkpoints: list[tuple[int, int]] | None = None
+
+    @property
+    def estimated_records(self) -> int:
+        if self.info.records is not None:
+            return self.info.records
+        if self.sniff.records == 0:
+            return 0
+        per_record = self.sniff.plain_bytes / self.sniff.records
+        return max(self.sniff.records, round(self.info.size / per_record))
+
+
+def _scan_input(uri: str, sample: str, mate: int, *, idx: int, index_prefix: str,
+                count_below: int | None) -> _Scanned:
+    """Sniff, and index or count when the file's shards need record numbers (``count_below`` None:
+    always count plain files, as paired input needs)."""
+    meta = storage.head(uri)
+    sniff = fastq.sniff_fastq(uri)
+    info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
+                     etag=meta.etag, mtime=None if meta.etag else meta.mtime)
+    if sniff.compression in ("gzip", "bgzf"):
+        res = gzindex.index_gzip(uri)
+        assert res.index is not None
+        index_uri = storage.join(index_prefix, f"input{idx}.gztool")
+        storage.write_bytes(index_uri, res.index)
+        ck_uri = _write_checkpoints(index_prefix, idx, res.scan)
+        info = replace(info, records=res.scan.records, plain_size=res.scan.plain_size, index_uri=index_uri,
+                       checkpoints_uri=ck_uri)
+        return _Scanned(info, sniff, res.scan.checkpoints)
+    if sniff.compression == "plain" and (count_below is None or meta.size <= count_below):
+        scan = gzindex.count_plain(uri)
+        ck_uri = _write_checkpoints(index_prefix, idx, scan)
+        info = replace(info, records=scan.records, plain_size=scan.plain_size, checkpoints_uri=ck_uri)
+        return _Scanned(info, sniff, scan.checkpoints)
+    if sniff.complete:
+        info = replace(info, records=sniff.records, plain_size=sniff.plain_bytes)
+    return _Scanned(info, sniff, None)
+
+
+def _write_checkpoints(index_prefix: str, idx: int, scan: gzindex.ScanResult) -> str:
+    uri = storage.join(index_prefix, f"input{idx}.checkpoints.json")
+    body = {"records": scan.records, "plain_size": scan.plain_size, "spacing": gzindex.CHECKPOINT_SPACING,
+            "checkpoints": scan.checkpoints}
+    storage.write_bytes(uri, json.dumps(body, separators=(",", ":")).encode())
+    return uri
+
+
+# ---------------------------------------------------------------- shard counts
+
+
+def allocate_shards(reads: list[int], reads_per_shard: int, total: int | None = None) -> list[int]:
+    """Shards per sample: from ``total`` (split by reads) or ``ceil(reads / reads_per_shard)``;
+    each sample gets 1..reads shards (1 when it has no reads) and the sum stays <= MAX_SHARDS."""
+    caps = [max(1, r) for r in reads]
+    if total is None:
+        want = [max(1, math.ceil(r / max(1, reads_per_shard))) for r in reads]
+    else:
+        total = max(len(reads), min(MAX_SHARDS, total))
+        all_reads = sum(reads)
+        want = [max(1, round(total * r / all_reads)) if all_reads else 1 for r in reads]
+    want = [min(w, c) for w, c in zip(want, caps, strict=True)]
+    while sum(want) > MAX_SHARDS:
+        scale = MAX_SHARDS / sum(want)
+        want = [max(1, math.floor(w * scale)) for w in want]
+    return want
+
+
+# ---------------------------------------------------------------- byte-range snapping
+
+
+def _is_record_start(buf: bytes, p: int, at_eof: bool) -> bool | None:
+    """Does a FASTQ record start at ``buf[p]``? None when ``buf`` ends too early to tell.
+
+    A ``@`` at a line start can also begin a quality line, so check the 4-line shape: ``@`` header,
+    sequence, ``+`` line, quality as long as the sequence, then a ``@`` line or the end of the data.
+    A quality line starting with ``@`` fails it: its "sequence" would be the next header and its ``+``
+    line the next sequence.
+    """
+    ends: list[int] = []
+    q = p
+    for _ in range(4):
+        e = buf.find(b"\n", q)
+        if e < 0:
+            if at_eof and len(ends) == 3:
+                e = len(buf)
+            else:
+                return None if not at_eof else False
+        ends.append(e)
+        q = e + 1
+    if buf[p:p + 1] != b"@":
+        return False
+    seq = buf[ends[0] + 1:ends[1]].rstrip(b"\r")
+    plus = buf[ends[1] + 1:ends[2]]
+    qual = buf[ends[2] + 1:ends[3]].rstrip(b"\r")
+    if plus[:1] != b"+" or len(seq) != len(qual):
+        return False
+    nxt = ends[3] + 1
+    if nxt >= len(buf):
+        return True if at_eof else None
+    return buf[nxt:nxt + 1] == b"@"
+
+
+def snap_to_record(f: Any, offset: int, size: int, path: str) -> int:
+    """The first record start at or after ``offset`` in a plain FASTQ file (``size`` = file size).
+
+    Reads a window of ``SNAP_WINDOW`` bytes (doubled up to 64 MiB when records are longer).
+    """
+    if offset <= 0:
+        return 0
+    window = SNAP_WINDOW
+    while True:
+        start = offset - 1  # include the byte before so a record starting exactly at offset is seen
+        f.seek(start)
+        buf: bytes = f.read(window)
+        at_eof = start + len(buf) >= size
+        p = 0
+        undecided = False
+        while True:
+            nl = buf.find(b"\n", p)
+            if nl < 0:
+                break
+            cand = nl + 1
+            if cand >= len(buf):
+                if at_eof:
+                    return size
+                undecided = True
+                break
+            ok = _is_record_start(buf, cand, at_eof)
+            if ok:
+                return start + cand
+            if ok is None:
+                undecided = True
+                break
+            p = cand
+        if at_eof and not undecided:
+            return size
+        if window >= 64 << 20:
+            raise BadInputError(path, f"no FASTQ record start found within 64 MiB after byte {offset}")
+        window *= 2
+
+
+# ---------------------------------------------------------------- planning
+
+
+def _record_spans(sc: _Scanned, idx: int, bounds: list[int]) -> list[Span]:
+    assert sc.checkpoints is not None
+    recs = [c[1] for c in sc.checkpoints]
+    out = []
+    for b, e in itertools.pairwise(bounds):
+        off, rec = sc.checkpoints[bisect.bisect_right(recs, b) - 1]
+        out.append(Span(input=idx, mate=sc.info.mate, offset=off, skip=b - rec, first_record=b,
+                        records=e - b))
+    return out
+
+
+def _byte_spans(sc: _Scanned, idx: int, k: int) -> list[Span]:
+    size = sc.info.size
+    with storage.open_read(sc.info.uri, buffer_size=SNAP_WINDOW, block_size=SNAP_WINDOW) as f:
+        starts = sorted({snap_to_record(f, i * size // k, size, sc.info.uri) for i in range(k)} | {0})
+    starts = [s for s in starts if s < size] or [0]
+    ends = [*starts[1:], size]
+    return [Span(input=idx, mate=sc.info.mate, offset=s, first_record=None, records=None, end_offset=e)
+            for s, e in zip(starts, ends, strict=True)]
+
+
+def _sample_spans(scans: list[_Scanned], first_idx: int, k: int) -> list[tuple[Span, ...]]:
+    """Spans of one sample's shards (``k`` wanted; fewer for byte ranges that collapse)."""
+    if any(s.info.compression not in fastq.SEEKABLE for s in scans):
+        recs = scans[0].info.records if all(s.info.records is not None for s in scans) else None
+        return [tuple(Span(input=first_idx + m, mate=s.info.mate, offset=0, first_record=0, records=recs)
+                      for m, s in enumerate(scans))]
+    if len(scans) == 1 and scans[0].checkpoints is None:
+        return [(sp,) for sp in _byte_spans(scans[0], first_idx, k)]
+    n = scans[0].info.records
+    assert n is not None
+    k = max(1, min(k, n))
+    bounds = [i * n // k for i in range(k + 1)]
+    per_mate = [_record_spans(s, first_idx + m, bounds) for m, s in enumerate(scans)]
+    return list(zip(*per_mate, strict=True))
+
+
+def make_plan(run_id: str, samples: list[SampleInputs], *, out_prefix: str, reference: str | None = None,
+              params: Params | None = None, shards: int | None = None,
+              count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
+    """Validate the inputs, build indexes, choose the shards, write and return the plan."""
+    params = params or Params()
+    if not samples:
+        raise ValueError("no samples to plan")
+    names = [s.sample for s in samples]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate sample names: {names}")
+    for s in samples:
+        if not SAMPLE_NAME.fullmatch(s.sample):
+            raise BadInputError(s.r1_uri, f"invalid sample name {s.sample!r}: use letters, digits, '.', '_' "
+                                "and '-' (it names folders and table rows)")
+        if s.r2_uri == s.r1_uri:
+            raise BadInputError(s.r1_uri, "R1 and R2 are the same file")
+    index_prefix = storage.join(out_prefix, "runs", run_id, "index")
+    scanned: list[list[_Scanned]] = []
+    idx = 0
+    for s in samples:
+        uris = [s.r1_uri] if s.r2_uri is None else [s.r1_uri, s.r2_uri]
+        paired = len(uris) == 2
+        group = []
+        for mate, uri in enumerate(uris, start=1):
+            group.append(_scan_input(uri, s.sample, mate, idx=idx, index_prefix=index_prefix,
+                                     count_below=None if paired else count_plain_below))
+            idx += 1
+        if paired:
+            n1, n2 = group[0].info.records, group[1].info.records
+            if n1 is not None and n2 is not None and n1 != n2:
+                raise BadInputError(
+                    group[0].info.uri,
+                    f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
+                    f"{group[1].info.uri} has {n2}")
+        scanned.append(group)
+    reads = [g[0].estimated_records for g in scanned]
+    counts = allocate_shards(reads, params.reads_per_shard, shards)
+    inputs = tuple(sc.info for g in scanned for sc in g)
+    out_shards: list[Shard] = []
+    idx = 0
+    for s, g, k in zip(samples, scanned, counts, strict=True):
+        for spans in _sample_spans(g, idx, k):
+            out_shards.append(Shard(index=len(out_shards), sample=s.sample, spans=spans))
+        idx += len(g)
+    plan = Plan(run_id=run_id, out_prefix=out_prefix, inputs=inputs, shards=tuple(out_shards),
+                params=params, reference=reference)
+    write_plan(plan)
+    return plan
+

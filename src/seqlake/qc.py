@@ -1,0 +1,518 @@
+"""Vectorised read QC over record-aligned plain FASTQ chunks.
+
+A chunk (a ``bytes`` buffer holding whole 4-line records) is parsed once into numpy arrays of line
+offsets (:func:`parse_chunk`), validated as a whole (one comparison per record field, not per
+character), and folded into a :class:`QCAccumulator` with numpy over the whole buffer: never a
+Python loop per base or per read. The same accumulator takes trimmed reads as (start, length)
+views into the raw buffer, so QC after trimming costs no copy of the sequences.
+
+The accumulator holds additive aggregates only (counts and histograms), so shards merge exactly
+by adding them up (:meth:`QCAccumulator.merge`); every derived number (means, quartiles, N50) is
+computed from the merged histograms (:func:`summarize`).
+
+The derived numbers follow ``seqkit stats -a`` (shenwei356/seqkit ``seqkit/cmd/stat.go``; the
+length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``):
+
+- Q20/Q30: bases with Phred (byte - 33) >= 20 / >= 30;
+- GC: ``G``, ``C``, ``g``, ``c``; ``sum_gap``: ``-``, ``.`` and space in sequences;
+- Q1/Q2/Q3: seqkit's medians of the lower and upper halves of the sorted lengths (the lower half
+  takes the middle element when the count is odd). seqkit up to 2.3 printed ``len / 2`` for Q1
+  and Q3 when all reads had one length (fixed upstream in bio commit 78fefc3); this module
+  implements the fixed definition (Q1 = Q3 = that length);
+- N50: the longest length L such that reads of length >= L hold at least half of the bases;
+- AvgQual (seqkit >= 2.4): the Phred value of the mean per-base error probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import dnaio
+import numpy as np
+import numpy.typing as npt
+from isal import igzip
+from numpy.lib.stride_tricks import sliding_window_view
+
+from seqlake.errors import BadInputError
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+
+_NL, _CR, _AT, _PLUS = 10, 13, 64, 43
+#: Phred+33 covers quality bytes '!'..'~', i.e. Phred 0..93.
+_QMIN, _QMAX = 33, 126
+NQ = _QMAX - _QMIN + 1
+
+#: base classes counted per cycle: A, C, G, T, N (N = anything else, IUPAC codes included)
+_BASE_CLASS: U8 = np.full(256, 4, dtype=np.uint8)
+for _i, _b in enumerate(b"ACGT"):
+    _BASE_CLASS[_b] = _i
+    _BASE_CLASS[_b | 0x20] = _i
+#: seqkit's default gap letters (``-G "- ."``)
+_GAP_BYTES: tuple[int, ...] = (ord("-"), ord("."), ord(" "))
+_IS_GAP: npt.NDArray[np.bool_] = np.zeros(256, dtype=np.bool_)
+_IS_GAP[list(_GAP_BYTES)] = True
+
+
+@dataclass(frozen=True)
+class ChunkRecords:
+    """Offsets of the records of one chunk into its buffer (``data``, as uint8)."""
+
+    data: U8
+    name_start: I64  # first byte after '@'
+    name_end: I64  # end of the header line (CR excluded)
+    seq_start: I64
+    qual_start: I64
+    length: I64
+    first_record: int
+    path: str
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+    @cached_property
+    def text(self) -> str:
+        # latin-1 maps each byte to one character: str offsets equal byte offsets
+        return self.data.tobytes().decode("latin-1")
+
+    def _slices(self, starts: I64, lengths: I64) -> list[str]:
+        text = self.text
+        return [text[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+
+    def names(self) -> list[str]:
+        """Read names up to the first whitespace (as SAM's QNAME)."""
+        text = self.text
+        return [
+            text[s:e].split(None, 1)[0] if e > s else ""
+            for s, e in zip(self.name_start.tolist(), self.name_end.tolist(), strict=True)
+        ]
+
+    def sequences(self) -> list[str]:
+        return self._slices(self.seq_start, self.length)
+
+    def qualities(self) -> list[str]:
+        return self._slices(self.qual_start, self.length)
+
+
+def _line_bounds(arr: U8) -> tuple[I64, I64]:
+    nl = np.flatnonzero(arr == _NL)
+    if len(arr) and arr[-1] != _NL:  # a missing final newline is accepted (DESIGN section 6)
+        nl = np.append(nl, len(arr))
+    starts = np.empty_like(nl)
+    if len(nl):
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+    ends = nl.copy()
+    nonempty = ends > starts
+    # CRLF line ends: the CR belongs to no field
+    ends -= nonempty & (arr[np.maximum(ends - 1, 0)] == _CR)
+    return starts, ends
+
+
+def parse_chunk(data: bytes | bytearray | memoryview | U8, path: str, first_record: int = 0) -> ChunkRecords:
+    """Split a record-aligned chunk into fields and validate it as a whole.
+
+    Checks (DESIGN section 6): four lines per record, ``@`` headers, ``+`` separators (a ``+`` line
+    that repeats a name must repeat the header), equal sequence and quality lengths, quality bytes
+    in ``!``..``~`` (that one in :meth:`QCAccumulator.add_chunk`, which gathers the qualities
+    anyway). The offending line number is computed only once a violation is known.
+    """
+    arr = np.frombuffer(data, dtype=np.uint8)
+    starts, ends = _line_bounds(arr)
+    nlines = len(starts)
+    if nlines % 4:
+        rec = nlines // 4
+        # an earlier defect in the complete records is the one to report (it comes first)
+        parse_chunk(arr[: starts[4 * rec]] if rec else arr[:0], path, first_record)
+        raise BadInputError(
+            path,
+            f"file ends inside a record: {nlines % 4} of its 4 lines present",
+            line=4 * (first_record + rec) + 1,
+            record=first_record + rec,
+        )
+    hs, he = starts[0::4], ends[0::4]
+    ss, se = starts[1::4], ends[1::4]
+    ps, pe = starts[2::4], ends[2::4]
+    qs, qe = starts[3::4], ends[3::4]
+    lens = se - ss
+    n = len(hs)
+    recs = ChunkRecords(arr, hs + 1, he, ss, qs, lens, first_record, path)
+    if n == 0:
+        return recs
+    bad_header = (he == hs) | (arr[np.minimum(hs, len(arr) - 1)] != _AT)
+    bad_plus = (pe == ps) | (arr[np.minimum(ps, len(arr) - 1)] != _PLUS)
+    bad_len = (qe - qs) != lens
+    if bad_header.any() or bad_plus.any() or bad_len.any():
+        _raise_first(
+            path, first_record, recs, bad_header=bad_header, bad_plus=bad_plus, bad_len=bad_len, qlen=qe - qs
+        )
+    named_plus = np.flatnonzero(pe - ps > 1)
+    if len(named_plus):
+        _check_plus_names(path, first_record, arr, (hs, he), (ps, pe), idx=named_plus)
+    return recs
+
+
+def _raise_first(
+    path: str,
+    first: int,
+    recs: ChunkRecords,
+    *,
+    bad_header: npt.NDArray[np.bool_],
+    bad_plus: npt.NDArray[np.bool_],
+    bad_len: npt.NDArray[np.bool_],
+    qlen: I64,
+) -> None:
+    # the first violation in file order: header (line 1) before '+' (line 3) before quality (line 4)
+    candidates: list[tuple[int, int, str]] = []
+    if bad_header.any():
+        i = int(np.argmax(bad_header))
+        candidates.append((4 * i, i, "header line does not start with '@'"))
+    if bad_plus.any():
+        i = int(np.argmax(bad_plus))
+        candidates.append((4 * i + 2, i, "third line of the record does not start with '+'"))
+    if bad_len.any():
+        i = int(np.argmax(bad_len))
+        candidates.append(
+            (
+                4 * i + 3,
+                i,
+                f"quality has {int(qlen[i])} characters but the sequence has {int(recs.length[i])}",
+            )
+        )
+    offset, i, msg = min(candidates)
+    raise BadInputError(
+        path,
+        f"{msg} (record {first + i + 1}{_quote_name(recs, i)})",
+        line=4 * first + offset + 1,
+        record=first + i,
+    )
+
+
+def _quote_name(recs: ChunkRecords, i: int) -> str:
+    s, e = int(recs.name_start[i]), int(recs.name_end[i])
+    name = recs.data[s - 1 : e].tobytes()[:60].decode("ascii", "replace")
+    return f", {name!r}" if name.startswith("@") else ""
+
+
+def _check_plus_names(
+    path: str, first: int, arr: U8, header: tuple[I64, I64], plus: tuple[I64, I64], *, idx: I64
+) -> None:
+    (hs, he), (ps, pe) = header, plus
+    hlen, plen = he[idx] - hs[idx] - 1, pe[idx] - ps[idx] - 1
+    differs = hlen != plen
+    same_len = idx[~differs]
+    if len(same_len):
+        a = _gather(arr, hs[same_len] + 1, plen[~differs])
+        b = _gather(arr, ps[same_len] + 1, plen[~differs])
+        mismatch = np.flatnonzero(a != b)
+        if len(mismatch):
+            bounds = np.cumsum(plen[~differs])
+            differs[np.flatnonzero(~differs)[np.searchsorted(bounds, mismatch, side="right")]] = True
+    if differs.any():
+        i = int(idx[int(np.argmax(differs))])
+        plus_line = arr[ps[i] : pe[i]].tobytes()[:60].decode("ascii", "replace")
+        header_line = arr[hs[i] : he[i]].tobytes()[:60].decode("ascii", "replace")
+        raise BadInputError(
+            path,
+            f"'+' line {plus_line!r} names a different read than the header {header_line!r}",
+            line=4 * (first + i) + 3,
+            record=first + i,
+        )
+
+
+def _raise_bad_quality(path: str, first: int, arr: U8, qs: I64, lens: I64) -> None:
+    qual = _gather(arr, qs, lens)
+    pos = int(np.flatnonzero((qual < _QMIN) | (qual > _QMAX))[0])
+    i = int(np.searchsorted(np.cumsum(lens), pos, side="right"))
+    ch = int(qual[pos])
+    raise BadInputError(
+        path,
+        f"quality character {chr(ch)!r} (byte {ch}) is outside '!'..'~'",
+        line=4 * (first + i) + 4,
+        record=first + i,
+    )
+
+
+def _gather(arr: U8, starts: I64, lens: I64) -> U8:
+    """Concatenate ``arr[s:s+n]`` for every (s, n): one fancy index, no Python loop."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.uint8)
+    off = np.cumsum(lens) - lens
+    idx = np.arange(total, dtype=np.int64)
+    idx += np.repeat(starts - off, lens)
+    return arr[idx]
+
+
+def _byte_histogram(a: U8) -> I64:
+    """Counts of each byte value; bincount over uint16 pairs halves the elements it converts."""
+    flat = a.ravel()
+    even = flat.size // 2 * 2
+    pairs = np.bincount(flat[:even].view(np.uint16), minlength=65536).reshape(256, 256)
+    hist = pairs.sum(axis=0) + pairs.sum(axis=1)
+    if even < flat.size:
+        hist[flat[-1]] += 1
+    out: I64 = hist.astype(np.int64)
+    return out
+
+
+def _grow(a: I64, n: int) -> I64:
+    if n <= a.shape[-1]:
+        return a
+    size = max(n, 2 * a.shape[-1])
+    out = np.zeros((*a.shape[:-1], size), dtype=np.int64)
+    out[..., : a.shape[-1]] = a
+    return out
+
+
+@dataclass
+class QCAccumulator:
+    """Additive QC aggregates of one (sample, mate, stage); shards merge by :meth:`merge`."""
+
+    reads: int = 0
+    #: reads per length (index = length)
+    length_counts: I64 = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
+    #: bases per Phred value 0..93
+    qual_counts: I64 = field(default_factory=lambda: np.zeros(NQ, dtype=np.int64))
+    #: reads per floored mean Phred value (zero-length reads have none)
+    read_qual_counts: I64 = field(default_factory=lambda: np.zeros(NQ, dtype=np.int64))
+    #: per-cycle (index = 0-based cycle) Phred sums
+    cycle_qual_sum: I64 = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
+    #: per-cycle base counts, rows A, C, G, T, N
+    cycle_bases: I64 = field(default_factory=lambda: np.zeros((5, 256), dtype=np.int64))
+    #: seqkit's sum_gap ('-', '.', ' '), counted as N in ``cycle_bases`` too
+    gap_bases: int = 0
+
+    def add_chunk(self, recs: ChunkRecords) -> None:
+        """Add the reads of a parsed chunk, checking that every quality byte is in ``!``..``~``."""
+        self.add(recs.data, recs.seq_start, recs.qual_start, recs.length, check=recs)
+
+    def add(
+        self, arr: U8, seq_start: I64, qual_start: I64, length: I64, check: ChunkRecords | None = None
+    ) -> None:
+        """Add reads given as views into ``arr``: ``arr[seq_start[i]:seq_start[i]+length[i]]``.
+
+        Trimmed reads are passed as shifted starts and shorter lengths into the raw buffer.
+        Reads are gathered into a (reads x cycles) matrix padded to the longest read: per-cycle
+        numbers are column reductions, much cheaper than bincounts over flattened indices.
+        """
+        n = len(length)
+        if n == 0:
+            return
+        self.reads += n
+        maxlen = int(length.max())
+        counts = np.bincount(length, minlength=maxlen + 1)
+        self.length_counts = _grow(self.length_counts, maxlen + 1)
+        self.length_counts[: maxlen + 1] += counts
+        if maxlen == 0:
+            return
+        self.cycle_qual_sum = _grow(self.cycle_qual_sum, maxlen)
+        self.cycle_bases = _grow(self.cycle_bases, maxlen)
+        cols = np.arange(maxlen, dtype=np.int64)
+        padded = int(length.min()) < maxlen
+        if int(max(seq_start.max(), qual_start.max())) + maxlen > len(arr):
+            arr = np.concatenate([arr, np.zeros(maxlen, dtype=np.uint8)])  # padding past the end
+        # one row copy per read from a strided window view: no (reads x cycles) index array
+        windows = sliding_window_view(arr, maxlen)
+        seq = windows[seq_start]
+        qual = windows[qual_start]
+        if padded:
+            # neutral padding: byte 0 is no base class and no gap; quality '!' is Phred 0
+            pad = cols[None, :] >= length[:, None]
+            seq[pad] = 0
+            qual[pad] = _QMIN
+        if check is not None and (int(qual.min()) < _QMIN or int(qual.max()) > _QMAX):
+            _raise_bad_quality(check.path, check.first_record, arr, qual_start, length)
+        reads_at = np.cumsum(counts[::-1])[::-1][1:]  # reads long enough to have each cycle
+        low = seq | np.uint8(0x20)  # case-insensitive
+        acgt = np.zeros(maxlen, dtype=np.int64)
+        for k, base in enumerate(b"acgt"):
+            c = np.add.reduce(low == base, axis=0, dtype=np.int32)
+            self.cycle_bases[k, :maxlen] += c
+            acgt += c
+        other = reads_at - acgt
+        self.cycle_bases[4, :maxlen] += other
+        if other.any():  # gaps are rare: only look for them when a non-ACGT base exists
+            self.gap_bases += int(np.count_nonzero(_IS_GAP[seq]))
+        self.cycle_qual_sum[:maxlen] += qual.sum(axis=0, dtype=np.int64) - _QMIN * n
+        hist = _byte_histogram(qual)[_QMIN : _QMAX + 1]
+        hist[0] -= n * maxlen - int(length.sum())  # the padding
+        self.qual_counts += hist
+        nonzero = length > 0
+        per_read = qual.sum(axis=1, dtype=np.int64)[nonzero] - _QMIN * maxlen
+        self.read_qual_counts += np.bincount(per_read // length[nonzero], minlength=NQ)[:NQ]
+
+    def merge(self, other: QCAccumulator) -> None:
+        """Add another accumulator's aggregates (exact: integers only)."""
+        self.reads += other.reads
+        for name in ("length_counts", "cycle_qual_sum", "cycle_bases"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            mine = _grow(mine, theirs.shape[-1])
+            mine[..., : theirs.shape[-1]] += theirs
+            setattr(self, name, mine)
+        self.qual_counts += other.qual_counts
+        self.read_qual_counts += other.read_qual_counts
+        self.gap_bases += other.gap_bases
+
+    # -- derived numbers -------------------------------------------------------------------
+    @property
+    def bases(self) -> int:
+        lc = self.length_counts
+        return int((lc * np.arange(len(lc), dtype=np.int64)).sum())
+
+    @property
+    def max_cycle(self) -> int:
+        nz = np.flatnonzero(self.length_counts)
+        return int(nz[-1]) if len(nz) else 0
+
+    def reads_per_cycle(self) -> I64:
+        """Reads long enough to have each cycle (index = 0-based cycle)."""
+        lc = self.length_counts[1 : self.max_cycle + 1]
+        return np.cumsum(lc[::-1])[::-1].astype(np.int64)
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(self)
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-able snapshot (for tests and debugging; Parquet rows are the durable form)."""
+        m = self.max_cycle
+        return {
+            "reads": self.reads,
+            "length_counts": self.length_counts[: m + 1].tolist(),
+            "qual_counts": self.qual_counts.tolist(),
+            "read_qual_counts": self.read_qual_counts.tolist(),
+            "cycle_qual_sum": self.cycle_qual_sum[:m].tolist(),
+            "cycle_bases": self.cycle_bases[:, :m].tolist(),
+            "gap_bases": self.gap_bases,
+        }
+
+
+def _length_value(lengths: I64, acc_counts: I64, even: bool, left: int, right: int) -> float:
+    """seqkit's ``LengthStats.getValue``: the element at 0-based rank ``left`` (or the mean of
+    ranks ``left`` and ``right`` when ``even``) of the sorted lengths, from cumulative counts."""
+    i = int(np.searchsorted(acc_counts, left + 1))
+    if not even:
+        return float(lengths[i])
+    j = int(np.searchsorted(acc_counts, right + 1))
+    return float(lengths[i] + lengths[j]) / 2 if j != i else float(lengths[i])
+
+
+def length_quartiles(length_counts: I64) -> tuple[float, float, float]:
+    """Q1, Q2, Q3 of the read lengths as seqkit computes them (bio ``util/length-stats.go``)."""
+    lengths = np.flatnonzero(length_counts)
+    if len(lengths) == 0:
+        return 0.0, 0.0, 0.0
+    if len(lengths) == 1:
+        v = float(lengths[0])
+        return v, v, v
+    acc = np.cumsum(length_counts[lengths])
+    count = int(acc[-1])
+    even = count % 2 == 0
+    q2 = _length_value(lengths, acc, even, count // 2 - 1 if even else count // 2, count // 2)
+    half = count // 2 if even else (count + 1) // 2
+    skip = count // 2  # Q3 looks at the upper half: the ranks after the lower half's median pair
+    he = half % 2 == 0
+    left = half // 2 - 1 if he else half // 2
+    q1 = _length_value(lengths, acc, he, left, half // 2)
+    q3 = _length_value(lengths, acc, he, left + skip, half // 2 + skip)
+    return q1, q2, q3
+
+
+def n50(length_counts: I64) -> int:
+    """seqkit's N50: scanning lengths from the longest, the first at which the bases summed so far
+    reach half of all bases."""
+    lengths = np.flatnonzero(length_counts)
+    if len(lengths) == 0:
+        return 0
+    bases = (lengths * length_counts[lengths])[::-1]
+    total = int(bases.sum())
+    i = int(np.searchsorted(np.cumsum(bases) * 2, total))
+    return int(lengths[::-1][min(i, len(lengths) - 1)])
+
+
+def summarize(acc: QCAccumulator) -> dict[str, Any]:
+    """The ``qc_summary`` read-QC columns (and seqkit's ``sum_gap``) from additive aggregates."""
+    bases = acc.bases
+    lengths = np.flatnonzero(acc.length_counts)
+    q1, q2, q3 = length_quartiles(acc.length_counts)
+    qc = acc.qual_counts
+    phred = np.arange(NQ, dtype=np.float64)
+    err = float((qc * np.power(10.0, -phred / 10)).sum())
+    bc = acc.cycle_bases.sum(axis=1)
+    return {
+        "reads": acc.reads,
+        "bases": bases,
+        "min_len": int(lengths[0]) if len(lengths) else 0,
+        "max_len": int(lengths[-1]) if len(lengths) else 0,
+        "avg_len": bases / acc.reads if acc.reads else None,
+        "q1_len": q1 if acc.reads else None,
+        "q2_len": q2 if acc.reads else None,
+        "q3_len": q3 if acc.reads else None,
+        "n50": n50(acc.length_counts) if acc.reads else None,
+        "q20_bases": int(qc[20:].sum()),
+        "q30_bases": int(qc[30:].sum()),
+        "gc_bases": int(bc[1] + bc[2]),
+        "n_bases": int(bc[4]),
+        "avg_qual": -10 * float(np.log10(err / bases)) if err > 0 else (0.0 if bases else None),
+        "sum_gap": acc.gap_bases,
+    }
+
+
+def seqkit_round(x: float, digits: int) -> float:
+    """shenwei356/util ``math.Round``: half away from zero for positive values (Python's
+    ``round`` is half-to-even: 29.25 -> 29.2 where seqkit prints 29.3)."""
+    p = 10.0**digits
+    return float(np.trunc((x + 0.5 / p) * p) / p)
+
+
+def seqkit_row(acc: QCAccumulator) -> dict[str, str]:
+    """The accumulator formatted like ``seqkit stats -a -T`` (2.3) columns, for comparisons."""
+    s = summarize(acc)
+    b = s["bases"]
+
+    def pct(x: int) -> str:
+        return f"{seqkit_round(100 * x / b, 2):.2f}" if b else "0.00"
+
+    return {
+        "num_seqs": str(s["reads"]),
+        "sum_len": str(b),
+        "min_len": str(s["min_len"]),
+        "avg_len": f"{seqkit_round(s['avg_len'] or 0.0, 1):.1f}",
+        "max_len": str(s["max_len"]),
+        "Q1": f"{s['q1_len'] or 0.0:.1f}",
+        "Q2": f"{s['q2_len'] or 0.0:.1f}",
+        "Q3": f"{s['q3_len'] or 0.0:.1f}",
+        "sum_gap": str(s["sum_gap"]),
+        "N50": str(s["n50"] or 0),
+        "Q20(%)": pct(s["q20_bases"]),
+        "Q30(%)": pct(s["q30_bases"]),
+        "GC(%)": pct(s["gc_bases"]),
+    }
+
+
+def qc_chunks(chunks: Iterable[bytes], path: str) -> QCAccumulator:
+    """QC of a stream of record-aligned chunks of one file (the QC-only path)."""
+    acc = QCAccumulator()
+    first = 0
+    for data in chunks:
+        recs = parse_chunk(data, path, first)
+        acc.add_chunk(recs)
+        first += len(recs)
+    return acc
+
+
+def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
+    """Record-aligned chunks of a local FASTQ file (plain or gzip), via dnaio's chunker.
+
+    A convenience for tests and the QC-only benchmark; the worker reads shards via
+    :mod:`seqlake.shards`.
+    """
+    with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
+        magic = raw.read(2)
+    opener = igzip.open if magic == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        for chunk in dnaio.read_chunks(f, buffer_size):
+            yield bytes(chunk)

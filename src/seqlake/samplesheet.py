@@ -1,0 +1,163 @@
+"""Samplesheets (the nf-core ``sample,fastq_1,fastq_2`` convention) and mate recognition by file name.
+
+A sheet is a CSV with a header row naming at least ``sample`` and ``fastq_1`` (``fastq_2`` optional, empty
+for single-end rows). Paths are relative to the sheet's own location (local folder or S3 prefix) or
+absolute ``s3://`` URIs. Each row is checked against ``schemas/samplesheet.schema.json`` (the same rules
+as nf-core's ``assets/schema_input.json``: sample names without spaces, FASTQ file names) and then for
+what a schema cannot say: duplicate samples, ``..`` in paths, URIs in another bucket (unless allowed).
+Every error names the sheet, the line and the problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from seqlake import storage
+from seqlake.errors import BadInputError
+from seqlake.plan import SampleInputs
+
+REQUIRED_COLUMNS = ("sample", "fastq_1")
+
+#: ``<sample>_R1_001.fastq.gz``, ``<sample>_1.fq``, ... -> sample and mate (Illumina bcl2fastq / SRA names)
+_MATE_RE = re.compile(
+    r"^(?P<sample>.+?)(?:_S\d+)?(?:_L\d{3})?[._](?:R(?P<r>[12])|(?P<n>[12]))(?:_001)?\.(?:fastq|fq)(?:\.gz)?$"
+)
+_SINGLE_RE = re.compile(r"^(?P<sample>.+?)\.(?:fastq|fq)(?:\.gz)?$")
+
+
+def mate_from_name(name: str) -> tuple[str, int | None] | None:
+    """``("sample", 1 | 2)`` for a mate file name, ``("sample", None)`` for a single FASTQ, None otherwise.
+
+    Recognises ``_R1`` / ``_R2`` and ``_1`` / ``_2`` (also with ``.`` before them), with or without
+    Illumina's ``_S<n>``, ``_L<lane>`` and ``_001`` parts, on ``.fastq`` / ``.fq`` with optional ``.gz``.
+    """
+    base = name.rsplit("/", 1)[-1]
+    m = _MATE_RE.match(base)
+    if m:
+        return m.group("sample"), int(m.group("r") or m.group("n"))
+    m = _SINGLE_RE.match(base)
+    if m:
+        return m.group("sample"), None
+    return None
+
+
+def sample_from_filename(name: str) -> tuple[str, int | None]:
+    """Sample name and mate of a FASTQ file name; an unrecognised name gives its stem and None."""
+    parsed = mate_from_name(name)
+    if parsed is not None:
+        return parsed
+    base = name.rsplit("/", 1)[-1]
+    for ext in (".gz", ".bgz", ".bz2", ".xz"):
+        base = base.removesuffix(ext)
+    return base.rsplit(".", 1)[0] if "." in base else base, None
+
+
+@cache
+def samplesheet_schema() -> dict[str, Any]:
+    text = resources.files("seqlake").joinpath("schemas/samplesheet.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@dataclass(frozen=True)
+class SheetRow:
+    line: int
+    sample: str
+    fastq_1: str
+    fastq_2: str | None
+
+
+def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: bool) -> str:
+    if path.startswith("s3://"):
+        if ".." in path.split("/"):
+            raise BadInputError(sheet_uri, f"path {path!r} contains '..'", line=line)
+        if storage.is_s3(sheet_uri) and not allow_other_buckets:
+            own, _ = storage.split_s3(sheet_uri)
+            other, _ = storage.split_s3(path)
+            if other != own:
+                raise BadInputError(
+                    sheet_uri, f"{path!r} is in bucket {other!r}, not the sheet's bucket {own!r} "
+                    "(other buckets are not allowed)", line=line)
+        return path
+    if "://" in path:
+        raise BadInputError(sheet_uri, f"unsupported URI {path!r} (use a relative path or s3://)", line=line)
+    if path.startswith("/") or ".." in re.split(r"[\\/]", path):
+        raise BadInputError(sheet_uri, f"path {path!r} must be relative to the sheet and without '..'",
+                            line=line)
+    if storage.is_s3(sheet_uri):
+        return posixpath.join(sheet_uri.rsplit("/", 1)[0], path)
+    return storage.join(str(storage.local_parent(sheet_uri)), path)
+
+
+def parse_samplesheet(text: str, sheet_uri: str, *, allow_other_buckets: bool = False) -> list[SampleInputs]:
+    """Validate a samplesheet's text and return its samples with resolved URIs."""
+    import jsonschema
+
+    rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise BadInputError(sheet_uri, "the samplesheet is empty", line=1)
+    header = [c.strip() for c in rows[0]]
+    for col in REQUIRED_COLUMNS:
+        if col not in header:
+            raise BadInputError(sheet_uri, f"missing column {col!r} (header: {','.join(header)})", line=1)
+    if len(set(header)) != len(header):
+        raise BadInputError(sheet_uri, f"duplicate column names in header {header}", line=1)
+    validator = jsonschema.Draft202012Validator(samplesheet_schema())
+    seen: dict[str, int] = {}
+    out: list[SampleInputs] = []
+    line = 1
+    for line, raw in _numbered(text):
+        if len(raw) != len(header):
+            raise BadInputError(sheet_uri, f"{len(raw)} fields but the header has {len(header)}", line=line)
+        row = {k: v.strip() for k, v in zip(header, raw, strict=True)}
+        doc = {k: row.get(k, "") for k in ("sample", "fastq_1", "fastq_2")}
+        for err in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
+            col = "/".join(str(p) for p in err.absolute_path) or "row"
+            custom = samplesheet_schema()["properties"].get(col, {}).get("errorMessage")
+            raise BadInputError(sheet_uri, f"column {col}: {custom or err.message} (got {doc.get(col)!r})",
+                                line=line)
+        sample = doc["sample"]
+        if sample in seen:
+            raise BadInputError(sheet_uri, f"duplicate sample {sample!r} (first on line {seen[sample]})",
+                                line=line)
+        seen[sample] = line
+        r1 = _resolve(sheet_uri, doc["fastq_1"], line, allow_other_buckets)
+        r2 = _resolve(sheet_uri, doc["fastq_2"], line, allow_other_buckets) if doc["fastq_2"] else None
+        if r2 is not None and r2 == r1:
+            raise BadInputError(sheet_uri, "fastq_1 and fastq_2 are the same file", line=line)
+        out.append(SampleInputs(sample=sample, r1_uri=r1, r2_uri=r2))
+    if not out:
+        raise BadInputError(sheet_uri, "the samplesheet has a header but no samples", line=line + 1)
+    return out
+
+
+def _numbered(text: str) -> list[tuple[int, list[str]]]:
+    """Data rows with their 1-based physical line numbers (blank lines skipped)."""
+    out = []
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    first = True
+    for raw in reader:
+        if not any(c.strip() for c in raw):
+            continue
+        if first:
+            first = False
+            continue
+        out.append((reader.line_num, raw))
+    return out
+
+
+def read_samplesheet(uri: str, *, allow_other_buckets: bool = False) -> list[SampleInputs]:
+    try:
+        text = storage.read_bytes(uri).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInputError(uri, f"not UTF-8 text: {err}") from err
+    return parse_samplesheet(text, uri, allow_other_buckets=allow_other_buckets)

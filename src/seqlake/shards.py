@@ -1,0 +1,230 @@
+"""Reading one shard: record-aligned plain FASTQ chunks covering exactly the shard's reads.
+
+For each span of the shard (one per mate) a reader opens the input (plain: a ranged reader; gzip / BGZF:
+rapidgzip with the run's seek index; bz2 / xz: a stream from the start), seeks to the span's offset,
+skips its ``skip`` records and then hands out whole records in chunks of about ``CHUNK_BYTES``. For a
+paired shard the mate 2 chunk is cut to exactly as many records as the mate 1 chunk, so the worker can
+zip them; a file that runs out first is a read count mismatch (BadInputError naming both files).
+Memory stays flat: at most a chunk or two per mate is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import dnaio
+import numpy as np
+
+from seqlake import fastq, gzindex, storage
+from seqlake.errors import BadInputError
+from seqlake.plan import InputFile, Plan, Span
+
+#: target size of one chunk of plain FASTQ
+CHUNK_BYTES = 2 << 20
+
+
+@dataclass(frozen=True)
+class Chunk:
+    mate: int
+    data: bytes
+    #: 0-based number of the chunk's first record in its file (line = 4 * record + 1); for byte-range
+    #: spans (``relative``) the number counts from the start of the shard instead
+    first_record: int
+    records: int
+    relative: bool = False
+
+
+def _count_records(data: bytes) -> int:
+    lines = data.count(b"\n")
+    if data and not data.endswith(b"\n"):
+        lines += 1
+    return (lines + 3) // 4
+
+
+def _cut_after_records(data: bytes, n: int) -> int:
+    """Offset just after the ``n``-th record of ``data`` (which has more than ``n`` records)."""
+    if n <= 0:
+        return 0
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    return int(newlines[4 * n - 1]) + 1
+
+
+class _SpanReader:
+    """Whole records of one span, handed out in chunks."""
+
+    def __init__(self, f: Any, span: Span, path: str) -> None:
+        self._f = f
+        self._path = path
+        self._left_records = span.records
+        self._left_bytes = None if span.end_offset is None else span.end_offset - span.offset
+        self._buf = b""
+        self._eof = False
+        start = span.offset
+        if span.skip:
+            try:
+                start = gzindex.skip_records(f, span.offset, span.skip)
+            except EOFError as err:
+                raise BadInputError(path, f"file ends before record {span.first_record} (the plan expected "
+                                    "more records: was the file replaced after planning?)") from err
+        if span.offset or span.skip:
+            f.seek(start)
+
+    def _fill(self, want: int) -> None:
+        while not self._eof and len(self._buf) < want:
+            size = max(want - len(self._buf), 1 << 16)
+            if self._left_bytes is not None:
+                size = min(size, self._left_bytes)
+            b = self._f.read(size) if size > 0 else b""
+            if not b:
+                self._eof = True
+                break
+            if self._left_bytes is not None:
+                self._left_bytes -= len(b)
+            self._buf += b
+
+    def take(self, max_records: int | None = None, target: int = CHUNK_BYTES) -> tuple[bytes, int]:
+        """Up to ``max_records`` whole records (all that fit in ``target`` bytes when None)."""
+        if self._left_records is not None:
+            max_records = self._left_records if max_records is None else min(max_records, self._left_records)
+        if max_records == 0:
+            return b"", 0
+        want = target
+        while True:
+            self._fill(want)
+            buf = self._buf
+            full = buf.count(b"\n") // 4
+            if max_records is not None and full >= max_records:
+                cut = _cut_after_records(buf, max_records)
+                n = max_records
+            elif self._eof:
+                cut, n = len(buf), _count_records(buf)
+                if self._left_records is not None and n < self._left_records:
+                    # the planner counted these records and the file is unchanged: a short read is an
+                    # I/O failure (retryable), not bad input
+                    raise OSError(f"{self._path}: the data ended {self._left_records - n} records before "
+                                  "the shard's planned end")
+            elif max_records is None and full >= 1:
+                cut = len(fastq.record_aligned_prefix(buf))
+                n = full
+            else:
+                want = max(2 * want, len(buf) + (1 << 16))
+                continue
+            data, self._buf = buf[:cut], buf[cut:]
+            if self._left_records is not None:
+                self._left_records -= n
+            return data, n
+
+
+def _check_unchanged(inp: InputFile) -> None:
+    """The plan's offsets and index describe the object as planned: refuse a replaced one."""
+    now = storage.head(inp.uri)
+    if now.size != inp.size or (inp.etag is not None and now.etag != inp.etag) or (
+            inp.etag is None and inp.mtime is not None and now.mtime != inp.mtime):
+        raise BadInputError(inp.uri, "the file changed after the run was planned (size, ETag or mtime "
+                            "differ); start a new run")
+
+
+@contextlib.contextmanager
+def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]]:
+    inp = plan.inputs[span.input]
+    _check_unchanged(inp)
+    if inp.compression == "plain":
+        with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
+            yield _SpanReader(f, span, inp.uri), inp
+    elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None:
+        index = storage.read_bytes(inp.index_uri)
+        with gzindex.open_indexed(inp.uri, index) as f:
+            yield _SpanReader(f, span, inp.uri), inp
+    else:
+        with fastq.open_fastq_stream(inp.uri) as (f, _):
+            yield _SpanReader(f, span, inp.uri), inp
+
+
+def iter_shard_chunks(plan: Plan, shard_index: int,
+                      chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Chunk, ...]]:
+    """Yield, for each step, one Chunk per mate (1 or 2) covering the shard's records in order.
+
+    Paired chunks hold the same number of records. Raises BadInputError when one mate's file ends first.
+    """
+    shard = plan.shards[shard_index]
+    with contextlib.ExitStack() as stack:
+        readers = [stack.enter_context(_open_span(plan, sp)) for sp in shard.spans]
+        rec = [sp.first_record or 0 for sp in shard.spans]
+        relative = shard.spans[0].first_record is None
+        while True:
+            first, first_inp = readers[0]
+            data1, n1 = first.take(None, chunk_bytes)
+            chunks = [Chunk(shard.spans[0].mate, data1, rec[0], n1, relative)]
+            for m, (reader, inp) in enumerate(readers[1:], start=1):
+                data, n = reader.take(n1, chunk_bytes) if n1 else reader.take(1, chunk_bytes)
+                if n != n1:
+                    # n > n1 only when mate 1 has ended (n1 == 0): whichever file ended first is short
+                    short, long_ = (first_inp, inp) if n > n1 else (inp, first_inp)
+                    at = rec[0] + min(n, n1)
+                    raise BadInputError(
+                        short.uri, f"paired files have different read counts: this file ends after {at} "
+                        f"records of the shard's range but {long_.uri} has more", line=4 * at + 1, record=at)
+                chunks.append(Chunk(shard.spans[m].mate, data, rec[m], n, relative))
+            if n1 == 0:
+                return
+            rec = [r + n1 for r in rec]
+            yield tuple(chunks)
+
+
+# the name docs/INTERNALS.md uses
+iter_shard_records = iter_shard_chunks
+
+
+def _records_before(plan: Plan, span: Span) -> int:
+    """Records before a byte-range span's start (counted only to report an error's absolute line)."""
+    inp = plan.inputs[span.input]
+    with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
+        left, lines = span.offset, 0
+        while left and (b := f.read(min(left, 8 << 20))):
+            lines += b.count(b"\n")
+            left -= len(b)
+    return lines // 4
+
+
+def rebase_error(plan: Plan, span: Span, err: BadInputError) -> BadInputError:
+    """Turn an error with shard-relative lines (a byte-range span) into one with absolute lines."""
+    base = _records_before(plan, span)
+    if err.line is None:
+        return err
+    line = err.line + 4 * base
+    record = None if err.record is None else err.record + base
+    message = re.sub(rf"\brecord {err.record}\b", f"record {record}", err.message)
+    message = re.sub(rf"\bline {err.line}\b", f"line {line}", message)
+    return BadInputError(err.path, message, line=line, record=record)
+
+
+#: the old private name, used by seqlake.worker
+_rebase = rebase_error
+
+
+def iter_shard_batches(plan: Plan, shard_index: int,
+                       chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[list[dnaio.SequenceRecord], ...]]:
+    """Parsed records of the shard, one list per mate per step, validated (shape, qualities, mate names).
+
+    Errors carry absolute lines, also for byte-range shards (resolved by counting only on error).
+    """
+    shard = plan.shards[shard_index]
+    for chunks in iter_shard_chunks(plan, shard_index, chunk_bytes):
+        try:
+            batch = []
+            for c, sp in zip(chunks, shard.spans, strict=True):
+                path = plan.inputs[sp.input].uri
+                fastq.check_quality_range(c.data, path, c.first_record)
+                batch.append(fastq.parse_records(c.data, path, c.first_record))
+            if len(batch) == 2:
+                fastq.check_mates(batch[0], batch[1], plan.inputs[shard.spans[0].input].uri,
+                                  plan.inputs[shard.spans[1].input].uri, chunks[0].first_record)
+        except BadInputError as err:
+            if chunks[0].relative:
+                raise rebase_error(plan, shard.spans[0], err) from None
+            raise
+        yield tuple(batch)

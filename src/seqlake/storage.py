@@ -1,0 +1,357 @@
+"""One way to read and write objects, whether a URI is a local path or ``s3://bucket/key``.
+
+S3 reads are seekable: :class:`S3RangeReader` serves ``read``/``seek`` with ranged GETs through a small
+LRU cache of 1 MiB aligned blocks (the shape fsspec's ``blockcache`` uses); reads larger than the cache
+go out as one GET. That is what the gzip seek-index readers need: they jump to a seek point, read a
+window, then stream forward (``../shared/spikes/gzip-shards/REPORT.md`` section 4 measured ~2.5 MB of
+extra transfer per shard and mate with this cache). After a few back-to-back reads the reader switches
+to one open-ended streaming GET, so a sequential scan (the index pass, a shard read to its end) is not
+bound by per-request latency; a seek elsewhere closes the stream and falls back to the cache.
+
+boto3 clients are created on first use and cached per process (a forked child makes its own), never at
+import time. boto3 honours ``AWS_ENDPOINT_URL``, which is how the local cloud's child processes reach the
+in-process moto server; the cache is keyed on it so a changed endpoint gets a new client.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+#: size of one cached block of an S3 object
+BLOCK_SIZE = 1 << 20
+#: blocks kept per open S3 object
+CACHE_BLOCKS = 8
+#: after this many back-to-back reads, switch to one streaming GET (a scan, or a shard read to its end)
+SEQUENTIAL_READS = 4
+
+_clients: dict[tuple[int, str | None], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``."""
+    if not is_s3(uri):
+        raise ValueError(f"not an s3:// URI: {uri}")
+    bucket, _, key = uri[5:].partition("/")
+    if not bucket:
+        raise ValueError(f"no bucket in {uri}")
+    return bucket, key
+
+
+def s3_client() -> Any:
+    """The process's S3 client (created lazily; honours ``AWS_ENDPOINT_URL``)."""
+    key = (os.getpid(), os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3"))
+    client = _clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                import boto3
+
+                client = boto3.session.Session().client("s3")
+                _clients[key] = client
+    return client
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests start moto's ``mock_aws`` after a client may have been made)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    size: int
+    #: S3 ETag without quotes; None for local files
+    etag: str | None = None
+    #: modification time (seconds since the epoch)
+    mtime: float | None = None
+
+
+class S3RangeReader(io.RawIOBase):
+    """A seekable, read-only view of one S3 object made of ranged GETs with an LRU block cache."""
+
+    def __init__(self, uri: str, size: int | None = None, block_size: int = BLOCK_SIZE,
+                 cache_blocks: int = CACHE_BLOCKS) -> None:
+        super().__init__()
+        self.uri = uri
+        self._bucket, self._key = split_s3(uri)
+        self._size = head(uri).size if size is None else size
+        self._pos = 0
+        self._block = block_size
+        self._max_blocks = cache_blocks
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        #: number of GET requests and bytes fetched (for tests and benchmarks)
+        self.requests = 0
+        self.fetched = 0
+        self._last_end = -1
+        self._sequential = 0
+        self._stream: Any = None
+        self._stream_pos = 0
+
+    @property
+    def name(self) -> str:
+        return self.uri
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if pos < 0:
+            raise ValueError("negative seek position")
+        self._pos = pos
+        return pos
+
+    def _get(self, start: int, length: int) -> bytes:
+        end = min(self._size, start + length) - 1
+        resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-{end}")
+        data: bytes = resp["Body"].read()
+        self.requests += 1
+        self.fetched += len(data)
+        return data
+
+    def _block_data(self, b: int) -> bytes:
+        data = self._cache.get(b)
+        if data is None:
+            data = self._get(b * self._block, self._block)
+            self._cache[b] = data
+            while len(self._cache) > self._max_blocks:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(b)
+        return data
+
+    def _stream_read(self, size: int) -> bytes:
+        """Read from an open-ended streaming GET (sequential scans: one request, no per-block latency)."""
+        if self._stream is None:
+            resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={self._pos}-")
+            self._stream = resp["Body"]
+            self._stream_pos = self._pos
+            self.requests += 1
+        parts = []
+        left = size
+        while left:
+            b = self._stream.read(left)
+            if not b:
+                break
+            parts.append(b)
+            left -= len(b)
+        data = b"".join(parts)
+        self._stream_pos += len(data)
+        self.fetched += len(data)
+        return data
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def close(self) -> None:
+        self._close_stream()
+        super().close()
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            size = self._size - self._pos
+        size = min(size, self._size - self._pos)
+        if size <= 0:
+            return b""
+        start = self._pos
+        if start == self._last_end:
+            self._sequential += 1
+        else:
+            self._sequential = 0
+            self._close_stream()
+        self._last_end = start + size
+        if self._stream is not None or self._sequential >= SEQUENTIAL_READS:
+            if self._stream is not None and self._stream_pos != start:
+                self._close_stream()
+            data = self._stream_read(size)
+        elif size >= self._block * self._max_blocks // 2:
+            # a large read would flush the cache anyway: fetch it in one GET, bypassing the cache
+            data = self._get(start, size)
+        else:
+            b0, b1 = start // self._block, (start + size - 1) // self._block
+            data = b"".join(self._block_data(b) for b in range(b0, b1 + 1))
+            off = start - b0 * self._block
+            data = data[off:off + size]
+        self._pos += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+
+def open_read(uri: str, buffer_size: int = 1 << 16, block_size: int = BLOCK_SIZE) -> BinaryIO:
+    """A seekable binary reader of ``uri`` (close it, or use it in ``with``).
+
+    ``block_size``: the S3 cache block, i.e. the smallest ranged GET (smaller for sparse probes).
+    """
+    if is_s3(uri):
+        return io.BufferedReader(S3RangeReader(uri, block_size=block_size), buffer_size=buffer_size)
+    return Path(uri).open("rb")
+
+
+def read_bytes(uri: str) -> bytes:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        data: bytes = s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        return data
+    return Path(uri).read_bytes()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write ``data`` to ``uri``; a local file appears atomically (temp file + rename), parents created."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().put_object(Bucket=bucket, Key=key, Body=data)
+        return
+    path = Path(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def upload(local_path: str | Path, uri: str) -> None:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().upload_file(str(local_path), bucket, key)
+        return
+    dst = Path(uri)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.copyfile(local_path, tmp)
+    tmp.replace(dst)
+
+
+def download(uri: str, local_path: str | Path) -> None:
+    dst = Path(local_path)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().download_file(bucket, key, str(dst))
+        return
+    shutil.copyfile(uri, dst)
+
+
+def exists(uri: str) -> bool:
+    if is_s3(uri):
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3(uri)
+        try:
+            s3_client().head_object(Bucket=bucket, Key=key)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+    return Path(uri).exists()
+
+
+def head(uri: str) -> ObjectInfo:
+    """Size and identity of an object (FileNotFoundError if it does not exist)."""
+    if is_s3(uri):
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3(uri)
+        try:
+            resp = s3_client().head_object(Bucket=bucket, Key=key)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(uri) from err
+            raise
+        return ObjectInfo(size=int(resp["ContentLength"]), etag=str(resp["ETag"]).strip('"'),
+                          mtime=resp["LastModified"].timestamp())
+    st = Path(uri).stat()
+    return ObjectInfo(size=st.st_size, etag=None, mtime=st.st_mtime)
+
+
+def list_uris(prefix: str) -> list[str]:
+    """Every object under ``prefix`` (S3: key prefix; local: files under a directory), sorted."""
+    if is_s3(prefix):
+        bucket, key = split_s3(prefix)
+        out: list[str] = []
+        for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+            out.extend(f"s3://{bucket}/{obj['Key']}" for obj in page.get("Contents", []))
+        return sorted(out)
+    root = Path(prefix)
+    if root.is_file():
+        return [str(root)]
+    if not root.is_dir():
+        return []
+    return sorted(str(p) for p in root.rglob("*") if p.is_file())
+
+
+def copy(src: str, dst: str) -> None:
+    if is_s3(src) and is_s3(dst):
+        sb, sk = split_s3(src)
+        db, dk = split_s3(dst)
+        s3_client().copy({"Bucket": sb, "Key": sk}, db, dk)
+    elif is_s3(dst):
+        upload(src, dst)
+    elif is_s3(src):
+        download(src, dst)
+    else:
+        upload(src, dst)
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path parts with ``/`` for S3 and the OS separator locally; ``base`` may end with ``/``."""
+    if is_s3(base):
+        out = base.rstrip("/")
+        for p in parts:
+            out += "/" + p.strip("/")
+        return out
+    return str(Path(base, *parts))
+
+
+def basename(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1] if is_s3(uri) else Path(uri).name
+
+
+def local_parent(path: str) -> Path:
+    """The folder of a local path (for resolving paths relative to a file)."""
+    return Path(path).resolve().parent

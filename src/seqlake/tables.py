@@ -1,0 +1,249 @@
+"""The result tables: the one source of their schemas.
+
+Everything else is generated from here: the Parquet schemas the worker and the commit step write,
+the Glue table definitions in ``template.yaml`` (checked by a test), the local catalog, and the
+table reference in ``docs/TABLES.md`` (``python -m seqlake.tables --markdown``).
+
+Every table is Hive-partitioned by ``run_id`` (``results/<table>/run_id=<id>/part-*.parquet``):
+a run is committed, registered and dropped as one unit, and queries that name a run prune all others.
+``sample`` is a column, not a partition key: a run holds one sample or a small samplesheet, and a
+partition per sample would multiply tiny files without pruning anything useful.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+#: Glue / Athena (Hive DDL) names of the Arrow types used here.
+_GLUE_TYPES: dict[pa.DataType, str] = {
+    pa.string(): "string",
+    pa.int8(): "tinyint",
+    pa.int16(): "smallint",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+    pa.timestamp("ms", tz="UTC"): "timestamp",
+}
+
+PARTITION_KEYS: tuple[tuple[str, str], ...] = (("run_id", "string"),)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = True
+
+    @property
+    def glue_type(self) -> str:
+        return _GLUE_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    #: columns that identify a row; the remaining numeric columns are additive across shards
+    key: tuple[str, ...] = field(default=())
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def glue_table_input(self, location: str) -> dict[str, Any]:
+        """The ``TableInput`` of Glue's CreateTable (and of AWS::Glue::Table) for this table."""
+        return {
+            "Name": self.name,
+            "Description": self.doc,
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"classification": "parquet", "EXTERNAL": "TRUE", "parquet.compression": "ZSTD"},
+            "PartitionKeys": [{"Name": n, "Type": t} for n, t in PARTITION_KEYS],
+            "StorageDescriptor": {
+                "Columns": [{"Name": c.name, "Type": c.glue_type, "Comment": c.doc[:255]} for c in self.columns],
+                "Location": location,
+                "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+                "SerdeInfo": {
+                    "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+                    "Parameters": {"serialization.format": "1"},
+                },
+            },
+        }
+
+
+def _c(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+_I64, _I32, _I8, _F64, _S, _B = pa.int64(), pa.int32(), pa.int8(), pa.float64(), pa.string(), pa.bool_()
+_TS = pa.timestamp("ms", tz="UTC")
+
+_SAMPLE = _c("sample", _S, "sample name (samplesheet `sample`, or the file name without mate suffix)", False)
+_MATE = _c("mate", _I8, "1 or 2 (1 for single-end)", False)
+_STAGE = _c("stage", _S, "`raw` (before trimming) or `trimmed` (after trimming and filtering)", False)
+
+QC_SUMMARY = Table(
+    "qc_summary",
+    "Read QC per run, sample, mate and stage; raw numbers equal `seqkit stats -a`.",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("reads", _I64, "number of reads", False),
+        _c("bases", _I64, "number of bases (sum of read lengths)", False),
+        _c("min_len", _I64, "shortest read length (0 when there are no reads)", False),
+        _c("max_len", _I64, "longest read length", False),
+        _c("avg_len", _F64, "mean read length"),
+        _c("q1_len", _F64, "first quartile of read length (as seqkit Q1)"),
+        _c("q2_len", _F64, "median read length (as seqkit Q2)"),
+        _c("q3_len", _F64, "third quartile of read length (as seqkit Q3)"),
+        _c("n50", _I64, "N50 of read lengths (as seqkit N50)"),
+        _c("q20_bases", _I64, "bases with Phred quality >= 20", False),
+        _c("q30_bases", _I64, "bases with Phred quality >= 30", False),
+        _c("gc_bases", _I64, "G, C, g, c bases", False),
+        _c("n_bases", _I64, "N or other IUPAC ambiguity codes (anything but ACGT, either case)", False),
+        _c("avg_qual", _F64, "mean Phred quality over all bases (as seqkit AvgQual)"),
+        _c("reads_adapter_trimmed", _I64, "reads from which an adapter was removed (trimmed stage)"),
+        _c("bases_quality_trimmed", _I64, "bases removed by 3'/5' quality trimming (trimmed stage)"),
+        _c("bases_adapter_trimmed", _I64, "bases removed with adapters (trimmed stage)"),
+        _c("reads_too_short", _I64, "reads (pairs) removed by the minimum length filter (trimmed stage)"),
+        _c("bases_too_short", _I64, "bases removed with reads that became too short (trimmed stage)"),
+        _c("mapped_reads", _I64, "reads with a primary alignment (with a reference; trimmed stage)"),
+        _c("properly_paired", _I64, "reads flagged proper pair, 0x2 (paired-end with a reference)"),
+        _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
+        _c("mean_depth", _F64, "mean depth over the whole reference (primary + supplementary spans)"),
+        _c("breadth", _F64, "fraction of reference bases with depth >= 1"),
+    ),
+    key=("sample", "mate", "stage"),
+)
+
+QC_POSITION = Table(
+    "qc_position",
+    "Per-cycle quality and base composition (FastQC's per-base plots).",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("cycle", _I32, "1-based position in the read", False),
+        _c("reads", _I64, "reads long enough to have this cycle", False),
+        _c("mean_qual", _F64, "mean Phred quality at this cycle"),
+        _c("qual_sum", _I64, "sum of Phred qualities at this cycle (additive across shards)", False),
+        _c("a", _I64, "A bases at this cycle (either case)", False),
+        _c("c", _I64, "C bases", False),
+        _c("g", _I64, "G bases", False),
+        _c("t", _I64, "T bases", False),
+        _c("n", _I64, "N and other non-ACGT bases", False),
+    ),
+    key=("sample", "mate", "stage", "cycle"),
+)
+
+LENGTH_HIST = Table(
+    "length_hist",
+    "Read length histogram.",
+    (_SAMPLE, _MATE, _STAGE, _c("length", _I64, "read length", False), _c("reads", _I64, "reads", False)),
+    key=("sample", "mate", "stage", "length"),
+)
+
+QUALITY_HIST = Table(
+    "quality_hist",
+    "Quality histograms: per-base Phred scores (`bases`) and per-read mean quality, floored (`reads`).",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("quality", _I32, "Phred quality value", False),
+        _c("bases", _I64, "bases with this quality", False),
+        _c("reads", _I64, "reads whose mean quality floors to this value", False),
+    ),
+    key=("sample", "mate", "stage", "quality"),
+)
+
+ALIGNMENTS = Table(
+    "alignments",
+    "One row per alignment of the trimmed reads (minimap2 -ax sr semantics); unmapped reads have a null contig.",
+    (
+        _SAMPLE, _MATE,
+        _c("read_name", _S, "read name as in the FASTQ header, up to the first whitespace", False),
+        _c("read_index", _I64, "0-based index of the read (pair) in the input file", False),
+        _c("flag", _I32, "SAM flag (0x4 unmapped, 0x10 reverse, 0x100 secondary, 0x800 supplementary, ...)", False),
+        _c("contig", _S, "reference sequence name; null when unmapped"),
+        _c("pos", _I64, "1-based leftmost position, as in SAM"),
+        _c("end", _I64, "1-based inclusive rightmost reference position"),
+        _c("strand", _S, "`+` or `-`; null when unmapped"),
+        _c("mapq", _I32, "mapping quality"),
+        _c("cigar", _S, "CIGAR string (soft clips for unaligned read ends)"),
+        _c("nm", _I32, "edit distance to the reference (NM)"),
+        _c("is_primary", _B, "true for the primary alignment of the read", False),
+        _c("read_len", _I32, "length of the (trimmed) read"),
+    ),
+)
+
+COVERAGE = Table(
+    "coverage",
+    "Depth per sample, contig and fixed-width bin (primary and supplementary alignment spans).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("bin_start", _I64, "0-based start of the bin", False),
+        _c("bin_end", _I64, "0-based exclusive end of the bin (the contig end for the last bin)", False),
+        _c("depth_sum", _I64, "sum of per-base depth over the bin (additive across shards)", False),
+        _c("mean_depth", _F64, "depth_sum / (bin_end - bin_start)", False),
+        _c("covered_bases", _I64, "bases in the bin with depth >= 1", False),
+    ),
+    key=("sample", "contig", "bin_start"),
+)
+
+RUNS = Table(
+    "runs",
+    "One row per run: inputs, parameters, software version, state, timings, shards, cost estimate.",
+    (
+        _c("state", _S, "SUCCEEDED or FAILED", False),
+        _c("samples", _S, "comma-separated sample names"),
+        _c("inputs", _S, "JSON list of {uri, etag, size, mate, sample}"),
+        _c("parameters", _S, "JSON object of the run's parameters (trimming, reference, shards)"),
+        _c("reference", _S, "reference URI, or null"),
+        _c("software_version", _S, "seqlake version"),
+        _c("started_at", _TS, "when the run started"),
+        _c("finished_at", _TS, "when the run was committed or failed"),
+        _c("duration_s", _F64, "wall-clock seconds"),
+        _c("shards", _I32, "number of shards (Batch array size)"),
+        _c("retried_shards", _I32, "shards that needed more than one attempt"),
+        _c("failed_shard", _I32, "the shard that failed the run, if any"),
+        _c("reason", _S, "why the run failed (file, line or record, problem); null when it succeeded"),
+        _c("reads", _I64, "raw reads over all samples and mates"),
+        _c("bases", _I64, "raw bases over all samples and mates"),
+        _c("cost_estimate_usd", _F64, "rough compute cost estimate (vCPU-seconds x Spot price)"),
+    ),
+)
+
+TABLES: tuple[Table, ...] = (QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS, COVERAGE, RUNS)
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+#: the tables a failed run never gets a partition in (``runs`` records the failure itself)
+RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
+
+
+def markdown() -> str:
+    """The table reference for docs/TABLES.md."""
+    out = ["# Tables", "", "Generated by `python -m seqlake.tables --markdown` from `src/seqlake/tables.py`.",
+           "Every table is partitioned by `run_id` (string).", ""]
+    for t in TABLES:
+        out += [f"## `{t.name}`", "", t.doc, "", "| column | type | description |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.glue_type} | {c.doc} |" for c in t.columns]
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--markdown", action="store_true", help="print the table reference")
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown())
+
+
+if __name__ == "__main__":
+    main()

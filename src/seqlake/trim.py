@@ -1,0 +1,193 @@
+"""Read trimming with cutadapt's compiled functions, in cutadapt's order of steps.
+
+For each read, as ``cutadapt -q Q5,Q3 -a A1 -a A2 ... -e E -O K -m M`` does (cutadapt's "order of
+read processing"):
+
+1. quality trimming (BWA's algorithm, ``cutadapt.qualtrim.quality_trim_index``), 5' then 3';
+2. adapter removal: the best-matching 3' adapter (cutadapt's ``MultipleAdapters`` of
+   ``BackAdapter``s; the adapter and everything after it go);
+3. the minimum length filter: a read shorter than ``min_length`` is dropped; for paired-end input
+   the pair is dropped when either mate is too short (``--pair-filter=any``, cutadapt's default).
+
+Both mates get the same adapter list: the TruSeq and Nextera read-2 adapters start with the same
+13 / 19 bases as their read-1 adapters.
+
+Trimming never copies a read: a step returns the (start, stop) interval of the read that remains,
+so that QC after trimming is a view into the raw chunk (see :mod:`seqlake.qc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+from cutadapt.adapters import BackAdapter, MultipleAdapters
+from cutadapt.qualtrim import quality_trim_index
+
+from seqlake.params import Params
+
+I64 = npt.NDArray[np.int64]
+
+
+class QualityTrimmer:
+    """5' / 3' quality trimming with BWA's algorithm (cutadapt ``-q FRONT,BACK``)."""
+
+    def __init__(self, cutoff_front: int, cutoff_back: int, base: int = 33) -> None:
+        self.cutoff_front = cutoff_front
+        self.cutoff_back = cutoff_back
+        self.base = base
+
+    def __repr__(self) -> str:
+        return (
+            f"QualityTrimmer(cutoff_front={self.cutoff_front}, cutoff_back={self.cutoff_back}, "
+            f"base={self.base})"
+        )
+
+    def __call__(self, qualities: str) -> tuple[int, int]:
+        """The (start, stop) interval of the read that remains."""
+        start, stop = quality_trim_index(qualities, self.cutoff_front, self.cutoff_back, self.base)
+        return start, stop
+
+
+class AdapterTrimmer:
+    """Removal of the best-matching 3' adapter and everything after it (cutadapt ``-a``)."""
+
+    def __init__(self, adapters: Sequence[str], max_error_rate: float = 0.1, min_overlap: int = 3) -> None:
+        self.sequences = tuple(adapters)
+        self.max_error_rate = max_error_rate
+        self.min_overlap = min_overlap
+        self._adapters = MultipleAdapters(
+            [
+                BackAdapter(a, max_errors=max_error_rate, min_overlap=min_overlap, name=f"adapter{i + 1}")
+                for i, a in enumerate(self.sequences)
+            ]
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"AdapterTrimmer(adapters={list(self.sequences)!r}, max_error_rate={self.max_error_rate}, "
+            f"min_overlap={self.min_overlap})"
+        )
+
+    def __call__(self, sequence: str) -> int | None:
+        """Where the adapter starts in ``sequence`` (the read is cut there), or None."""
+        match = self._adapters.match_to(sequence)
+        if match is None:
+            return None
+        return int(match.remainder_interval()[1])
+
+
+class MinimumLengthFilter:
+    """Drops reads (pairs: when either mate is) shorter than ``min_length`` (cutadapt ``-m``)."""
+
+    def __init__(self, min_length: int) -> None:
+        self.min_length = min_length
+
+    def __repr__(self) -> str:
+        return f"MinimumLengthFilter(min_length={self.min_length})"
+
+    def __call__(self, lengths: Sequence[I64]) -> npt.NDArray[np.bool_]:
+        """True for the reads (pairs) that are kept; ``lengths`` holds one array per mate."""
+        keep = np.ones(len(lengths[0]), dtype=np.bool_)
+        for lens in lengths:
+            keep &= lens >= self.min_length
+        return keep
+
+
+@dataclass
+class TrimStats:
+    """Additive trimming counts of one (sample, mate); the ``qc_summary`` trimmed-stage columns."""
+
+    reads_adapter_trimmed: int = 0
+    bases_quality_trimmed: int = 0
+    bases_adapter_trimmed: int = 0
+    reads_too_short: int = 0
+    bases_too_short: int = 0
+
+    def merge(self, other: TrimStats) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
+class MateTrim:
+    """The trimmed interval of every read of one mate's chunk (relative to each read)."""
+
+    start: I64
+    stop: I64
+    adapter_hits: int
+    bases_quality: int
+    bases_adapter: int
+
+    @property
+    def length(self) -> I64:
+        return self.stop - self.start
+
+
+class Trimmer:
+    """The trimming steps of a run, built from :class:`seqlake.params.Params`."""
+
+    def __init__(self, params: Params) -> None:
+        self.enabled = params.trim
+        self.quality = QualityTrimmer(params.quality_cutoff_5p, params.quality_cutoff)
+        self.adapters = (
+            AdapterTrimmer(params.adapters, params.adapter_max_error_rate, params.adapter_min_overlap)
+            if params.adapters
+            else None
+        )
+        self.min_length = MinimumLengthFilter(params.min_length)
+
+    def __repr__(self) -> str:
+        if not self.enabled:
+            return "Trimmer(disabled)"
+        return f"Trimmer([{self.quality!r}, {self.adapters!r}, {self.min_length!r}])"
+
+    def trim_mate(self, sequences: Sequence[str], qualities: Sequence[str]) -> MateTrim:
+        """Quality then adapter trimming of each read (one Python call per step and read; the
+        per-base work runs in cutadapt's C code)."""
+        n = len(sequences)
+        start = np.zeros(n, dtype=np.int64)
+        stop = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
+        if not self.enabled:
+            return MateTrim(start, stop, 0, 0, 0)
+        raw_len = stop.copy()
+        quality, adapters = self.quality, self.adapters
+        hits = 0
+        adapter_bases = 0
+        starts: list[int] = []
+        stops: list[int] = []
+        for seq, qual in zip(sequences, qualities, strict=True):
+            a, b = quality(qual)
+            if adapters is not None and b > a:
+                cut = adapters(seq[a:b])
+                if cut is not None:
+                    hits += 1
+                    adapter_bases += b - a - cut
+                    b = a + cut
+            starts.append(a)
+            stops.append(b)
+        start = np.asarray(starts, dtype=np.int64).reshape(n)
+        stop = np.asarray(stops, dtype=np.int64).reshape(n)
+        kept = int((stop - start).sum())
+        return MateTrim(start, stop, hits, int(raw_len.sum()) - kept - adapter_bases, adapter_bases)
+
+    def filter(self, mates: Sequence[MateTrim]) -> npt.NDArray[np.bool_]:
+        """Reads (pairs) kept by the minimum length filter (all of them when trimming is off)."""
+        if not self.enabled:
+            return np.ones(len(mates[0].start), dtype=np.bool_)
+        return self.min_length([m.length for m in mates])
+
+
+def add_stats(stats: TrimStats, mate: MateTrim, keep: npt.NDArray[np.bool_]) -> None:
+    """Fold one mate's chunk into its :class:`TrimStats` (``keep`` from :meth:`Trimmer.filter`)."""
+    stats.reads_adapter_trimmed += mate.adapter_hits
+    stats.bases_quality_trimmed += mate.bases_quality
+    stats.bases_adapter_trimmed += mate.bases_adapter
+    dropped = ~keep
+    stats.reads_too_short += int(dropped.sum())
+    stats.bases_too_short += int(mate.length[dropped].sum())

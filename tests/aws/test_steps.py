@@ -1,0 +1,236 @@
+"""The plan, commit and record-failure handlers on the sample step inputs, with the real core (plan,
+worker, merge) against moto S3 and the Glue tables from template.yaml."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Callable
+from importlib import resources
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+
+from seqlake.aws import index_job
+from seqlake.errors import BadInputError
+from seqlake.plan import load_plan
+from seqlake.tables import RESULT_TABLES, TABLES
+from seqlake.worker import process_shard
+
+from .conftest import REGION, Deployed, load_event
+
+READS = 600
+
+
+def head_records(name: str, n: int) -> bytes:
+    """The first n records of a bundled demo file, gzipped again (a small real-shaped input)."""
+    raw = resources.files("seqlake.demo_data").joinpath(name).read_bytes()
+    lines = gzip.decompress(raw).split(b"\n")[: 4 * n]
+    return gzip.compress(b"\n".join(lines) + b"\n")
+
+
+def partitions(deployed: Deployed, table: str) -> list[list[str]]:
+    glue = boto3.client("glue", region_name=REGION)
+    return [
+        p["Values"]
+        for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]
+    ]
+
+
+def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
+    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=f"runs/{run_id}/status.json")["Body"].read()
+    data: dict[str, Any] = json.loads(body)
+    return data
+
+
+def runs_row(deployed: Deployed, run_id: str) -> dict[str, Any]:
+    key = f"results/runs/run_id={run_id}/part-00000.parquet"
+    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=key)["Body"].read()
+    [row] = pq.read_table(io.BytesIO(body)).to_pylist()
+    return dict(row)
+
+
+@pytest.fixture
+def run_input(deployed: Deployed) -> dict[str, Any]:
+    """events/execution-input.json with its objects really in the bucket (ETags and sizes from S3)."""
+    request = load_event("execution-input.json")
+    request["bucket"] = deployed.bucket
+    fasta = resources.files("seqlake.demo_data").joinpath("MN908947.3.fasta").read_bytes()
+    deployed.put("references/MN908947.3/MN908947.3.fasta", fasta)
+    for mate, item in zip(("R1", "R2"), request["inputs"], strict=True):
+        body = head_records(f"demo_{mate}.fastq.gz", READS)
+        item["etag"] = deployed.put(item["key"], body)
+        item["size"] = len(body)
+    return request
+
+
+@pytest.fixture
+def steps(
+    deployed: Deployed,
+    handler: Callable[[str], ModuleType],
+    lambda_context: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    monkeypatch.setenv("GLUE_DATABASE", deployed.database)
+    monkeypatch.setenv("READS_PER_SHARD", str(READS // 3))
+    monkeypatch.setenv("LAMBDA_INDEX_MAX_BYTES", str(1 << 30))
+    monkeypatch.setenv("WORKER_LOG_GROUP", "/aws/batch/seqlake-dev-worker")
+
+    def call(name: str, event: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = handler(name).handler(event, lambda_context)
+        return out
+
+    return call
+
+
+def step_input(name: str, request: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    event = load_event(name)
+    event["request"] = request
+    event.update(kw)
+    return event
+
+
+def test_plan_shards_commit(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    # When the plan step runs on the sample step input
+    plan = steps("plan", step_input("plan-input.json", run_input))
+    # Then it returns only the plan's URI and the array size
+    assert plan == {
+        "plan_uri": f"s3://{deployed.bucket}/runs/{run_id}/plan.json",
+        "array_size": 3,
+        "needs_index": False,
+        "request_uri": None,
+    }
+    # and a retry of the step finds the same plan
+    assert steps("plan", step_input("plan-input.json", run_input)) == plan
+    # When every shard has run (what the Batch children do) and the commit step runs
+    loaded = load_plan(plan["plan_uri"])
+    for shard in range(loaded.array_size):
+        process_shard(loaded, shard)
+    assert not partitions(deployed, "qc_summary")
+    out = steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+    # Then the run is visible in every table, and status.json and the runs row agree
+    assert out["state"] == "SUCCEEDED" and out["reads"] == 2 * READS
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [[run_id]], table.name
+    status = read_status(deployed, run_id)
+    assert status["state"] == "SUCCEEDED" and status["shards"] == 3 and status["reads"] == 2 * READS
+    assert status["partitions"] == [*RESULT_TABLES, "runs"]
+    row = runs_row(deployed, run_id)
+    assert row["state"] == "SUCCEEDED" and row["shards"] == 3 and row["reads"] == 2 * READS
+    assert row["samples"] == "demo" and row["reason"] is None
+    assert json.loads(row["inputs"])[0]["etag"] == run_input["inputs"][0]["etag"]
+    # a re-run of the commit (e.g. after a timeout) is clean
+    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))[
+        "state"
+    ] == ("SUCCEEDED")
+    assert partitions(deployed, "runs") == [[run_id]]
+
+
+def test_commit_registers_all_or_nothing(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    plan = steps("plan", step_input("plan-input.json", run_input))
+    loaded = load_plan(plan["plan_uri"])
+    for shard in range(loaded.array_size):
+        process_shard(loaded, shard)
+    # Given a catalog that refuses one table's partition (the table is missing)
+    glue = boto3.client("glue", region_name=REGION)
+    coverage = glue.get_table(DatabaseName=deployed.database, Name="coverage")["Table"]
+    glue.delete_table(DatabaseName=deployed.database, Name="coverage")
+    try:
+        with pytest.raises(Exception, match=r"coverage|EntityNotFound"):
+            steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+        # Then no table shows the run
+        for table in TABLES:
+            if table.name != "coverage":
+                assert partitions(deployed, table.name) == [], table.name
+    finally:
+        keep = ("Name", "Description", "TableType", "Parameters", "PartitionKeys", "StorageDescriptor")
+        glue.create_table(
+            DatabaseName=deployed.database, TableInput={k: coverage[k] for k in keep if k in coverage}
+        )
+
+
+def test_large_inputs_are_planned_by_the_index_job(
+    deployed: Deployed,
+    run_input: dict[str, Any],
+    steps: Callable[[str, dict[str, Any]], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAMBDA_INDEX_MAX_BYTES", "1000")
+    first = steps("plan", step_input("plan-input.json", run_input))
+    assert first["needs_index"] is True and first["array_size"] == 0
+    assert first["request_uri"] == f"s3://{deployed.bucket}/runs/{run_input['run_id']}/request.json"
+    # the Batch index job (same image, other command) plans the run
+    monkeypatch.setenv("SEQLAKE_REQUEST_URI", first["request_uri"])
+    assert index_job.main() == 0
+    # and the plan step, called again, returns it
+    again = steps("plan", step_input("plan-input.json", run_input))
+    assert again["needs_index"] is False and again["array_size"] == 3
+
+
+def test_bad_input_in_plan_is_raised_for_the_state_machine(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    deployed.put(run_input["inputs"][1]["key"], gzip.compress(b"@r1\nACGT\n+\nIII\n"))
+    with pytest.raises(BadInputError, match=r"demo_R2\.fastq\.gz"):
+        steps("plan", step_input("plan-input.json", run_input))
+
+
+def test_failure_in_plan_is_recorded_without_result_partitions(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    event = step_input("record-failure-plan-bad-input.json", run_input)
+    out = steps("record_failure", event)
+    message = json.loads(event["error"]["Cause"])["errorMessage"]
+    assert out == {
+        "state": "FAILED",
+        "status_uri": f"s3://{deployed.bucket}/runs/{run_id}/status.json",
+        "failed_step": "Plan",
+        "failed_shard": None,
+        "reason": message,
+    }
+    status = read_status(deployed, run_id)
+    assert status["state"] == "FAILED" and status["reason"] == message and status["error"] == "BadInputError"
+    assert runs_row(deployed, run_id)["reason"] == message
+    assert partitions(deployed, "runs") == [[run_id]]
+    for table in RESULT_TABLES:
+        assert partitions(deployed, table) == [], table
+
+
+def test_failed_shard_is_recorded_with_the_workers_reason(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    # Given shard 2's worker wrote its one-line error before exiting 65
+    line = f"s3://{deployed.bucket}/incoming/run42/demo_R1.fastq.gz:1201: truncated record (record 300)"
+    error = {
+        "file": "x",
+        "line": 1201,
+        "record": 300,
+        "message": "truncated record",
+        "error": "BadInput",
+        "text": line,
+        "shard": 2,
+        "attempt": "1",
+    }
+    deployed.put(f"runs/{run_id}/staging/_errors/shard=00002.json", json.dumps(error).encode())
+    # When Step Functions reports the array job's failure
+    event = step_input("record-failure-shard.json", run_input)
+    event["plan"]["plan_uri"] = f"s3://{deployed.bucket}/runs/{run_id}/plan.json"
+    out = steps("record_failure", event)
+    # Then the failed shard and the worker's own line are recorded
+    assert out["failed_step"] == "ProcessShards" and out["failed_shard"] == 2
+    assert out["reason"].startswith(line) and "Array Child Job failed" not in out["reason"].split(";")[0]
+    row = runs_row(deployed, run_id)
+    assert row["state"] == "FAILED" and row["failed_shard"] == 2
+    for table in RESULT_TABLES:
+        assert partitions(deployed, table) == [], table

@@ -1,0 +1,345 @@
+"""template.yaml and the state machine: generated parts in sync, IAM least privilege, retry contract,
+ASL structure. Static: no AWS, no moto."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from typing import Any
+
+import pytest
+from samtranslator.translator.transform import transform
+
+from seqlake.aws import render_template
+from seqlake.errors import EXIT_BAD_INPUT
+from seqlake.tables import RESULT_TABLES, TABLES
+
+from .conftest import REPO
+
+ASL_PATH = REPO / "statemachines" / "pipeline.asl.json"
+
+# Every Allow on Resource "*" in the template, with the reason AWS requires it (issue 3: "each listed
+# with the reason"). A new one fails test_resource_star_only_where_aws_requires_it until it is listed.
+STAR_RESOURCE_REASONS = {
+    "batch:ListJobs": "no resource-level permissions for ListJobs",
+    "batch:DescribeJobs": "no resource-level permissions for DescribeJobs",
+    "xray:PutTraceSegments": "X-Ray ingestion has no resource-level permissions",
+    "xray:PutTelemetryRecords": "X-Ray ingestion has no resource-level permissions",
+    "xray:GetSamplingRules": "X-Ray sampling has no resource-level permissions",
+    "xray:GetSamplingTargets": "X-Ray sampling has no resource-level permissions",
+    "logs:CreateLogDelivery": "CloudWatch Logs vended delivery for Step Functions accepts only *",
+    "logs:GetLogDelivery": "as above",
+    "logs:UpdateLogDelivery": "as above",
+    "logs:DeleteLogDelivery": "as above",
+    "logs:ListLogDeliveries": "as above",
+    "logs:PutResourcePolicy": "as above",
+    "logs:DescribeResourcePolicies": "as above",
+    "logs:DescribeLogGroups": "as above",
+}
+
+
+def asl() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ASL_PATH.read_text())
+    return data
+
+
+def statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(resource id, statement) of every inline IAM statement in the template (roles and SAM functions)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for lid, r in template["Resources"].items():
+        props = r.get("Properties", {})
+        docs = [
+            p["PolicyDocument"]
+            for p in props.get("Policies", [])
+            if isinstance(p, dict) and "PolicyDocument" in p
+        ]
+        docs += [p for p in props.get("Policies", []) if isinstance(p, dict) and "Statement" in p]
+        for doc in docs:
+            for raw in doc["Statement"]:
+                # the KMS statements are {"Fn::If": [condition, statement, AWS::NoValue]}
+                out.append((lid, raw["Fn::If"][1] if "Fn::If" in raw else raw))
+    return out
+
+
+def as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else [v]
+
+
+# ------------------------------------------------------------------------------------------ generated
+def test_generated_block_is_up_to_date() -> None:
+    text = (REPO / "template.yaml").read_text()
+    assert render_template.rendered_template(text) == text, "run: python -m seqlake.aws.render_template"
+
+
+def test_glue_tables_equal_tables_py(template: dict[str, Any]) -> None:
+    glue = {
+        r["Properties"]["TableInput"]["Name"]: r["Properties"]["TableInput"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Glue::Table"
+    }
+    assert set(glue) == {t.name for t in TABLES}
+    for t in TABLES:
+        expected = t.glue_table_input(location="X")
+        got = glue[t.name]
+        assert got["StorageDescriptor"]["Columns"] == expected["StorageDescriptor"]["Columns"]
+        assert got["PartitionKeys"] == expected["PartitionKeys"] == [{"Name": "run_id", "Type": "string"}]
+        assert got["StorageDescriptor"]["Location"] == {"Fn::Sub": f"s3://${{DataBucket}}/results/{t.name}/"}
+
+
+def test_drift_is_detected(tmp_path: Any) -> None:
+    # Given a template whose generated block was edited by hand
+    text = (REPO / "template.yaml").read_text().replace("Type: bigint", "Type: int", 1)
+    (tmp_path / "template.yaml").write_text(text)
+    (tmp_path / "queries").symlink_to(REPO / "queries")
+    # Then the check fails, and rendering restores the original
+    assert render_template.main(["--check", "--template", str(tmp_path / "template.yaml")]) == 1
+    assert render_template.main(["--template", str(tmp_path / "template.yaml")]) == 0
+    assert (tmp_path / "template.yaml").read_text() == (REPO / "template.yaml").read_text()
+
+
+def test_every_query_is_a_named_query(template: dict[str, Any]) -> None:
+    named = {
+        r["Properties"]["QueryString"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Athena::NamedQuery"
+    }
+    files = sorted((REPO / "queries").glob("*.sql"))
+    assert files, "queries/*.sql is empty"
+    assert named == {f.read_text() for f in files}
+
+
+def test_layer_pins_equal_pyproject() -> None:
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for d in deps["dependencies"] + deps["optional-dependencies"]["local"]:
+        name, version = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)", d).groups()  # type: ignore[union-attr]
+        pins[name.lower()] = version
+    for line in (REPO / "layers" / "core" / "requirements.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)$", line).groups()  # type: ignore[union-attr]
+            assert pins.get(name.lower(), version) == version, f"{line}: pyproject pins {pins[name.lower()]}"
+
+
+# -------------------------------------------------------------------------------------------------- IAM
+def test_no_action_star(template: dict[str, Any]) -> None:
+    for lid, st in statements(template):
+        if st["Effect"] != "Allow":
+            continue
+        for action in as_list(st["Action"]):
+            assert action != "*" and not action.endswith(":*"), f"{lid}: {action}"
+
+
+def test_resource_star_only_where_aws_requires_it(template: dict[str, Any]) -> None:
+    for lid, st in statements(template):
+        if st["Effect"] == "Allow" and "*" in as_list(st["Resource"]):
+            for action in as_list(st["Action"]):
+                assert action in STAR_RESOURCE_REASONS, (
+                    f"{lid}: {action} on Resource '*' without a listed reason"
+                )
+
+
+def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict[str, Any]) -> None:
+    role = template["Resources"]["WorkerJobRole"]["Properties"]
+    writes = [
+        st
+        for _, st in statements({"Resources": {"WorkerJobRole": {"Properties": role}}})
+        if st["Effect"] == "Allow"
+        and any(
+            a.startswith("s3:") and a not in ("s3:GetObject", "s3:ListBucket") for a in as_list(st["Action"])
+        )
+    ]
+    assert writes
+    for st in writes:
+        assert set(as_list(st["Action"])) == {"s3:PutObject"}
+        targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
+        assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/references/*.mmi"]
+
+
+def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]) -> None:
+    fn = template["Resources"]["RecordFailureFunction"]["Properties"]
+    glue = [
+        st
+        for _, st in statements({"Resources": {"F": {"Properties": fn}}})
+        if any(a.startswith("glue:") for a in as_list(st["Action"]))
+    ]
+    tables = [r["Fn::Sub"] for st in glue for r in as_list(st["Resource"]) if "table/" in r["Fn::Sub"]]
+    assert tables == [
+        "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${GlueDatabase}/runs"
+    ]
+
+
+def test_commit_can_undo_a_half_registered_run(template: dict[str, Any]) -> None:
+    fn = template["Resources"]["CommitFunction"]["Properties"]
+    actions = {
+        a for _, st in statements({"Resources": {"F": {"Properties": fn}}}) for a in as_list(st["Action"])
+    }
+    assert {"glue:BatchCreatePartition", "glue:BatchDeletePartition"} <= actions
+
+
+def test_bucket_policy_denies_insecure_transport(template: dict[str, Any]) -> None:
+    doc = template["Resources"]["DataBucketPolicy"]["Properties"]["PolicyDocument"]
+    deny = [st for st in doc["Statement"] if st["Effect"] == "Deny"]
+    assert any(
+        st["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        and st["Principal"] == "*"
+        and st["Action"] == "s3:*"
+        and len(st["Resource"]) == 2
+        for st in deny
+    )
+
+
+def test_bucket_is_private_encrypted_and_expires_working_data(template: dict[str, Any]) -> None:
+    p = template["Resources"]["DataBucket"]["Properties"]
+    assert all(p["PublicAccessBlockConfiguration"].values())
+    assert p["NotificationConfiguration"]["EventBridgeConfiguration"]["EventBridgeEnabled"] is True
+    rules = {r["Id"]: r for r in p["LifecycleConfiguration"]["Rules"]}
+    assert rules["runs-working-data"]["Prefix"] == "runs/"
+    assert rules["athena-results"]["Prefix"] == "athena-results/"
+    enc = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
+        "Fn::If"
+    ]
+    assert (
+        enc[0] == "HasKmsKey" and enc[1]["SSEAlgorithm"] == "aws:kms" and enc[2]["SSEAlgorithm"] == "AES256"
+    )
+
+
+def test_no_hardcoded_partition(template: dict[str, Any]) -> None:
+    text = (REPO / "template.yaml").read_text() + ASL_PATH.read_text()
+    assert "arn:aws:" not in text
+
+
+# ------------------------------------------------------------------------------------- Batch contract
+def test_retry_strategy_is_the_exit_code_contract(template: dict[str, Any]) -> None:
+    rs = template["Resources"]["WorkerJobDefinition"]["Properties"]["RetryStrategy"]
+    assert rs["Attempts"] == {"Ref": "JobAttempts"}
+    rules = rs["EvaluateOnExit"]
+    assert rules[0] == {"Action": "EXIT", "OnExitCode": str(EXIT_BAD_INPUT)}
+    assert {"Action": "RETRY", "OnStatusReason": "Host EC2*"} in rules
+    assert any(r.get("OnReason", "").startswith("CannotPullContainerError") for r in rules)
+    assert len(rules) <= 5  # the Batch limit
+
+
+def test_spot_first_then_on_demand(template: dict[str, Any]) -> None:
+    res = template["Resources"]
+    order = res["WorkerJobQueue"]["Properties"]["ComputeEnvironmentOrder"]
+    assert [o["ComputeEnvironment"]["Ref"] for o in order] == [
+        "SpotComputeEnvironment",
+        "OnDemandComputeEnvironment",
+    ]
+    spot = res["SpotComputeEnvironment"]["Properties"]["ComputeResources"]
+    assert spot["Type"] == "SPOT" and spot["AllocationStrategy"] == "SPOT_PRICE_CAPACITY_OPTIMIZED"
+    assert spot["MinvCpus"] == 0 and len(spot["InstanceTypes"]) >= 10
+    jd = res["WorkerJobDefinition"]["Properties"]
+    assert jd["PropagateTags"] is True and jd["Timeout"]["AttemptDurationSeconds"] == {
+        "Ref": "AttemptDurationSeconds"
+    }
+    assert jd["ContainerProperties"]["Command"] == ["seqlake", "worker"]
+    mounts = jd["ContainerProperties"]["MountPoints"]
+    env = {e["Name"]: e["Value"] for e in jd["ContainerProperties"]["Environment"]}
+    assert mounts[0]["ContainerPath"] == env["SEQLAKE_REF_CACHE"]
+
+
+# ------------------------------------------------------------------------------------------------- ASL
+def test_asl_placeholders_match_definition_substitutions(template: dict[str, Any]) -> None:
+    subs = set(template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"])
+    used = set(re.findall(r"\$\{(\w+)\}", ASL_PATH.read_text()))
+    assert used == subs
+
+
+def test_every_task_retries_transient_errors_and_is_caught() -> None:
+    states = asl()["States"]
+    for name, s in states.items():
+        if s["Type"] != "Task":
+            continue
+        errors = {e for r in s["Retry"] for e in r["ErrorEquals"]}
+        if s["Resource"] == "${LambdaInvoke}":
+            assert {
+                "Lambda.ServiceException",
+                "Lambda.AWSLambdaException",
+                "Lambda.SdkClientException",
+                "Lambda.TooManyRequestsException",
+            } <= errors, name
+        else:
+            assert "Batch.AWSBatchException" in errors and "States.TaskFailed" not in errors, name
+        catch = s["Catch"]
+        assert catch[0]["ErrorEquals"] == ["States.ALL"]
+        assert catch[0]["Next"] == ("FailedUnrecorded" if name == "RecordFailure" else "RecordFailure"), name
+
+
+def test_fanout_uses_a_plain_job_for_one_shard() -> None:
+    states = asl()["States"]
+    fanout = states["Fanout"]
+    assert fanout["Choices"] == [
+        {"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"}
+    ]
+    assert fanout["Default"] == "ProcessOneShard"
+    assert "ArrayProperties" in states["ProcessShards"]["Parameters"]
+    assert "ArrayProperties" not in states["ProcessOneShard"]["Parameters"]
+
+
+@pytest.mark.parametrize("state", ["ProcessShards", "ProcessOneShard"])
+def test_shard_jobs_get_only_the_plan_uri(state: str) -> None:
+    overrides = asl()["States"][state]["Parameters"]["ContainerOverrides"]
+    assert overrides == {"Environment": [{"Name": "SEQLAKE_PLAN_URI", "Value.$": "$.plan.plan_uri"}]}
+
+
+def test_paths_lead_to_succeed_or_fail() -> None:
+    states = asl()["States"]
+    assert states["Failed"]["Type"] == "Fail" and states["RecordFailure"]["Next"] == "Failed"
+    assert states["Failed"]["CausePath"] == "$.failure.result.reason"  # the recorded one-line reason
+    assert states["Commit"]["Next"] == "Succeeded" and states["Succeeded"]["Type"] == "Succeed"
+    reachable, todo = set(), [asl()["StartAt"]]
+    while todo:
+        name = todo.pop()
+        if name in reachable:
+            continue
+        reachable.add(name)
+        s = states[name]
+        todo += [s[k] for k in ("Next", "Default") if k in s]
+        todo += [c["Next"] for c in s.get("Choices", []) + s.get("Catch", [])]
+    assert reachable == set(states)
+
+
+def test_sam_translates_offline(template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """aws-sam-translator (what `sam deploy` and the local cloud run) accepts the template."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    class NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    tpl = json.loads(json.dumps(template))
+    for r in tpl["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::Serverless::Function":
+            p["CodeUri"] = "s3://artifacts/code.zip"
+        elif r["Type"] == "AWS::Serverless::LayerVersion":
+            p["ContentUri"] = "s3://artifacts/layer.zip"
+        elif r["Type"] == "AWS::Serverless::StateMachine":
+            p["DefinitionUri"] = {"Bucket": "artifacts", "Key": "pipeline.asl.json"}
+    out = transform(tpl, {}, NoManagedPolicies())
+    types = {r["Type"] for r in out["Resources"].values()}
+    assert {
+        "AWS::Lambda::Function",
+        "AWS::StepFunctions::StateMachine",
+        "AWS::Events::Rule",
+        "AWS::Lambda::LayerVersion",
+    } <= types
+    rule = next(r for r in out["Resources"].values() if r["Type"] == "AWS::Events::Rule")
+    target = rule["Properties"]["Targets"][0]
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 10 and "DeadLetterConfig" in target
+    assert set(RESULT_TABLES) < {t.name for t in TABLES}
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_samconfig_environment_sets_every_required_parameter(template: dict[str, Any], env: str) -> None:
+    cfg = tomllib.loads((REPO / "samconfig.toml").read_text())
+    deploy = cfg[env]["deploy"]["parameters"]
+    overrides = dict(kv.split("=", 1) for kv in deploy["parameter_overrides"].split())
+    params = template["Parameters"]
+    assert set(overrides) <= set(params), set(overrides) - set(params)
+    required = {k for k, p in params.items() if "Default" not in p}
+    assert required <= set(overrides), required - set(overrides)
+    assert overrides["Stage"] == env and deploy["stack_name"] == f"seqlake-{env}"
+    assert "CAPABILITY_IAM" in deploy["capabilities"] and "CAPABILITY_AUTO_EXPAND" in deploy["capabilities"]

@@ -1,0 +1,177 @@
+"""Alignment rows match ``minimap2 -ax sr``; the reference index is built once; coverage is exact."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from seqlake import align, coverage, qc
+
+Key = tuple[str, int]
+
+
+@pytest.fixture
+def ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "refcache"
+    monkeypatch.setenv("SEQLAKE_REF_CACHE", str(cache))
+    return cache
+
+
+def _align_miseq(
+    miseq: tuple[Path, Path], index: str
+) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
+    aligner = align.ReadAligner(index)
+    out = align.AlignmentColumns()
+    stats = [align.AlignStats(), align.AlignStats()]
+    spans: list[tuple[str, int, int]] = []
+    first = 0
+    for c1, c2 in zip(qc.iter_file_chunks(str(miseq[0])), qc.iter_file_chunks(str(miseq[1])), strict=True):
+        r1, r2 = qc.parse_chunk(c1, "R1", first), qc.parse_chunk(c2, "R2", first)
+        aligner.align_pairs(
+            r1.names(),
+            r1.sequences(),
+            r2.sequences(),
+            list(range(first, first + len(r1))),
+            out=out,
+            stats=(stats[0], stats[1]),
+            spans=spans,
+        )
+        first += len(r1)
+    return out, stats
+
+
+def _cli(minimap2: str, reference: Path, miseq: tuple[Path, Path]) -> list[list[str]]:
+    sam = subprocess.run(
+        [minimap2, "-ax", "sr", "-t", "1", str(reference), *map(str, miseq)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line.split("\t") for line in sam.splitlines() if not line.startswith("@")]
+
+
+def test_alignments_equal_minimap2_cli(
+    miseq: tuple[Path, Path], reference: Path, minimap2: str, ref_cache: Path
+) -> None:
+    out, stats = _align_miseq(miseq, align.resolve_reference(str(reference)))
+    cli_all: dict[Key, set[tuple[str, int, str]]] = collections.defaultdict(set)
+    cli_primary: dict[Key, tuple[str, int, str]] = {}
+    cli_flags: dict[Key, int] = {}
+    mapped_cli = [0, 0]
+    for f in _cli(minimap2, reference, miseq):
+        flag = int(f[1])
+        key = (f[0], 1 if flag & 0x40 else 2)
+        assert not flag & 0x100, "the sr preset prints no secondary alignments"
+        if not flag & 0x800:
+            cli_flags[key] = flag
+        if flag & 0x4:
+            continue
+        hit = (f[2], int(f[3]), "-" if flag & 0x10 else "+")
+        cli_all[key].add(hit)
+        if not flag & 0x800:
+            cli_primary[key] = hit
+            mapped_cli[key[1] - 1] += 1
+    ours: dict[Key, set[tuple[str, int, str]]] = collections.defaultdict(set)
+    our_primary: dict[Key, tuple[str, int, str]] = {}
+    our_flags: dict[Key, int] = {}
+    for row in zip(*out.as_dict().values(), strict=True):
+        r = dict(zip(align.ROW_COLUMNS, row, strict=True))
+        key = (r["read_name"], r["mate"])
+        if r["is_primary"]:
+            our_flags[key] = r["flag"]
+        if r["contig"] is None:
+            continue
+        hit = (r["contig"], r["pos"], r["strand"])
+        ours[key].add(hit)
+        if r["is_primary"]:
+            our_primary[key] = hit
+        # soft clips: the CIGAR spans the whole read
+        assert sum(int(n) for n, op in re.findall(r"(\d+)([MIS=X])", r["cigar"])) == r["read_len"]
+    reads = set(cli_flags) | set(our_flags)
+    assert len(reads) == 2 * 5762
+    same = sum(cli_all.get(k, set()) == ours.get(k, set()) for k in reads)
+    assert same / len(reads) >= 0.999
+    assert [s.mapped_reads for s in stats] == mapped_cli
+    # the SAM primary and the flags (proper pair, mate strand, ...) as the command line decides them
+    primary_differs = sum(cli_primary.get(k) != our_primary.get(k) for k in reads)
+    flags_differ = sum(cli_flags.get(k) != our_flags.get(k) for k in reads)
+    assert primary_differs <= 0.001 * len(reads)
+    assert flags_differ <= 0.001 * len(reads)
+    cli_proper = sum(1 for k, f in cli_flags.items() if k[1] == 1 and f & 0x2)
+    assert stats[0].properly_paired == sum(1 for k, f in our_flags.items() if k[1] == 1 and f & 0x2)
+    assert abs(stats[0].properly_paired - cli_proper) <= flags_differ
+
+
+def test_reference_index_is_built_once_and_cached(reference: Path, ref_cache: Path, tmp_path: Path) -> None:
+    fasta = tmp_path / "ref.fa"
+    fasta.write_bytes(reference.read_bytes())
+    first = align.resolve_reference(str(fasta))
+    assert Path(first).parent == ref_cache
+    assert (tmp_path / "ref.fa.mmi").exists(), "the index is kept beside the FASTA"
+    mtime = os.stat(first).st_mtime_ns
+    assert align.resolve_reference(str(fasta)) == first
+    assert os.stat(first).st_mtime_ns == mtime
+    # a prebuilt .mmi is used as is
+    mmi = align.resolve_reference(str(tmp_path / "ref.fa.mmi"))
+    assert align.ReadAligner(mmi).contigs == [("MN908947.3", 29903)]
+
+
+def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -> None:
+    aligner = align.ReadAligner(align.resolve_reference(str(reference)))
+    out = align.AlignmentColumns()
+    stats = align.AlignStats()
+    spans: list[tuple[str, int, int]] = []
+    seq = "ATTAAAGGTTTATACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTG"
+    aligner.align_single(
+        ["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2], out=out, stats=stats, spans=spans
+    )
+    cols = out.as_dict()
+    assert cols["flag"] == [0, 4, 4]
+    assert cols["contig"] == ["MN908947.3", None, None]
+    assert cols["pos"][0] == 1 and cols["end"][0] == len(seq) and cols["cigar"][0] == f"{len(seq)}M"
+    assert stats.mapped_reads == 1 and spans == [("MN908947.3", 0, len(seq))]
+
+
+# -- coverage ---------------------------------------------------------------------------------------
+
+
+def _brute_depth(length: int, spans: np.ndarray) -> np.ndarray:
+    depth = np.zeros(length, dtype=np.int64)
+    for s, e in spans:  # test oracle: a per-base loop over a small contig
+        depth[s:e] += 1
+    return depth
+
+
+def test_coverage_bins_are_exact_and_additive_across_shards() -> None:
+    rng = np.random.default_rng(3)
+    length, width = 10_007, 100
+    starts = rng.integers(0, length - 1, 400)
+    spans = np.stack([starts, np.minimum(starts + rng.integers(1, 300, 400), length)], axis=1)
+    depth = _brute_depth(length, spans)
+    whole = coverage.CoverageAccumulator([("c", length)], width)
+    whole.add_spans(("c", int(s), int(e)) for s, e in spans)
+    edges = coverage.bin_edges(length, width)
+    expect_sum = np.add.reduceat(depth, edges[:-1])
+    expect_cov = np.add.reduceat((depth > 0).astype(np.int64), edges[:-1])
+    cols = whole.rows("s")
+    assert cols["depth_sum"] == expect_sum.tolist()
+    assert cols["covered_bases"] == expect_cov.tolist()
+    assert cols["bin_end"][-1] == length
+    # three shards merged as the commit step does: depth adds up, covered intervals are unioned
+    merged = coverage.CoverageAccumulator([("c", length)], width)
+    for part in np.array_split(spans, 3):
+        shard = coverage.CoverageAccumulator([("c", length)], width)
+        shard.add_spans(("c", int(s), int(e)) for s, e in part)
+        cc = merged.contigs["c"]
+        cc.depth_sum += shard.contigs["c"].depth_sum
+        cc.add_union(shard.contigs["c"].union_start, shard.contigs["c"].union_end)
+    assert merged.rows("s") == cols
+    mean, breadth = merged.mean_depth_and_breadth()
+    assert mean == pytest.approx(depth.sum() / length)
+    assert breadth == pytest.approx(np.count_nonzero(depth) / length)

@@ -1,0 +1,226 @@
+"""Planning: shards of real reads in every supported layout reassemble the input exactly."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from seqlake import plan as planmod
+from seqlake import shards
+from seqlake.errors import BadInputError
+from seqlake.params import Params
+from seqlake.plan import SampleInputs, allocate_shards, load_plan, make_plan
+
+
+def reassemble(plan: planmod.Plan) -> dict[int, bytes]:
+    """Concatenate every shard's chunks per mate; parse and check R1/R2 names in the middle shard."""
+    parts: dict[int, list[bytes]] = {1: [], 2: []}
+    for i in range(plan.array_size):
+        for chunks in shards.iter_shard_chunks(plan, i):
+            for c in chunks:
+                parts[c.mate].append(c.data)
+    for batch in shards.iter_shard_batches(plan, plan.array_size // 2):  # shape, qualities, mate names
+        if len(batch) == 2:
+            assert [r.id for r in batch[0]] == [r.id for r in batch[1]]
+    return {m: b"".join(p) for m, p in parts.items() if p}
+
+
+@pytest.fixture(scope="module")
+def miseq_plain(miseq: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    return gzip.decompress(miseq[0].read_bytes()), gzip.decompress(miseq[1].read_bytes())
+
+
+@pytest.mark.parametrize("k", [1, 7, 64])
+def test_miseq_gzip_pair(miseq: tuple[Path, Path], miseq_plain: tuple[bytes, bytes], tmp_path: Path,
+                         k: int) -> None:
+    plan = make_plan("miseq", [SampleInputs("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
+                     shards=k)
+    assert plan.array_size == k
+    assert [i.records for i in plan.inputs] == [5762, 5762]
+    assert [i.compression for i in plan.inputs] == ["gzip", "gzip"]
+    assert sum(s.records or 0 for s in plan.shards) == 5762
+    for s in plan.shards:  # R1 and R2 spans hold the same record numbers
+        assert (s.spans[0].first_record, s.spans[0].records) == (s.spans[1].first_record, s.spans[1].records)
+        assert all(sp.skip * 220 < 2 * planmod.gzindex.CHECKPOINT_SPACING for sp in s.spans)
+    assert reassemble(plan) == {1: miseq_plain[0], 2: miseq_plain[1]}
+    assert load_plan(plan.plan_uri) == plan
+    assert Path(plan.inputs[0].index_uri or "").is_file()
+
+
+def test_default_shard_count_from_reads_per_shard(miseq: tuple[Path, Path], tmp_path: Path) -> None:
+    plan = make_plan("rps", [SampleInputs("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
+                     params=Params(reads_per_shard=1000))
+    assert plan.array_size == 6  # ceil(5762 / 1000)
+    assert plan.staging_prefix == str(tmp_path / "runs" / "rps" / "staging") + "/"
+    assert plan.results_prefix == str(tmp_path / "results") + "/"
+
+
+def test_plain_pair_uses_record_numbers(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:
+    r1, r2 = tmp_path / "a_R1.fastq", tmp_path / "a_R2.fastq"
+    r1.write_bytes(miseq_plain[0])
+    r2.write_bytes(miseq_plain[1])
+    plan = make_plan("plain", [SampleInputs("a", str(r1), str(r2))], out_prefix=str(tmp_path / "out"),
+                     shards=7)
+    assert all(sp.first_record is not None for s in plan.shards for sp in s.spans)
+    assert reassemble(plan) == {1: miseq_plain[0], 2: miseq_plain[1]}
+
+
+@pytest.mark.parametrize("k", [1, 7, 64])
+def test_plain_single_end_byte_ranges(miseq_plain: tuple[bytes, bytes], tmp_path: Path, k: int) -> None:
+    r1 = tmp_path / "a.fastq"
+    r1.write_bytes(miseq_plain[0])
+    plan = make_plan("bytes", [SampleInputs("a", str(r1))], out_prefix=str(tmp_path / "out"), shards=k,
+                     count_plain_below=0)
+    assert plan.array_size == k
+    assert plan.inputs[0].records is None  # no full pass
+    spans = [s.spans[0] for s in plan.shards]
+    assert all(sp.first_record is None and sp.end_offset is not None for sp in spans)
+    assert [sp.offset for sp in spans[1:]] == [sp.end_offset for sp in spans[:-1]]
+    assert reassemble(plan) == {1: miseq_plain[0]}
+
+
+def test_snap_to_record_skips_quality_lines_starting_with_at(tmp_path: Path) -> None:
+    # qualities beginning with '@' (Q31) look like headers at a line start
+    recs = [b"@r%d\nACGT\n+\n@@II\n" % i for i in range(200)]
+    p = tmp_path / "at.fastq"
+    p.write_bytes(b"".join(recs))
+    starts = {sum(len(r) for r in recs[:i]) for i in range(200)}
+    with p.open("rb") as f:
+        for off in range(0, p.stat().st_size, 3):
+            got = planmod.snap_to_record(f, off, p.stat().st_size, str(p))
+            assert got in starts or got == p.stat().st_size
+            assert got >= off
+            assert not any(off <= s < got for s in starts)
+
+
+def test_bgzf_and_multimember(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:
+    data = miseq_plain[0]
+    mm = tmp_path / "mm.fastq.gz"
+    cut = len(data) // 2 + 17  # a member boundary inside a record
+    mm.write_bytes(gzip.compress(data[:cut]) + gzip.compress(data[cut:]))
+    inputs = [str(mm)]
+    bgzip = shutil.which("bgzip")
+    if bgzip is not None:
+        bg = tmp_path / "bg.fastq"
+        bg.write_bytes(data)
+        subprocess.run([bgzip, "-f", str(bg)], check=True)
+        inputs.append(str(bg) + ".gz")
+    for n, uri in enumerate(inputs):
+        plan = make_plan(f"r{n}", [SampleInputs("a", uri)], out_prefix=str(tmp_path / "out"), shards=7)
+        assert plan.array_size == 7
+        assert reassemble(plan) == {1: data}
+
+
+def test_bz2_is_one_shard(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:
+    lines = miseq_plain[0].split(b"\n")
+    data = b"".join(line + b"\n" for line in lines[: 4 * 600])
+    p = tmp_path / "a.fastq.bz2"
+    p.write_bytes(bz2.compress(data))
+    plan = make_plan("bz", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "out"), shards=7)
+    assert plan.array_size == 1
+    assert plan.inputs[0].compression == "bz2"
+    assert reassemble(plan) == {1: data}
+
+
+def test_empty_file_is_one_empty_shard(tmp_path: Path) -> None:
+    p = tmp_path / "empty.fastq"
+    p.write_bytes(b"")
+    plan = make_plan("empty", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=5)
+    assert plan.array_size == 1
+    assert plan.shards[0].records == 0
+    assert list(shards.iter_shard_chunks(plan, 0)) == []
+
+
+def test_many_shards_on_small_input(tmp_path: Path) -> None:
+    recs = [b"@r%d\nACGTACGT\n+\nIIIIIIII\n" % i for i in range(12_000)]
+    p = tmp_path / "tiny.fastq"
+    p.write_bytes(b"".join(recs))
+    plan = make_plan("many", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=20_000)
+    assert plan.array_size == 10_000
+    assert sum(s.records or 0 for s in plan.shards) == 12_000
+    loaded = load_plan(plan.plan_uri)
+    assert loaded.array_size == 10_000
+    picked = range(0, 10_000, 997)
+    got = [b"".join(c.data for cs in shards.iter_shard_chunks(loaded, i) for c in cs) for i in picked]
+    want = []
+    for i in picked:
+        first, n = plan.shards[i].spans[0].first_record or 0, plan.shards[i].records or 0
+        want.append(b"".join(recs[first:first + n]))
+    assert got == want
+    # byte ranges: boundaries that snap to the same record collapse, never more shards than records
+    ranges = make_plan("ranges", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=10_000,
+                       count_plain_below=0)
+    assert 1 < ranges.array_size <= 10_000
+    assert b"".join(c.data for i in range(ranges.array_size)
+                    for cs in shards.iter_shard_chunks(ranges, i) for c in cs) == p.read_bytes()
+    p3 = tmp_path / "three.fastq"
+    p3.write_bytes(b"".join(recs[:3]))
+    three = make_plan("three", [SampleInputs("a", str(p3))], out_prefix=str(tmp_path), shards=50)
+    assert three.array_size == 3
+
+
+def test_multi_sample_plan(miseq: tuple[Path, Path], edge: Path, tmp_path: Path) -> None:
+    samples = [SampleInputs("miseq", str(miseq[0]), str(miseq[1])),
+               SampleInputs("tiny", str(edge / "cutadapt" / "paired.1.fastq"),
+                            str(edge / "cutadapt" / "paired.2.fastq"))]
+    plan = make_plan("multi", samples, out_prefix=str(tmp_path), shards=8)
+    assert plan.samples == ("miseq", "tiny")
+    by_sample = [s.sample for s in plan.shards]
+    assert by_sample == sorted(by_sample, key=["miseq", "tiny"].index)
+    assert set(by_sample) == {"miseq", "tiny"}
+    assert [s.index for s in plan.shards] == list(range(plan.array_size))
+    for s in plan.shards:
+        assert {plan.inputs[sp.input].sample for sp in s.spans} == {s.sample}
+    assert sum(s.records or 0 for s in plan.shards if s.sample == "tiny") == 5
+
+
+def test_allocate_shards() -> None:
+    assert allocate_shards([0], 100) == [1]
+    assert allocate_shards([250], 100) == [3]
+    assert allocate_shards([5, 5], 1, total=3) == [2, 2]  # every sample gets its share, rounded
+    assert sum(allocate_shards([10**9, 10**9], 1)) <= 10_000
+    assert allocate_shards([3, 10**9], 1, total=10_000)[0] == 1
+
+
+@pytest.mark.parametrize("validator", ["fastjsonschema", "jsonschema"])
+def test_load_plan_rejects_invalid(tmp_path: Path, edge: Path, monkeypatch: pytest.MonkeyPatch,
+                                   validator: str) -> None:
+    if validator == "jsonschema":
+        monkeypatch.setattr(planmod, "_compiled_validator", lambda: None)
+    elif planmod._compiled_validator() is None:
+        pytest.skip("fastjsonschema is not installed")
+    plan = make_plan("v", [SampleInputs("a", str(edge / "cutadapt" / "paired.1.fastq"))],
+                     out_prefix=str(tmp_path))
+    d = json.loads(Path(plan.plan_uri).read_text())
+    bad = tmp_path / "bad.json"
+    for mutate, fragment in [
+        (lambda d: d["shards"][0]["spans"][0].__setitem__("offset", -1), "offset"),
+        (lambda d: d["shards"][0].__setitem__("index", 3), "shard indexes"),
+        (lambda d: d["inputs"][0].__setitem__("compression", "zstd"), "compression"),
+        (lambda d: d.__setitem__("surprise", 1), "surprise"),
+    ]:
+        broken = json.loads(json.dumps(d))
+        mutate(broken)
+        bad.write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=fragment):
+            load_plan(str(bad))
+
+
+def test_bad_sample_name_and_same_file(tmp_path: Path, edge: Path) -> None:
+    r1 = str(edge / "cutadapt" / "paired.1.fastq")
+    with pytest.raises(BadInputError, match="invalid sample name"):
+        make_plan("n", [SampleInputs("../x", r1)], out_prefix=str(tmp_path))
+    with pytest.raises(BadInputError, match="same file"):
+        make_plan("n", [SampleInputs("x", r1, r1)], out_prefix=str(tmp_path))
+
+
+def test_phred64_rejected_at_plan_time(edge: Path, tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="Phred\\+64"):
+        make_plan("p64", [SampleInputs("a", str(edge / "cutadapt" / "illumina64.fastq"))],
+                  out_prefix=str(tmp_path))

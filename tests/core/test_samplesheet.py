@@ -1,0 +1,83 @@
+"""Samplesheets (nf-core sample,fastq_1,fastq_2) and mate names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seqlake.errors import BadInputError
+from seqlake.plan import SampleInputs
+from seqlake.samplesheet import mate_from_name, parse_samplesheet, read_samplesheet, sample_from_filename
+
+HEADER = "sample,fastq_1,fastq_2\n"
+
+
+def test_relative_paths_and_single_end(tmp_path: Path) -> None:
+    sheet = tmp_path / "batch" / "samplesheet.csv"
+    sheet.parent.mkdir()
+    sheet.write_text(HEADER + "A,a_R1.fastq.gz,a_R2.fastq.gz\n\nB,sub/b.fq,\n")
+    base = sheet.parent.resolve()
+    assert read_samplesheet(str(sheet)) == [
+        SampleInputs("A", str(base / "a_R1.fastq.gz"), str(base / "a_R2.fastq.gz")),
+        SampleInputs("B", str(base / "sub" / "b.fq"), None),
+    ]
+
+
+def test_s3_sheet() -> None:
+    text = HEADER + "A,a_1.fq.gz,s3://bk/other/a_2.fq.gz\n"
+    assert parse_samplesheet(text, "s3://bk/incoming/b1/samplesheet.csv") == [
+        SampleInputs("A", "s3://bk/incoming/b1/a_1.fq.gz", "s3://bk/other/a_2.fq.gz")]
+    foreign = HEADER + "A,s3://elsewhere/a.fq.gz,\n"
+    assert parse_samplesheet(foreign, "s3://bk/in/s.csv", allow_other_buckets=True)[0].r1_uri == \
+        "s3://elsewhere/a.fq.gz"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("sample,fastq_2\nA,a.fq\n", 1, "missing column 'fastq_1'"),
+        ("", 1, "empty"),
+        (HEADER, 2, "no samples"),
+        (HEADER + "A,a.fq,\nB,b.fq,\nA,c.fq,\n", 4, "duplicate sample 'A' (first on line 2)"),
+        (HEADER + "A B,a.fq,\n", 2, "column sample"),
+        (HEADER + "A,,\n", 2, "column fastq_1"),
+        (HEADER + "A,a.bam,\n", 2, "column fastq_1"),
+        (HEADER + "A,a.fq,b.txt\n", 2, "column fastq_2"),
+        (HEADER + "A,../a.fq,\n", 2, "'..'"),
+        (HEADER + "A,s3://bk/x/../a.fq,\n", 2, "'..'"),
+        (HEADER + "A,/abs/a.fq,\n", 2, "relative"),
+        (HEADER + "A,s3://other/a.fq,\n", 2, "bucket 'other'"),
+        (HEADER + "A,a.fq,a.fq\n", 2, "same file"),
+        (HEADER + "A,a.fq\n", 2, "2 fields"),
+    ],
+)
+def test_errors_name_sheet_and_line(text: str, line: int, fragment: str) -> None:
+    sheet = "s3://bk/in/samplesheet.csv"
+    with pytest.raises(BadInputError) as info:
+        parse_samplesheet(text, sheet)
+    assert (info.value.path, info.value.line) == (sheet, line)
+    assert fragment in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("a_R1_001.fastq.gz", ("a", 1)),
+        ("a_R2.fq", ("a", 2)),
+        ("s1_1.fastq", ("s1", 1)),
+        ("s1_2.fq.gz", ("s1", 2)),
+        ("NA12878_S1_L001_R2_001.fastq.gz", ("NA12878", 2)),
+        ("incoming/x/SRR1.1.fastq.gz", ("SRR1", 1)),
+        ("reads.fastq.gz", ("reads", None)),
+        ("notes.txt", None),
+        ("a_R3.fastq", ("a_R3", None)),
+    ],
+)
+def test_mate_from_name(name: str, expected: tuple[str, int | None] | None) -> None:
+    assert mate_from_name(name) == expected
+
+
+def test_sample_from_filename() -> None:
+    assert sample_from_filename("x_R2_001.fastq.gz") == ("x", 2)
+    assert sample_from_filename("run7.txt.gz") == ("run7", None)

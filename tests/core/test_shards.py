@@ -1,0 +1,150 @@
+"""Shard reading: chunks, error lines that stay absolute across chunks and shards, paired mismatches.
+
+The truncation table follows dnaio's ``tests/test_internal.py``: a valid file cut at every byte of its
+last record, read at several chunk sizes so that the cut falls at and across chunk boundaries.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+from pathlib import Path
+
+import pytest
+
+from seqlake import fastq, shards
+from seqlake.errors import BadInputError
+from seqlake.plan import SampleInputs, make_plan
+
+RECS = [b"@r%d\nACGT%s\n+\nIIII%s\n" % (i, b"G" * (i % 5), b"5" * (i % 5)) for i in range(60)]
+LAST = b"@last\nACGTA\n+last\nIIIII\n"
+CHUNK_SIZES = [1, 7, 64, 1000, 1 << 20]
+
+
+@pytest.fixture(autouse=True)
+def small_sniff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan-time checks read only the first record, so the errors below surface in the shard readers."""
+    monkeypatch.setattr(fastq, "SNIFF_BYTES", 16)
+
+
+def read_all(plan_uri_plan: object, chunk_bytes: int) -> int:
+    from seqlake.plan import Plan
+
+    assert isinstance(plan_uri_plan, Plan)
+    n = 0
+    for i in range(plan_uri_plan.array_size):
+        for batch in shards.iter_shard_batches(plan_uri_plan, i, chunk_bytes=chunk_bytes):
+            n += len(batch[0])
+    return n
+
+
+def _truncations() -> list[tuple[int, int | None]]:
+    """(bytes of LAST kept, expected error line or None when the file is still valid)."""
+    out: list[tuple[int, int | None]] = []
+    qual_start = LAST.index(b"IIIII")
+    for keep in range(1, len(LAST)):
+        if keep <= qual_start:
+            out.append((keep, 4 * 60 + 1))  # ends inside record 60: its first line
+        elif keep < qual_start + 5:
+            out.append((keep, 4 * 60 + 4))  # quality shorter than the sequence
+        else:
+            out.append((keep, None))  # complete, with or without the final newline
+    return out
+
+
+@pytest.mark.parametrize("chunk_bytes", CHUNK_SIZES)
+@pytest.mark.parametrize(("keep", "line"), _truncations())
+def test_truncation_table(tmp_path: Path, keep: int, line: int | None, chunk_bytes: int) -> None:
+    data = b"".join(RECS) + LAST[:keep]
+    p = tmp_path / "t.fastq"
+    p.write_bytes(data)
+    # a record-number plan (counted) with 3 shards: the error is in the last shard
+    plan_uri = str(tmp_path / "out")
+    if line == 4 * 60 + 1:
+        # the planner's line count already sees the cut record
+        with pytest.raises(BadInputError) as info:
+            make_plan("t", [SampleInputs("a", str(p))], out_prefix=plan_uri, shards=3)
+        assert info.value.line == line
+        return
+    plan = make_plan("t", [SampleInputs("a", str(p))], out_prefix=plan_uri, shards=3)
+    if line is None:
+        assert read_all(plan, chunk_bytes) == 61
+        return
+    with pytest.raises(BadInputError) as info:
+        read_all(plan, chunk_bytes)
+    assert (info.value.path, info.value.line) == (str(p), line)
+
+
+@pytest.mark.parametrize("layout", ["byte-ranges", "counted", "gzip"])
+@pytest.mark.parametrize("chunk_bytes", CHUNK_SIZES)
+@pytest.mark.parametrize("k", [1, 4, 13])
+def test_error_line_absolute_in_every_layout(tmp_path: Path, chunk_bytes: int, k: int, layout: str) -> None:
+    recs = list(RECS)
+    recs[37] = b"@r37\nACGT\n+\nIII\n"  # quality one short: line 4*37+4
+    p = tmp_path / "e.fastq"
+    data = b"".join(recs)
+    if layout == "gzip":
+        p = tmp_path / "e.fastq.gz"
+        p.write_bytes(gzip.compress(data))
+    else:
+        p.write_bytes(data)
+    plan = make_plan("e", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
+                     count_plain_below=0 if layout == "byte-ranges" else 1 << 30)
+    assert (plan.shards[-1].spans[0].first_record is None) == (layout == "byte-ranges")
+    with pytest.raises(BadInputError) as info:
+        read_all(plan, chunk_bytes)
+    assert (info.value.line, info.value.record) == (4 * 37 + 4, 37)
+
+
+def test_quality_range_checked_in_shards(tmp_path: Path) -> None:
+    recs = list(RECS)
+    recs[50] = b"@r50\nACGT\n+\nII I\n"
+    p = tmp_path / "q.fastq"
+    p.write_bytes(b"".join(recs))
+    plan = make_plan("q", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=4)
+    with pytest.raises(BadInputError) as info:
+        read_all(plan, 100)
+    assert info.value.line == 4 * 50 + 4
+
+
+def test_paired_chunks_have_equal_counts(tmp_path: Path) -> None:
+    r1 = [b"@p%d/1\nACGT%s\n+\nIIII%s\n" % (i, b"A" * (i % 90), b"I" * (i % 90)) for i in range(500)]
+    r2 = [b"@p%d/2\nAC\n+\nII\n" % i for i in range(500)]  # very different record sizes per mate
+    a, b = tmp_path / "x_R1.fastq", tmp_path / "x_R2.fastq"
+    a.write_bytes(b"".join(r1))
+    b.write_bytes(b"".join(r2))
+    plan = make_plan("p", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=3)
+    total = 0
+    for i in range(plan.array_size):
+        for c1, c2 in shards.iter_shard_chunks(plan, i, chunk_bytes=2000):
+            assert c1.records == c2.records
+            assert c1.first_record == c2.first_record
+            total += c1.records
+    assert total == 500
+
+
+def test_paired_count_mismatch_in_a_stream(tmp_path: Path) -> None:
+    """bz2 inputs are not counted at plan time: the mismatch surfaces while reading the shard."""
+    r1 = [b"@p%d/1\nACGT\n+\nIIII\n" % i for i in range(300)]
+    r2 = [b"@p%d/2\nACGT\n+\nIIII\n" % i for i in range(299)]
+    a, b = tmp_path / "x_R1.fastq.bz2", tmp_path / "x_R2.fastq.bz2"
+    a.write_bytes(bz2.compress(b"".join(r1) * 20))
+    b.write_bytes(bz2.compress(b"".join(r2) * 20))
+    plan = make_plan("m", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"))
+    assert plan.inputs[0].records is None
+    with pytest.raises(BadInputError) as info:
+        for _ in shards.iter_shard_batches(plan, 0, chunk_bytes=4096):
+            pass
+    text = str(info.value)
+    assert "different read counts" in text or "does not match its mate" in text
+    assert str(a) in text
+    assert str(b) in text
+
+
+def test_replaced_input_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "r.fastq"
+    p.write_bytes(b"".join(RECS))
+    plan = make_plan("c", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=2)
+    p.write_bytes(b"".join(RECS[:-1]))
+    with pytest.raises(BadInputError, match="changed after the run was planned"):
+        list(shards.iter_shard_chunks(plan, 0))

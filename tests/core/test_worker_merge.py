@@ -1,0 +1,265 @@
+"""The shard worker and the merge: shard invariance, seqkit-equal raw QC, failure on missing shards."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from seqlake import merge, worker
+from seqlake.errors import BadInputError, SeqlakeError
+from seqlake.params import Params
+from seqlake.plan import Plan, SampleInputs, make_plan
+from seqlake.shards import Chunk
+from seqlake.tables import BY_NAME, RESULT_TABLES
+
+
+@pytest.fixture(autouse=True)
+def _ref_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEQLAKE_REF_CACHE", str(tmp_path_factory.getbasetemp() / "refcache"))
+
+
+def run_all(plan: Plan) -> merge.RunTotals:
+    for i in range(plan.array_size):
+        worker.process_shard(plan, i)
+    return merge.merge_run(plan)
+
+
+def result(plan: Plan, table: str, drop: tuple[str, ...] = ()) -> pa.Table:
+    t = pq.read_table(Path(plan.results_prefix) / table / f"run_id={plan.run_id}")
+    keep = [c for c in BY_NAME[table].schema.names if c not in drop]
+    return t.select(keep).sort_by([(c, "ascending") for c in keep])
+
+
+def assert_same_results(a: Plan, b: Plan, drop: tuple[str, ...] = ()) -> None:
+    for table in RESULT_TABLES:
+        ta, tb = (
+            result(a, table, drop if table == "alignments" else ()),
+            result(b, table, drop if table == "alignments" else ()),
+        )
+        assert ta.num_rows > 0, table
+        assert ta.equals(tb), table
+
+
+def test_shard_invariance_gzip_index(
+    miseq: tuple[Path, Path], reference: Path, tmp_path: Path, seqkit: str
+) -> None:
+    samples = [SampleInputs("s1", str(miseq[0]), str(miseq[1]))]
+    one = make_plan("run1", samples, out_prefix=str(tmp_path / "one"), reference=str(reference), shards=1)
+    seven = make_plan("run7", samples, out_prefix=str(tmp_path / "seven"), reference=str(reference), shards=7)
+    assert seven.array_size == 7
+    totals = run_all(one)
+    run_all(seven)
+    assert_same_results(one, seven)
+    assert totals.reads == 2 * 5762 and totals.bases == 2 * 1267640
+    # the merged raw rows equal seqkit stats -a on each file
+    summary = result(one, "qc_summary").to_pylist()
+    for mate, path in ((1, miseq[0]), (2, miseq[1])):
+        row = next(r for r in summary if r["mate"] == mate and r["stage"] == "raw")
+        out = subprocess.run(
+            [seqkit, "stats", "-a", "-T", str(path)], capture_output=True, text=True, check=True
+        )
+        head, values = out.stdout.splitlines()[:2]
+        sk = dict(zip(head.split("\t"), values.split("\t"), strict=True))
+        assert (row["reads"], row["bases"], row["min_len"], row["max_len"]) == (
+            int(sk["num_seqs"]),
+            int(sk["sum_len"]),
+            int(sk["min_len"]),
+            int(sk["max_len"]),
+        )
+        for col, name in (("q20_bases", "Q20(%)"), ("q30_bases", "Q30(%)"), ("gc_bases", "GC(%)")):
+            assert f"{round(100 * row[col] / row['bases'], 2):.2f}" == sk[name]
+        trimmed = next(r for r in summary if r["mate"] == mate and r["stage"] == "trimmed")
+        assert trimmed["reads"] == row["reads"] - trimmed["reads_too_short"]
+        assert trimmed["mapped_reads"] > 0.98 * trimmed["reads"]
+        assert 0 < trimmed["breadth"] <= 1 and trimmed["mean_depth"] > 0
+
+
+def test_shard_invariance_plain_byte_ranges(
+    miseq: tuple[Path, Path], reference: Path, tmp_path: Path
+) -> None:
+    plain = tmp_path / "reads.fastq"
+    plain.write_bytes(gzip.decompress(miseq[1].read_bytes()))
+    samples = [SampleInputs("s", str(plain))]
+    one = make_plan(
+        "p1", samples, out_prefix=str(tmp_path / "a"), reference=str(reference), shards=1, count_plain_below=0
+    )
+    five = make_plan(
+        "p5", samples, out_prefix=str(tmp_path / "b"), reference=str(reference), shards=5, count_plain_below=0
+    )
+    assert five.array_size == 5
+    run_all(one)
+    run_all(five)
+    # byte-range shards do not know their reads' absolute numbers (no counting pass over plain files)
+    assert_same_results(one, five, drop=("read_index",))
+
+
+def test_no_trim_writes_a_trimmed_stage_equal_to_raw(miseq: tuple[Path, Path], tmp_path: Path) -> None:
+    plan = make_plan(
+        "nt",
+        [SampleInputs("s1", str(miseq[0]), str(miseq[1]))],
+        out_prefix=str(tmp_path),
+        params=Params(trim=False),
+        shards=2,
+    )
+    run_all(plan)
+    for table in ("qc_summary", "qc_position", "length_hist", "quality_hist"):
+        t = result(plan, table)
+        raw = t.filter(pa.compute.equal(t["stage"], "raw")).drop_columns(["stage"])
+        trimmed = t.filter(pa.compute.equal(t["stage"], "trimmed")).drop_columns(["stage"])
+        if table == "qc_summary":
+            trim_cols = [
+                "reads_adapter_trimmed",
+                "bases_quality_trimmed",
+                "bases_adapter_trimmed",
+                "reads_too_short",
+                "bases_too_short",
+            ]
+            assert set(trimmed.select(trim_cols).to_pylist()[0].values()) == {0}
+            raw, trimmed = raw.drop_columns(trim_cols), trimmed.drop_columns(trim_cols)
+        assert raw.equals(trimmed), table
+    assert result(plan, "alignments").num_rows == 0  # no reference: no alignment rows
+
+
+def test_merge_fails_naming_a_missing_shard(miseq: tuple[Path, Path], tmp_path: Path) -> None:
+    plan = make_plan("m", [SampleInputs("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=3)
+    for i in (0, 2):
+        worker.process_shard(plan, i)
+    with pytest.raises(SeqlakeError, match="shard 1 "):
+        merge.merge_run(plan)
+    assert not (Path(plan.results_prefix) / "qc_summary").exists(), (
+        "nothing is written before all shards check"
+    )
+    # a part whose row count disagrees with the manifest fails too
+    worker.process_shard(plan, 1)
+    manifest = Path(worker.manifest_uri(plan, "s1", 2))
+    m = json.loads(manifest.read_text())
+    m["rows"]["length_hist"] += 1
+    manifest.write_text(json.dumps(m))
+    with pytest.raises(SeqlakeError, match="length_hist"):
+        merge.merge_run(plan)
+
+
+def test_rerun_overwrites_only_its_own_parts(miseq: tuple[Path, Path], tmp_path: Path) -> None:
+    plan = make_plan("rr", [SampleInputs("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=2)
+    first = [worker.process_shard(plan, i) for i in range(2)]
+    other = sorted(Path(worker.manifest_uri(plan, "s1", 0)).parent.iterdir())
+    before = {p: os.stat(p).st_mtime_ns for p in other}
+    again = worker.process_shard(plan, 1)
+    assert again.rows == first[1].rows and again.totals == first[1].totals
+    assert {p: os.stat(p).st_mtime_ns for p in other} == before
+    assert sorted(p.name for p in Path(worker.manifest_uri(plan, "s1", 1)).parent.iterdir()) == sorted(
+        p.name for p in other
+    )
+
+
+def test_large_chunks_are_split_into_equal_record_pieces(miseq: tuple[Path, Path]) -> None:
+    data = [gzip.decompress(p.read_bytes())[:400_000] for p in miseq]
+    n = min(d.count(b"\n") for d in data) // 4
+    data = [b"".join(d.splitlines(keepends=True)[: 4 * n]) for d in data]
+    chunks = tuple(Chunk(m + 1, d, 10, n) for m, d in enumerate(data))
+    pieces = list(worker.split_chunks(chunks, target=50_000))
+    assert len(pieces) > 3
+    for m in range(2):
+        assert b"".join(p[m].data for p in pieces) == data[m]
+    firsts = [p[0].first_record for p in pieces]
+    assert firsts == [p[1].first_record for p in pieces] and firsts[0] == 10
+    assert all(p[0].records == p[1].records == p[0].data.count(b"\n") // 4 for p in pieces)
+    assert sum(p[0].records for p in pieces) == n
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    """Change a file's bytes but not its size or mtime (what the plan checks), as silent corruption would."""
+    st = path.stat()
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _fastq(names: list[str], seq: str = "ACGTACGTAC", qual: str = "IIIIIIIIII") -> bytes:
+    return "".join(f"@{n}\n{seq}\n+\n{qual}\n" for n in names).encode()
+
+
+def test_worker_rejects_bad_input_found_after_planning(tmp_path: Path) -> None:
+    """Defects the planner's sample did not see fail the shard with the file's absolute line."""
+    r1, r2 = tmp_path / "x_R1.fastq", tmp_path / "x_R2.fastq"
+    names = [f"read{i}" for i in range(40)]
+    r1.write_bytes(_fastq([f"{n}/1" for n in names]))
+    r2.write_bytes(_fastq([f"{n}/2" for n in names]))
+    plan = make_plan("bad", [SampleInputs("x", str(r1), str(r2))], out_prefix=str(tmp_path / "out"), shards=2)
+    # same sizes, so the plan still fits: a mate name that differs (record 33) and a quality byte
+    # below '!' (record 25, a space)
+    _rewrite(r2, r2.read_bytes().replace(b"@read33/2", b"@reaX33/2"))
+    lines = r1.read_bytes().split(b"\n")
+    lines[4 * 25 + 3] = b"IIII IIIII"
+    _rewrite(r1, b"\n".join(lines))
+    with pytest.raises(BadInputError) as err:
+        worker.process_shard(plan, 1)
+    assert (err.value.path, err.value.line) == (str(r1), 4 * 25 + 4)
+    _rewrite(r1, _fastq([f"{n}/1" for n in names]))
+    with pytest.raises(BadInputError) as err:
+        worker.process_shard(plan, 1)
+    assert (err.value.path, err.value.line, err.value.record) == (str(r2), 4 * 33 + 1, 33)
+    assert "reaX33/2" in err.value.message
+
+
+def test_byte_range_shard_errors_name_the_absolute_line(tmp_path: Path) -> None:
+    reads = tmp_path / "reads.fastq"
+    reads.write_bytes(_fastq([f"r{i}" for i in range(300)]))
+    plan = make_plan(
+        "br", [SampleInputs("s", str(reads))], out_prefix=str(tmp_path / "o"), shards=3, count_plain_below=0
+    )
+    assert plan.shards[2].spans[0].first_record is None, "a byte-range shard"
+    data = bytearray(reads.read_bytes())
+    pos = data.rindex(b"@r290\n")
+    qual_line = pos + len(b"@r290\nACGTACGTAC\n+\n")
+    data[qual_line] = 0x7F
+    _rewrite(reads, bytes(data))
+    with pytest.raises(BadInputError) as err:
+        worker.process_shard(plan, 2)
+    assert err.value.line == 4 * 290 + 4
+
+
+def test_coverage_equals_samtools_depth_of_the_cli_alignments(
+    miseq: tuple[Path, Path], reference: Path, minimap2: str, tmp_path: Path
+) -> None:
+    """With trimming off, bins equal ``samtools depth -a -J`` (deletions count, as mosdepth --fast-mode)
+    over ``minimap2 -ax sr`` alignments."""
+    samtools = shutil.which("samtools")
+    if samtools is None:
+        pytest.skip("samtools is not installed")
+    sam = subprocess.run(
+        [minimap2, "-ax", "sr", "-t", "1", str(reference), *map(str, miseq)], capture_output=True, check=True
+    ).stdout
+    bam = tmp_path / "cli.bam"
+    subprocess.run([samtools, "sort", "-o", str(bam), "-"], input=sam, check=True, capture_output=True)
+    depth = subprocess.run(
+        [samtools, "depth", "-a", "-J", str(bam)], capture_output=True, text=True, check=True
+    ).stdout
+    per_base = np.array([int(line.split("\t")[2]) for line in depth.splitlines()], dtype=np.int64)
+    plan = make_plan(
+        "cov",
+        [SampleInputs("s1", str(miseq[0]), str(miseq[1]))],
+        out_prefix=str(tmp_path),
+        reference=str(reference),
+        params=Params(trim=False),
+        shards=3,
+    )
+    run_all(plan)
+    cov = result(plan, "coverage")
+    width = plan.params.coverage_bin
+    assert (
+        cov["depth_sum"].to_pylist() == np.add.reduceat(per_base, np.arange(0, len(per_base), width)).tolist()
+    )
+    covered = np.add.reduceat((per_base > 0).astype(np.int64), np.arange(0, len(per_base), width))
+    assert cov["covered_bases"].to_pylist() == covered.tolist()
+    trimmed = next(r for r in result(plan, "qc_summary").to_pylist() if r["stage"] == "trimmed")
+    assert trimmed["breadth"] == np.count_nonzero(per_base) / len(per_base)
+    assert trimmed["mean_depth"] == pytest.approx(per_base.sum() / len(per_base))

@@ -1,0 +1,218 @@
+"""The Batch runner: real child processes, the job definition's retry strategy as AWS Batch applies it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seqlake.localcloud.batch import (
+    ESSENTIAL_EXITED,
+    TIMED_OUT,
+    BatchRunner,
+    Outcome,
+    decide,
+    local_command,
+)
+
+#: the template's strategy (first match wins; no match = RETRY)
+TEMPLATE_STRATEGY = {
+    "attempts": 3,
+    "evaluateOnExit": [
+        {"onExitCode": "65", "action": "exit"},
+        {"onStatusReason": "Host EC2*", "action": "retry"},
+        {"onReason": "CannotPullContainerError*", "action": "retry"},
+    ],
+}
+#: the common "retry Spot reclaims, exit on anything else" strategy
+SPOT_ONLY = {
+    "attempts": 3,
+    "evaluateOnExit": [
+        {"onStatusReason": "Host EC2*", "action": "RETRY"},
+        {"onReason": "*", "action": "EXIT"},
+    ],
+}
+RECLAIM = Outcome(None, "Host EC2 (instance i-0123456789abcdef0) terminated.")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "outcome", "attempt", "expected"),
+    [
+        (TEMPLATE_STRATEGY, Outcome(65, ESSENTIAL_EXITED), 1, "EXIT"),
+        (TEMPLATE_STRATEGY, RECLAIM, 1, "RETRY"),
+        (TEMPLATE_STRATEGY, RECLAIM, 3, "EXIT"),  # attempts exhausted
+        (TEMPLATE_STRATEGY, Outcome(1, ESSENTIAL_EXITED), 1, "RETRY"),  # no entry matches: retried
+        (TEMPLATE_STRATEGY, Outcome(None, "x", reason="CannotPullContainerError: no image"), 2, "RETRY"),
+        (SPOT_ONLY, Outcome(1, ESSENTIAL_EXITED), 1, "EXIT"),  # onReason '*' matches an empty reason
+        (SPOT_ONLY, RECLAIM, 2, "RETRY"),
+        ({"attempts": 1}, RECLAIM, 1, "EXIT"),
+        (
+            {"attempts": 3, "evaluateOnExit": [{"onExitCode": "6*", "action": "EXIT"}]},
+            Outcome(65, ""),
+            1,
+            "EXIT",
+        ),
+        (
+            {"attempts": 3, "evaluateOnExit": [{"onExitCode": "6", "action": "EXIT"}]},
+            Outcome(65, ""),
+            1,
+            "RETRY",
+        ),
+        # a signalled child has no exit code: onExitCode cannot match it
+        ({"attempts": 3, "evaluateOnExit": [{"onExitCode": "*", "action": "EXIT"}]}, RECLAIM, 1, "RETRY"),
+        (SPOT_ONLY, Outcome(None, TIMED_OUT, timed_out=True), 1, "EXIT"),  # timeouts are not retried
+    ],
+)
+def test_decide(strategy: dict[str, Any], outcome: Outcome, attempt: int, expected: str) -> None:
+    assert decide(strategy, outcome, attempt) == expected
+
+
+def test_local_command_uses_this_interpreter() -> None:
+    assert local_command(["seqlake", "worker"]) == [sys.executable, "-m", "seqlake", "worker"]
+    assert local_command(["python3", "-m", "x"]) == [sys.executable, "-m", "x"]
+    assert local_command(["sh", "-c", "true"]) == ["sh", "-c", "true"]
+
+
+class Job:
+    """The attributes of moto's batch Job that the runner reads and writes."""
+
+    def __init__(
+        self,
+        job_id: str,
+        command: list[str],
+        strategy: dict[str, Any],
+        index: int | None = None,
+        env: dict[str, str] | None = None,
+        timeout: int | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.job_name = f"name-{job_id}"
+        self.job_queue = type("Queue", (), {"name": "q"})()
+        self.container_overrides = {"environment": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+        self.parameters: dict[str, str] = {}
+        self.array_properties = {} if index is None else {"index": index}
+        self.timeout = None
+        self.job_definition = type(
+            "JD",
+            (),
+            {
+                "retry_strategy": strategy,
+                "timeout": {"attemptDurationSeconds": timeout} if timeout else None,
+                "container_properties": {
+                    "command": command,
+                    "environment": [
+                        {"name": "FROM_JD", "value": "jd"},
+                        {"name": "BOTH", "value": "jd"},
+                        {"name": "CACHE", "value": "/refcache/sub"},
+                    ],
+                    "volumes": [{"name": "refcache", "host": {"sourcePath": "/var/lib/x"}}],
+                    "mountPoints": [{"sourceVolume": "refcache", "containerPath": "/refcache"}],
+                },
+            },
+        )()
+        self.attempts: list[dict[str, Any]] = []
+        self.status = "RUNNABLE"
+        self.exit_code: int | None = None
+        self.job_stopped_reason: str | None = None
+        self.job_started_at: Any = None
+        self._child_jobs = None
+
+    def _mark_stopped(self, success: bool = True) -> None:
+        self.status = "SUCCEEDED" if success else "FAILED"
+
+
+def _run(tmp_path: Path, jobs: list[Job], parent: Job | None = None, concurrency: int = 2) -> Job:
+    runner = BatchRunner(concurrency, {"PATH": "/usr/bin:/bin", "BOTH": "base"}, tmp_path / "logs")
+    parent = parent or Job("parent", [], {})
+    runner(parent, jobs)
+    deadline = time.monotonic() + 60
+    while runner.active and time.monotonic() < deadline:
+        time.sleep(0.02)
+    runner.shutdown()
+    return parent
+
+
+def test_exit_65_is_not_retried(tmp_path: Path) -> None:
+    job = Job("j:0", ["sh", "-c", "exit 65"], TEMPLATE_STRATEGY, index=0)
+    _run(tmp_path, [job])
+    assert job.status == "FAILED"
+    assert len(job.attempts) == 1
+    assert job.attempts[0]["container"]["exitCode"] == 65
+    assert job.attempts[0]["statusReason"] == ESSENTIAL_EXITED
+
+
+def test_sigkill_looks_like_a_spot_reclaim_and_is_retried(tmp_path: Path) -> None:
+    script = 'if [ "$AWS_BATCH_JOB_ATTEMPT" = 1 ]; then kill -9 $$; fi; exit 0'
+    job = Job("j:1", ["sh", "-c", script], TEMPLATE_STRATEGY, index=1)
+    parent = _run(tmp_path, [job])
+    assert job.status == "SUCCEEDED"
+    assert len(job.attempts) == 2
+    first = job.attempts[0]
+    assert "exitCode" not in first["container"]
+    assert first["statusReason"].startswith("Host EC2 (instance i-")
+    assert first["statusReason"].endswith(") terminated.")
+    assert job.attempts[1]["container"]["exitCode"] == 0
+    assert parent.status == "SUCCEEDED"
+
+
+def test_failure_matching_no_entry_is_retried_until_attempts_run_out(tmp_path: Path) -> None:
+    job = Job("j:2", ["sh", "-c", "exit 3"], TEMPLATE_STRATEGY, index=2)
+    parent = _run(tmp_path, [job, Job("j:3", ["true"], TEMPLATE_STRATEGY, index=3)])
+    assert job.status == "FAILED"
+    assert [a["container"]["exitCode"] for a in job.attempts] == [3, 3, 3]
+    assert parent.status == "FAILED"
+    assert parent.job_stopped_reason == "Array Child Job failed"
+
+
+def test_attempt_timeout_is_not_retried(tmp_path: Path) -> None:
+    job = Job("t:0", ["sleep", "30"], SPOT_ONLY, index=0, timeout=1)
+    t0 = time.monotonic()
+    _run(tmp_path, [job])
+    assert time.monotonic() - t0 < 10
+    assert job.status == "FAILED"
+    assert [a["statusReason"] for a in job.attempts] == [TIMED_OUT]
+
+
+def test_child_environment(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    code = (
+        "import json, os, sys; json.dump({k: os.environ.get(k) for k in ['AWS_BATCH_JOB_ARRAY_INDEX', "
+        "'AWS_BATCH_JOB_ATTEMPT', 'AWS_BATCH_JOB_ID', 'FROM_JD', 'BOTH', 'CACHE']}, open(sys.argv[1], 'w'))"
+    )
+    job = Job("e:4", ["python", "-c", code, str(out)], SPOT_ONLY, index=4, env={"BOTH": "override"})
+    _run(tmp_path, [job])
+    assert job.status == "SUCCEEDED"
+    env = json.loads(out.read_text())
+    assert env == {
+        "AWS_BATCH_JOB_ARRAY_INDEX": "4",
+        "AWS_BATCH_JOB_ATTEMPT": "1",
+        "AWS_BATCH_JOB_ID": "e:4",
+        "FROM_JD": "jd",
+        "BOTH": "override",
+        "CACHE": str(tmp_path / "hosts" / "refcache") + "/sub",
+    }
+
+
+def test_plain_job_has_no_array_index_and_jobs_limit_concurrency(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # each child records how many children were running when it started
+    code = (
+        "import os, sys, time, pathlib; d = pathlib.Path(sys.argv[1]); "
+        "me = d / os.environ['AWS_BATCH_JOB_ID'].replace(':', '_'); me.touch(); "
+        "n = len(list(d.iterdir())); time.sleep(0.4); me.unlink(); "
+        "(d.parent / ('seen-' + me.name)).write_text(str(n))"
+    )
+    children = [Job(f"c:{i}", ["python", "-c", code, str(marks)], SPOT_ONLY, index=i) for i in range(4)]
+    _run(tmp_path, children, concurrency=2)
+    assert all(c.status == "SUCCEEDED" for c in children)
+    seen = [int(p.read_text()) for p in tmp_path.glob("seen-*")]
+    assert len(seen) == 4
+    assert max(seen) <= 2
+    single = Job("plain", ["sh", "-c", 'test -z "$AWS_BATCH_JOB_ARRAY_INDEX"'], SPOT_ONLY)
+    _run(tmp_path, [], parent=single)
+    assert single.status == "SUCCEEDED"

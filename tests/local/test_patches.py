@@ -1,0 +1,128 @@
+"""Each moto patch, on a running local cloud (moto 5.2.5 only)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from seqlake.localcloud import patches
+
+
+def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    patches.check_moto_version()
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "5.2.4")
+    with pytest.raises(RuntimeError, match=r"moto 5\.2\.5"):
+        patches.check_moto_version()
+
+
+def test_every_patch_applied(fixture_cloud: Any) -> None:
+    assert patches.HOOKS.applied == set(patches.PATCHES)
+
+
+def _put(cloud: Any, key: str, body: bytes) -> None:
+    cloud.client("s3").put_object(Bucket=cloud.bucket, Key=key, Body=body)
+
+
+def test_s3_ranged_get_reads_only_the_range(fixture_cloud: Any) -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB, every offset distinguishable modulo 256
+    _put(fixture_cloud, "data/blob.bin", body)
+    s3 = fixture_cloud.client("s3")
+
+    def get(rng: str) -> tuple[bytes, str]:
+        r = s3.get_object(Bucket=fixture_cloud.bucket, Key="data/blob.bin", Range=rng)
+        return r["Body"].read(), r.get("ContentRange", "")
+
+    assert get("bytes=1000-1999") == (body[1000:2000], f"bytes 1000-1999/{len(body)}")
+    assert get("bytes=-10")[0] == body[-10:]
+    assert get(f"bytes={len(body) - 5}-")[0] == body[-5:]
+    assert get("bytes=0-1,5-6")[0] == body  # multi-range: S3 (and moto) answer with the whole object
+    assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/blob.bin")["Body"].read() == body
+    with pytest.raises(ClientError, match="InvalidRange"):
+        get(f"bytes={len(body)}-")
+
+
+def test_lambda_invoke_runs_the_real_handler(fixture_cloud: Any) -> None:
+    _put(fixture_cloud, "data/plan-me.txt", b"7\nsome words\n")
+    lam = fixture_cloud.client("lambda")
+    name = next(n for n in fixture_cloud.lambdas.functions if n.endswith("PlanFunction"))
+    event = {"uri": f"s3://{fixture_cloud.bucket}/data/plan-me.txt", "run_id": "r"}
+    out = lam.invoke(FunctionName=name, Payload=json.dumps(event).encode())
+    assert "FunctionError" not in out
+    assert json.loads(out["Payload"].read()) == {"shards": 7, "run_id": "r", "uri": event["uri"]}
+    # a handler error comes back as Lambda's error payload (what Step Functions' Catch matches on)
+    bad = lam.invoke(FunctionName=name, Payload=json.dumps({"uri": "s3://nowhere/x", "run_id": "r"}).encode())
+    assert bad["FunctionError"] == "Unhandled"
+    assert json.loads(bad["Payload"].read())["errorType"] == "NoSuchBucket"
+
+
+def _wait_job(batch: Any, job_id: str) -> dict[str, Any]:
+    for _ in range(300):
+        job: dict[str, Any] = batch.describe_jobs(jobs=[job_id])["jobs"][0]
+        if job["status"] in ("SUCCEEDED", "FAILED"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError("job did not finish")
+
+
+def test_batch_submit_runs_children_and_refuses_array_of_one(fixture_cloud: Any) -> None:
+    batch = fixture_cloud.client("batch")
+    queue = batch.describe_job_queues()["jobQueues"][0]["jobQueueArn"]
+    jd = batch.describe_job_definitions()["jobDefinitions"][0]["jobDefinitionArn"]
+    _put(fixture_cloud, "data/words.txt", b"2\na b\nc d e\n")
+    env = [
+        {"name": "RUN_ID", "value": "direct"},
+        {"name": "INPUT_URI", "value": f"s3://{fixture_cloud.bucket}/data/words.txt"},
+    ]
+    with pytest.raises(ClientError, match="Array size 1"):
+        batch.submit_job(jobName="one", jobQueue=queue, jobDefinition=jd, arrayProperties={"size": 1})
+    job_id = batch.submit_job(
+        jobName="two",
+        jobQueue=queue,
+        jobDefinition=jd,
+        arrayProperties={"size": 2},
+        containerOverrides={"environment": env},
+    )["jobId"]
+    job = _wait_job(batch, job_id)
+    assert job["status"] == "SUCCEEDED"
+    assert job["arrayProperties"]["statusSummary"]["SUCCEEDED"] == 2
+    keys = fixture_cloud.client("s3").list_objects_v2(
+        Bucket=fixture_cloud.bucket, Prefix="results/counts/run_id=direct/"
+    )["Contents"]
+    assert len(keys) == 2
+
+
+def test_event_rule_delivers_only_matching_uploads(fixture_cloud: Any) -> None:
+    sfn = fixture_cloud.client("stepfunctions")
+    before = {
+        e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]
+    }
+    _put(fixture_cloud, "other/x.txt", b"2\na\n")  # wrong prefix
+    _put(fixture_cloud, "incoming/x.csv", b"2\na\n")  # wrong suffix
+    _put(fixture_cloud, "incoming/evt.txt", b"2\na b\nc\n")  # matches incoming/*.txt
+    finished = fixture_cloud.wait(timeout=120)
+    names = {
+        e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]
+    }
+    assert names - before == {"evt"}
+    assert [e.status for e in finished if e.name == "evt"] == ["SUCCEEDED"]
+
+
+def test_sfn_batch_sync_integration_and_athena(fixture_cloud: Any) -> None:
+    # the Fanout state is batch:submitJob.sync: it fails with States.Runtime without the normalisation patch
+    _put(fixture_cloud, "incoming/sync.txt", b"3\none two\nthree\nfour five six\n")
+    (run,) = [e for e in fixture_cloud.wait(timeout=120) if e.name == "sync"]
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.states == ["Plan", "Fanout", "Commit", "Done"]
+    athena = fixture_cloud.client("athena")
+    qid = athena.start_query_execution(
+        QueryString="SELECT sum(words) AS w, count(*) AS n FROM counts WHERE run_id = 'sync'"
+    )["QueryExecutionId"]
+    rows = athena.get_query_results(QueryExecutionId=qid)["ResultSet"]["Rows"]
+    assert [[c.get("VarCharValue") for c in r["Data"]] for r in rows] == [["w", "n"], ["6", "3"]]
+    with pytest.raises(ClientError, match="InvalidRequestException"):
+        athena.start_query_execution(QueryString="SELECT FROM WHERE")
