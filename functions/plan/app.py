@@ -33,7 +33,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = RunRequest.from_dict(event["request"])
     logger.append_keys(run_id=request.run_id)
     summary = plan_step(request, reads_per_shard=_int_env("READS_PER_SHARD"),
-                        lambda_index_max_bytes=_int_env("LAMBDA_INDEX_MAX_BYTES"))
+                        lambda_index_max_bytes=_int_env("LAMBDA_INDEX_MAX_BYTES"),
+                        execution_arn=event.get("execution_arn"), started_at=event.get("started_at"))
     obs.size(obs.INPUT_BYTES_PLANNED, input_bytes(request))
     logger.info("planned", extra=summary.to_dict())
     return summary.to_dict()

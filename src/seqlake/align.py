@@ -36,6 +36,7 @@ from typing import Any
 import mappy
 
 from seqlake import storage
+from seqlake.qc import iter_file_chunks, parse_chunk
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``
 SR_MAX_FRAG_LEN = 800
@@ -287,9 +288,7 @@ class ReadAligner:
                 base |= 0x20
         rows = out.rows
         if not hits:
-            rows.append(
-                (mate, name, idx, base | 0x4, None, None, None, None, None, None, None, True, read_len)
-            )
+            rows.append((mate, name, idx, base | 0x4, None, None, None, None, None, None, None, True, read_len))
             return
         stats.mapped_reads += 1
         stats.mapq_sum += int(hits[primary].mapq)
@@ -389,3 +388,32 @@ def _publish_beside(index: Path, uri: str) -> None:
     """Keep the index beside its FASTA for later runs; a read-only location only loses that."""
     with contextlib.suppress(Exception):  # the per-host cache still holds the index
         storage.upload(index, uri)
+
+
+def align_files(r1: str, r2: str | None, reference: str, preset: str = "sr") -> list[AlignStats]:
+    """Align local FASTQ files (a pair when ``r2`` is given) without trimming: the benchmark's
+    alignment path, and a quick check against the command line."""
+    aligner = ReadAligner(resolve_reference(reference, preset), preset)
+    stats = [AlignStats(), AlignStats()]
+    first = 0
+    chunks2 = iter_file_chunks(r2) if r2 else None
+    for chunk in iter_file_chunks(r1):
+        rec1 = parse_chunk(chunk, r1, first)
+        out = AlignmentColumns()
+        spans: list[tuple[str, int, int]] = []
+        index = list(range(first, first + len(rec1)))
+        if chunks2 is not None and r2 is not None:
+            rec2 = parse_chunk(next(chunks2), r2, first)
+            aligner.align_pairs(
+                rec1.names(),
+                rec1.sequences(),
+                rec2.sequences(),
+                index,
+                out=out,
+                stats=(stats[0], stats[1]),
+                spans=spans,
+            )
+        else:
+            aligner.align_single(rec1.names(), rec1.sequences(), index, out=out, stats=stats[0], spans=spans)
+        first += len(rec1)
+    return stats

@@ -123,8 +123,7 @@ class CoverageAccumulator:
     def rows(self, sample: str) -> dict[str, list[object]]:
         """``coverage`` table columns (bins of every contig, in index order)."""
         cols: dict[str, list[object]] = {
-            k: []
-            for k in ("sample", "contig", "bin_start", "bin_end", "depth_sum", "mean_depth", "covered_bases")
+            k: [] for k in ("sample", "contig", "bin_start", "bin_end", "depth_sum", "mean_depth", "covered_bases")
         }
         for name, c in self.contigs.items():
             n = len(c.depth_sum)

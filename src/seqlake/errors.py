@@ -26,7 +26,8 @@ class BadInputError(SeqlakeError):
 
     def __init__(self, path: str, message: str, line: int | None = None, record: int | None = None) -> None:
         self.path = path
-        self.message = message
+        # one line, always: libraries (dnaio) sometimes explain on a second line
+        self.message = " ".join(line.strip() for line in message.splitlines() if line.strip())
         self.line = line
         self.record = record
         super().__init__(str(self))

@@ -82,22 +82,17 @@ class _SampleFold:
             self.trim = {mate: TrimStats() for mate in self.mates}
             self.align = {mate: AlignStats() for mate in self.mates}
         tables = {
-            t: read_table(part_uri(plan, m.sample, m.shard, t))
-            for t in ("qc_position", "length_hist", "quality_hist")
+            t: read_table(part_uri(plan, m.sample, m.shard, t)) for t in ("qc_position", "length_hist", "quality_hist")
         }
         for t, table in tables.items():
             _check_rows(m, t, table.num_rows)
         for mate in self.mates:
             for stage in STAGES:
-                pos, lh, qh = (
-                    _select(tables[t], mate, stage) for t in ("qc_position", "length_hist", "quality_hist")
-                )
+                pos, lh, qh = (_select(tables[t], mate, stage) for t in ("qc_position", "length_hist", "quality_hist"))
                 expected = m.totals[f"{mate}/{stage}"]
                 acc = accumulator_from_tables(pos, lh, qh, gap_bases=expected["gap_bases"])
                 if acc.reads != expected["reads"] or acc.bases != expected["bases"]:
-                    raise SeqlakeError(
-                        f"shard {m.shard} of sample {m.sample}: QC parts disagree with its manifest"
-                    )
+                    raise SeqlakeError(f"shard {m.shard} of sample {m.sample}: QC parts disagree with its manifest")
                 self.accs[(mate, stage)].merge(acc)
             self.trim[mate].merge(TrimStats(**m.totals[f"{mate}/trim"]))
             self.align[mate].merge(AlignStats(**m.totals[f"{mate}/align"]))
@@ -144,8 +139,7 @@ def _select(table: pa.Table, mate: int, stage: str) -> pa.Table:
 def _check_rows(m: ShardManifest, table: str, rows: int) -> None:
     if m.rows.get(table) != rows:
         raise SeqlakeError(
-            f"shard {m.shard} of sample {m.sample}: {table} has {rows} rows, "
-            f"its manifest says {m.rows.get(table)}"
+            f"shard {m.shard} of sample {m.sample}: {table} has {rows} rows, its manifest says {m.rows.get(table)}"
         )
 
 

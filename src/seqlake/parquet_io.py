@@ -25,9 +25,7 @@ ROW_GROUP_ROWS = 500_000
 COMPRESSION = "zstd"
 
 
-def to_arrow(
-    table_name: str, columns: Mapping[str, Sequence[Any]], schema: pa.Schema | None = None
-) -> pa.Table:
+def to_arrow(table_name: str, columns: Mapping[str, Sequence[Any]], schema: pa.Schema | None = None) -> pa.Table:
     """Columns (lists or arrays) as an Arrow table with the table's schema (columns in its order)."""
     schema = schema or BY_NAME[table_name].schema
     return pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)

@@ -146,9 +146,7 @@ def parse_chunk(data: bytes | bytearray | memoryview | U8, path: str, first_reco
     bad_plus = (pe == ps) | (arr[np.minimum(ps, len(arr) - 1)] != _PLUS)
     bad_len = (qe - qs) != lens
     if bad_header.any() or bad_plus.any() or bad_len.any():
-        _raise_first(
-            path, first_record, recs, bad_header=bad_header, bad_plus=bad_plus, bad_len=bad_len, qlen=qe - qs
-        )
+        _raise_first(path, first_record, recs, bad_header=bad_header, bad_plus=bad_plus, bad_len=bad_len, qlen=qe - qs)
     named_plus = np.flatnonzero(pe - ps > 1)
     if len(named_plus):
         _check_plus_names(path, first_record, arr, (hs, he), (ps, pe), idx=named_plus)
@@ -290,9 +288,7 @@ class QCAccumulator:
         """Add the reads of a parsed chunk, checking that every quality byte is in ``!``..``~``."""
         self.add(recs.data, recs.seq_start, recs.qual_start, recs.length, check=recs)
 
-    def add(
-        self, arr: U8, seq_start: I64, qual_start: I64, length: I64, check: ChunkRecords | None = None
-    ) -> None:
+    def add(self, arr: U8, seq_start: I64, qual_start: I64, length: I64, check: ChunkRecords | None = None) -> None:
         """Add reads given as views into ``arr``: ``arr[seq_start[i]:seq_start[i]+length[i]]``.
 
         Trimmed reads are passed as shifted starts and shorter lengths into the raw buffer.

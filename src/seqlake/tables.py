@@ -168,7 +168,8 @@ ALIGNMENTS = Table(
     (
         _SAMPLE, _MATE,
         _c("read_name", _S, "read name as in the FASTQ header, up to the first whitespace", False),
-        _c("read_index", _I64, "0-based index of the read (pair) in the input file", False),
+        _c("read_index", _I64, "0-based index of the read (pair) in the input file; null for plain single-end "
+           "files above 64 MiB, which are split by byte ranges without counting their records"),
         _c("flag", _I32, "SAM flag (0x4 unmapped, 0x10 reverse, 0x100 secondary, 0x800 supplementary, ...)", False),
         _c("contig", _S, "reference sequence name; null when unmapped"),
         _c("pos", _I64, "1-based leftmost position, as in SAM"),

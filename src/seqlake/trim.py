@@ -27,6 +27,7 @@ from cutadapt.adapters import BackAdapter, MultipleAdapters
 from cutadapt.qualtrim import quality_trim_index
 
 from seqlake.params import Params
+from seqlake.qc import iter_file_chunks, parse_chunk
 
 I64 = npt.NDArray[np.int64]
 
@@ -40,10 +41,7 @@ class QualityTrimmer:
         self.base = base
 
     def __repr__(self) -> str:
-        return (
-            f"QualityTrimmer(cutoff_front={self.cutoff_front}, cutoff_back={self.cutoff_back}, "
-            f"base={self.base})"
-        )
+        return f"QualityTrimmer(cutoff_front={self.cutoff_front}, cutoff_back={self.cutoff_back}, base={self.base})"
 
     def __call__(self, qualities: str) -> tuple[int, int]:
         """The (start, stop) interval of the read that remains."""
@@ -191,3 +189,16 @@ def add_stats(stats: TrimStats, mate: MateTrim, keep: npt.NDArray[np.bool_]) -> 
     dropped = ~keep
     stats.reads_too_short += int(dropped.sum())
     stats.bases_too_short += int(mate.length[dropped].sum())
+
+
+def trim_file(path: str, params: Params | None = None) -> TrimStats:
+    """Trim one local FASTQ file as single-end reads and count (the benchmark's trimming path)."""
+    trimmer = Trimmer(params or Params())
+    stats = TrimStats()
+    first = 0
+    for chunk in iter_file_chunks(path):
+        recs = parse_chunk(chunk, path, first)
+        first += len(recs)
+        mate = trimmer.trim_mate(recs.sequences(), recs.qualities())
+        add_stats(stats, mate, trimmer.filter([mate]))
+    return stats

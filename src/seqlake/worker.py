@@ -144,9 +144,7 @@ class _ShardRun:
             index = resolve_reference(plan.reference, self.params.preset)
             self.aligner = ReadAligner(index, self.params.preset)
             self.coverage = CoverageAccumulator(self.aligner.contigs, self.params.coverage_bin)
-        self.alignments = PartWriter(
-            part_uri(plan, self.sample, self.shard.index, "alignments"), "alignments", tmp
-        )
+        self.alignments = PartWriter(part_uri(plan, self.sample, self.shard.index, "alignments"), "alignments", tmp)
         self.pending = AlignmentColumns()
 
     def run(self) -> None:
@@ -321,9 +319,7 @@ def summary_rows(
     return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
 
 
-def qc_tables(
-    sample: str, accs: list[tuple[tuple[int, str], QCAccumulator]]
-) -> list[tuple[str, dict[str, list[Any]]]]:
+def qc_tables(sample: str, accs: list[tuple[tuple[int, str], QCAccumulator]]) -> list[tuple[str, dict[str, list[Any]]]]:
     """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators."""
     pos: dict[str, list[Any]] = {
         k: []

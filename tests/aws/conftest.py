@@ -147,9 +147,7 @@ def _create(template: dict[str, Any]) -> Deployed:
     bucket = resolve(res["DataBucket"]["Properties"]["BucketName"])
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_notification_configuration(
-        Bucket=bucket, NotificationConfiguration={"EventBridgeConfiguration": {}}
-    )
+    s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={"EventBridgeConfiguration": {}})
     glue = boto3.client("glue", region_name=REGION)
     db_input = resolve(res["GlueDatabase"]["Properties"]["DatabaseInput"])
     glue.create_database(DatabaseInput=db_input)
@@ -197,9 +195,7 @@ def deployed(aws_stack: Deployed) -> Deployed:
         "JobDefinitionArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-definition/seqlake-dev-worker:1",
     }
     # a new state machine per test: moto cannot delete executions
-    name = (
-        f"{aws_stack.resolve(aws_stack.template['Resources']['PipelineStateMachine']['Properties']['Name'])}"
-    )
+    name = f"{aws_stack.resolve(aws_stack.template['Resources']['PipelineStateMachine']['Properties']['Name'])}"
     name += f"-{uuid.uuid4().hex[:8]}"
     arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
         name=name, definition=_asl(aws_stack.template, aws_stack.resolve, fake), roleArn=aws_stack.role_arn
@@ -230,9 +226,7 @@ def handler() -> Callable[[str], ModuleType]:
 
     def load(name: str) -> ModuleType:
         if name not in cache:
-            spec = importlib.util.spec_from_file_location(
-                f"seqlake_fn_{name}", REPO / "functions" / name / "app.py"
-            )
+            spec = importlib.util.spec_from_file_location(f"seqlake_fn_{name}", REPO / "functions" / name / "app.py")
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)

@@ -72,9 +72,7 @@ def test_rule_ignores_other_buckets_and_events(template: dict[str, Any]) -> None
 
 def test_object_from_event() -> None:
     obj = object_from_event(load_event("s3-object-created-r2.json"))
-    assert obj == S3Object(
-        BUCKET, "incoming/run42/demo_R2.fastq.gz", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b-2", 2991059
-    )
+    assert obj == S3Object(BUCKET, "incoming/run42/demo_R2.fastq.gz", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b-2", 2991059)
     assert obj.folder == "incoming/run42/" and obj.name == "demo_R2.fastq.gz"
     assert kind_of(obj.key) == "fastq" and kind_of("incoming/x/samplesheet.csv") == "samplesheet"
     with pytest.raises(ValueError, match="not an S3 Object Created event"):

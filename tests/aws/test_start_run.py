@@ -41,9 +41,7 @@ def executions(deployed: Deployed) -> list[dict[str, Any]]:
     return [sfn.describe_execution(executionArn=e["executionArn"]) for e in listed]
 
 
-def test_single_file_starts_a_run(
-    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
+def test_single_file_starts_a_run(deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     # Given the sample event's object in the bucket
     key = load_event("s3-object-created-single.json")["detail"]["object"]["key"]
     etag = deployed.put(key, FASTQ)
@@ -58,9 +56,7 @@ def test_single_file_starts_a_run(
     assert request["inputs"][0]["etag"] == etag and request["reference"].endswith("ref.fasta")
 
 
-def test_duplicate_delivery_is_a_no_op(
-    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
+def test_duplicate_delivery_is_a_no_op(deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     deployed.put("incoming/a/s.fastq", FASTQ)
     event = deployed.event_for("incoming/a/s.fastq")
     results = [start(event) for _ in range(3)]
@@ -101,9 +97,7 @@ def test_mates_arriving_together_start_once(
     assert len(executions(deployed)) == 1
 
 
-def test_new_content_starts_a_new_run(
-    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
+def test_new_content_starts_a_new_run(deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     deployed.put("incoming/s.fq", FASTQ)
     a = start(deployed.event_for("incoming/s.fq"))
     deployed.put("incoming/s.fq", FASTQ + FASTQ.replace(b"r1", b"r2"))
@@ -153,9 +147,7 @@ def test_bad_samplesheet_is_rejected_with_its_line(
     assert "samplesheet.csv:" in out["reason"] and executions(deployed) == []
 
 
-def test_url_encoded_key_is_resolved(
-    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
+def test_url_encoded_key_is_resolved(deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     deployed.put("incoming/my run/s+1.fastq", FASTQ)
     event = deployed.event_for("incoming/my run/s+1.fastq")
     event["detail"]["object"]["key"] = "incoming/my+run/s%2B1.fastq"  # as S3 notifications encode it
@@ -177,3 +169,23 @@ def test_malformed_event_fails_validation(start: Callable[[dict[str, Any]], dict
     del event["detail"]["object"]
     with pytest.raises(SchemaValidationError):
         start(event)
+
+
+def test_other_buckets_only_when_allowed(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a sheet naming a file in another bucket, which AllowedInputBuckets lists
+    s3 = deployed.s3()
+    s3.create_bucket(Bucket="sequencer-output")
+    s3.put_object(Bucket="sequencer-output", Key="run9/a.fastq.gz", Body=FASTQ)
+    deployed.put("incoming/ext/samplesheet.csv", b"sample,fastq_1\nA,s3://sequencer-output/run9/a.fastq.gz\n")
+    monkeypatch.setenv("ALLOWED_INPUT_BUCKETS", "sequencer-output, another")
+    # Then the run starts with that file
+    out = start(deployed.event_for("incoming/ext/samplesheet.csv"))
+    assert out["status"] == "started"
+    [ex] = executions(deployed)
+    assert json.loads(ex["input"])["samples"][0]["r1"] == "s3://sequencer-output/run9/a.fastq.gz"
+    # and a bucket not in the list is still refused
+    deployed.put("incoming/ext2/samplesheet.csv", b"sample,fastq_1\nA,s3://not-listed/a.fastq.gz\n")
+    out = start(deployed.event_for("incoming/ext2/samplesheet.csv"))
+    assert out["status"] == "rejected" and "AllowedInputBuckets" in out["reason"]

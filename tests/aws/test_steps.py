@@ -35,10 +35,7 @@ def head_records(name: str, n: int) -> bytes:
 
 def partitions(deployed: Deployed, table: str) -> list[list[str]]:
     glue = boto3.client("glue", region_name=REGION)
-    return [
-        p["Values"]
-        for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]
-    ]
+    return [p["Values"] for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]]
 
 
 def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
@@ -109,6 +106,9 @@ def test_plan_shards_commit(
     }
     # and a retry of the step finds the same plan
     assert steps("plan", step_input("plan-input.json", run_input)) == plan
+    # and status.json already says RUNNING
+    running = read_status(deployed, run_id)
+    assert running["state"] == "RUNNING" and running["shards"] == 3 and running["plan_uri"] == plan["plan_uri"]
     # When every shard has run (what the Batch children do) and the commit step runs
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):
@@ -127,9 +127,9 @@ def test_plan_shards_commit(
     assert row["samples"] == "demo" and row["reason"] is None
     assert json.loads(row["inputs"])[0]["etag"] == run_input["inputs"][0]["etag"]
     # a re-run of the commit (e.g. after a timeout) is clean
-    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))[
-        "state"
-    ] == ("SUCCEEDED")
+    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))["state"] == (
+        "SUCCEEDED"
+    )
     assert partitions(deployed, "runs") == [[run_id]]
 
 
@@ -153,9 +153,7 @@ def test_commit_registers_all_or_nothing(
                 assert partitions(deployed, table.name) == [], table.name
     finally:
         keep = ("Name", "Description", "TableType", "Parameters", "PartitionKeys", "StorageDescriptor")
-        glue.create_table(
-            DatabaseName=deployed.database, TableInput={k: coverage[k] for k in keep if k in coverage}
-        )
+        glue.create_table(DatabaseName=deployed.database, TableInput={k: coverage[k] for k in keep if k in coverage})
 
 
 def test_large_inputs_are_planned_by_the_index_job(

@@ -49,11 +49,7 @@ def statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out: list[tuple[str, dict[str, Any]]] = []
     for lid, r in template["Resources"].items():
         props = r.get("Properties", {})
-        docs = [
-            p["PolicyDocument"]
-            for p in props.get("Policies", [])
-            if isinstance(p, dict) and "PolicyDocument" in p
-        ]
+        docs = [p["PolicyDocument"] for p in props.get("Policies", []) if isinstance(p, dict) and "PolicyDocument" in p]
         docs += [p for p in props.get("Policies", []) if isinstance(p, dict) and "Statement" in p]
         for doc in docs:
             for raw in doc["Statement"]:
@@ -100,9 +96,7 @@ def test_drift_is_detected(tmp_path: Any) -> None:
 
 def test_every_query_is_a_named_query(template: dict[str, Any]) -> None:
     named = {
-        r["Properties"]["QueryString"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::Athena::NamedQuery"
+        r["Properties"]["QueryString"] for r in template["Resources"].values() if r["Type"] == "AWS::Athena::NamedQuery"
     }
     files = sorted((REPO / "queries").glob("*.sql"))
     assert files, "queries/*.sql is empty"
@@ -134,9 +128,7 @@ def test_resource_star_only_where_aws_requires_it(template: dict[str, Any]) -> N
     for lid, st in statements(template):
         if st["Effect"] == "Allow" and "*" in as_list(st["Resource"]):
             for action in as_list(st["Action"]):
-                assert action in STAR_RESOURCE_REASONS, (
-                    f"{lid}: {action} on Resource '*' without a listed reason"
-                )
+                assert action in STAR_RESOURCE_REASONS, f"{lid}: {action} on Resource '*' without a listed reason"
 
 
 def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict[str, Any]) -> None:
@@ -145,9 +137,7 @@ def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict
         st
         for _, st in statements({"Resources": {"WorkerJobRole": {"Properties": role}}})
         if st["Effect"] == "Allow"
-        and any(
-            a.startswith("s3:") and a not in ("s3:GetObject", "s3:ListBucket") for a in as_list(st["Action"])
-        )
+        and any(a.startswith("s3:") and a not in ("s3:GetObject", "s3:ListBucket") for a in as_list(st["Action"]))
     ]
     assert writes
     for st in writes:
@@ -164,16 +154,12 @@ def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]
         if any(a.startswith("glue:") for a in as_list(st["Action"]))
     ]
     tables = [r["Fn::Sub"] for st in glue for r in as_list(st["Resource"]) if "table/" in r["Fn::Sub"]]
-    assert tables == [
-        "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${GlueDatabase}/runs"
-    ]
+    assert tables == ["arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${GlueDatabase}/runs"]
 
 
 def test_commit_can_undo_a_half_registered_run(template: dict[str, Any]) -> None:
     fn = template["Resources"]["CommitFunction"]["Properties"]
-    actions = {
-        a for _, st in statements({"Resources": {"F": {"Properties": fn}}}) for a in as_list(st["Action"])
-    }
+    actions = {a for _, st in statements({"Resources": {"F": {"Properties": fn}}}) for a in as_list(st["Action"])}
     assert {"glue:BatchCreatePartition", "glue:BatchDeletePartition"} <= actions
 
 
@@ -196,12 +182,8 @@ def test_bucket_is_private_encrypted_and_expires_working_data(template: dict[str
     rules = {r["Id"]: r for r in p["LifecycleConfiguration"]["Rules"]}
     assert rules["runs-working-data"]["Prefix"] == "runs/"
     assert rules["athena-results"]["Prefix"] == "athena-results/"
-    enc = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"][
-        "Fn::If"
-    ]
-    assert (
-        enc[0] == "HasKmsKey" and enc[1]["SSEAlgorithm"] == "aws:kms" and enc[2]["SSEAlgorithm"] == "AES256"
-    )
+    enc = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["Fn::If"]
+    assert enc[0] == "HasKmsKey" and enc[1]["SSEAlgorithm"] == "aws:kms" and enc[2]["SSEAlgorithm"] == "AES256"
 
 
 def test_no_hardcoded_partition(template: dict[str, Any]) -> None:
@@ -231,9 +213,7 @@ def test_spot_first_then_on_demand(template: dict[str, Any]) -> None:
     assert spot["Type"] == "SPOT" and spot["AllocationStrategy"] == "SPOT_PRICE_CAPACITY_OPTIMIZED"
     assert spot["MinvCpus"] == 0 and len(spot["InstanceTypes"]) >= 10
     jd = res["WorkerJobDefinition"]["Properties"]
-    assert jd["PropagateTags"] is True and jd["Timeout"]["AttemptDurationSeconds"] == {
-        "Ref": "AttemptDurationSeconds"
-    }
+    assert jd["PropagateTags"] is True and jd["Timeout"]["AttemptDurationSeconds"] == {"Ref": "AttemptDurationSeconds"}
     assert jd["ContainerProperties"]["Command"] == ["seqlake", "worker"]
     mounts = jd["ContainerProperties"]["MountPoints"]
     env = {e["Name"]: e["Value"] for e in jd["ContainerProperties"]["Environment"]}
@@ -270,9 +250,7 @@ def test_every_task_retries_transient_errors_and_is_caught() -> None:
 def test_fanout_uses_a_plain_job_for_one_shard() -> None:
     states = asl()["States"]
     fanout = states["Fanout"]
-    assert fanout["Choices"] == [
-        {"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"}
-    ]
+    assert fanout["Choices"] == [{"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"}]
     assert fanout["Default"] == "ProcessOneShard"
     assert "ArrayProperties" in states["ProcessShards"]["Parameters"]
     assert "ArrayProperties" not in states["ProcessOneShard"]["Parameters"]

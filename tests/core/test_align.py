@@ -23,9 +23,7 @@ def ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _align_miseq(
-    miseq: tuple[Path, Path], index: str
-) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
+def _align_miseq(miseq: tuple[Path, Path], index: str) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
     aligner = align.ReadAligner(index)
     out = align.AlignmentColumns()
     stats = [align.AlignStats(), align.AlignStats()]
@@ -128,9 +126,7 @@ def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -
     stats = align.AlignStats()
     spans: list[tuple[str, int, int]] = []
     seq = "ATTAAAGGTTTATACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTG"
-    aligner.align_single(
-        ["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2], out=out, stats=stats, spans=spans
-    )
+    aligner.align_single(["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2], out=out, stats=stats, spans=spans)
     cols = out.as_dict()
     assert cols["flag"] == [0, 4, 4]
     assert cols["contig"] == ["MN908947.3", None, None]
@@ -175,3 +171,10 @@ def test_coverage_bins_are_exact_and_additive_across_shards() -> None:
     mean, breadth = merged.mean_depth_and_breadth()
     assert mean == pytest.approx(depth.sum() / length)
     assert breadth == pytest.approx(np.count_nonzero(depth) / length)
+
+
+def test_align_files_counts_mapped_reads(miseq: tuple[Path, Path], reference: Path, ref_cache: Path) -> None:
+    paired = align.align_files(str(miseq[0]), str(miseq[1]), str(reference))
+    single = align.align_files(str(miseq[0]), None, str(reference))
+    assert [s.mapped_reads for s in paired] == [5745, 5673]  # = minimap2 -ax sr (test above)
+    assert single[0].mapped_reads > 0.99 * 5762 and single[1].mapped_reads == 0

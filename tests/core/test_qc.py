@@ -98,9 +98,7 @@ def test_edge_files_equal_seqkit(edge: Path, seqkit: str, name: str) -> None:
 
 @pytest.mark.parametrize(("name", "line", "words"), REJECTED)
 @pytest.mark.parametrize("buffer_size", [1 << 20, 256])
-def test_edge_files_rejected_with_line(
-    edge: Path, name: str, line: int, words: str, buffer_size: int
-) -> None:
+def test_edge_files_rejected_with_line(edge: Path, name: str, line: int, words: str, buffer_size: int) -> None:
     with pytest.raises(BadInputError) as err:
         file_qc(edge / name, buffer_size)
     assert err.value.line == line
@@ -171,8 +169,7 @@ def test_trimmed_views_equal_a_trimmed_file(miseq: tuple[Path, Path]) -> None:
     views.add(recs.data, recs.seq_start + start, recs.qual_start + start, length)
     seqs, quals = recs.sequences(), recs.qualities()
     trimmed = [
-        (s[a : a + n], q[a : a + n])
-        for s, q, a, n in zip(seqs, quals, start.tolist(), length.tolist(), strict=True)
+        (s[a : a + n], q[a : a + n]) for s, q, a, n in zip(seqs, quals, start.tolist(), length.tolist(), strict=True)
     ]
     text = "".join(f"@r{i}\n{s}\n+\n{q}\n" for i, (s, q) in enumerate(trimmed)).encode()
     written = qc.QCAccumulator()

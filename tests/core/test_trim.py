@@ -57,9 +57,7 @@ def _trimmed(trimmer: trim.Trimmer, recs: list[qc.ChunkRecords]) -> tuple[list[s
         keep = trimmer.filter([t])
         trim.add_stats(stats, t, keep)
         seqs_out += [
-            s[a:b]
-            for s, a, b, k in zip(seqs, t.start.tolist(), t.stop.tolist(), keep.tolist(), strict=True)
-            if k
+            s[a:b] for s, a, b, k in zip(seqs, t.start.tolist(), t.stop.tolist(), keep.tolist(), strict=True) if k
         ]
     return seqs_out, stats
 
@@ -82,10 +80,7 @@ def test_single_end_equals_cutadapt(shared_data: Path, tmp_path: Path) -> None:
     assert stats.bases_quality_trimmed == rep["basepair_counts"]["quality_trimmed"] > 0
     assert stats.reads_too_short == rep["read_counts"]["filtered"]["too_short"] > 0
     written = rep["basepair_counts"]["output"]
-    assert (
-        100 * 101 - stats.bases_quality_trimmed - stats.bases_adapter_trimmed - stats.bases_too_short
-        == written
-    )
+    assert 100 * 101 - stats.bases_quality_trimmed - stats.bases_adapter_trimmed - stats.bases_too_short == written
 
 
 def test_paired_end_equals_cutadapt(miseq: tuple[Path, Path], tmp_path: Path) -> None:
@@ -123,12 +118,7 @@ def test_paired_end_equals_cutadapt(miseq: tuple[Path, Path], tmp_path: Path) ->
         with dnaio.open(out) as reader:
             assert ours[k] == [r.sequence for r in reader]
     rep = json.loads(report.read_text())
-    assert (
-        stats[0].reads_too_short
-        == stats[1].reads_too_short
-        == rep["read_counts"]["filtered"]["too_short"]
-        > 0
-    )
+    assert stats[0].reads_too_short == stats[1].reads_too_short == rep["read_counts"]["filtered"]["too_short"] > 0
     assert stats[0].reads_adapter_trimmed == rep["read_counts"]["read1_with_adapter"] > 0
     assert stats[1].reads_adapter_trimmed == rep["read_counts"]["read2_with_adapter"] > 0
     q = rep["basepair_counts"]
@@ -153,3 +143,8 @@ def test_steps_have_precise_reprs() -> None:
         "min_overlap=3), "
         "MinimumLengthFilter(min_length=20)])"
     )
+
+
+def test_trim_file_counts(shared_data: Path) -> None:
+    stats = trim.trim_file(str(shared_data / "extra" / "cutadapt_illumina_adapters.fastq.gz"))
+    assert (stats.reads_adapter_trimmed, stats.bases_quality_trimmed, stats.reads_too_short) == (6, 434, 3)

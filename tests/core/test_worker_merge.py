@@ -49,9 +49,7 @@ def assert_same_results(a: Plan, b: Plan, drop: tuple[str, ...] = ()) -> None:
         assert ta.equals(tb), table
 
 
-def test_shard_invariance_gzip_index(
-    miseq: tuple[Path, Path], reference: Path, tmp_path: Path, seqkit: str
-) -> None:
+def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, tmp_path: Path, seqkit: str) -> None:
     samples = [SampleInputs("s1", str(miseq[0]), str(miseq[1]))]
     one = make_plan("run1", samples, out_prefix=str(tmp_path / "one"), reference=str(reference), shards=1)
     seven = make_plan("run7", samples, out_prefix=str(tmp_path / "seven"), reference=str(reference), shards=7)
@@ -64,9 +62,7 @@ def test_shard_invariance_gzip_index(
     summary = result(one, "qc_summary").to_pylist()
     for mate, path in ((1, miseq[0]), (2, miseq[1])):
         row = next(r for r in summary if r["mate"] == mate and r["stage"] == "raw")
-        out = subprocess.run(
-            [seqkit, "stats", "-a", "-T", str(path)], capture_output=True, text=True, check=True
-        )
+        out = subprocess.run([seqkit, "stats", "-a", "-T", str(path)], capture_output=True, text=True, check=True)
         head, values = out.stdout.splitlines()[:2]
         sk = dict(zip(head.split("\t"), values.split("\t"), strict=True))
         assert (row["reads"], row["bases"], row["min_len"], row["max_len"]) == (
@@ -83,9 +79,7 @@ def test_shard_invariance_gzip_index(
         assert 0 < trimmed["breadth"] <= 1 and trimmed["mean_depth"] > 0
 
 
-def test_shard_invariance_plain_byte_ranges(
-    miseq: tuple[Path, Path], reference: Path, tmp_path: Path
-) -> None:
+def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
     plain = tmp_path / "reads.fastq"
     plain.write_bytes(gzip.decompress(miseq[1].read_bytes()))
     samples = [SampleInputs("s", str(plain))]
@@ -135,9 +129,7 @@ def test_merge_fails_naming_a_missing_shard(miseq: tuple[Path, Path], tmp_path: 
         worker.process_shard(plan, i)
     with pytest.raises(SeqlakeError, match="shard 1 "):
         merge.merge_run(plan)
-    assert not (Path(plan.results_prefix) / "qc_summary").exists(), (
-        "nothing is written before all shards check"
-    )
+    assert not (Path(plan.results_prefix) / "qc_summary").exists(), "nothing is written before all shards check"
     # a part whose row count disagrees with the manifest fails too
     worker.process_shard(plan, 1)
     manifest = Path(worker.manifest_uri(plan, "s1", 2))
@@ -240,9 +232,7 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     ).stdout
     bam = tmp_path / "cli.bam"
     subprocess.run([samtools, "sort", "-o", str(bam), "-"], input=sam, check=True, capture_output=True)
-    depth = subprocess.run(
-        [samtools, "depth", "-a", "-J", str(bam)], capture_output=True, text=True, check=True
-    ).stdout
+    depth = subprocess.run([samtools, "depth", "-a", "-J", str(bam)], capture_output=True, text=True, check=True).stdout
     per_base = np.array([int(line.split("\t")[2]) for line in depth.splitlines()], dtype=np.int64)
     plan = make_plan(
         "cov",
@@ -255,9 +245,7 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     run_all(plan)
     cov = result(plan, "coverage")
     width = plan.params.coverage_bin
-    assert (
-        cov["depth_sum"].to_pylist() == np.add.reduceat(per_base, np.arange(0, len(per_base), width)).tolist()
-    )
+    assert cov["depth_sum"].to_pylist() == np.add.reduceat(per_base, np.arange(0, len(per_base), width)).tolist()
     covered = np.add.reduceat((per_base > 0).astype(np.int64), np.arange(0, len(per_base), width))
     assert cov["covered_bases"].to_pylist() == covered.tolist()
     trimmed = next(r for r in result(plan, "qc_summary").to_pylist() if r["stage"] == "trimmed")

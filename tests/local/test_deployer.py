@@ -19,9 +19,7 @@ APP = Path(__file__).resolve().parent / "fixtures" / "app"
 
 def test_package_zips_code_and_inlines_the_state_machine() -> None:
     puts: list[tuple[str, str, bytes]] = []
-    packaged = package(
-        load_template(APP / "template.yaml"), APP, lambda b, k, body: puts.append((b, k, body))
-    )
+    packaged = package(load_template(APP / "template.yaml"), APP, lambda b, k, body: puts.append((b, k, body)))
     res = packaged.template["Resources"]
     assert res["PipelineStateMachine"]["Properties"]["Definition"]["StartAt"] == "Plan"
     assert "DefinitionUri" not in res["PipelineStateMachine"]["Properties"]

@@ -43,9 +43,7 @@ def _query(sql: str, home: Path) -> list[dict[str, Any]]:
 
 
 def _seqkit_stats(seqkit: str, path: Path) -> dict[str, str]:
-    out = subprocess.run(
-        [seqkit, "stats", "-a", "-T", str(path)], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([seqkit, "stats", "-a", "-T", str(path)], capture_output=True, text=True, check=True).stdout
     header, values = (line.split("\t") for line in out.strip().splitlines())
     return dict(zip(header, values, strict=True))
 
@@ -108,9 +106,7 @@ def test_real_paired_reads_through_the_local_cloud(
     # and mapped reads agree with the minimap2 command line (ours align the trimmed reads: within 1 %)
     ours = {
         r["mate"]: r["mapped_reads"]
-        for r in _query(
-            "SELECT mate, mapped_reads FROM qc_summary WHERE stage = 'trimmed' ORDER BY mate", home
-        )
+        for r in _query("SELECT mate, mapped_reads FROM qc_summary WHERE stage = 'trimmed' ORDER BY mate", home)
     }
     theirs = _minimap2_mapped(minimap2, reference, r1, r2)
     for mate in (1, 2):
@@ -118,8 +114,7 @@ def test_real_paired_reads_through_the_local_cloud(
     primary = {
         r["mate"]: r["n"]
         for r in _query(
-            "SELECT mate, count(*) AS n FROM alignments "
-            "WHERE is_primary AND contig IS NOT NULL GROUP BY mate",
+            "SELECT mate, count(*) AS n FROM alignments WHERE is_primary AND contig IS NOT NULL GROUP BY mate",
             home,
         )
     }

@@ -98,16 +98,12 @@ def test_batch_submit_runs_children_and_refuses_array_of_one(fixture_cloud: Any)
 
 def test_event_rule_delivers_only_matching_uploads(fixture_cloud: Any) -> None:
     sfn = fixture_cloud.client("stepfunctions")
-    before = {
-        e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]
-    }
+    before = {e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]}
     _put(fixture_cloud, "other/x.txt", b"2\na\n")  # wrong prefix
     _put(fixture_cloud, "incoming/x.csv", b"2\na\n")  # wrong suffix
     _put(fixture_cloud, "incoming/evt.txt", b"2\na b\nc\n")  # matches incoming/*.txt
     finished = fixture_cloud.wait(timeout=120)
-    names = {
-        e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]
-    }
+    names = {e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]}
     assert names - before == {"evt"}
     assert [e.status for e in finished if e.name == "evt"] == ["SUCCEEDED"]
 

@@ -42,7 +42,8 @@ _BATCH = {"type": ["object", "null"], "properties": {"job_id": {"type": ["string
 PLAN_INPUT: dict[str, Any] = {
     "type": "object",
     "required": ["request"],
-    "properties": {"request": RUN_REQUEST_SCHEMA, "execution_arn": {"type": "string"}},
+    "properties": {"request": RUN_REQUEST_SCHEMA, "execution_arn": {"type": "string"},
+                   "started_at": {"type": "string"}},
 }
 
 COMMIT_INPUT: dict[str, Any] = {

@@ -82,7 +82,17 @@ def make_run_plan(request: RunRequest, params: Params) -> PlanSummary:
 
 
 def plan_step(request: RunRequest, *, reads_per_shard: int | None = None,
-              lambda_index_max_bytes: int | None = None) -> PlanSummary:
+              lambda_index_max_bytes: int | None = None, execution_arn: str | None = None,
+              started_at: str | None = None) -> PlanSummary:
+    """Plan the run (or defer it to the index job) and mark it RUNNING in ``status.json``."""
+    summary = _plan(request, reads_per_shard, lambda_index_max_bytes)
+    status = _base_status(request, "RUNNING", execution_arn, started_at, summary.plan_uri)
+    status.shards = summary.array_size or None
+    write_status(status)
+    return summary
+
+
+def _plan(request: RunRequest, reads_per_shard: int | None, lambda_index_max_bytes: int | None) -> PlanSummary:
     from seqlake.plan import load_plan
 
     uri = plan_uri_of(request)

@@ -1,13 +1,18 @@
 """The bundled demo data: simulated paired-end reads and the SARS-CoV-2 reference they come from.
 
 - ``MN908947.3.fasta``: the SARS-CoV-2 Wuhan-Hu-1 reference (29,903 bp), CC BY 4.0, from the ARTIC
-  network's primer schemes (attribution in ``README.md`` beside this file).
+  network's primer schemes (attribution in ``README.md`` and ``NOTICE`` beside this file).
 - ``demo_R1.fastq.gz`` / ``demo_R2.fastq.gz``: 20,000 read pairs of 2x150 bp simulated from it by
   :mod:`seqlake.simulate` (regenerate with ``python -m seqlake.simulate --out src/seqlake/demo_data``).
+
+If the read files are absent (a checkout or package built without them), :func:`paths` makes the same
+reads once, deterministically, in the user's cache folder (about 3 seconds).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from importlib.resources import files
 from pathlib import Path
 
@@ -30,6 +35,26 @@ def reference_path() -> Path:
     return _path(REFERENCE_NAME)
 
 
+def _generated_reads() -> tuple[Path, Path]:
+    from seqlake.simulate import DEMO_PAIRS, DEMO_SEED, write_pairs
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = cache / "seqlake" / f"demo-{DEMO_SEED}-{DEMO_PAIRS}"
+    r1, r2 = folder / R1_NAME, folder / R2_NAME
+    if not (r1.exists() and r2.exists()):
+        folder.mkdir(parents=True, exist_ok=True)
+        # write beside the target and rename: concurrent callers (test workers) never see half a file
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            t1, t2 = Path(tmp, R1_NAME), Path(tmp, R2_NAME)
+            write_pairs(reference_path(), t1, t2, DEMO_PAIRS, seed=DEMO_SEED)
+            t2.replace(r2)
+            t1.replace(r1)
+    return r1, r2
+
+
 def paths() -> tuple[Path, Path, Path]:
     """``(r1, r2, reference)``: the bundled demo reads and their reference, as file system paths."""
-    return _path(R1_NAME), _path(R2_NAME), _path(REFERENCE_NAME)
+    r1, r2 = _path(R1_NAME), _path(R2_NAME)
+    if not (r1.exists() and r2.exists()):
+        r1, r2 = _generated_reads()
+    return r1, r2, reference_path()

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import time
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -109,6 +110,8 @@ class LocalCloud:
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # the interpreter logs every state failure it handles (Catch) as an error: runs report their own
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
         t0 = time.monotonic()
         self.state.ensure()
         patches.apply_all()
@@ -125,10 +128,16 @@ class LocalCloud:
                 **dict.fromkeys(_DROPPED_ENV),
             }
         )
+        self._reset_moto()  # moto's backends are process-wide: a second cloud in this process starts empty
         self.deploy()
         self.restore()
         self._seen = {e["executionArn"] for e in self._list_executions()}
         self._say(f"[dim]local cloud up in {time.monotonic() - t0:.1f} s ({self.endpoint}, state in {self.state.root})")
+
+    def _reset_moto(self) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=60):  # noqa: S310
+            pass
 
     def stop(self) -> None:
         if self.batch is not None:
@@ -136,6 +145,7 @@ class LocalCloud:
         patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
         patches.HOOKS.deliver = patches.HOOKS.athena_query = None
         if self._server is not None:
+            self._reset_moto()  # frees the objects held in memory
             self._server.stop()
             self._server = None
         self._set_env(dict(self._saved_env))

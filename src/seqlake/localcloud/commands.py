@@ -159,8 +159,10 @@ def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
             f"{r.get('seconds', '')}",
             str(r.get("shards", "")),
             str(r.get("retried", "")),
-            str(reads),
-            (r.get("error") or "")[:60],
+            "" if reads is None else str(reads),
+            f"{r.get('error')}: {(r.get('cause') or '').splitlines()[0][:100] if r.get('cause') else ''}"
+            if r.get("error")
+            else "",
         )
     _wide(console).print(table)
 

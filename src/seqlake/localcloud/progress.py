@@ -91,7 +91,11 @@ class Watcher:
                 colour = "green" if ex.status == "SUCCEEDED" else "red"
                 self._print(
                     f"[bold {colour}]■ run {ex.name} {ex.status}[/] in {took:.1f} s"
-                    + (f": {ex.error}" if ex.error else "")
+                    + (
+                        f": {ex.error}: {(ex.cause or '').splitlines()[0][:300] if ex.cause else ''}"
+                        if ex.error
+                        else ""
+                    )
                 )
         self._update_arrays()
 

@@ -1,0 +1,115 @@
+"""The command line's contract (DESIGN section 5): exit codes, one-line errors, the worker entry point.
+
+Runs the real ``seqlake`` console script in a subprocess, as a user or AWS Batch would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from seqlake.errors import EXIT_BAD_INPUT
+
+SEQLAKE = [sys.executable, "-m", "seqlake"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SEQLAKE, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("biopython/error_short_qual.fastq", 12),
+        ("biopython/error_long_qual.fastq", 16),
+        ("cutadapt/withplus.fastq", 3),
+        ("cutadapt/format-error.fastq", 4),
+        ("biopython/error_trunc_in_qual.fastq", 20),
+    ],
+)
+def test_bad_input_is_one_line_naming_file_and_line_with_exit_65(edge: Path, tmp_path: Path, name: str,
+                                                                  line: int) -> None:
+    # Given a malformed FASTQ file
+    path = edge / name
+    before = sha256(path)
+    # When the core processes it
+    proc = run("process", str(path), "--out", str(tmp_path / "out"), "--jobs", "1")
+    # Then: exit 65, one line on stderr naming the file and the line, no traceback, the input untouched
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("seqlake:")]
+    assert len(lines) == 1, proc.stderr
+    assert f"{path}:{line}:" in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert sha256(path) == before
+    assert not (tmp_path / "out" / "results").exists() or not any((tmp_path / "out" / "results").rglob("*.parquet"))
+
+
+def test_phred64_is_rejected_with_a_hint(edge: Path, tmp_path: Path) -> None:
+    proc = run("process", str(edge / "cutadapt/illumina64.fastq"), "--out", str(tmp_path))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "Phred+64" in proc.stderr and "seqtk" in proc.stderr
+
+
+def test_mismatched_pair_names_both_files(edge: Path, tmp_path: Path) -> None:
+    r1, r2 = edge / "cutadapt/paired.1.fastq", edge / "cutadapt/paired-truncated.2.fastq"
+    proc = run("process", str(r1), str(r2), "--out", str(tmp_path))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert str(r1) in proc.stderr and str(r2) in proc.stderr
+
+
+def test_empty_file_is_a_run_with_zero_reads(edge: Path, tmp_path: Path) -> None:
+    proc = run("process", str(edge / "cutadapt/empty.fastq"), "--out", str(tmp_path), "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["state"] == "SUCCEEDED"
+    qc = pq.read_table(tmp_path / "results" / "qc_summary").to_pylist()
+    assert {r["stage"] for r in qc} == {"raw", "trimmed"}
+    assert all(r["reads"] == 0 and r["bases"] == 0 for r in qc)
+
+
+def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Path) -> None:
+    # Given a plan of 3 shards made by the core
+    from seqlake.params import Params
+    from seqlake.plan import SampleInputs, make_plan
+
+    plan = make_plan("r-worker", [SampleInputs("s", str(edge / "biopython/example.fastq"))],
+                     out_prefix=str(tmp_path), params=Params(), shards=3)
+    env = {**os.environ, "SEQLAKE_PLAN_URI": plan.plan_uri}
+    # When Batch starts children 0..2 with AWS_BATCH_JOB_ARRAY_INDEX set
+    for i in range(plan.array_size):
+        proc = run("worker", env={**env, "AWS_BATCH_JOB_ARRAY_INDEX": str(i)})
+        assert proc.returncode == 0, proc.stderr
+    # Then each shard's manifest exists, keyed by run, sample and shard
+    manifests = sorted(p.parent.name for p in (tmp_path / "runs" / "r-worker" / "staging").rglob("manifest.json"))
+    assert manifests == [f"shard={i:05d}" for i in range(plan.array_size)]
+    # and an index outside the plan is an error, not a silent success
+    proc = run("worker", env={**env, "AWS_BATCH_JOB_ARRAY_INDEX": "3"})
+    assert proc.returncode not in (0, EXIT_BAD_INPUT)
+
+
+def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: Path) -> None:
+    from seqlake.plan import SampleInputs, make_plan
+    from seqlake.worker_main import error_uri
+
+    # Given a file whose defect the planner's sniff cannot see (it is past the first records)
+    good = (edge / "biopython/example.fastq").read_text()
+    bad = tmp_path / "late_defect.fastq"
+    bad.write_text(good * 5000 + "@r\nACGT\n+\nII\n")
+    bad_line = len(good.splitlines()) * 5000 + 4
+    plan = make_plan("r-bad", [SampleInputs("s", str(bad))], out_prefix=str(tmp_path / "o"), shards=1,
+                     count_plain_below=0)
+    proc = run("worker", "--plan", plan.plan_uri, "--shard", "0")
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    record = json.loads(Path(error_uri(plan.staging_prefix, 0)).read_text())
+    assert record["file"] == str(bad) and record["line"] == bad_line

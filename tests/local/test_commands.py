@@ -1,0 +1,126 @@
+"""The command functions that need no running cloud: upload planning, repeated runs, query output."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from seqlake.errors import SeqlakeError
+from seqlake.localcloud.athena import Partition, TableDef
+from seqlake.localcloud.commands import (
+    plan_reads,
+    plan_samplesheet,
+    previous_run,
+    query_command,
+    sample_name,
+)
+from seqlake.localcloud.state import StateDir, md5_file
+
+
+@pytest.mark.parametrize(
+    ("name", "sample"),
+    [
+        ("reads_R1.fastq.gz", "reads"),
+        ("x_1.fq", "x"),
+        ("S1_L001_R2_001.fastq.gz", "S1_L001"),
+        ("single.fastq", "single"),
+        ("odd name!.fq.gz", "odd-name"),
+    ],
+)
+def test_sample_name(name: str, sample: str) -> None:
+    assert sample_name(Path(name)) == sample
+
+
+def test_plan_reads_names_mates_by_convention_and_sniffs_gzip(tmp_path: Path) -> None:
+    r1, r2 = tmp_path / "a.txt", tmp_path / "b.txt"
+    r1.write_bytes(gzip.compress(b"@r\nA\n+\nI\n"))
+    r2.write_bytes(b"@r\nA\n+\nI\n")
+    assert plan_reads(r1, r2, "s") == [(r1, "incoming/s/s_R1.fastq.gz"), (r2, "incoming/s/s_R2.fastq")]
+    assert plan_reads(r2, None, None) == [(r2, "incoming/b.txt/b.txt.fastq")]
+
+
+def test_plan_samplesheet_puts_the_sheet_first_with_relative_names(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    for name in ("d/a_R1.fq", "d/a_R2.fq", "b.fq"):
+        (tmp_path / name).write_text("@r\nA\n+\nI\n")
+    sheet = tmp_path / "my sheet.csv"
+    sheet.write_text("sample,fastq_1,fastq_2\na,d/a_R1.fq,d/a_R2.fq\nb,b.fq,\n")
+    uploads = plan_samplesheet(sheet, tmp_path / "staging")
+    keys = [k for _, k in uploads]
+    folder = keys[0].rsplit("/", 1)[0] + "/"
+    assert folder.startswith("incoming/my-sheet-")
+    assert keys == [folder + n for n in ("samplesheet.csv", "a_R1.fq", "a_R2.fq", "b.fq")]
+    rows = list(csv.DictReader(io.StringIO(uploads[0][0].read_text())))
+    assert rows == [
+        {"sample": "a", "fastq_1": "a_R1.fq", "fastq_2": "a_R2.fq"},
+        {"sample": "b", "fastq_1": "b.fq", "fastq_2": ""},
+    ]
+    missing = tmp_path / "bad.csv"
+    missing.write_text("sample,fastq_1\nz,nope.fq\n")
+    with pytest.raises(SeqlakeError, match=r"nope\.fq: no such file"):
+        plan_samplesheet(missing, tmp_path / "staging")
+
+
+def test_previous_run_matches_the_same_objects_and_reference(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "home")
+    r1 = tmp_path / "r1.fq"
+    r1.write_text("@r\nA\n+\nI\n")
+    uploads = [(r1, "incoming/s/s.fq")]
+    run = {
+        "run_id": "s-1",
+        "execution_arn": "arn:1",
+        "status": "SUCCEEDED",
+        "started": "t",
+        "inputs": [{"key": "incoming/s/s.fq", "etag": md5_file(r1)}],
+        "reference": "s3://b/references/ref/ref.fa",
+    }
+    state.record_run(run)
+    assert previous_run(state, uploads, "references/ref/ref.fa") == run
+    assert previous_run(state, uploads, None) is None  # a run without a reference is another run
+    assert previous_run(state, uploads, "references/other/other.fa") is None
+    r1.write_text("@r\nC\n+\nI\n")  # new content, new ETag, new run
+    assert previous_run(state, uploads, "references/ref/ref.fa") is None
+
+
+def _args(home: Path, sql: str | None = None, named: str | None = None, fmt: str = "json") -> argparse.Namespace:
+    return argparse.Namespace(home=str(home), sql=sql, named=named, format=fmt)
+
+
+def test_query_command_reads_the_state_folder_without_moto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = StateDir(tmp_path)
+    path = state.local_path("b", "results/t/run_id=r1/part.parquet")
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"n": pa.array([1, 2], pa.int64()), "x": [0.5, None]}), path)
+    state.save_catalog(
+        [
+            TableDef(
+                "seqlake",
+                "t",
+                "s3://b/results/t/",
+                (("n", "bigint"), ("x", "double")),
+                (("run_id", "string"),),
+                (Partition(("r1",), "s3://b/results/t/run_id=r1/"),),
+            )
+        ]
+    )
+    assert query_command(_args(tmp_path, "SELECT run_id, n, x FROM t ORDER BY n")) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"run_id": "r1", "n": 1, "x": 0.5},
+        {"run_id": "r1", "n": 2, "x": None},
+    ]
+    assert query_command(_args(tmp_path, "SELECT n, x FROM t ORDER BY n", fmt="csv")) == 0
+    assert capsys.readouterr().out == "n,x\n1,0.5\n2,\n"
+    with pytest.raises(SeqlakeError, match="query failed"):
+        query_command(_args(tmp_path, "SELECT nope FROM t"))
+    with pytest.raises(SeqlakeError, match="no named query 'nope'"):
+        query_command(_args(tmp_path, named="nope"))
+    with pytest.raises(SeqlakeError, match="no local results"):
+        query_command(_args(tmp_path / "empty", "SELECT 1"))
