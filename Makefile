@@ -44,7 +44,8 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests functions bench
 	$(BIN)/mypy
-	@if [ -x scripts/lint-aws.sh ]; then scripts/lint-aws.sh; fi
+	$(BIN)/python -m seqlake.aws.render_template --check
+	scripts/lint-aws.sh
 
 bench: $(STAMP) tools
 	$(BIN)/python bench/run.py

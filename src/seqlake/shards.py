@@ -1,7 +1,8 @@
 """Reading one shard: record-aligned plain FASTQ chunks covering exactly the shard's reads.
 
 For each span of the shard (one per mate) a reader opens the input (plain: a ranged reader; gzip / BGZF:
-rapidgzip with the run's seek index; bz2 / xz: a stream from the start), seeks to the span's offset,
+rapidgzip with the run's seek index, or isal's stream for a span that starts at the file's start;
+bz2 / xz: a stream from the start), seeks to the span's offset,
 skips its ``skip`` records and then hands out whole records in chunks of about ``CHUNK_BYTES``. For a
 paired shard the mate 2 chunk is cut to exactly as many records as the mate 1 chunk, so the worker can
 zip them; a file that runs out first is a read count mismatch (BadInputError naming both files).
@@ -87,7 +88,13 @@ class _SpanReader:
             self._buf += b
 
     def take(self, max_records: int | None = None, target: int = CHUNK_BYTES) -> tuple[bytes, int]:
-        """Up to ``max_records`` whole records (all that fit in ``target`` bytes when None)."""
+        """Up to ``max_records`` whole records; when None, the whole records that fit in ``target``
+        bytes (at least one), and never more than the span has left.
+
+        A chunk is at most ``target`` bytes or one record, whatever the span's size: a child's memory
+        does not grow with its shard.
+        """
+        by_size = max_records is None
         if self._left_records is not None:
             max_records = self._left_records if max_records is None else min(max_records, self._left_records)
         if max_records == 0:
@@ -96,23 +103,29 @@ class _SpanReader:
         while True:
             self._fill(want)
             buf = self._buf
-            full = buf.count(b"\n") // 4
-            if max_records is not None and full >= max_records:
-                cut = _cut_after_records(buf, max_records)
-                n = max_records
-            elif self._eof:
-                cut, n = len(buf), _count_records(buf)
-                if self._left_records is not None and n < self._left_records:
-                    # the planner counted these records and the file is unchanged: a short read is an
-                    # I/O failure (retryable), not bad input
-                    raise OSError(f"{self._path}: the data ended {self._left_records - n} records before "
-                                  "the shard's planned end")
-            elif max_records is None and full >= 1:
-                cut = len(fastq.record_aligned_prefix(buf))
-                n = full
-            else:
-                want = max(2 * want, len(buf) + (1 << 16))
-                continue
+            n: int | None = None
+            if by_size and len(buf) >= target:
+                # the records that end within the target; a longer record alone (when it is whole)
+                n = buf.count(b"\n", 0, target) // 4 or (1 if buf.count(b"\n") >= 4 else 0)
+                if max_records is not None:
+                    n = min(n, max_records)
+                if n:
+                    cut = _cut_after_records(buf, n)
+            if not n:
+                full = buf.count(b"\n") // 4
+                if max_records is not None and full >= max_records:
+                    cut = _cut_after_records(buf, max_records)
+                    n = max_records
+                elif self._eof:
+                    cut, n = len(buf), _count_records(buf)
+                    if self._left_records is not None and n < self._left_records:
+                        # the planner counted these records and the file is unchanged: a short read is an
+                        # I/O failure (retryable), not bad input
+                        raise OSError(f"{self._path}: the data ended {self._left_records - n} records before "
+                                      "the shard's planned end")
+                else:
+                    want = max(2 * want, len(buf) + (1 << 16))
+                    continue
             data, self._buf = buf[:cut], buf[cut:]
             if self._left_records is not None:
                 self._left_records -= n
@@ -135,11 +148,13 @@ def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]
     if inp.compression == "plain":
         with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
             yield _SpanReader(f, span, inp.uri), inp
-    elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None:
+    elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None and (span.offset or span.skip):
         index = storage.read_bytes(inp.index_uri)
         with gzindex.open_indexed(inp.uri, index) as f:
             yield _SpanReader(f, span, inp.uri), inp
     else:
+        # streams, and gzip spans that start at the file's start: isal's single-threaded inflate
+        # costs less CPU than rapidgzip's (which only a seek needs)
         with fastq.open_fastq_stream(inp.uri) as (f, _):
             yield _SpanReader(f, span, inp.uri), inp
 

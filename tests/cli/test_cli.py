@@ -21,7 +21,7 @@ SEQLAKE = [sys.executable, "-m", "seqlake"]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SEQLAKE, *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([*SEQLAKE, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def sha256(path: Path) -> str:

@@ -148,3 +148,57 @@ def test_replaced_input_is_refused(tmp_path: Path) -> None:
     p.write_bytes(b"".join(RECS[:-1]))
     with pytest.raises(BadInputError, match="changed after the run was planned"):
         list(shards.iter_shard_chunks(plan, 0))
+
+
+@pytest.mark.parametrize("layout", ["gzip", "counted", "byte-ranges"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_chunks_stay_bounded_in_large_shards(tmp_path: Path, layout: str, k: int) -> None:
+    """A shard of ~2 MB read with 16 KiB chunks: every chunk is at most the target or one record
+    (a planned record count must not turn a shard into one chunk), and together they cover the shard."""
+    target = 16 << 10
+    recs = [b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (5 + i % 40), b"I" * 4 * (5 + i % 40)) for i in range(12_000)]
+    recs[777] = b"@long\n%s\n+\n%s\n" % (b"A" * 40_000, b"I" * 40_000)  # longer than a chunk: alone
+    data = b"".join(recs)
+    p = tmp_path / "big.fastq"
+    if layout == "gzip":
+        p = tmp_path / "big.fastq.gz"
+        p.write_bytes(gzip.compress(data, compresslevel=1))
+    else:
+        p.write_bytes(data)
+    plan = make_plan("b", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
+                     count_plain_below=0 if layout == "byte-ranges" else 1 << 30)
+    assert (plan.shards[0].spans[0].records is None) == (layout == "byte-ranges")
+    longest = max(len(r) for r in recs if r != recs[777])
+    out = []
+    for i in range(plan.array_size):
+        sizes = []
+        for (c,) in shards.iter_shard_chunks(plan, i, chunk_bytes=target):
+            assert c.records >= 1
+            assert len(c.data) <= target or (c.records == 1 and c.data == recs[777]), (len(c.data), c.records)
+            sizes.append(len(c.data))
+            out.append(c.data)
+        # full chunks: nothing is left behind that could have fitted (at most one record short)
+        assert all(s > target - longest - len(recs[777]) for s in sizes[:-1])
+        assert len(sizes) > 100 // k
+    assert b"".join(out) == data
+
+
+def test_paired_chunks_bounded_with_counts(tmp_path: Path) -> None:
+    """Paired gzip input (a counted, indexed plan): both mates' chunks stay small, equal in records."""
+    target = 8 << 10
+    r1 = [b"@p%d/1\n%s\n+\n%s\n" % (i, b"ACGT" * 30, b"I" * 120) for i in range(5000)]
+    r2 = [b"@p%d/2\n%s\n+\n%s\n" % (i, b"GT" * 70, b"5" * 140) for i in range(5000)]
+    a, b = tmp_path / "x_R1.fastq.gz", tmp_path / "x_R2.fastq.gz"
+    a.write_bytes(gzip.compress(b"".join(r1), compresslevel=1))
+    b.write_bytes(gzip.compress(b"".join(r2), compresslevel=1))
+    plan = make_plan("p", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=2)
+    total = 0
+    for i in range(plan.array_size):
+        for c1, c2 in shards.iter_shard_chunks(plan, i, chunk_bytes=target):
+            assert c1.records == c2.records
+            assert len(c1.data) <= target
+            assert len(c2.data) <= c1.records * max(len(r) for r in r2)  # as many records as mate 1
+            assert c1.data == b"".join(r1[c1.first_record : c1.first_record + c1.records])
+            assert c2.data == b"".join(r2[c2.first_record : c2.first_record + c2.records])
+            total += c1.records
+    assert total == 5000

@@ -142,6 +142,8 @@ class LocalCloud:
     def stop(self) -> None:
         if self.batch is not None:
             self.batch.shutdown()
+        if self.lambdas is not None:
+            self.lambdas.close()
         patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
         patches.HOOKS.deliver = patches.HOOKS.athena_query = None
         if self._server is not None:
@@ -236,6 +238,7 @@ class LocalCloud:
             )
         base = self.child_env()
         self.lambdas = LambdaRunner(functions, base, self.state.logs_dir)
+        self.lambdas.start()
         self.batch = BatchRunner(self.jobs, base, self.state.logs_dir)
         patches.HOOKS.lambda_invoke = self.lambdas
         patches.HOOKS.batch_run = self.batch
@@ -256,7 +259,7 @@ class LocalCloud:
             env = dict(self.lambdas.functions[fn].environment)
             env.update(dict.fromkeys(keys, value))
             lam.update_function_configuration(FunctionName=fn, Environment={"Variables": env})
-            self.lambdas.functions[fn] = replace(self.lambdas.functions[fn], environment=env)
+            self.lambdas.update(replace(self.lambdas.functions[fn], environment=env))
             changed.append(fn)
         if not changed:
             raise ValueError(f"no function's environment refers to the template parameter {name}")

@@ -6,12 +6,17 @@ module names (every function's handler is ``app.py``) and module state between i
 child gets the function's environment, ``AWS_ENDPOINT_URL`` pointing at the moto server, and
 ``src/`` on ``PYTHONPATH`` (locally the core package stands in for the Lambda layer).
 
-Asynchronous invocations (EventBridge targets) run in a background thread and are retried twice on
-failure, as Lambda retries asynchronous events; the error of the last attempt is logged.
+Start-up is taken off the critical path the way Lambda's init phase is: one process per function is
+started ahead of time and imports the handler's module, then waits for its event. It serves exactly
+one invocation and exits; a fresh one is started right away for the next. So the plan and commit
+functions are already imported when the state machine reaches them, and nothing is ever reused.
 
-``python -m seqlake.localcloud.lambdas CODE_DIR HANDLER RESULT_FILE`` is the child side: it reads the
-event from stdin and writes ``{"result": ...}`` or Lambda's error shape to RESULT_FILE (stdout stays
-the function's log, as on Lambda).
+Asynchronous invocations (EventBridge targets) run in a background thread and are retried twice on
+failure, as Lambda retries asynchronous events.
+
+``python -m seqlake.localcloud.lambdas CODE_DIR HANDLER RESULT_FILE`` is the child side: it imports the
+handler, reads the event from stdin, and writes ``{"result": ...}`` or Lambda's error shape to
+RESULT_FILE (stdout stays the function's log, as on Lambda).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import importlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +35,7 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 #: Lambda retries a failed asynchronous invocation twice
 ASYNC_RETRIES = 2
@@ -46,14 +52,34 @@ class FunctionSpec:
     arn: str = ""
 
 
+@dataclass
+class _Sandbox:
+    """One started process, waiting for its one event."""
+
+    spec: FunctionSpec
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+    log_path: Path
+    result_file: Path
+
+    def discard(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+        self.result_file.unlink(missing_ok=True)
+
+
 class LambdaRunner:
     def __init__(self, functions: dict[str, FunctionSpec], base_env: dict[str, str], logs_dir: Path) -> None:
-        self.functions = functions
+        self.functions = dict(functions)
         self.base_env = base_env
         self.logs_dir = logs_dir
         self._counter = itertools.count(1)
         self._pending = 0
         self._cond = threading.Condition()
+        self._warm: dict[str, _Sandbox] = {}
+        self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
+        self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
 
     @property
@@ -61,6 +87,77 @@ class LambdaRunner:
         with self._cond:
             return self._pending
 
+    # ---------------------------------------------------------------- sandboxes
+    def start(self) -> None:
+        """Start one waiting process per function."""
+        for name in self.functions:
+            self._prestart(name)
+
+    def update(self, spec: FunctionSpec) -> None:
+        """A function's configuration changed: its waiting process has the old one."""
+        with self._cond:
+            self.functions[spec.name] = spec
+            old = self._warm.pop(spec.name, None)
+        if old is not None:
+            old.discard()
+        self._prestart(spec.name)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            warm, self._warm = list(self._warm.values()), {}
+        for box in warm:
+            box.discard()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _spawn(self, spec: FunctionSpec) -> _Sandbox:
+        n = next(self._counter)
+        log_path = self.logs_dir / "lambda" / spec.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{n:04d}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            **self.base_env,
+            **spec.environment,
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": log_path.name,
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "_HANDLER": spec.handler,
+            "SEQLAKE_LAMBDA_ARN": spec.arn,
+            "SEQLAKE_LAMBDA_TIMEOUT": str(spec.timeout),
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+        result_file = self._tmp / f"{n:06d}.json"
+        log = log_path.open("wb")
+        argv = [sys.executable, "-m", "seqlake.localcloud.lambdas", str(spec.code_dir), spec.handler, str(result_file)]
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=spec.code_dir
+        )
+        return _Sandbox(spec, proc, log, log_path, result_file)
+
+    def _prestart(self, name: str) -> None:
+        spec = self.functions[name]
+        box = self._spawn(spec)
+        with self._cond:
+            if self._closed or name in self._warm:
+                keep = None
+            else:
+                self._warm[name], keep = box, box
+        if keep is None:
+            box.discard()
+
+    def _take(self, spec: FunctionSpec) -> _Sandbox:
+        with self._cond:
+            box = self._warm.pop(spec.name, None)
+        if box is not None and box.spec == spec and box.proc.poll() is None:
+            threading.Thread(target=self._prestart, args=(spec.name,), daemon=True).start()
+            return box
+        if box is not None:
+            box.discard()
+        return self._spawn(spec)
+
+    # ---------------------------------------------------------------- invocation
     def __call__(self, name: str, payload: bytes, is_async: bool) -> tuple[bytes, bool]:
         """The hook moto's patched ``Invoke`` calls."""
         if not is_async:
@@ -87,76 +184,45 @@ class LambdaRunner:
         """Run the handler once; returns (response payload, failed)."""
         spec = self.functions.get(name)
         if spec is None:
-            body = {
-                "errorType": "ResourceNotFoundException",
-                "errorMessage": f"no local code for function {name}",
-            }
+            body = {"errorType": "ResourceNotFoundException", "errorMessage": f"no local code for function {name}"}
             return json.dumps(body).encode(), True
-        n = next(self._counter)
-        log_path = self.logs_dir / "lambda" / name / f"{time.strftime('%Y%m%dT%H%M%S')}-{n:04d}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            **self.base_env,
-            **spec.environment,
-            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
-            "AWS_LAMBDA_LOG_STREAM_NAME": log_path.name,
-            "LAMBDA_TASK_ROOT": str(spec.code_dir),
-            "_HANDLER": spec.handler,
-            "SEQLAKE_LAMBDA_ARN": spec.arn,
-            "POWERTOOLS_TRACE_DISABLED": "true",
-        }
         t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="seqlake-lambda-") as tmp, log_path.open("wb") as log:
-            result_file = Path(tmp) / "result.json"
-            try:
-                subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "seqlake.localcloud.lambdas",
-                        str(spec.code_dir),
-                        spec.handler,
-                        str(result_file),
-                    ],
-                    input=payload,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=spec.code_dir,
-                    timeout=spec.timeout,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                body = {
-                    "errorType": "Sandbox.Timedout",
-                    "errorMessage": f"Task timed out after {spec.timeout:.2f} seconds",
-                }
-                self.invocations.append((name, True, time.monotonic() - t0))
-                return json.dumps(body).encode(), True
-            if not result_file.is_file():
-                body = {
-                    "errorType": "Runtime.ExitError",
-                    "errorMessage": f"the handler's process exited without a result; see {log_path}",
-                }
-                self.invocations.append((name, True, time.monotonic() - t0))
-                return json.dumps(body).encode(), True
-            out = json.loads(result_file.read_text())
-        failed = "errorType" in out
-        self.invocations.append((name, failed, time.monotonic() - t0))
-        if failed:
-            with log_path.open("a") as f:
+        box = self._take(spec)
+        try:
+            out = self._run(box, payload or b"{}")
+        finally:
+            box.log.close()
+            self.invocations.append((name, "errorType" in out, time.monotonic() - t0))
+        if "errorType" in out:
+            with box.log_path.open("a") as f:
                 f.write(json.dumps(out) + "\n")
             return json.dumps(out).encode(), True
         return json.dumps(out["result"]).encode(), False
+
+    def _run(self, box: _Sandbox, payload: bytes) -> dict[str, Any]:
+        try:
+            box.proc.communicate(input=payload, timeout=box.spec.timeout)
+        except subprocess.TimeoutExpired:
+            box.proc.kill()
+            box.proc.wait()
+            return {
+                "errorType": "Sandbox.Timedout",
+                "errorMessage": f"Task timed out after {box.spec.timeout:.2f} seconds",
+            }
+        if not box.result_file.is_file():
+            return {
+                "errorType": "Runtime.ExitError",
+                "errorMessage": f"the handler's process exited without a result; see {box.log_path}",
+            }
+        out: dict[str, Any] = json.loads(box.result_file.read_text())
+        box.result_file.unlink()
+        return out
 
 
 class _Context:
     """The parts of the Lambda context object handlers and Powertools read."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self) -> None:
         self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "local")
         self.function_version = "$LATEST"
         self.invoked_function_arn = os.environ.get("SEQLAKE_LAMBDA_ARN", "")
@@ -164,31 +230,41 @@ class _Context:
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
         self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
-        self._deadline = time.monotonic() + timeout
+        self._deadline = time.monotonic() + float(os.environ.get("SEQLAKE_LAMBDA_TIMEOUT", "900"))
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _error(err: BaseException) -> dict[str, Any]:
+    return {"errorType": type(err).__name__, "errorMessage": str(err), "stackTrace": traceback.format_exception(err)}
 
 
 def _child_main(argv: list[str]) -> int:
     code_dir, handler, result_file = argv
     sys.path.insert(0, code_dir)
     module_name, function_name = handler.rsplit(".", 1)
-    event: Any = json.loads(sys.stdin.buffer.read() or b"{}")
-    try:
+    handler_fn: Any = None
+    init_error: dict[str, Any] | None = None
+    try:  # the init phase: done before the event arrives
         handler_fn = getattr(importlib.import_module(module_name), function_name)
-        result = handler_fn(event, _Context(timeout=900))
-        text = json.dumps({"result": result})
     except Exception as err:
-        text = json.dumps(
-            {
-                "errorType": type(err).__name__,
-                "errorMessage": str(err),
-                "stackTrace": traceback.format_exception(err),
-            }
-        )
+        init_error = _error(err)
         traceback.print_exc()
-    Path(result_file).write_text(text)
+    raw = sys.stdin.buffer.read()
+    if not raw:  # discarded before any event: nothing to report
+        return 0
+    if init_error is not None:
+        text = json.dumps(init_error)
+    else:
+        try:
+            text = json.dumps({"result": handler_fn(json.loads(raw), _Context())})
+        except Exception as err:
+            text = json.dumps(_error(err))
+            traceback.print_exc()
+    tmp = Path(result_file + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(result_file)  # atomic: the parent never reads half a result
     return 0
 
 

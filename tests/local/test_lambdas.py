@@ -1,0 +1,80 @@
+"""The Lambda runner: one fresh process per invocation, with the function's own environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+
+HANDLER = """
+import os, time
+STARTED = time.time()
+def handler(event, context):
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    if event.get("fail"):
+        raise KeyError(event["fail"])
+    return {"who": os.environ["WHO"], "pid": os.getpid(), "event": event,
+            "remaining_ms": context.get_remaining_time_in_millis()}
+"""
+
+
+def _runner(tmp_path: Path, who: dict[str, str], timeout: int = 30) -> LambdaRunner:
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "app.py").write_text(HANDLER)
+    specs = {n: FunctionSpec(n, code, "app.handler", {"WHO": w}, timeout=timeout) for n, w in who.items()}
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    runner = LambdaRunner(specs, env, tmp_path / "logs")
+    runner.start()
+    return runner
+
+
+def test_each_invocation_is_a_fresh_process_with_its_functions_environment(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, {"a": "alpha", "b": "beta"})
+    try:
+        results: dict[str, list[dict[str, object]]] = {"a": [], "b": []}
+
+        def call(name: str) -> None:
+            body, failed = runner.invoke(name, json.dumps({"n": name}).encode())
+            assert not failed
+            results[name].append(json.loads(body))
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in ("a", "b", "a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert {r["who"] for r in results["a"]} == {"alpha"}
+        assert {r["who"] for r in results["b"]} == {"beta"}
+        pids = [r["pid"] for rs in results.values() for r in rs]
+        assert len(set(pids)) == 4 and os.getpid() not in pids
+        assert all(0 < int(str(r["remaining_ms"])) <= 30_000 for rs in results.values() for r in rs)
+    finally:
+        runner.close()
+
+
+def test_errors_timeouts_and_configuration_updates(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, {"a": "alpha"}, timeout=2)
+    try:
+        body, failed = runner.invoke("a", b'{"fail": "missing"}')
+        assert failed
+        assert json.loads(body)["errorType"] == "KeyError"
+        body, failed = runner.invoke("a", b'{"sleep": 10}')
+        assert failed
+        assert json.loads(body) == {
+            "errorType": "Sandbox.Timedout",
+            "errorMessage": "Task timed out after 2.00 seconds",
+        }
+        # a changed environment (a parameter override) must not be served by the process started before it
+        runner.update(FunctionSpec("a", runner.functions["a"].code_dir, "app.handler", {"WHO": "new"}, timeout=2))
+        body, failed = runner.invoke("a", b"")
+        assert not failed
+        assert json.loads(body)["who"] == "new"
+        assert json.loads(runner.invoke("nope", b"{}")[0])["errorType"] == "ResourceNotFoundException"
+    finally:
+        runner.close()
+    assert len(list((tmp_path / "logs" / "lambda" / "a").iterdir())) >= 3
