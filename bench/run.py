@@ -1,6 +1,6 @@
 """seqlake benchmarks: side by side with seqkit, fastp, minimap2 and gzip, in one run, on one core.
 
-    python bench/run.py          # full run: a few hundred MB of input, about 15 minutes -> BENCHMARKS.md
+    python bench/run.py          # full run: a few hundred MB of input, 30-45 minutes -> BENCHMARKS.md
     python bench/run.py --quick  # smoke test: small input, 1-2 minutes -> bench/work/BENCHMARKS-quick.md
 
 The input is the real MiSeq paired-end reads in ``../shared/data/sarscov2_artic_miseq`` (AGPL: read from
@@ -41,6 +41,7 @@ PATHS_PY = BENCH / "paths.py"
 EXIT_MISSING = 3
 MB = 1e6
 DEMO_PAIRS = 20_000
+GROUP_NAMES = ("single", "paired", "e2e", "memory", "shards")
 #: rows faster than this are repeated (``--repeat`` times) and the fastest run is kept
 REPEAT_BELOW_S = 5.0
 
@@ -103,9 +104,7 @@ class Ctx:
         return ["taskset", "-c", "0"] if self.taskset else []
 
 
-def run_measured(
-    ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True
-) -> Measured:
+def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True) -> Measured:
     """Run ``argv`` pinned to core 0; wall time and the peak RSS of its largest process (KiB -> MB)."""
     out_path = ctx.logs / f"{key}.out"
     err_path = ctx.logs / f"{key}.err"
@@ -347,9 +346,7 @@ def run_worker(
     reads = inp.reads_per_mate * (2 if paired else 1)
     size = inp.plain_total if paired else inp.plain_r1
     if m.returncode != 0:
-        row = Row(
-            group, label, "python -m seqlake worker --plan PLAN --shard 0", reads=reads, plain_bytes=size
-        )
+        row = Row(group, label, "python -m seqlake worker --plan PLAN --shard 0", reads=reads, plain_bytes=size)
         row.note = ("skipped: " if m.returncode == EXIT_MISSING else "plan failed: ") + (
             m.stdout.strip()[-160:] if m.returncode == EXIT_MISSING else m.stderr_tail[:160]
         )
@@ -462,9 +459,7 @@ def group_paired(ctx: Ctx, inp: Input) -> None:
         None,
         "paired, reads/s",
     )
-    speed_ratio(
-        ctx, "full worker vs `minimap2 -ax sr -t 1`", "worker_full", "minimap2", 0.85, "paired, reads/s"
-    )
+    speed_ratio(ctx, "full worker vs `minimap2 -ax sr -t 1`", "worker_full", "minimap2", 0.85, "paired, reads/s")
 
 
 def group_end_to_end(ctx: Ctx, inp: Input) -> None:
@@ -507,6 +502,8 @@ def group_end_to_end(ctx: Ctx, inp: Input) -> None:
             "wall time, same input",
         )
     )
+    if ctx.quick:
+        return
     # what a new user runs first: the bundled data, the default 2 jobs, both cores (issue 4: under 1 minute)
     home = fresh(ctx.work / "out" / "demo")
     demo = measure(
@@ -587,24 +584,28 @@ def group_shards(ctx: Ctx, inp: Input, counts: Sequence[int]) -> None:
             g,
             f"run {k:,} shards (setup for the merge: {jobs} processes, not pinned)",
             paths("shards", plan_uri, "--jobs", str(jobs)),
-            reads=n,
-            plain_bytes=size,
+            reads=None,
+            plain_bytes=None,
             shown=f"bench/paths.py shards PLAN --jobs {jobs}",
             repeat=False,
             pin=False,
         )
-        if not row.ok:
+        if row.ok:
+            row.note = per_shard_note(row, k)
+        else:
             continue
-        measure(
+        row = measure(
             ctx,
             f"merge{k}",
             g,
             f"merge {k:,} shards",
             paths("merge", plan_uri),
-            reads=n,
-            plain_bytes=size,
+            reads=None,
+            plain_bytes=None,
             shown="bench/paths.py merge PLAN",
         )
+        if row.ok:
+            row.note = per_shard_note(row, k)
     lo, hi = (ctx.results.get(f"merge{k}") for k in (min(counts), max(counts)))
     value = hi.peak_mb / lo.peak_mb if lo and hi and lo.peak_mb and hi.peak_mb else None
     ctx.ratios.append(
@@ -617,6 +618,22 @@ def group_shards(ctx: Ctx, inp: Input, counts: Sequence[int]) -> None:
             "peak RSS",
         )
     )
+    per_lo, per_hi = (r.seconds / k if r and r.seconds else None for r, k in ((lo, min(counts)), (hi, max(counts))))
+    ctx.ratios.append(
+        Ratio(
+            f"merge time per shard, {max(counts):,} vs {min(counts):,} shards",
+            per_hi / per_lo if per_hi and per_lo else None,
+            "x",
+            "about 1 (linear)",
+            None,
+            "wall time / shards",
+        )
+    )
+
+
+def per_shard_note(row: Row, shards: int) -> str:
+    assert row.seconds is not None
+    return ", ".join(filter(None, [row.note, f"{row.seconds / shards * 1000:.1f} ms per shard"]))
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -664,9 +681,7 @@ def machine() -> dict[str, str]:
 def git_state() -> str:
     def git(*args: str) -> str | None:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            p = subprocess.run(
-                ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30, check=False
-            )
+            p = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30, check=False)
             return p.stdout.strip() if p.returncode == 0 else None
         return None
 
@@ -779,40 +794,36 @@ def render(groups: Sequence[GroupResult], inp: Input, command: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small input (seconds): a smoke test of the harness")
+    ap.add_argument("--copies", type=int, default=None, help="replicate the reads N times (default 100; quick 2)")
+    ap.add_argument("--shard-counts", default=None, help="shard counts to plan and merge (default 1000,10000)")
     ap.add_argument(
-        "--copies", type=int, default=None, help="replicate the reads N times (default 100; quick 2)"
+        "--only",
+        default=None,
+        help="rerun only these groups (single,paired,e2e,memory,shards; none = rewrite the report)",
     )
-    ap.add_argument(
-        "--shard-counts", default=None, help="shard counts to plan and merge (default 1000,10000)"
-    )
-    ap.add_argument("--only", default=None, help="comma list of groups: single,paired,e2e,memory,shards")
-    ap.add_argument(
-        "--out", type=Path, default=None, help="report path (default BENCHMARKS.md; quick: bench/work)"
-    )
+    ap.add_argument("--out", type=Path, default=None, help="report path (default BENCHMARKS.md; quick: bench/work)")
     ap.add_argument("--work", type=Path, default=BENCH / "work", help="cache and scratch folder")
     ap.add_argument("--no-taskset", action="store_true", help="do not pin to CPU 0")
     ap.add_argument("--repeat", type=int, default=None, help="runs of rows under 5 s, best kept (default 3)")
     args = ap.parse_args(argv)
 
     if not MISEQ.is_dir() or not REFERENCE.exists():
-        print(
-            f"bench: the real reads are not at {MISEQ} (../shared/data beside the checkout)", file=sys.stderr
-        )
+        print(f"bench: the real reads are not at {MISEQ} (../shared/data beside the checkout)", file=sys.stderr)
         return 2
     if shutil.which("gzip") is None:
         print("bench: gzip is needed to build the input", file=sys.stderr)
         return 2
     copies = args.copies or (2 if args.quick else 100)
     counts = [int(x) for x in (args.shard_counts or ("10,50" if args.quick else "1000,10000")).split(",")]
-    only = set((args.only or "single,paired,e2e,memory,shards").split(","))
+    only = set((args.only or ",".join(GROUP_NAMES)).split(","))
+    if only - {*GROUP_NAMES, "none"}:
+        ap.error(f"--only takes a comma list of {', '.join(GROUP_NAMES)}, or none (rewrite the report)")
     out_md = args.out or (args.work / "BENCHMARKS-quick.md" if args.quick else REPO / "BENCHMARKS.md")
 
     work = args.work.resolve()
     logs = fresh(work / "logs")
     # the checkout's own code, whether or not it was installed into the interpreter
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])
-    )
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ)
     use_taskset = not args.no_taskset and shutil.which("taskset") is not None
     repeat = args.repeat or (1 if args.quick else 3)

@@ -28,12 +28,16 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import mappy
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from seqlake import storage
 from seqlake.qc import iter_file_chunks, parse_chunk
@@ -45,7 +49,7 @@ SR_MAX_FRAG_LEN = 800
 _Read = tuple[str, int, int, int]
 
 
-#: the ``alignments`` columns a row tuple holds, in order (``sample`` is added when written)
+#: the ``alignments`` columns of :meth:`AlignmentColumns.as_dict`, in order (``sample`` is added when written)
 ROW_COLUMNS = (
     "mate",
     "read_name",
@@ -61,20 +65,80 @@ ROW_COLUMNS = (
     "is_primary",
     "read_len",
 )
+#: what a row tuple holds: ``pos`` (``start`` + 1), ``strand`` and ``is_primary`` follow from the
+#: 0-based start and the flag, and are derived per batch (not per row) when the columns are built
+_STORED = ("mate", "read_name", "read_index", "flag", "contig", "start", "end", "mapq", "cigar", "nm", "read_len")
+_WIDTH = len(_STORED)
+#: minimap2's CIGAR operator letters (``MM_CIGAR_STR``), indexed by the op code mappy returns
+_CIGAR_OPS = "MIDNSHP=XB"
 
 
 class AlignmentColumns:
-    """``alignments`` rows, kept as tuples (one list append per row) and turned into columns on demand."""
+    """``alignments`` rows as one flat list of values, :data:`_STORED` after :data:`_STORED` (one
+    ``extend`` per read or pair: no per-row list, no transposition), sliced into columns per batch."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
+        self.values: list[Any] = []
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.values) // _WIDTH
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        return tuple(self.values[i * _WIDTH : (i + 1) * _WIDTH])
+
+    def _stored(self) -> dict[str, list[Any]]:
+        return {name: self.values[k::_WIDTH] for k, name in enumerate(_STORED)}
 
     def as_dict(self) -> dict[str, list[Any]]:
-        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in ROW_COLUMNS]
-        return {name: list(col) for name, col in zip(ROW_COLUMNS, columns, strict=True)}
+        """The rows as Python columns named :data:`ROW_COLUMNS` (for tests and small outputs)."""
+        c = self._stored()
+        mapped = [x is not None for x in c["contig"]]
+        derived: dict[str, list[Any]] = {
+            "pos": [s + 1 if s is not None else None for s in c["start"]],
+            "strand": [("-" if f & 0x10 else "+") if m else None for f, m in zip(c["flag"], mapped, strict=True)],
+            "is_primary": [not f & 0x800 for f in c["flag"]],
+        }
+        return {name: list(derived[name] if name in derived else c[name]) for name in ROW_COLUMNS}
+
+    def to_arrow(self, sample: str, schema: pa.Schema) -> pa.Table:
+        """The rows as an ``alignments`` table (``schema``), built column-wise in Arrow."""
+        c = self._stored()
+        n = len(self)
+        types = {f.name: f.type for f in schema}
+        arrays: dict[str, pa.Array] = {
+            name: pa.array(c[name], type=types[name])
+            for name in ("mate", "read_name", "read_index", "flag", "contig", "end", "mapq", "cigar", "nm", "read_len")
+        }
+        start = pa.array(c["start"], type=pa.int64())
+        arrays["pos"] = pc.add(start, 1).cast(types["pos"])
+        flag = arrays["flag"].to_numpy()
+        unmapped = arrays["contig"].is_null()
+        rev = pa.array((flag & 0x10) != 0)
+        arrays["strand"] = pc.if_else(unmapped, pa.scalar(None, pa.string()), pc.if_else(rev, "-", "+")).cast(
+            types["strand"]
+        )
+        arrays["is_primary"] = pa.array((flag & 0x800) == 0, type=types["is_primary"])
+        arrays["sample"] = pa.array([sample], type=types["sample"]).take(np.zeros(n, dtype=np.int64))
+        return pa.table([arrays[f.name] for f in schema], schema=schema)
+
+
+def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """Per contig, the 0-based starts and exclusive ends of an ``alignments`` table's mapped rows
+    (primary and supplementary: the coverage input), gathered in Arrow rather than per row."""
+    mapped = table.select(["contig", "pos", "end"]).filter(pc.is_valid(table.column("contig")))
+    if mapped.num_rows == 0:
+        return
+    contig = mapped.column("contig").combine_chunks().dictionary_encode()
+    codes = contig.indices.to_numpy()
+    starts = mapped.column("pos").to_numpy().astype(np.int64) - 1
+    ends = mapped.column("end").to_numpy().astype(np.int64)
+    names = contig.dictionary.to_pylist()
+    if len(names) == 1:
+        yield names[0], starts, ends
+        return
+    for k, name in enumerate(names):
+        sel = codes == k
+        yield name, starts[sel], ends[sel]
 
 
 @dataclass
@@ -97,7 +161,7 @@ def _cigar(hit: Any, read_len: int, revcomp_query: bool) -> str:
     left, right = hit.q_st, read_len - hit.q_en
     if (hit.strand < 0) != revcomp_query:
         left, right = right, left
-    ops: str = hit.cigar_str
+    ops = _cigar_ops(hit.cigar)
     return (f"{left}S" if left else "") + ops + (f"{right}S" if right else "")
 
 
@@ -171,24 +235,16 @@ class ReadAligner:
         *,
         out: AlignmentColumns,
         stats: AlignStats,
-        spans: list[tuple[str, int, int]],
+        spans: list[tuple[str, int, int]] | None = None,
     ) -> None:
-        """Align single-end reads; ``spans`` collects (contig, start, end) of primary +
-        supplementary alignments (0-based, end exclusive) for coverage."""
+        """Align single-end reads. ``spans``, when given, collects (contig, start, end) of primary +
+        supplementary alignments (0-based, end exclusive)."""
         amap, buf = self._aligner.map, self._buf
+        first = len(out)
         for name, seq, idx in zip(names, seqs, read_index, strict=True):
             hits = [h for h in amap(seq, buf=buf) if h.is_primary] if seq else []
-            self._emit(
-                out,
-                stats,
-                spans,
-                (name, 1, idx, len(seq)),
-                hits,
-                primary=0,
-                mate_hit=None,
-                paired=False,
-                proper=False,
-            )
+            _emit(out.values, stats, (name, 1, idx, len(seq)), hits, 0, None, 0, False)
+        _collect_spans(out, first, spans)
 
     def align_pairs(
         self,
@@ -199,122 +255,165 @@ class ReadAligner:
         *,
         out: AlignmentColumns,
         stats: tuple[AlignStats, AlignStats],
-        spans: list[tuple[str, int, int]],
+        spans: list[tuple[str, int, int]] | None = None,
     ) -> None:
-        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags)."""
+        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags).
+
+        Most pairs give exactly one hit per mate, mate 1's first (mappy returns mate 1's hits, then
+        mate 2's): that case is written inline, with the counts kept in locals; anything else (an
+        unmapped mate, supplementary or secondary hits, an empty mate) goes through :func:`_emit`.
+        """
         amap, buf, frag = self._aligner.map, self._buf, self.max_frag_len
+        values = out.values
+        extend = values.extend
+        first = len(out)
+        both = proper_pairs = mapq1 = mapq2 = 0
         for name, s1, s2, idx in zip(names, seqs1, seqs2, read_index, strict=True):
+            l1, l2 = len(s1), len(s2)
+            hits = list(amap(s1, s2, buf=buf)) if l1 and l2 else []
+            if len(hits) == 2:
+                done = _one_hit_each(extend, (name, idx, l1, l2), hits, frag)
+                if done is not None:
+                    both += 1
+                    proper_pairs += done[0]
+                    mapq1 += done[1]
+                    mapq2 += done[2]
+                    continue
             h1: list[Any] = []
             h2: list[Any] = []
-            if s1 and s2:
-                for h in amap(s1, s2, buf=buf):
+            if l1 and l2:
+                for h in hits:
                     if h.is_primary:
                         (h1 if h.read_num == 1 else h2).append(h)
-            elif s1 or s2:  # one empty mate: the other is aligned alone (as minimap2 does)
+            elif l1 or l2:  # one empty mate: the other is aligned alone (as minimap2 does)
                 for h in amap(s1 or s2, buf=buf):
                     if h.is_primary:
-                        (h1 if s1 else h2).append(h)
-            max_gap = max(frag - len(s1) - len(s2), SR_MAX_GAP)
-            p1, p2, proper = self._pair_primaries(h1, h2, max_gap)
+                        (h1 if l1 else h2).append(h)
+            p1, p2, pp = _pair_primaries(h1, h2, max(frag - l1 - l2, SR_MAX_GAP))
             m1 = h1[p1] if h1 else None
             m2 = h2[p2] if h2 else None
-            self._emit(
-                out,
-                stats[0],
-                spans,
-                (name, 1, idx, len(s1)),
-                h1,
-                primary=p1,
-                mate_hit=m2,
-                paired=True,
-                proper=proper,
-            )
-            self._emit(
-                out,
-                stats[1],
-                spans,
-                (name, 2, idx, len(s2)),
-                h2,
-                primary=p2,
-                mate_hit=m1,
-                paired=True,
-                proper=proper,
-                revcomp_query=bool(s1),
-            )
+            _emit(values, stats[0], (name, 1, idx, l1), h1, p1, m2, 0x41, pp)
+            _emit(values, stats[1], (name, 2, idx, l2), h2, p2, m1, 0x81, pp, revcomp_query=bool(l1))
+        for st, q in ((stats[0], mapq1), (stats[1], mapq2)):
+            st.mapped_reads += both
+            st.properly_paired += proper_pairs
+            st.mapq_sum += q
+        _collect_spans(out, first, spans)
 
-    @staticmethod
-    def _pair_primaries(h1: list[Any], h2: list[Any], max_gap: int) -> tuple[int, int, bool]:
-        """Which hit of each mate is the SAM primary, as ``mm_pair`` decides: the best-scoring pair
-        of hits in proper geometry whose score is within ``PE_BONUS`` of the two best single
-        scores; without one, each mate's first (best) hit and no proper pair."""
-        if not h1 or not h2:
-            return 0, 0, False
-        if len(h1) == len(h2) == 1:  # the usual case: the pair's score is the best, so only geometry decides
-            return 0, 0, _proper(h1[0], h2[0], max_gap)
-        s1 = [_dp_score(h) for h in h1]
-        s2 = [_dp_score(h) for h in h2]
-        threshold = max(s1) + max(s2) - PE_BONUS
-        best: tuple[int, int, int] | None = None
-        for i, a in enumerate(h1):
-            for j, b in enumerate(h2):
-                score = s1[i] + s2[j]
-                if score >= threshold and (best is None or score > best[0]) and _proper(a, b, max_gap):
-                    best = (score, i, j)
-        if best is None:
-            return 0, 0, False
-        return best[1], best[2], True
+def _cigar_ops(cigar: list[list[int]]) -> str:
+    """mappy's ``cigar`` as a string (its ``cigar_str`` builds one through a lambda per operation)."""
+    if len(cigar) == 1:
+        n, op = cigar[0]
+        return f"{n}{_CIGAR_OPS[op]}"
+    return "".join([f"{n}{_CIGAR_OPS[op]}" for n, op in cigar])
 
-    @staticmethod
-    def _emit(
-        out: AlignmentColumns,
-        stats: AlignStats,
-        spans: list[tuple[str, int, int]],
-        read: _Read,
-        hits: list[Any],
-        *,
-        primary: int,
-        mate_hit: Any,
-        paired: bool,
-        proper: bool,
-        revcomp_query: bool = False,
-    ) -> None:
-        name, mate, idx, read_len = read
-        base = 0
-        if paired:
-            base = 0x1 | (0x40 if mate == 1 else 0x80)
-            if mate_hit is None:
-                base |= 0x8
-            elif mate_hit.strand < 0:
-                base |= 0x20
-        rows = out.rows
-        if not hits:
-            rows.append((mate, name, idx, base | 0x4, None, None, None, None, None, None, None, True, read_len))
-            return
-        stats.mapped_reads += 1
-        stats.mapq_sum += int(hits[primary].mapq)
-        if proper:
-            stats.properly_paired += 1
-            base |= 0x2
-        for k, h in enumerate(hits):
-            rev = h.strand < 0
-            rows.append(
-                (
-                    mate,
-                    name,
-                    idx,
-                    base | (0x10 if rev else 0) | (0 if k == primary else 0x800),
-                    h.ctg,
-                    h.r_st + 1,
-                    h.r_en,
-                    "-" if rev else "+",
-                    h.mapq,
-                    _cigar(h, read_len, revcomp_query),
-                    h.NM,
-                    k == primary,
-                    read_len,
-                )
+
+def _one_hit_each(
+    extend: Callable[[tuple[Any, ...]], None], read: tuple[str, int, int, int], hits: list[Any], frag: int
+) -> tuple[bool, int, int] | None:
+    """The rows of a pair whose two hits are one primary per mate (mate 1's first), or None when the
+    hits are anything else; returns (proper pair, MAPQ 1, MAPQ 2). The general case is :func:`_emit`
+    after :func:`_pair_primaries`; this is the same, inline, for the pairs that need no choice."""
+    a, b = hits
+    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary):
+        return None
+    name, idx, l1, l2 = read
+    ctg, a_st, a_en, a_rev = a.ctg, a.r_st, a.r_en, a.strand < 0
+    b_st, b_en, b_rev = b.r_st, b.r_en, b.strand < 0
+    proper = False
+    if a_rev != b_rev and ctg == b.ctg:  # _proper: the forward hit leftmost, the reverse one near
+        gap = max(frag - l1 - l2, SR_MAX_GAP)
+        proper = (a_st >= b_st and a_st - b_en <= gap) if a_rev else (b_st >= a_st and b_st - a_en <= gap)
+    flag = 0x3 if proper else 0x1
+    qa, qb = a.mapq, b.mapq
+    # soft clips (_cigar): mate 2 was aligned reverse-complemented, so its clips swap on "+"
+    left, right = (l1 - a.q_en, a.q_st) if a_rev else (a.q_st, l1 - a.q_en)
+    cig1 = _cigar_ops(a.cigar)
+    if left or right:
+        cig1 = (f"{left}S" if left else "") + cig1 + (f"{right}S" if right else "")
+    left, right = (b.q_st, l2 - b.q_en) if b_rev else (l2 - b.q_en, b.q_st)
+    cig2 = _cigar_ops(b.cigar)
+    if left or right:
+        cig2 = (f"{left}S" if left else "") + cig2 + (f"{right}S" if right else "")
+    extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), ctg, a_st, a_en, qa, cig1,
+            a.NM, l1,
+            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b.ctg, b_st, b_en, qb, cig2,
+            b.NM, l2))
+    return proper, qa, qb
+
+
+def _pair_primaries(h1: list[Any], h2: list[Any], max_gap: int) -> tuple[int, int, bool]:
+    """Which hit of each mate is the SAM primary, as ``mm_pair`` decides: the best-scoring pair
+    of hits in proper geometry whose score is within ``PE_BONUS`` of the two best single
+    scores; without one, each mate's first (best) hit and no proper pair."""
+    if not h1 or not h2:
+        return 0, 0, False
+    if len(h1) == len(h2) == 1:  # the usual case: the pair's score is the best, so only geometry decides
+        return 0, 0, _proper(h1[0], h2[0], max_gap)
+    s1 = [_dp_score(h) for h in h1]
+    s2 = [_dp_score(h) for h in h2]
+    threshold = max(s1) + max(s2) - PE_BONUS
+    best: tuple[int, int, int] | None = None
+    for i, a in enumerate(h1):
+        for j, b in enumerate(h2):
+            score = s1[i] + s2[j]
+            if score >= threshold and (best is None or score > best[0]) and _proper(a, b, max_gap):
+                best = (score, i, j)
+    if best is None:
+        return 0, 0, False
+    return best[1], best[2], True
+
+
+def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
+    values: list[Any],
+    stats: AlignStats,
+    read: _Read,
+    hits: list[Any],
+    primary: int,
+    mate_hit: Any,
+    base: int,
+    proper: bool,
+    revcomp_query: bool = False,
+) -> None:
+    """Rows of one read (the general case): ``base`` holds 0x1 and 0x40 / 0x80 for a mate of a pair
+    (0 for single-end reads), ``mate_hit`` the mate's SAM primary (None: the mate is unmapped)."""
+    name, mate, idx, read_len = read
+    if base:
+        if mate_hit is None:
+            base |= 0x8
+        elif mate_hit.strand < 0:
+            base |= 0x20
+    if not hits:
+        values.extend((mate, name, idx, base | 0x4, None, None, None, None, None, None, read_len))
+        return
+    stats.mapped_reads += 1
+    stats.mapq_sum += int(hits[primary].mapq)
+    if proper:
+        stats.properly_paired += 1
+        base |= 0x2
+    for k, h in enumerate(hits):
+        rev = h.strand < 0
+        values.extend(
+            (
+                mate,
+                name,
+                idx,
+                base | (0x10 if rev else 0) | (0 if k == primary else 0x800),
+                h.ctg,
+                h.r_st,
+                h.r_en,
+                h.mapq,
+                _cigar(h, read_len, revcomp_query),
+                h.NM,
+                read_len,
             )
-            spans.append((h.ctg, h.r_st, h.r_en))
+        )
+
+
+def _collect_spans(out: AlignmentColumns, first: int, spans: list[tuple[str, int, int]] | None) -> None:
+    if spans is not None:
+        c = {name: out.values[first * _WIDTH + k :: _WIDTH] for k, name in enumerate(_STORED)}
+        spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end"], strict=True) if g is not None)
 
 
 # -- the reference index ------------------------------------------------------------------------

@@ -103,6 +103,11 @@ class CoverageAccumulator:
         for ctg, (s_list, e_list) in by_contig.items():
             self.contigs[ctg].add(np.asarray(s_list, dtype=np.int64), np.asarray(e_list, dtype=np.int64))
 
+    def add_intervals(self, contig: str, starts: I64, ends: I64) -> None:
+        """Add alignment spans of one contig given as arrays (0-based starts, exclusive ends)."""
+        if len(starts):
+            self.contigs[contig].add(starts, ends)
+
     @property
     def reference_length(self) -> int:
         return sum(c.length for c in self.contigs.values())

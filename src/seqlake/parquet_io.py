@@ -79,7 +79,10 @@ class PartWriter:
 
     def write(self, columns: Mapping[str, Sequence[Any]]) -> None:
         """Add rows; they are held as Arrow (compact) until a whole row group can be written."""
-        table = to_arrow(self.table_name, columns, self.schema)
+        self.write_arrow(to_arrow(self.table_name, columns, self.schema))
+
+    def write_arrow(self, table: pa.Table) -> None:
+        """Add rows given as an Arrow table with this part's schema."""
         if table.num_rows:
             self._pending.append(table)
             self._pending_rows += table.num_rows

@@ -26,6 +26,7 @@ from seqlake.plan import InputFile, Plan, Span
 
 #: target size of one chunk of plain FASTQ
 CHUNK_BYTES = 2 << 20
+_NL = 10
 
 
 @dataclass(frozen=True)
@@ -39,19 +40,42 @@ class Chunk:
     relative: bool = False
 
 
+def _newlines(data: bytes, end: int | None = None) -> int:
+    """Newlines in ``data[:end]``: numpy compares at ~6 GB/s where ``bytes.count`` manages ~1.7."""
+    view = np.frombuffer(data, dtype=np.uint8, count=len(data) if end is None else min(end, len(data)))
+    return int(np.count_nonzero(view == _NL))
+
+
 def _count_records(data: bytes) -> int:
-    lines = data.count(b"\n")
+    lines = _newlines(data)
     if data and not data.endswith(b"\n"):
         lines += 1
     return (lines + 3) // 4
 
 
-def _cut_after_records(data: bytes, n: int) -> int:
-    """Offset just after the ``n``-th record of ``data`` (which has more than ``n`` records)."""
+def _after_newline(data: bytes, k: int, p: int, before: int) -> int:
+    """Offset just after the ``k``-th newline of ``data`` (it has at least ``k``), walking with
+    ``find`` / ``rfind`` (memchr speed) from offset ``p``, before which ``data`` has ``before`` newlines."""
+    if k <= 0:
+        return 0
+    if before < k:
+        for _ in range(k - before):
+            p = data.index(b"\n", p) + 1
+        return p
+    for _ in range(before - k + 1):
+        p = data.rindex(b"\n", 0, p)
+    return p + 1
+
+
+def _cut_after_records(data: bytes, n: int, total: int | None = None) -> int:
+    """Offset just after the ``n``-th record of ``data`` (which has at least ``n`` records;
+    ``total``: its newline count, when known). Records are of similar sizes: from a proportional
+    estimate, the record's last newline is a few ``find`` calls away."""
     if n <= 0:
         return 0
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-    return int(newlines[4 * n - 1]) + 1
+    total = _newlines(data) if total is None else total
+    p = len(data) * 4 * n // total
+    return _after_newline(data, 4 * n, p, _newlines(data, p))
 
 
 class _SpanReader:
@@ -99,37 +123,44 @@ class _SpanReader:
             max_records = self._left_records if max_records is None else min(max_records, self._left_records)
         if max_records == 0:
             return b"", 0
+        return self._take(by_size, max_records or 0, target)
+
+    def _take(self, by_size: bool, max_records: int, target: int) -> tuple[bytes, int]:
+        """:meth:`take` after its checks: ``max_records`` 0 means no cap (by size only)."""
         want = target
         while True:
             self._fill(want)
             buf = self._buf
-            n: int | None = None
             if by_size and len(buf) >= target:
-                # the records that end within the target; a longer record alone (when it is whole)
-                n = buf.count(b"\n", 0, target) // 4 or (1 if buf.count(b"\n") >= 4 else 0)
-                if max_records is not None:
-                    n = min(n, max_records)
+                # the records that end within the target (the usual case)
+                in_target = _newlines(buf, target)
+                n = in_target // 4
+                if max_records and n > max_records:
+                    return self._cut(_cut_after_records(buf, max_records), max_records)
                 if n:
-                    cut = _cut_after_records(buf, n)
-            if not n:
-                full = buf.count(b"\n") // 4
-                if max_records is not None and full >= max_records:
-                    cut = _cut_after_records(buf, max_records)
-                    n = max_records
-                elif self._eof:
-                    cut, n = len(buf), _count_records(buf)
-                    if self._left_records is not None and n < self._left_records:
-                        # the planner counted these records and the file is unchanged: a short read is an
-                        # I/O failure (retryable), not bad input
-                        raise OSError(f"{self._path}: the data ended {self._left_records - n} records before "
-                                      "the shard's planned end")
-                else:
-                    want = max(2 * want, len(buf) + (1 << 16))
-                    continue
-            data, self._buf = buf[:cut], buf[cut:]
-            if self._left_records is not None:
-                self._left_records -= n
-            return data, n
+                    return self._cut(_after_newline(buf, 4 * n, target, in_target), n)
+                lines = _newlines(buf)
+                if lines >= 4:  # a record longer than the target comes alone
+                    return self._cut(_cut_after_records(buf, 1, lines), 1)
+            else:
+                lines = _newlines(buf)
+                if max_records and lines >= 4 * max_records:
+                    return self._cut(_cut_after_records(buf, max_records, lines), max_records)
+            if self._eof:
+                n = _count_records(buf)
+                if self._left_records is not None and n < self._left_records:
+                    # the planner counted these records and the file is unchanged: a short read is an
+                    # I/O failure (retryable), not bad input
+                    raise OSError(f"{self._path}: the data ended {self._left_records - n} records before "
+                                  "the shard's planned end")
+                return self._cut(len(buf), n)
+            want = max(2 * want, len(buf) + (1 << 16))
+
+    def _cut(self, cut: int, n: int) -> tuple[bytes, int]:
+        data, self._buf = self._buf[:cut], self._buf[cut:]
+        if self._left_records is not None:
+            self._left_records -= n
+        return data, n
 
 
 def _check_unchanged(inp: InputFile) -> None:

@@ -18,18 +18,20 @@ so that QC after trimming is a view into the raw chunk (see :mod:`seqlake.qc`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import numpy.typing as npt
-from cutadapt.adapters import BackAdapter, MultipleAdapters
+from cutadapt.adapters import BackAdapter
 from cutadapt.qualtrim import quality_trim_index
 
 from seqlake.params import Params
 from seqlake.qc import iter_file_chunks, parse_chunk
 
 I64 = npt.NDArray[np.int64]
+#: what cutadapt's ``Aligner.locate`` returns: adapter start, stop, read start, stop, score, errors
+_Alignment = tuple[int, int, int, int, int, int]
 
 
 class QualityTrimmer:
@@ -56,12 +58,14 @@ class AdapterTrimmer:
         self.sequences = tuple(adapters)
         self.max_error_rate = max_error_rate
         self.min_overlap = min_overlap
-        self._adapters = MultipleAdapters(
-            [
-                BackAdapter(a, max_errors=max_error_rate, min_overlap=min_overlap, name=f"adapter{i + 1}")
-                for i, a in enumerate(self.sequences)
-            ]
-        )
+        back = [
+            BackAdapter(a, max_errors=max_error_rate, min_overlap=min_overlap, name=f"adapter{i + 1}")
+            for i, a in enumerate(self.sequences)
+        ]
+        #: per adapter, its compiled k-mer prefilter and aligner: what ``BackAdapter.match_to`` calls
+        self._finders: list[tuple[Callable[[str], bool], Callable[[str], _Alignment | None]]] = [
+            (ad.kmer_finder.kmers_present, ad.aligner.locate) for ad in back
+        ]
 
     def __repr__(self) -> str:
         return (
@@ -70,11 +74,23 @@ class AdapterTrimmer:
         )
 
     def __call__(self, sequence: str) -> int | None:
-        """Where the adapter starts in ``sequence`` (the read is cut there), or None."""
-        match = self._adapters.match_to(sequence)
-        if match is None:
-            return None
-        return int(match.remainder_interval()[1])
+        """Where the adapter starts in ``sequence`` (the read is cut there), or None.
+
+        ``MultipleAdapters.match_to`` of ``BackAdapter``s without their Python layers (cutadapt
+        ``adapters.py``): per adapter, the k-mer prefilter, then the aligner's ``locate``, which
+        returns (adapter start, adapter stop, read start, read stop, score, errors); the best match
+        has the highest score, then the fewest errors (the first adapter on a tie); a 3' match
+        keeps the read up to its start (``RemoveAfterMatch.remainder_interval``).
+        """
+        best: _Alignment | None = None
+        for present, locate in self._finders:
+            if present(sequence):
+                aln = locate(sequence)
+                if aln is not None and (
+                    best is None or aln[4] > best[4] or (aln[4] == best[4] and aln[5] < best[5])
+                ):
+                    best = aln
+        return None if best is None else best[2]
 
 
 class MinimumLengthFilter:
@@ -121,6 +137,8 @@ class MateTrim:
     adapter_hits: int
     bases_quality: int
     bases_adapter: int
+    #: the trimmed sequences (``sequence[start:stop]`` of each read)
+    sequences: list[str] = field(default_factory=list)
 
     @property
     def length(self) -> I64:
@@ -146,33 +164,38 @@ class Trimmer:
         return f"Trimmer([{self.quality!r}, {self.adapters!r}, {self.min_length!r}])"
 
     def trim_mate(self, sequences: Sequence[str], qualities: Sequence[str]) -> MateTrim:
-        """Quality then adapter trimming of each read (one Python call per step and read; the
-        per-base work runs in cutadapt's C code)."""
+        """Quality then adapter trimming of each read (one compiled call per step and read: the
+        per-base work runs in cutadapt's C code; the loop around them is kept minimal)."""
         n = len(sequences)
-        start = np.zeros(n, dtype=np.int64)
-        stop = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
         if not self.enabled:
-            return MateTrim(start, stop, 0, 0, 0)
-        raw_len = stop.copy()
-        quality, adapters = self.quality, self.adapters
-        hits = 0
-        adapter_bases = 0
+            start = np.zeros(n, dtype=np.int64)
+            stop = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
+            return MateTrim(start, stop, 0, 0, 0, list(sequences))
+        qtrim, front, back, base = quality_trim_index, self.quality.cutoff_front, self.quality.cutoff_back, \
+            self.quality.base
+        match = self.adapters
+        hits = adapter_bases = raw_bases = 0
         starts: list[int] = []
         stops: list[int] = []
+        trimmed: list[str] = []
         for seq, qual in zip(sequences, qualities, strict=True):
-            a, b = quality(qual)
-            if adapters is not None and b > a:
-                cut = adapters(seq[a:b])
+            a, b = qtrim(qual, front, back, base)
+            raw_bases += len(seq)
+            sub = seq[a:b]
+            if match is not None and b > a:
+                cut = match(sub)
                 if cut is not None:
                     hits += 1
                     adapter_bases += b - a - cut
                     b = a + cut
+                    sub = sub[:cut]
             starts.append(a)
             stops.append(b)
+            trimmed.append(sub)
         start = np.asarray(starts, dtype=np.int64).reshape(n)
         stop = np.asarray(stops, dtype=np.int64).reshape(n)
         kept = int((stop - start).sum())
-        return MateTrim(start, stop, hits, int(raw_len.sum()) - kept - adapter_bases, adapter_bases)
+        return MateTrim(start, stop, hits, raw_bases - kept - adapter_bases, adapter_bases, trimmed)
 
     def filter(self, mates: Sequence[MateTrim]) -> npt.NDArray[np.bool_]:
         """Reads (pairs) kept by the minimum length filter (all of them when trimming is off)."""

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, AlignStats, ReadAligner, resolve_reference
+from seqlake.align import AlignmentColumns, AlignStats, ReadAligner, alignment_spans, resolve_reference
 from seqlake.coverage import CoverageAccumulator
 from seqlake.errors import BadInputError
 from seqlake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
@@ -119,6 +119,8 @@ def split_chunks(chunks: tuple[Chunk, ...], target: int = SPLIT_BYTES) -> Iterat
 
 def _mate_names_match(n1: list[str], n2: list[str]) -> int | None:
     """Index of the first pair whose names differ (ignoring a /1, /2 suffix), or None."""
+    if n1 == n2:  # the usual case, compared in C
+        return None
     for i, (a, b) in enumerate(zip(n1, n2, strict=True)):
         if a != b and not (a[-2:] in ("/1", "/2") and b[-2:] in ("/1", "/2") and a[:-2] == b[:-2]):
             return i
@@ -177,50 +179,41 @@ class _ShardRun:
         self._trim_align(recs, names, chunks[0].first_record)
 
     def _trim_align(self, recs: list[ChunkRecords], names: list[str], first_record: int) -> None:
-        seqs = [r.sequences() for r in recs]
-        trims = [self.trimmer.trim_mate(s, r.qualities()) for s, r in zip(seqs, recs, strict=True)]
+        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
         for m, r, t in zip(self.mates, recs, trims, strict=True):
             add_stats(self.trim_stats[m], t, keep)
             start = t.start[keep]
             self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
-        if self.aligner is None or self.coverage is None:
+        if self.aligner is None:
             return
-        kept = np.flatnonzero(keep).tolist()
-        trimmed = [
-            [s[a:b] for s, a, b in zip(ss, t.start.tolist(), t.stop.tolist(), strict=True)]
-            for ss, t in zip(seqs, trims, strict=True)
-        ]
-        kept_names = [names[i] for i in kept]
-        index = [first_record + i for i in kept]
-        spans: list[tuple[str, int, int]] = []
+        index: Sequence[int]
+        if keep.all():
+            kept_names, index = names, range(first_record, first_record + len(names))
+            seqs = [t.sequences for t in trims]
+        else:
+            kept = np.flatnonzero(keep).tolist()
+            kept_names = [names[i] for i in kept]
+            index = [first_record + i for i in kept]
+            seqs = [[t.sequences[i] for i in kept] for t in trims]
         if len(recs) == 2:
             self.aligner.align_pairs(
-                kept_names,
-                [trimmed[0][i] for i in kept],
-                [trimmed[1][i] for i in kept],
-                index,
-                out=self.pending,
-                stats=(self.align_stats[1], self.align_stats[2]),
-                spans=spans,
+                kept_names, seqs[0], seqs[1], index, out=self.pending, stats=(self.align_stats[1], self.align_stats[2])
             )
         else:
             self.aligner.align_single(
-                kept_names,
-                [trimmed[0][i] for i in kept],
-                index,
-                out=self.pending,
-                stats=self.align_stats[self.mates[0]],
-                spans=spans,
+                kept_names, seqs[0], index, out=self.pending, stats=self.align_stats[self.mates[0]]
             )
-        self.coverage.add_spans(spans)
         self._flush()
 
     def _flush(self, final: bool = False) -> None:
+        """Pending alignment rows -> one Arrow batch -> the coverage bins and the Parquet part."""
         if len(self.pending) >= ALIGN_BATCH_ROWS or (final and len(self.pending)):
-            cols: dict[str, Any] = self.pending.as_dict()
-            cols["sample"] = [self.sample] * len(self.pending)
-            self.alignments.write(cols)
+            table = self.pending.to_arrow(self.sample, self.alignments.schema)
+            if self.coverage is not None:
+                for contig, starts, ends in alignment_spans(table):
+                    self.coverage.add_intervals(contig, starts, ends)
+            self.alignments.write_arrow(table)
             self.pending = AlignmentColumns()
 
     # -- the per-shard tables ------------------------------------------------------------------

@@ -206,3 +206,20 @@ def test_quartiles_and_n50_follow_seqkit() -> None:
     # seqkit: Q1 = median of the lower (n+1)/2 = 1 3 5 -> 3; Q3 = median of 5 7 9 -> 7
     assert qc.length_quartiles(odd) == (3.0, 5.0, 7.0)
     assert qc.n50(odd) == 7
+
+
+def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> None:
+    """``names()`` equals ``header.split(None, 1)[0]`` (SAM's QNAME), also for tabs, latin-1 spaces,
+    leading whitespace, CRLF and headers with no description."""
+    headers = [b"r1", b"r2 desc", b"r3\tx y", b"r4\x1cz", b"r5\xa0w", b" lead name", b"\t", b"r8  ", b"r9\x85q"]
+    data = b"".join(b"@%s\r\nAC\r\n+\r\nII\r\n" % h if i % 2 else b"@%s\nAC\n+\nII\n" % h for i, h in enumerate(headers))
+    recs = qc.parse_chunk(data, "names.fastq")
+    expected = [(h.decode("latin-1").split(None, 1) or [""])[0] for h in headers]
+    assert recs.names() == expected
+    assert expected[5] == "lead" and expected[6] == ""
+    with dnaio.open(miseq[0]) as reader:
+        real = [r.name.split(None, 1)[0] for r in reader]
+    got: list[str] = []
+    for chunk in qc.iter_file_chunks(str(miseq[0])):
+        got += qc.parse_chunk(chunk, "R1").names()
+    assert got == real

@@ -148,3 +148,49 @@ def test_steps_have_precise_reprs() -> None:
 def test_trim_file_counts(shared_data: Path) -> None:
     stats = trim.trim_file(str(shared_data / "extra" / "cutadapt_illumina_adapters.fastq.gz"))
     assert (stats.reads_adapter_trimmed, stats.bases_quality_trimmed, stats.reads_too_short) == (6, 434, 3)
+
+
+def test_adapter_matching_equals_cutadapt_multiple_adapters() -> None:
+    """The inlined matcher equals cutadapt's ``MultipleAdapters.match_to`` (best score, then fewest
+    errors, first adapter on ties) on reads holding either adapter, mutated, partial or absent."""
+    from cutadapt.adapters import BackAdapter, MultipleAdapters
+
+    params = Params()
+    ours = trim.AdapterTrimmer(params.adapters, params.adapter_max_error_rate, params.adapter_min_overlap)
+    theirs = MultipleAdapters(
+        [BackAdapter(a, max_errors=0.1, min_overlap=3, name=f"a{i}") for i, a in enumerate(params.adapters)]
+    )
+    rng = np.random.default_rng(7)
+    bases = np.array(list("ACGT"))
+    found = 0
+    for i in range(3000):
+        read = list(bases[rng.integers(0, 4, int(rng.integers(0, 80)))])
+        kind = i % 4
+        if kind < 3:  # one adapter (or both, the second after the first), cut short at random
+            for a in params.adapters[: 1 + (kind == 2)][:: -1 if i % 8 < 4 else 1]:
+                ad = list(a)
+                for _ in range(int(rng.integers(0, 3))):  # mismatches, insertions, deletions
+                    p = int(rng.integers(0, len(ad)))
+                    op = int(rng.integers(0, 3))
+                    if op == 0:
+                        ad[p] = str(bases[rng.integers(0, 4)])
+                    elif op == 1:
+                        ad.insert(p, str(bases[rng.integers(0, 4)]))
+                    else:
+                        del ad[p]
+                read += ad[: int(rng.integers(1, len(ad) + 1))]
+        seq = "".join(read)
+        match = theirs.match_to(seq)
+        expected = None if match is None else match.remainder_interval()[1]
+        assert ours(seq) == expected, seq
+        found += expected is not None
+    assert found > 1500
+
+
+def test_trimmed_sequences_are_the_kept_intervals(miseq: tuple[Path, Path]) -> None:
+    trimmer = trim.Trimmer(Params())
+    recs = _records(miseq[1])[0]
+    seqs = recs.sequences()
+    t = trimmer.trim_mate(seqs, recs.qualities())
+    assert t.sequences == [s[a:b] for s, a, b in zip(seqs, t.start.tolist(), t.stop.tolist(), strict=True)]
+    assert t.adapter_hits > 0 and t.bases_quality > 0

@@ -30,7 +30,7 @@ from seqlake.localcloud.state import StateDir, md5_file
     [
         ("reads_R1.fastq.gz", "reads"),
         ("x_1.fq", "x"),
-        ("S1_L001_R2_001.fastq.gz", "S1_L001"),
+        ("S1_L001_R2_001.fastq.gz", "S1"),
         ("single.fastq", "single"),
         ("odd name!.fq.gz", "odd-name"),
     ],

@@ -15,5 +15,5 @@ def test_target_input() -> None:
     assert target_input({"Arn": "a"}, EVENT) == EVENT
     assert target_input({"Arn": "a", "Input": '{"fixed": 1}'}, EVENT) == {"fixed": 1}
     assert target_input({"Arn": "a", "InputPath": "$.detail.object"}, EVENT) == EVENT["detail"]["object"]
-    transformer = {"InputPathsMap": {"k": "$.detail.object.key"}, "InputTemplate": '{"key": <k>}'}
+    transformer = {"InputPathsMap": {"k": "$.detail.object.key"}, "InputTemplate": '{"key": "<k>"}'}
     assert target_input({"Arn": "a", "InputTransformer": transformer}, EVENT) == {"key": "incoming/x.fastq.gz"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
@@ -29,7 +30,7 @@ def _runner(tmp_path: Path, who: dict[str, str], timeout: int = 30) -> LambdaRun
     specs = {n: FunctionSpec(n, code, "app.handler", {"WHO": w}, timeout=timeout) for n, w in who.items()}
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     runner = LambdaRunner(specs, env, tmp_path / "logs")
-    runner.start()
+    runner.prestart()
     return runner
 
 
@@ -78,3 +79,21 @@ def test_errors_timeouts_and_configuration_updates(tmp_path: Path) -> None:
     finally:
         runner.close()
     assert len(list((tmp_path / "logs" / "lambda" / "a").iterdir())) >= 3
+
+
+def test_failed_async_event_is_retried_twice_then_dead_lettered(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, {"a": "alpha"})
+    runner.functions["a"] = FunctionSpec(
+        "a", runner.functions["a"].code_dir, "app.handler", {"WHO": "alpha"}, dead_letter_arn="arn:aws:sqs:r:1:dlq"
+    )
+    letters: list[tuple[str, bytes, dict[str, str]]] = []
+    runner.dead_letter = lambda spec, event, error: letters.append((spec.name, event, json.loads(error)))
+    try:
+        assert runner(name="a", payload=b'{"fail": "k"}', is_async=True) == (b"", False)
+        deadline = time.monotonic() + 60
+        while runner.pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.close()
+    assert [(n, failed) for n, failed, _ in runner.invocations] == [("a", True)] * 3
+    assert [(n, e, err["errorType"]) for n, e, err in letters] == [("a", b'{"fail": "k"}', "KeyError")]

@@ -28,7 +28,7 @@ def _put(cloud: Any, key: str, body: bytes) -> None:
     cloud.client("s3").put_object(Bucket=cloud.bucket, Key=key, Body=body)
 
 
-def test_s3_ranged_get_reads_only_the_range(fixture_cloud: Any) -> None:
+def test_s3_ranged_get_reads_only_the_range(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     body = bytes(range(256)) * 4096  # 1 MiB, every offset distinguishable modulo 256
     _put(fixture_cloud, "data/blob.bin", body)
     s3 = fixture_cloud.client("s3")
@@ -37,7 +37,17 @@ def test_s3_ranged_get_reads_only_the_range(fixture_cloud: Any) -> None:
         r = s3.get_object(Bucket=fixture_cloud.bucket, Key="data/blob.bin", Range=rng)
         return r["Body"].read(), r.get("ContentRange", "")
 
+    sliced: list[tuple[int, int]] = []
+    original = patches._KeyView.__getitem__
+
+    def counting(view: Any, s: slice) -> bytes:
+        data: bytes = original(view, s)
+        sliced.append((s.start, len(data)))
+        return data
+
+    monkeypatch.setattr(patches._KeyView, "__getitem__", counting)
     assert get("bytes=1000-1999") == (body[1000:2000], f"bytes 1000-1999/{len(body)}")
+    assert sliced == [(1000, 1000)]  # the server read 1000 bytes of the buffer, not the 1 MiB object
     assert get("bytes=-10")[0] == body[-10:]
     assert get(f"bytes={len(body) - 5}-")[0] == body[-5:]
     assert get("bytes=0-1,5-6")[0] == body  # multi-range: S3 (and moto) answer with the whole object
@@ -99,6 +109,7 @@ def test_batch_submit_runs_children_and_refuses_array_of_one(fixture_cloud: Any)
 def test_event_rule_delivers_only_matching_uploads(fixture_cloud: Any) -> None:
     sfn = fixture_cloud.client("stepfunctions")
     before = {e["name"] for e in sfn.list_executions(stateMachineArn=fixture_cloud.state_machine_arn)["executions"]}
+    fixture_cloud.prewarm()
     _put(fixture_cloud, "other/x.txt", b"2\na\n")  # wrong prefix
     _put(fixture_cloud, "incoming/x.csv", b"2\na\n")  # wrong suffix
     _put(fixture_cloud, "incoming/evt.txt", b"2\na b\nc\n")  # matches incoming/*.txt
@@ -110,6 +121,7 @@ def test_event_rule_delivers_only_matching_uploads(fixture_cloud: Any) -> None:
 
 def test_sfn_batch_sync_integration_and_athena(fixture_cloud: Any) -> None:
     # the Fanout state is batch:submitJob.sync: it fails with States.Runtime without the normalisation patch
+    fixture_cloud.prewarm()
     _put(fixture_cloud, "incoming/sync.txt", b"3\none two\nthree\nfour five six\n")
     (run,) = [e for e in fixture_cloud.wait(timeout=120) if e.name == "sync"]
     assert run.status == "SUCCEEDED", run.cause

@@ -43,6 +43,10 @@ class ChildJob:
     @classmethod
     def from_description(cls, job: dict[str, Any]) -> ChildJob:
         index = get(job, "arrayProperties", "index")
+        if index is None:
+            # an array child's id is "<array job id>:<index>" (moto omits arrayProperties.index)
+            tail = str(get(job, "jobId") or "").rpartition(":")[2]
+            index = int(tail) if ":" in str(get(job, "jobId") or "") and tail.isdigit() else None
         attempts = get(job, "attempts") or []
         last = attempts[-1] if attempts else {}
         container = get(job, "container") or {}

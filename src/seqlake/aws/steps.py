@@ -9,10 +9,14 @@ Each is one function over plain data, called by a thin handler in ``functions/<n
   state machine calls this step again, which then finds the plan and returns it (idempotent).
 - :func:`commit_step`: merge (:func:`seqlake.merge.merge_run`) -> ``status.json`` and the ``runs``
   row -> Glue partitions, last. If registering fails halfway, the partitions already made are
-  removed again, so a reader sees all of a run or none of it.
+  removed again, so a reader sees all of a run or none of it. A commit that dies without unwinding
+  (a timeout, memory) is unwound by :func:`record_failure`.
 - :func:`record_failure`: which step, which shard, why (the worker's one-line error from
   ``_errors/shard=NNNNN.json``, else the job's reasons and the last log line), which log stream;
-  written to ``status.json`` and the ``runs`` table. Never a partition in the result tables.
+  written to ``status.json`` and the ``runs`` table. Never a partition in the result tables: after a
+  commit that died halfway it removes the ones that commit registered.
+
+Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.aws.faults`) makes the commit die halfway.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqlake import storage
-from seqlake.aws import batch_info, catalog, clients
+from seqlake.aws import batch_info, catalog, clients, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest
@@ -152,7 +156,9 @@ def commit_step(request: RunRequest, plan: dict[str, Any], batch: dict[str, Any]
     status.partitions = [*RESULT_TABLES, RUNS.name]
     write_status(status)
     write_runs_row(status)
-    register_all_or_none(database, request.bucket, request.run_id, status.partitions)
+    fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
+    crash_after = fault.number("after_partitions", 0) if fault is not None else None
+    register_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
     return status
 
 
@@ -160,10 +166,15 @@ def _int_or_none(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) else None
 
 
-def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[str]) -> None:
+def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[str], *,
+                         crash_after: int | None = None) -> None:
+    """Register ``tables``' partitions of the run; on an error, delete those made. ``crash_after`` (tests
+    only) ends the process without unwinding after that many tables."""
     done: list[str] = []
     try:
         for table in tables:
+            if crash_after is not None and len(done) >= crash_after:
+                faults.crash()
             done += catalog.register_run(database, bucket, run_id, [table])
     except Exception:
         glue = clients.client("glue")
@@ -171,6 +182,26 @@ def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[s
             glue.batch_delete_partition(DatabaseName=database, TableName=table,
                                         PartitionsToDelete=[{"Values": [run_id]}])
         raise
+
+
+def unregister_results(database: str, run_id: str) -> list[str]:
+    """Delete the run's partitions from every result table (a commit that died halfway left some);
+    returns the tables that had one. Best effort: recording the failure matters more."""
+    glue = clients.client("glue")
+    removed: list[str] = []
+    for table in RESULT_TABLES:
+        try:
+            r = glue.batch_delete_partition(DatabaseName=database, TableName=table,
+                                            PartitionsToDelete=[{"Values": [run_id]}])
+        except Exception as err:
+            logger.warning("could not remove a partition of the failed run",
+                           extra={"table": table, "error": repr(err)})
+            continue
+        if not r.get("Errors"):
+            removed.append(table)
+    if removed:
+        logger.info("removed the partitions a failed commit left", extra={"tables": removed})
+    return removed
 
 
 # --------------------------------------------------------------------------------------------- failure
@@ -285,6 +316,8 @@ def record_failure(request: RunRequest, plan: dict[str, Any] | None, batch: dict
         status.log_stream = cause.get("logStreamName")
     status.finish()
     status.partitions = [RUNS.name]
+    if status.failed_step == "Commit":
+        unregister_results(database, request.run_id)
     write_status(status)
     write_runs_row(status)
     catalog.register_run(database, request.bucket, request.run_id, [RUNS.name])

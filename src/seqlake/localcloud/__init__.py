@@ -2,8 +2,23 @@
 
 ``template.yaml`` is packaged offline (:mod:`.packaging`), translated from SAM to CloudFormation by
 aws-sam-translator (:mod:`.translate`) and created in moto by a small deployer (:mod:`.deployer`).
-moto runs in this process as a threaded HTTP server, so Lambda handlers and Batch children, each a
-separate OS process, reach it through ``AWS_ENDPOINT_URL``. What moto does not do is added by small,
-version-pinned patches (:mod:`.patches`) that call back into the runners: :mod:`.lambdas`,
-:mod:`.batch`, :mod:`.events` and :mod:`.athena`. :mod:`.state` keeps results between processes.
+moto runs in this process as a threaded HTTP server on a free loopback port, so Lambda handlers and
+Batch children, each a separate OS process, reach it through ``AWS_ENDPOINT_URL``. What moto does not
+do is added by small, version-pinned patches (:mod:`.patches`) that call back into the runners:
+:mod:`.lambdas` (a fresh process per invocation), :mod:`.batch` (a process per child, ``--jobs`` at a
+time, the job definition's retry strategy), :mod:`.events` (EventBridge -> Lambda / Step Functions)
+and :mod:`.athena` (DuckDB over the registered partitions). :mod:`.state` keeps objects, the catalog
+and the run history in one folder between processes; :mod:`.cloud` puts it together and
+:mod:`.commands` are the CLI's ``local run / query / runs`` and ``demo``.
+
+Faithful: the real template (resources, names, environment, parameters), the real state machine with
+its Retry/Catch, the real handlers and worker entry point, S3 -> EventBridge rule matching (wildcards),
+Batch array semantics (size 2..10,000, per-child attempts, ``evaluateOnExit``, attempt timeouts, Spot
+reclaims as ``Host EC2 (instance ...) terminated.``), Glue partitions, Athena named queries.
+
+Not emulated: IAM enforcement (policies are created, never checked), KMS, VPC networking, Lambda
+reserved concurrency and memory limits, dead-letter queues of EventBridge rules, container images
+(the worker runs with this interpreter), CloudWatch Logs (each Lambda invocation and Batch attempt
+writes a file under ``<state>/logs/`` instead), X-Ray. Two processes must not use one state folder at
+the same time.
 """

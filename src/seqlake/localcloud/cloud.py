@@ -9,9 +9,13 @@ nothing here can reach a real AWS account.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import json
 import logging
 import os
+import signal
+import threading
 import time
 import urllib.request
 import warnings
@@ -45,6 +49,10 @@ _FAKE_ENV = {
     "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
+    # loopback transfers cannot be corrupted: skip the CRC32 pass botocore adds to every upload and
+    # download by default (moto keeps its own MD5 ETags)
+    "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+    "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
 }
 _DROPPED_ENV = (
     "AWS_PROFILE",
@@ -55,6 +63,10 @@ _DROPPED_ENV = (
     "AWS_ROLE_ARN",
     "AWS_WEB_IDENTITY_TOKEN_FILE",
 )
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class LocalCloud:
@@ -84,6 +96,7 @@ class LocalCloud:
         self._seen: set[str] = set()
         self._cfn: dict[str, Any] = {}
         self._physical: dict[str, Any] = {}
+        self._old_sigterm: Any = None
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalCloud:
@@ -113,6 +126,9 @@ class LocalCloud:
         # the interpreter logs every state failure it handles (Catch) as an error: runs report their own
         logging.getLogger("moto").setLevel(logging.CRITICAL)
         t0 = time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            # `kill` (SIGTERM) then unwinds like Ctrl-C: stop() kills the children this cloud started
+            self._old_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.state.ensure()
         patches.apply_all()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -152,6 +168,9 @@ class LocalCloud:
             self._server = None
         self._set_env(dict(self._saved_env))
         self._saved_env.clear()
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None
 
     def _say(self, text: str) -> None:
         if not self.quiet:
@@ -192,6 +211,23 @@ class LocalCloud:
                 out[name] = vpc
         return out
 
+    def _translate(self, template: dict[str, Any]) -> dict[str, Any]:
+        """SAM -> CloudFormation, cached in the state folder by the packaged template's hash (the code
+        zips' hashes and the inlined state machine are part of it): the translator takes seconds."""
+        digest = hashlib.sha256(
+            json.dumps([importlib.metadata.version("aws-sam-translator"), template], sort_keys=True).encode()
+        ).hexdigest()[:24]
+        cached = self.state.root / "cache" / f"cloudformation-{digest}.json"
+        if cached.is_file():
+            result: dict[str, Any] = json.loads(cached.read_text())
+            return result
+        cfn = translate(template)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfn))
+        tmp.replace(cached)
+        return cfn
+
     def deploy(self) -> None:
         s3 = self.client("s3")
         s3.create_bucket(Bucket=ARTIFACT_BUCKET)
@@ -200,7 +236,7 @@ class LocalCloud:
             self.repo,
             lambda b, k, body: s3.put_object(Bucket=b, Key=k, Body=body),
         )
-        cfn = translate(packaged.template)
+        cfn = self._translate(packaged.template)
         self._cfn = cfn
         deployer = Deployer(cfn, self._network_parameters(cfn), endpoint_url=self.endpoint)
         self.outputs = deployer.deploy()
@@ -235,10 +271,10 @@ class LocalCloud:
                 timeout=int(conf.get("Timeout", 60)),
                 memory=int(conf.get("MemorySize", 512)),
                 arn=conf["FunctionArn"],
+                dead_letter_arn=conf.get("DeadLetterConfig", {}).get("TargetArn"),
             )
         base = self.child_env()
-        self.lambdas = LambdaRunner(functions, base, self.state.logs_dir)
-        self.lambdas.start()
+        self.lambdas = LambdaRunner(functions, base, self.state.logs_dir, dead_letter=self._dead_letter)
         self.batch = BatchRunner(self.jobs, base, self.state.logs_dir)
         patches.HOOKS.lambda_invoke = self.lambdas
         patches.HOOKS.batch_run = self.batch
@@ -264,6 +300,23 @@ class LocalCloud:
         if not changed:
             raise ValueError(f"no function's environment refers to the template parameter {name}")
         return changed
+
+    def _dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
+        """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""
+        sqs = self.client("sqs")
+        url = sqs.get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        err = json.loads(error or b"{}")
+        attributes = {
+            "RequestID": {"DataType": "String", "StringValue": "local"},
+            "ErrorCode": {"DataType": "String", "StringValue": str(err.get("errorType", "Unhandled"))},
+            "ErrorMessage": {"DataType": "String", "StringValue": str(err.get("errorMessage", ""))[:1000] or "-"},
+        }
+        sqs.send_message(QueueUrl=url, MessageBody=event.decode(), MessageAttributes=attributes)
+
+    def prewarm(self) -> None:
+        """Start each function's next process now (call it after the last configuration change)."""
+        assert self.lambdas is not None
+        self.lambdas.prestart()
 
     # ---------------------------------------------------------------- state
     def restore(self) -> None:
@@ -367,24 +420,26 @@ class LocalCloud:
         executions: list[dict[str, Any]] = pages.build_full_result()["executions"]
         return executions
 
-    def _idle(self) -> bool:
+    def _busy(self) -> bool:
         assert self.lambdas is not None and self.batch is not None
-        if self.lambdas.pending or self.batch.active:
-            return False
-        return all(e["status"] != "RUNNING" for e in self._list_executions())
+        return bool(self.lambdas.pending or self.batch.active)
 
     def wait(self, timeout: float = 3600.0) -> list[Execution]:
         """Wait until nothing runs any more; returns the executions started since the last wait."""
         deadline = time.monotonic() + timeout
         watcher = Watcher(self, quiet=self.quiet)
         with watcher:
-            quiet_polls = 0
+            quiet_polls, interval = 0, 0.1
             while quiet_polls < 2:  # two idle polls in a row: an event in flight has landed
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the local cloud was still busy after {timeout:.0f} s")
-                time.sleep(0.2)
-                watcher.poll()
-                quiet_polls = quiet_polls + 1 if self._idle() else 0
+                time.sleep(interval)
+                # polling moto costs CPU that long runs need: slow down while nothing happens
+                interval = min(2.0, interval * 1.3)
+                running = watcher.poll()
+                if watcher.changed:
+                    interval, watcher.changed = 0.1, False
+                quiet_polls = 0 if running or self._busy() else quiet_polls + 1
             watcher.poll()
         finished = [e for arn, e in watcher.executions.items() if arn not in self._seen]
         self._seen.update(watcher.executions)

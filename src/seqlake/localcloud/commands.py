@@ -8,6 +8,8 @@
 - ``--reference``: the FASTA goes to ``references/<name>/`` and the stack parameter ``ReferenceUri``
   is overridden for this process (what ``sam deploy --parameter-overrides`` does on AWS).
 
+A second ``local run`` of the same files (same keys and MD5 ETags) and reference is recognised from the
+run history and not run again: on AWS its deterministic run id would make it a no-op too.
 ``local query`` needs no moto: it reads the saved catalog and Parquet in the state folder.
 """
 
@@ -30,6 +32,7 @@ from rich.table import Table
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena
 from seqlake.localcloud.state import StateDir, md5_file
+from seqlake.samplesheet import mate_from_name
 
 _FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
 _MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
@@ -58,13 +61,18 @@ def _ext(path: Path) -> str:
 
 
 def sample_name(path: Path) -> str:
-    """``reads_R1.fastq.gz`` -> ``reads``: the file name without FASTQ extension and mate suffix."""
-    stem = path.name
-    for ext in _FASTQ_EXTS:
-        if stem.lower().endswith(ext):
-            stem = stem[: -len(ext)]
-            break
-    stem = _MATE_SUFFIX.sub("", stem)
+    """``reads_R1.fastq.gz`` -> ``reads``: the sample the app's start function will read from the name
+    (:func:`seqlake.samplesheet.mate_from_name`, Illumina's ``_S1_L001`` parts dropped), made key-safe."""
+    parsed = mate_from_name(path.name)
+    if parsed is not None:
+        stem = parsed[0]
+    else:
+        stem = path.name
+        for ext in _FASTQ_EXTS:
+            if stem.lower().endswith(ext):
+                stem = stem[: -len(ext)]
+                break
+        stem = _MATE_SUFFIX.sub("", stem)
     return re.sub(r"[^0-9A-Za-z_.-]+", "-", stem).strip("-.") or "sample"
 
 
@@ -194,6 +202,7 @@ def run_command(args: argparse.Namespace) -> int:
     with LocalCloud(state=state, jobs=args.jobs, console=console) as cloud:
         if reference is not None:
             cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        cloud.prewarm()
         for path, key in uploads:
             cloud.upload(path, key)
         console.print(f"uploaded {len(uploads)} object(s) to s3://{cloud.bucket}/{uploads[0][1].rsplit('/', 1)[0]}/")
@@ -314,6 +323,7 @@ def demo_command(args: argparse.Namespace) -> int:
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
     with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
         cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        cloud.prewarm()
         uploads = plan_reads(r1, r2, "demo")
         uploaded = [cloud.upload(path, key) for path, key in uploads]
         console.print(

@@ -37,7 +37,8 @@ def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
         return parser.parse(
             input_template=transformer.get("InputTemplate"),
             input_paths_map=transformer.get("InputPathsMap", {}),
-            event=event,
+            # moto's parser needs ingestion-time, which its S3 notifications do not set
+            event={"ingestion-time": str(event.get("time", "")), **event},
         )
     return event
 

@@ -6,10 +6,11 @@ module names (every function's handler is ``app.py``) and module state between i
 child gets the function's environment, ``AWS_ENDPOINT_URL`` pointing at the moto server, and
 ``src/`` on ``PYTHONPATH`` (locally the core package stands in for the Lambda layer).
 
-Start-up is taken off the critical path the way Lambda's init phase is: one process per function is
-started ahead of time and imports the handler's module, then waits for its event. It serves exactly
-one invocation and exits; a fresh one is started right away for the next. So the plan and commit
-functions are already imported when the state machine reaches them, and nothing is ever reused.
+Start-up can be taken off the critical path the way Lambda's init phase is: :meth:`LambdaRunner.prestart`
+starts one process per function ahead of time, which imports the handler's module and then waits for
+its event. It serves exactly one invocation and exits; later invocations start cold. So the plan and
+commit functions of a run are already imported when the state machine reaches them, nothing is ever
+reused, and no CPU is spent on processes that no invocation will use (on one core that matters).
 
 Asynchronous invocations (EventBridge targets) run in a background thread and are retried twice on
 failure, as Lambda retries asynchronous events.
@@ -33,6 +34,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +52,12 @@ class FunctionSpec:
     timeout: int = 60
     memory: int = 512
     arn: str = ""
+    #: SQS queue ARN of the function's DeadLetterConfig: where failed asynchronous events go
+    dead_letter_arn: str | None = None
+
+
+#: (function, event, last error payload) -> None: called when an asynchronous event fails every attempt
+DeadLetter = Callable[[FunctionSpec, bytes, bytes], None]
 
 
 @dataclass
@@ -70,8 +78,15 @@ class _Sandbox:
 
 
 class LambdaRunner:
-    def __init__(self, functions: dict[str, FunctionSpec], base_env: dict[str, str], logs_dir: Path) -> None:
+    def __init__(
+        self,
+        functions: dict[str, FunctionSpec],
+        base_env: dict[str, str],
+        logs_dir: Path,
+        dead_letter: DeadLetter | None = None,
+    ) -> None:
         self.functions = dict(functions)
+        self.dead_letter = dead_letter
         self.base_env = base_env
         self.logs_dir = logs_dir
         self._counter = itertools.count(1)
@@ -88,19 +103,18 @@ class LambdaRunner:
             return self._pending
 
     # ---------------------------------------------------------------- sandboxes
-    def start(self) -> None:
-        """Start one waiting process per function."""
+    def prestart(self) -> None:
+        """Start one waiting process per function that has none."""
         for name in self.functions:
             self._prestart(name)
 
     def update(self, spec: FunctionSpec) -> None:
-        """A function's configuration changed: its waiting process has the old one."""
+        """A function's configuration changed: a waiting process has the old one."""
         with self._cond:
             self.functions[spec.name] = spec
             old = self._warm.pop(spec.name, None)
         if old is not None:
             old.discard()
-        self._prestart(spec.name)
 
     def close(self) -> None:
         with self._cond:
@@ -151,7 +165,6 @@ class LambdaRunner:
         with self._cond:
             box = self._warm.pop(spec.name, None)
         if box is not None and box.spec == spec and box.proc.poll() is None:
-            threading.Thread(target=self._prestart, args=(spec.name,), daemon=True).start()
             return box
         if box is not None:
             box.discard()
@@ -172,9 +185,12 @@ class LambdaRunner:
     def _invoke_async(self, name: str, payload: bytes) -> None:
         try:
             for _ in range(1 + ASYNC_RETRIES):
-                _, failed = self.invoke(name, payload)
+                error, failed = self.invoke(name, payload)
                 if not failed:
                     return
+            spec = self.functions.get(name)
+            if spec is not None and spec.dead_letter_arn and self.dead_letter is not None:
+                self.dead_letter(spec, payload, error)
         finally:
             with self._cond:
                 self._pending -= 1

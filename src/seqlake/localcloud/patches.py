@@ -3,13 +3,16 @@
 They touch moto's private internals, so importing this module fails on any other moto version
 (``pyproject.toml`` pins it); ``tests/local/test_patches.py`` covers every patch. Behaviour that is
 the project's own (how a Lambda or a Batch child runs, how Athena answers) lives in the runner
-modules and is reached through :data:`HOOKS`, so the patches stay mechanical.
+modules and is reached through :data:`HOOKS`, so the patches stay mechanical. With its hook unset,
+each of patches 3-6 falls back to moto's own behaviour (1 and 2 only fix moto), so ``mock_aws`` tests
+in the same process are unaffected.
 
 1. Step Functions service integrations: moto stubs the Pascal->camel request normalisation that its
    interpreter (ported from LocalStack) needs, so ``batch:submitJob`` fails with ``States.Runtime``
    (cause ``'JobName'``); responses carry ``datetime`` objects that break ``DescribeExecution``.
 2. S3 ranged GET reads the whole object and slices it: a shard's 8 MiB read of a 300 MB object
-   copied 300 MB. Here the range is read from the object's buffer.
+   copied 300 MB. Here the range is read from the object's buffer (measured on one core: 25 ranged
+   8 MiB GETs covering a 200 MB object took 9.5 s before, 1.0 s after).
 3. Lambda without Docker echoes the payload: here it calls :attr:`Hooks.lambda_invoke`.
 4. Batch without Docker marks every job succeeded at once: here :attr:`Hooks.batch_run` runs it.
    An array of size 1 is refused, as AWS Batch does (``size`` must be 2..10,000).

@@ -39,6 +39,8 @@ class Watcher:
         self.cloud = cloud
         self.quiet = quiet
         self.executions: dict[str, Execution] = {}
+        #: something happened since the caller last cleared this (a run started, a state, an end)
+        self.changed = False
         self._bars: dict[str, TaskID] = {}
         self._progress = Progress(
             TextColumn("  {task.description}"),
@@ -48,6 +50,7 @@ class Watcher:
             TimeElapsedColumn(),
             console=cloud.console,
             disable=quiet,
+            refresh_per_second=2,  # the CPU belongs to the shards
         )
 
     def __enter__(self) -> Watcher:
@@ -58,12 +61,15 @@ class Watcher:
         self._progress.stop()
 
     def _print(self, text: str) -> None:
+        self.changed = True
         if not self.quiet:
             self._progress.console.print(text)
 
-    def poll(self) -> None:
+    def poll(self) -> bool:
+        """Report what changed; True while any execution of the state machine is running."""
         sfn = self.cloud.client("stepfunctions")
-        for item in self.cloud._list_executions():
+        items = self.cloud._list_executions()
+        for item in items:
             arn = item["executionArn"]
             if arn in self.cloud._seen:
                 continue
@@ -98,6 +104,7 @@ class Watcher:
                     )
                 )
         self._update_arrays()
+        return any(item["status"] == "RUNNING" for item in items)
 
     def _owner(self, array: ArrayProgress) -> Execution | None:
         for ex in self.executions.values():
