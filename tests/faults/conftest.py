@@ -1,0 +1,162 @@
+"""One local cloud for all fault tests, and the helpers that drive it like a user and a saboteur.
+
+The cloud is session-scoped: starting one costs seconds and every case here is small. Runs are told
+apart by their keys (each case uploads under its own ``incoming/<case>/`` folder). ``ReadsPerShard``
+is overridden to 500 so that a 2,000-pair input makes a 4-shard array job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seqlake.aws import faults
+from seqlake.localcloud.cloud import LocalCloud
+from seqlake.localcloud.progress import Execution
+from seqlake.localcloud.state import StateDir
+from seqlake.tables import RESULT_TABLES
+
+READS_PER_SHARD = 500
+
+
+@pytest.fixture(scope="session")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
+    c = LocalCloud(state=StateDir(tmp_path_factory.mktemp("faults-home")), jobs=2, quiet=True)
+    c.start()
+    try:
+        c.override_parameter("ReadsPerShard", str(READS_PER_SHARD))
+        yield c
+    finally:
+        c.stop()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run left behind: the execution, ``status.json`` and its registered partitions."""
+
+    execution: Execution
+    status: dict[str, Any]
+    partitions: frozenset[str]
+
+    @property
+    def run_id(self) -> str:
+        return run_id_of(self.execution)
+
+
+def run_id_of(e: Execution) -> str:
+    """The run id (the execution's name, except for a re-run started under another name)."""
+    return str(e.input.get("run_id") or e.name)
+
+
+def put(cloud: LocalCloud, key: str, body: bytes | Path) -> str:
+    data = body.read_bytes() if isinstance(body, Path) else body
+    r = cloud.client("s3").put_object(Bucket=cloud.bucket, Key=key, Body=data)
+    return str(r["ETag"]).strip('"')
+
+
+def etags(cloud: LocalCloud, keys: list[str]) -> dict[str, str]:
+    s3 = cloud.client("s3")
+    return {k: str(s3.head_object(Bucket=cloud.bucket, Key=k)["ETag"]) for k in keys}
+
+
+def status_of(cloud: LocalCloud, run_id: str) -> dict[str, Any]:
+    body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=f"runs/{run_id}/status.json")["Body"].read()
+    doc: dict[str, Any] = json.loads(body)
+    return doc
+
+
+def partitions_of(cloud: LocalCloud, run_id: str) -> frozenset[str]:
+    """The tables in which ``run_id`` has a registered partition."""
+    glue = cloud.client("glue")
+    out = set()
+    for table in (*RESULT_TABLES, "runs"):
+        parts = glue.get_partitions(DatabaseName=cloud.database, TableName=table)["Partitions"]
+        if any(p["Values"] == [run_id] for p in parts):
+            out.add(table)
+    return frozenset(out)
+
+
+def outcomes(cloud: LocalCloud, executions: list[Execution]) -> dict[str, Outcome]:
+    """Per run id, after ``cloud.wait()``."""
+    return {e.name: Outcome(e, status_of(cloud, run_id_of(e)), partitions_of(cloud, run_id_of(e))) for e in executions}
+
+
+def by_folder(results: dict[str, Outcome]) -> dict[str, Outcome]:
+    """Index outcomes by the ``incoming/<folder>/`` of their first input."""
+    out = {}
+    for o in results.values():
+        key = str(o.execution.input["inputs"][0]["key"])
+        out[key.split("/")[1]] = o
+    return out
+
+
+def runs_row(cloud: LocalCloud, run_id: str) -> dict[str, str | None]:
+    from seqlake.localcloud.commands import athena_query
+
+    result = athena_query(cloud, f"SELECT * FROM runs WHERE run_id = '{run_id}'")
+    assert len(result.rows) == 1, result.rows
+    return dict(zip(result.columns, result.rows[0], strict=True))
+
+
+def start_function(cloud: LocalCloud) -> str:
+    assert cloud.lambdas is not None
+    return next(n for n in cloud.lambdas.functions if "StartRun" in n)
+
+
+@contextlib.contextmanager
+def worker_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
+    """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (the local Batch runner's base
+    environment; on AWS it would be an ``environment`` entry of a job definition revision)."""
+    assert faults.from_env(faults.WORKER_VAR, {faults.WORKER_VAR: spec})  # a typo fails here, loudly
+    assert cloud.batch is not None
+    before = cloud.batch.base_env
+    cloud.batch.base_env = {**before, faults.WORKER_VAR: spec}
+    try:
+        yield
+    finally:
+        cloud.batch.base_env = before
+
+
+@contextlib.contextmanager
+def commit_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
+    """``SEQLAKE_COMMIT_FAULT=spec`` in the commit function's environment (``UpdateFunctionConfiguration``)."""
+    assert faults.from_env(faults.COMMIT_VAR, {faults.COMMIT_VAR: spec})
+    assert cloud.lambdas is not None
+    name = next(n for n in cloud.lambdas.functions if "Commit" in n)
+    spec_before = cloud.lambdas.functions[name]
+    lam = cloud.client("lambda")
+
+    def configure(env: dict[str, str]) -> None:
+        lam.update_function_configuration(FunctionName=name, Environment={"Variables": env})
+        assert cloud.lambdas is not None
+        cloud.lambdas.update(replace(spec_before, environment=env))
+
+    configure({**spec_before.environment, faults.COMMIT_VAR: spec})
+    try:
+        yield
+    finally:
+        configure(dict(spec_before.environment))
+
+
+def fastq_records(n: int, *, prefix: str = "r", length: int = 60, seed: int = 1) -> list[bytes]:
+    """``n`` deterministic 4-line records (pseudo-random bases, qualities 'I' with a few lower)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        seq = "".join(rng.choices("ACGT", k=length))
+        qual = "".join(rng.choices("IIIIII?5+", k=length))
+        out.append(f"@{prefix}{i}\n{seq}\n+\n{qual}\n".encode())
+    return out
+
+
+def env_without_faults() -> bool:
+    return faults.WORKER_VAR not in os.environ and faults.COMMIT_VAR not in os.environ
