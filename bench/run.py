@@ -761,6 +761,16 @@ def render(groups: Sequence[GroupResult], inp: Input, command: str) -> str:
         "beforehand (not timed). The machine is small and shared (2 cores, other work running): each "
         "section gives the load average before and after it; expect some noise.",
     ]
+    cpus = os.cpu_count() or 1
+    busiest = max((max(g.load) for g in groups), default=0.0)
+    if busiest > cpus:
+        lines += [
+            "",
+            f"> **Warning**: the load average reached {busiest:.1f} on {cpus} CPUs during these measurements "
+            "(other jobs were running). Times are inflated, and a ratio between two rows measured minutes "
+            "apart under different load is unreliable; rerun `make bench` on a quiet machine for numbers "
+            "to quote.",
+        ]
     for g in groups:
         heading = None
         for row in g.rows:

@@ -62,7 +62,8 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
             return
         # spawn: children must not inherit threads (rapidgzip, boto3) from this process
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        # a fresh process every 64 shards: bounded memory over runs of thousands of tiny shards
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=64) as pool:
             pending: set[Future[int]] = {pool.submit(_run_shard, plan_uri, s) for s in range(n_shards)}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
