@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import mappy
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -201,6 +200,10 @@ class ReadAligner:
         self.index_path = index_path
         self.preset = preset
         self.max_frag_len = max_frag_len
+        # imported here, not at module level: the commit Lambda imports this module (through merge) for
+        # its counters, and mappy has no wheel, so it is not in the Lambda layer
+        import mappy
+
         self._aligner = mappy.Aligner(index_path, preset=preset, n_threads=1)
         if not self._aligner:
             raise ValueError(f"could not load the minimap2 index {index_path}")
@@ -328,11 +331,13 @@ def _one_hit_each(
     qa, qb = a.mapq, b.mapq
     # soft clips (_cigar): mate 2 was aligned reverse-complemented, so its clips swap on "+"
     left, right = (l1 - a.q_en, a.q_st) if a_rev else (a.q_st, l1 - a.q_en)
-    cig1 = _cigar_ops(a.cigar)
+    c = a.cigar
+    cig1 = f"{c[0][0]}{_CIGAR_OPS[c[0][1]]}" if len(c) == 1 else _cigar_ops(c)
     if left or right:
         cig1 = (f"{left}S" if left else "") + cig1 + (f"{right}S" if right else "")
     left, right = (b.q_st, l2 - b.q_en) if b_rev else (l2 - b.q_en, b.q_st)
-    cig2 = _cigar_ops(b.cigar)
+    c = b.cigar
+    cig2 = f"{c[0][0]}{_CIGAR_OPS[c[0][1]]}" if len(c) == 1 else _cigar_ops(c)
     if left or right:
         cig2 = (f"{left}S" if left else "") + cig2 + (f"{right}S" if right else "")
     extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), ctg, a_st, a_en, qa, cig1,
@@ -474,6 +479,8 @@ def _build_index(fasta_uri: str, out: Path, preset: str) -> None:
         fetched = out.with_suffix(".fasta")
         storage.download(fasta_uri, fetched)
         local = str(fetched)
+    import mappy
+
     try:
         aligner = mappy.Aligner(local, preset=preset, fn_idx_out=str(out))
         if not aligner:

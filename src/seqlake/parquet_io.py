@@ -63,12 +63,14 @@ def _tmp_dir(uri: str) -> str | None:
 
 
 class PartWriter:
-    """Streams row batches of one table into one Parquet file (row groups of ~500k rows)."""
+    """Streams row batches of one table into one Parquet file, in row groups of ``row_group_rows``
+    (held as Arrow until a group is complete: that is the writer's memory)."""
 
-    def __init__(self, uri: str, table_name: str, tmp_dir: str) -> None:
+    def __init__(self, uri: str, table_name: str, tmp_dir: str, row_group_rows: int = ROW_GROUP_ROWS) -> None:
         self.uri = uri
         self.table_name = table_name
         self.schema = BY_NAME[table_name].schema
+        self.row_group_rows = row_group_rows
         self.rows = 0
         fd, name = tempfile.mkstemp(prefix=f"{table_name}-", suffix=".parquet", dir=tmp_dir)
         os.close(fd)
@@ -87,12 +89,12 @@ class PartWriter:
             self._pending.append(table)
             self._pending_rows += table.num_rows
             self.rows += table.num_rows
-            if self._pending_rows >= ROW_GROUP_ROWS:
+            if self._pending_rows >= self.row_group_rows:
                 self._write_pending()
 
     def _write_pending(self) -> None:
         if self._pending_rows:
-            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=self.row_group_rows)
         self._pending, self._pending_rows = [], 0
 
     def close(self) -> None:

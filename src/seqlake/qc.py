@@ -53,8 +53,6 @@ for _i, _b in enumerate(b"ACGT"):
     _BASE_CLASS[_b | 0x20] = _i
 #: seqkit's default gap letters (``-G "- ."``)
 _GAP_BYTES: tuple[int, ...] = (ord("-"), ord("."), ord(" "))
-_IS_GAP: npt.NDArray[np.bool_] = np.zeros(256, dtype=np.bool_)
-_IS_GAP[list(_GAP_BYTES)] = True
 #: the bytes ``str.split()`` treats as whitespace (read as latin-1): where a read name ends
 _IS_SPACE: npt.NDArray[np.bool_] = np.array([chr(c).isspace() for c in range(256)], dtype=np.bool_)
 
@@ -346,8 +344,10 @@ class QCAccumulator:
             acgt += c
         other = reads_at - acgt
         self.cycle_bases[4, :maxlen] += other
-        if other.any():  # gaps are rare: only look for them when a non-ACGT base exists
-            self.gap_bases += int(np.count_nonzero(_IS_GAP[seq]))
+        if other.any():  # gaps are rare: only look for them when a non-ACGT base other than N exists
+            rest = int(other.sum()) - int(np.count_nonzero(low == ord("n")))
+            if rest:
+                self.gap_bases += sum(int(np.count_nonzero(seq == g)) for g in _GAP_BYTES)
         self.cycle_qual_sum[:maxlen] += qual.sum(axis=0, dtype=np.int64) - _QMIN * n
         hist = _byte_histogram(qual)[_QMIN : _QMAX + 1]
         hist[0] -= n * maxlen - int(length.sum())  # the padding

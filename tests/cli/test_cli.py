@@ -113,3 +113,9 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
     record = json.loads(Path(error_uri(plan.staging_prefix, 0)).read_text())
     assert record["file"] == str(bad) and record["line"] == bad_line
+
+
+def test_commit_side_imports_no_mappy() -> None:
+    # the commit Lambda's layer has no mappy (it has no wheel): merging must not import it
+    code = "import sys, seqlake.merge, seqlake.aws.steps; sys.exit('mappy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -212,7 +212,8 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
     """``names()`` equals ``header.split(None, 1)[0]`` (SAM's QNAME), also for tabs, latin-1 spaces,
     leading whitespace, CRLF and headers with no description."""
     headers = [b"r1", b"r2 desc", b"r3\tx y", b"r4\x1cz", b"r5\xa0w", b" lead name", b"\t", b"r8  ", b"r9\x85q"]
-    data = b"".join(b"@%s\r\nAC\r\n+\r\nII\r\n" % h if i % 2 else b"@%s\nAC\n+\nII\n" % h for i, h in enumerate(headers))
+    crlf, lf = b"@%s\r\nAC\r\n+\r\nII\r\n", b"@%s\nAC\n+\nII\n"
+    data = b"".join((crlf if i % 2 else lf) % h for i, h in enumerate(headers))
     recs = qc.parse_chunk(data, "names.fastq")
     expected = [(h.decode("latin-1").split(None, 1) or [""])[0] for h in headers]
     assert recs.names() == expected
@@ -223,3 +224,25 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
     for chunk in qc.iter_file_chunks(str(miseq[0])):
         got += qc.parse_chunk(chunk, "R1").names()
     assert got == real
+
+
+@pytest.mark.parametrize(
+    ("seqs", "gaps"),
+    [
+        ([b"ACGTN", b"NNNN"], 0),  # N only: no gap search needed
+        ([b"ACRYN", b"n"], 0),  # IUPAC codes are not gaps
+        ([b"AC-T.", b"A C", b"N-"], 4),
+        ([b"ACGT", b"ACGTACGT"], 0),
+    ],
+)
+def test_gap_count_whatever_the_other_bases(seqs: list[bytes], gaps: int) -> None:
+    data = b"".join(b"@r\n%s\n+\n%s\n" % (s, b"I" * len(s)) for s in seqs)
+    recs = qc.parse_chunk(data, "x")
+    acc = qc.QCAccumulator()
+    acc.add_chunk(recs)
+    assert acc.gap_bases == gaps
+    # trimmed views: gap bytes beyond a read's kept interval are not counted
+    trimmed = qc.QCAccumulator()
+    keep = np.minimum(recs.length, 2)
+    trimmed.add(recs.data, recs.seq_start, recs.qual_start, keep)
+    assert trimmed.gap_bases == sum(s[:2].count(b"-") + s[:2].count(b".") + s[:2].count(b" ") for s in seqs)

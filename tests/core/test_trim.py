@@ -163,6 +163,8 @@ def test_adapter_matching_equals_cutadapt_multiple_adapters() -> None:
     rng = np.random.default_rng(7)
     bases = np.array(list("ACGT"))
     found = 0
+    reads: list[str] = []
+    cuts: list[int] = []
     for i in range(3000):
         read = list(bases[rng.integers(0, 4, int(rng.integers(0, 80)))])
         kind = i % 4
@@ -184,7 +186,13 @@ def test_adapter_matching_equals_cutadapt_multiple_adapters() -> None:
         expected = None if match is None else match.remainder_interval()[1]
         assert ours(seq) == expected, seq
         found += expected is not None
+        reads.append(seq)
+        cuts.append(len(seq) if expected is None else expected)
     assert found > 1500
+    # the same matcher, inlined in Trimmer.trim_mate (qualities high: no quality trimming)
+    t = trim.Trimmer(params).trim_mate(reads, ["I" * len(r) for r in reads])
+    assert t.stop.tolist() == cuts and t.start.tolist() == [0] * len(reads)
+    assert t.adapter_hits == sum(c < len(r) for c, r in zip(cuts, reads, strict=True))
 
 
 def test_trimmed_sequences_are_the_kept_intervals(miseq: tuple[Path, Path]) -> None:
