@@ -32,7 +32,7 @@ import gzip
 import io
 import lzma
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, cast
 
@@ -137,9 +137,30 @@ def open_fastq_stream(uri: str) -> Iterator[tuple[BinaryIO, Compression]]:
         raw.close()
 
 
-def _translate(err: FastqFormatError, path: str, first_record: int) -> BadInputError:
+def _non_ascii_line(blocks: Iterable[bytes]) -> tuple[int, int] | None:
+    """1-based line and byte value of the first non-ASCII byte in a stream of blocks, if any."""
+    lines = 0
+    for block in blocks:
+        arr = np.frombuffer(block, dtype=np.uint8)
+        bad = np.flatnonzero(arr >= 0x80)
+        if bad.size:
+            first = int(bad[0])
+            return lines + int(np.count_nonzero(arr[:first] == 0x0A)) + 1, int(arr[first])
+        lines += int(np.count_nonzero(arr == 0x0A))
+    return None
+
+
+def _translate(err: FastqFormatError, path: str, first_record: int,
+               blocks: Iterable[bytes] | None = None) -> BadInputError:
     if err.line is None:
-        return BadInputError(path, err.message)
+        # dnaio checks for non-ASCII bytes once per buffer and names no line: find it ourselves
+        found = _non_ascii_line(blocks) if blocks is not None and "Non-ASCII" in err.message else None
+        if found is None:
+            return BadInputError(path, err.message)
+        rel_line, byte = found
+        line = rel_line + 4 * first_record
+        return BadInputError(path, f"non-ASCII byte 0x{byte:02x} (FASTQ is ASCII)", line=line,
+                             record=(line - 1) // 4)
     line = err.line + 1 + 4 * first_record
     record = first_record + err.line // 4
     message = err.message
@@ -160,11 +181,12 @@ def parse_records(chunk: bytes, path: str, first_record: int = 0) -> list[dnaio.
         with dnaio.FastqReader(io.BytesIO(chunk), buffer_size=size) as r:
             return list(r)
     except FastqFormatError as err:
-        raise _translate(err, path, first_record) from None
+        raise _translate(err, path, first_record, [chunk]) from None
 
 
 def read_records(uri: str, max_records: int | None = None) -> Iterator[dnaio.SequenceRecord]:
     """Stream the records of a whole file (any supported compression) with absolute error lines."""
+    failure: FastqFormatError | None = None
     with open_fastq_stream(uri) as (stream, _):
         try:
             with dnaio.FastqReader(stream, buffer_size=STREAM_BLOCK, _close_file=False) as r:
@@ -173,7 +195,13 @@ def read_records(uri: str, max_records: int | None = None) -> Iterator[dnaio.Seq
                         return
                     yield rec
         except FastqFormatError as err:
-            raise _translate(err, uri, 0) from None
+            if err.line is not None or "Non-ASCII" not in err.message:
+                raise _translate(err, uri, 0) from None
+            failure = err
+    if failure is not None:
+        # dnaio names no line for a non-ASCII byte: a second streaming pass over the file finds it
+        with open_fastq_stream(uri) as (again, _):
+            raise _translate(failure, uri, 0, iter(lambda: again.read(STREAM_BLOCK), b"")) from None
 
 
 def check_quality_range(chunk: bytes, path: str, first_record: int = 0) -> None:

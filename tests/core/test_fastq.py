@@ -204,3 +204,17 @@ def test_bgzf_read_as_gzip(tmp_path: Path) -> None:
     gz = str(p) + ".gz"
     assert fastq.sniff_compression(Path(gz).read_bytes()[:32]) == "bgzf"
     assert sum(1 for _ in fastq.read_records(gz)) == 120_000
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_non_ascii_byte_is_reported_with_its_line(tmp_path: Path, gz: bool) -> None:
+    # dnaio says "Non-ASCII characters found in record." without a line: the core finds the line
+    data = b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\xc3\xa9\n"
+    path = tmp_path / ("q.fastq.gz" if gz else "q.fastq")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    with pytest.raises(BadInputError) as info:
+        list(fastq.read_records(str(path)))
+    assert info.value.line == 8 and "0xc3" in str(info.value)
+    with pytest.raises(BadInputError) as info:
+        fastq.parse_records(data[16:], str(path), first_record=1)
+    assert info.value.line == 8

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from seqlake.localcloud.cloud import state_machine_functions
 from seqlake.localcloud.deployer import Deployer
 from seqlake.localcloud.packaging import load_template, package, zip_folder
 from seqlake.localcloud.translate import translate
@@ -92,3 +95,17 @@ def test_conditions_and_unknown_types_fail_loudly() -> None:
 def test_missing_parameter_value() -> None:
     with pytest.raises(ValueError, match="Subnets"):
         Deployer({"Parameters": {"Subnets": {"Type": "List<AWS::EC2::Subnet::Id>"}}, "Resources": {}})
+
+
+def test_functions_only_a_failed_run_calls_are_told_apart() -> None:
+    text = (Path(__file__).resolve().parents[2] / "statemachines" / "pipeline.asl.json").read_text()
+
+    def arn(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name.endswith("FunctionArn"):
+            return f"arn:aws:lambda:us-east-1:123456789012:function:{name.removesuffix('Arn')}"
+        return {"LambdaInvoke": "arn:aws:states:::lambda:invoke"}.get(name, f"arn:aws:states:::{name}")
+
+    called, on_success = state_machine_functions(json.loads(re.sub(r"\$\{(\w+)\}", arn, text)))
+    assert called - on_success == {"RecordFailureFunction"}
+    assert {"PlanFunction", "CommitFunction"} <= on_success

@@ -97,3 +97,30 @@ def test_failed_async_event_is_retried_twice_then_dead_lettered(tmp_path: Path) 
         runner.close()
     assert [(n, failed) for n, failed, _ in runner.invocations] == [("a", True)] * 3
     assert [(n, e, err["errorType"]) for n, e, err in letters] == [("a", b'{"fail": "k"}', "KeyError")]
+
+
+def test_disabled_tracer_does_not_import_the_xray_sdk(tmp_path: Path) -> None:
+    code = tmp_path / "fn"
+    code.mkdir()
+    (code / "app.py").write_text(
+        "import sys\n"
+        "from aws_lambda_powertools import Tracer\n"
+        "tracer = Tracer(service='t')\n"
+        "@tracer.capture_method\n"
+        "def double(x):\n"
+        "    return 2 * x\n"
+        "@tracer.capture_lambda_handler\n"
+        "def handler(event, context):\n"
+        "    return {'x': double(event['x']), 'xray': 'aws_xray_sdk.core' in sys.modules}\n"
+    )
+    runner = LambdaRunner(
+        {"fn": FunctionSpec(name="fn", code_dir=code, handler="app.handler", environment={})},
+        {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+        tmp_path / "logs",
+    )
+    try:
+        out, failed = runner.invoke("fn", b'{"x": 21}')
+    finally:
+        runner.close()
+    assert not failed, out
+    assert json.loads(out) == {"x": 42, "xray": False}

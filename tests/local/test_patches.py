@@ -134,3 +134,26 @@ def test_sfn_batch_sync_integration_and_athena(fixture_cloud: Any) -> None:
     assert [[c.get("VarCharValue") for c in r["Data"]] for r in rows] == [["w", "n"], ["6", "3"]]
     with pytest.raises(ClientError, match="InvalidRequestException"):
         athena.start_query_execution(QueryString="SELECT FROM WHERE")
+
+
+def test_sync_wait_is_woken_by_batch_and_never_misses_a_wake(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(patches, "SYNC_POLL_SECONDS", 30.0)
+    monkeypatch.setattr(patches.HOOKS, "batch_run", lambda parent, children: None)
+    sleep = patches.SyncCallbackModule.time.sleep
+    sleep(0.5)  # a thread's first wait returns at once: it cannot know what it has seen
+    timer = threading.Timer(0.3, patches.wake_sync_waiters)
+    t0 = time.monotonic()
+    timer.start()
+    sleep(0.5)
+    woke = time.monotonic() - t0
+    assert 0.25 < woke < 5, woke  # woken by the runner, not by the 30 s fallback
+    patches.wake_sync_waiters()  # a job stopped between the interpreter's poll and its sleep
+    t0 = time.monotonic()
+    sleep(0.5)
+    assert time.monotonic() - t0 < 1
+    monkeypatch.setattr(patches.HOOKS, "batch_run", None)  # no runner to wake it: moto's own interval
+    t0 = time.monotonic()
+    sleep(0.2)
+    assert 0.15 < time.monotonic() - t0 < 5

@@ -28,7 +28,7 @@ import boto3
 from rich.console import Console
 
 from seqlake.localcloud import athena, patches
-from seqlake.localcloud.batch import BatchRunner
+from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.deployer import REGION, Deployer
 from seqlake.localcloud.events import EventDelivery
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
@@ -65,6 +65,52 @@ _DROPPED_ENV = (
 )
 
 
+#: the wait loop's poll interval while runs are in flight (a Lambda or Batch job returning wakes it sooner)
+_SLOW_POLL_SECONDS = 2.0
+#: ... and while confirming that nothing is in flight any more
+_QUICK_POLL_SECONDS = 0.1
+#: after a wake-up, before polling: the interpreter's next transitions
+_SETTLE_SECONDS = 0.05
+
+
+def _function_name(task: dict[str, Any]) -> str | None:
+    """The Lambda function a Task state invokes (``lambda:invoke`` or a function ARN as resource)."""
+    target = str((task.get("Parameters") or {}).get("FunctionName") or task.get("Resource") or "")
+    if ":lambda:" in target and ":function:" in target:
+        return target.split(":")[6]  # arn:aws:lambda:region:account:function:NAME[:qualifier]
+    return None
+
+
+def state_machine_functions(definition: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """(every function the definition invokes, those reached without passing through a Catch)."""
+    called: set[str] = set()
+    on_success: set[str] = set()
+
+    def walk(machine: dict[str, Any]) -> None:
+        states: dict[str, Any] = machine.get("States", {})
+        for state in states.values():
+            name = _function_name(state) if state.get("Type") == "Task" else None
+            if name:
+                called.add(name)
+        todo, seen = [machine.get("StartAt")], set()
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in states:
+                continue
+            seen.add(current)
+            state = states[current]
+            name = _function_name(state) if state.get("Type") == "Task" else None
+            if name:
+                on_success.add(name)
+            todo += [state.get("Next"), state.get("Default"), *(c.get("Next") for c in state.get("Choices", []))]
+            for sub in [*state.get("Branches", []), state.get("ItemProcessor"), state.get("Iterator")]:
+                if sub:
+                    walk(sub)
+
+    walk(definition)
+    return called, on_success
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -97,6 +143,10 @@ class LocalCloud:
         self._cfn: dict[str, Any] = {}
         self._physical: dict[str, Any] = {}
         self._old_sigterm: Any = None
+        self._clients: dict[str, Any] = {}
+        #: set when a Lambda or Batch job returns: the state machine may have moved (wakes :meth:`wait`)
+        self._activity = threading.Event()
+        self._clients_lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalCloud:
@@ -107,7 +157,13 @@ class LocalCloud:
         self.stop()
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)
+        """One client per service for this cloud (boto3 clients are thread-safe; making one costs
+        more CPU than the call the progress poll makes with it)."""
+        with self._clients_lock:
+            made = self._clients.get(service)
+            if made is None or made.meta.endpoint_url != self.endpoint:
+                made = self._clients[service] = boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)
+            return made
 
     def _set_env(self, values: dict[str, str | None]) -> None:
         for k, v in values.items():
@@ -275,8 +331,8 @@ class LocalCloud:
             )
         base = self.child_env()
         self.lambdas = LambdaRunner(functions, base, self.state.logs_dir, dead_letter=self._dead_letter)
-        self.batch = BatchRunner(self.jobs, base, self.state.logs_dir)
-        patches.HOOKS.lambda_invoke = self.lambdas
+        self.batch = BatchRunner(self.jobs, base, self.state.logs_dir, on_change=self._batch_changed)
+        patches.HOOKS.lambda_invoke = self._invoke
         patches.HOOKS.batch_run = self.batch
         patches.HOOKS.deliver = EventDelivery(self.lambdas)
         patches.HOOKS.athena_query = self._athena_query
@@ -301,6 +357,18 @@ class LocalCloud:
             raise ValueError(f"no function's environment refers to the template parameter {name}")
         return changed
 
+    def _invoke(self, name: str, payload: bytes, is_async: bool) -> tuple[bytes, bool]:
+        assert self.lambdas is not None
+        try:
+            return self.lambdas(name, payload, is_async)
+        finally:
+            self._activity.set()
+
+    def _batch_changed(self, progress: ArrayProgress) -> None:
+        # a job that stops wakes the state machine's .sync wait at once (patch 7) instead of its next poll
+        patches.wake_sync_waiters()
+        self._activity.set()
+
     def _dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
         """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""
         sqs = self.client("sqs")
@@ -314,9 +382,17 @@ class LocalCloud:
         sqs.send_message(QueueUrl=url, MessageBody=event.decode(), MessageAttributes=attributes)
 
     def prewarm(self) -> None:
-        """Start each function's next process now (call it after the last configuration change)."""
+        """Start each function's next process now (call it after the last configuration change),
+        except the functions only a failed run calls: on one core their imports would take CPU from
+        the shards for nothing."""
         assert self.lambdas is not None
-        self.lambdas.prestart()
+        definition = json.loads(
+            self.client("stepfunctions").describe_state_machine(stateMachineArn=self.state_machine_arn)["definition"]
+        )
+        called, on_success = state_machine_functions(definition)
+        for name in self.lambdas.functions:
+            if name not in called - on_success:
+                self.lambdas.prestart_one(name)
 
     # ---------------------------------------------------------------- state
     def restore(self) -> None:
@@ -433,13 +509,17 @@ class LocalCloud:
             while quiet_polls < 2:  # two idle polls in a row: an event in flight has landed
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the local cloud was still busy after {timeout:.0f} s")
-                time.sleep(interval)
-                # polling moto costs CPU that long runs need: slow down while nothing happens
-                interval = min(2.0, interval * 1.3)
+                # Each poll is a few requests through moto, on the core the shards need (one core:
+                # about 2 s of CPU per minute at the old 0.1-0.5 s pace). The state machine moves when
+                # a Lambda or Batch job returns, and those wake this loop; the timer is a fallback.
+                if self._activity.wait(interval):
+                    self._activity.clear()
+                    time.sleep(_SETTLE_SECONDS)  # the interpreter takes the transitions it unblocked
                 running = watcher.poll()
-                if watcher.changed:
-                    interval, watcher.changed = 0.1, False
-                quiet_polls = 0 if running or self._busy() else quiet_polls + 1
+                watcher.changed = False
+                idle = not (running or self._busy())
+                quiet_polls = quiet_polls + 1 if idle else 0
+                interval = _QUICK_POLL_SECONDS if idle else min(_SLOW_POLL_SECONDS, interval * 1.5)
             watcher.poll()
         finished = [e for arn, e in watcher.executions.items() if arn not in self._seen]
         self._seen.update(watcher.executions)

@@ -22,6 +22,7 @@ RESULT_FILE (stdout stays the function's log, as on Lambda).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import json
@@ -34,7 +35,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -107,6 +108,10 @@ class LambdaRunner:
         """Start one waiting process per function that has none."""
         for name in self.functions:
             self._prestart(name)
+
+    def prestart_one(self, name: str) -> None:
+        """Start a waiting process for function ``name`` if it has none."""
+        self._prestart(name)
 
     def update(self, spec: FunctionSpec) -> None:
         """A function's configuration changed: a waiting process has the old one."""
@@ -256,9 +261,58 @@ def _error(err: BaseException) -> dict[str, Any]:
     return {"errorType": type(err).__name__, "errorMessage": str(err), "stackTrace": traceback.format_exception(err)}
 
 
+class _NullSegment:
+    """What a disabled tracer's decorators write into: nothing is recorded."""
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        pass
+
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
+        pass
+
+    def add_exception(self, exception: BaseException, stack: Any = None, remote: bool = False) -> None:
+        pass
+
+
+class _NullProvider(_NullSegment):
+    """A tracing provider that records nothing, for Powertools' ``Tracer`` when tracing is off.
+
+    ``Tracer()`` imports the X-Ray SDK to make its default provider even when
+    ``POWERTOOLS_TRACE_DISABLED`` is set (Powertools 3.37: ``Tracer.__build_config``); that import
+    costs each local invocation about half a second of CPU. Every ``Tracer`` shares one configuration,
+    so a provider given before the handler's module makes its own is the one it uses.
+    """
+
+    @contextlib.contextmanager
+    def in_subsegment(self, name: str | None = None, **kwargs: Any) -> Iterator[_NullSegment]:
+        yield _NullSegment()
+
+    @contextlib.asynccontextmanager
+    async def in_subsegment_async(self, name: str | None = None, **kwargs: Any) -> AsyncIterator[_NullSegment]:
+        yield _NullSegment()
+
+    def patch(self, modules: Any) -> None:
+        pass
+
+    def patch_all(self) -> None:
+        pass
+
+
+def _quiet_tracer() -> None:
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() not in ("1", "true"):
+        return
+    try:
+        from aws_lambda_powertools import Tracer
+    except ImportError:
+        return
+    provider: Any = _NullProvider()  # duck-typed: Powertools' BaseProvider is abstract
+    Tracer(provider=provider, disabled=True)
+
+
 def _child_main(argv: list[str]) -> int:
     code_dir, handler, result_file = argv
     sys.path.insert(0, code_dir)
+    _quiet_tracer()
     module_name, function_name = handler.rsplit(".", 1)
     handler_fn: Any = None
     init_error: dict[str, Any] | None = None

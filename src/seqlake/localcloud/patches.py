@@ -4,7 +4,7 @@ They touch moto's private internals, so importing this module fails on any other
 (``pyproject.toml`` pins it); ``tests/local/test_patches.py`` covers every patch. Behaviour that is
 the project's own (how a Lambda or a Batch child runs, how Athena answers) lives in the runner
 modules and is reached through :data:`HOOKS`, so the patches stay mechanical. With its hook unset,
-each of patches 3-6 falls back to moto's own behaviour (1 and 2 only fix moto), so ``mock_aws`` tests
+each of patches 3-7 falls back to moto's own behaviour (1 and 2 only fix moto), so ``mock_aws`` tests
 in the same process are unaffected.
 
 1. Step Functions service integrations: moto stubs the Pascal->camel request normalisation that its
@@ -18,6 +18,10 @@ in the same process are unaffected.
    An array of size 1 is refused, as AWS Batch does (``size`` must be 2..10,000).
 5. EventBridge drops Step Functions and Lambda targets: here :attr:`Hooks.deliver` receives them.
 6. Athena returns no rows: here :attr:`Hooks.athena_query` answers.
+7. The interpreter polls ``DescribeJobs`` every 0.5 s while a ``batch:submitJob.sync`` task waits:
+   an HTTP round trip through moto each time, on the core the children need. Here the wait sleeps
+   until :func:`wake_sync_waiters` is called (the Batch runner calls it when a job changes) or
+   :data:`SYNC_POLL_SECONDS` pass, whichever is first.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ import moto.events.models as _events  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service as _sts  # noqa: E402
+import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback as _stc  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
 AthenaBackend: Any = _athena.AthenaBackend
@@ -353,6 +358,55 @@ def _patch_athena() -> None:
     AthenaBackend._store_predefined_query_results = _store_query_results
 
 
+# ---------------------------------------------------------------- 7. .sync waits woken by Batch
+#: the longest a waiting ``.sync`` task sleeps without being woken (moto polls every 0.5 s)
+SYNC_POLL_SECONDS = 5.0
+_sync_cond = threading.Condition()
+_sync_generation = 0
+_sync_seen = threading.local()
+
+
+def wake_sync_waiters() -> None:
+    """Something a ``.sync`` task may wait for changed: let every waiting task poll now."""
+    global _sync_generation  # noqa: PLW0603 - one counter shared by the waiting interpreter threads
+    with _sync_cond:
+        _sync_generation += 1
+        _sync_cond.notify_all()
+
+
+def _sync_sleep(seconds: float) -> None:
+    """Sleep until woken or :data:`SYNC_POLL_SECONDS`; a wake-up that came after this thread's last
+    poll (between its check and this sleep) returns at once, so none is lost. Without a Batch runner
+    nothing would wake it: moto's own interval then."""
+    if HOOKS.batch_run is None:
+        _real_sleep(seconds)
+        return
+    with _sync_cond:
+        seen = getattr(_sync_seen, "generation", -1)
+        _sync_cond.wait_for(lambda: _sync_generation != seen, timeout=max(seconds, SYNC_POLL_SECONDS))
+        _sync_seen.generation = _sync_generation
+
+
+SyncCallbackModule: Any = _stc
+_real_time = SyncCallbackModule.time
+_real_sleep = _real_time.sleep
+
+
+class _SyncTime:
+    """``time`` as the callback module sees it: its one ``sleep`` (the .sync poll) is :func:`_sync_sleep`."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_real_time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        _sync_sleep(seconds)
+
+
+def _patch_sync_wait() -> None:
+    SyncCallbackModule.time = _SyncTime()
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -360,6 +414,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "batch-submit": _patch_batch_submit,
     "event-targets": _patch_event_targets,
     "athena-results": _patch_athena,
+    "sync-wait": _patch_sync_wait,
 }
 
 
