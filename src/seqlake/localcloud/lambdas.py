@@ -93,6 +93,10 @@ class LambdaRunner:
         self._counter = itertools.count(1)
         self._pending = 0
         self._cond = threading.Condition()
+        # Asynchronous events (a burst of uploads) queue for a few slots, like a function's reserved
+        # concurrency: dozens of interpreters starting at once on a small machine would each outlive
+        # the function's timeout and end in the dead-letter queue. The timeout counts from the start.
+        self._async_slots = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
         self._warm: dict[str, _Sandbox] = {}
         self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
         self._closed = False
@@ -189,10 +193,11 @@ class LambdaRunner:
 
     def _invoke_async(self, name: str, payload: bytes) -> None:
         try:
-            for _ in range(1 + ASYNC_RETRIES):
-                error, failed = self.invoke(name, payload)
-                if not failed:
-                    return
+            with self._async_slots:
+                for _ in range(1 + ASYNC_RETRIES):
+                    error, failed = self.invoke(name, payload)
+                    if not failed:
+                        return
             spec = self.functions.get(name)
             if spec is not None and spec.dead_letter_arn and self.dead_letter is not None:
                 self.dead_letter(spec, payload, error)
