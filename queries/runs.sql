@@ -1,4 +1,4 @@
--- Every run, newest first: state, samples, shards, retries, reads, duration, cost and why it failed.
+-- Every run, newest first: state, samples, shards, retries, reads, duration, cost and why it failed (or was rejected).
 SELECT
   run_id,
   state,

@@ -43,3 +43,12 @@ class BadInputError(SeqlakeError):
     def to_dict(self) -> dict[str, object]:
         return {"file": self.path, "line": self.line, "record": self.record, "message": self.message,
                 "error": "BadInput", "text": str(self)}
+
+
+class TruncatedStreamError(BadInputError):
+    """A compressed stream (gzip, bz2, xz) that ends before its end-of-stream marker: the file was cut.
+
+    ``record`` is the 0-based number of the first record the cut lost (the number of whole records
+    before it); ``line`` is None: the one line is
+    ``R1.fastq.gz: gzip stream truncated after record 1233 (line 4936), the last of 1234 complete records``.
+    """

@@ -14,7 +14,8 @@ where ``line`` is the absolute 1-based line in the decompressed file and ``recor
   thousands of reads; Phred+64 data has none below ``;`` and plenty above ``K`` (``B`` = Q2 is ``a``..``h``
   territory in Illumina 1.5+). The message says how to convert: ``seqtk seq -Q64 -V in.fq > out.fq``.
   Converting silently would be a guess about the encoding; rejecting is explicit;
-- a truncated gzip / bz2 / xz stream, and zstd (recognised by name, not supported).
+- a truncated gzip / bz2 / xz stream, named with the last complete record before the cut
+  (:func:`truncated_stream`), and zstd (recognised by name, not supported).
 
 Accepted: CRLF line ends, a missing final newline, zero-length reads, an empty file (zero reads),
 multi-member gzip and BGZF (isal's igzip reads both), bz2 and xz (stdlib; stream only, so one shard).
@@ -32,7 +33,7 @@ import gzip
 import io
 import lzma
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, cast
 
@@ -42,7 +43,7 @@ from dnaio.exceptions import FastqFormatError
 from isal import igzip, isal_zlib
 
 from seqlake import storage
-from seqlake.errors import BadInputError
+from seqlake.errors import BadInputError, TruncatedStreamError
 
 Compression = Literal["plain", "gzip", "bgzf", "bz2", "xz", "zstd"]
 #: formats whose streams can be cut into independently readable shards (with a seek index for gzip)
@@ -75,6 +76,68 @@ _CORRUPT: tuple[type[BaseException], ...] = (
     gzip.BadGzipFile, cast(type[BaseException], isal_zlib.error), zlib.error, lzma.LZMAError)
 
 
+def truncated_stream(path: str, compression: str, lines: int) -> TruncatedStreamError:
+    """The error of a ``compression`` stream that ends before its end-of-stream marker after ``lines``
+    complete decompressed lines: it names the last whole record (0-based, as every record number in
+    these messages) and its last line."""
+    records = lines // 4
+    if records == 0:
+        return TruncatedStreamError(path, f"{compression} stream truncated before the end of the first record",
+                                    record=0)
+    return TruncatedStreamError(
+        path, f"{compression} stream truncated after record {records - 1} (line {4 * records}), the last of "
+        f"{records} complete records", record=records)
+
+
+#: what a decompressor object raises for data that is not merely cut short
+_PROBE_ERRORS: tuple[type[BaseException], ...] = (*_CORRUPT, EOFError, OSError)
+#: compressed bytes per step of :func:`find_truncation` (bounds the output of one step)
+_PROBE_BLOCK = 64 << 10
+#: a fresh decompressor of one stream (a gzip member, a bz2 or xz stream) per compression
+_DECOMPRESSORS: dict[str, Callable[[], Any]] = {
+    "gzip": lambda: isal_zlib.decompressobj(wbits=31),
+    "bgzf": lambda: isal_zlib.decompressobj(wbits=31),
+    "bz2": bz2.BZ2Decompressor,
+    "xz": lzma.LZMADecompressor,
+}
+
+
+def _decodable_lines(raw: BinaryIO, compression: str) -> tuple[int, bool]:
+    """``(newlines in everything decodable, whether the last stream reached its end marker)``; streams
+    (gzip members, bz2 / xz streams) may follow each other."""
+    new = _DECOMPRESSORS[compression]
+    d, lines, fed = new(), 0, False
+    while block := raw.read(_PROBE_BLOCK):
+        while block:
+            lines += d.decompress(block).count(b"\n")
+            fed = True
+            if not d.eof:
+                break
+            block = d.unused_data
+            d, fed = new(), False
+    return lines, d.eof or not fed
+
+
+def find_truncation(uri: str, compression: str | None = None) -> TruncatedStreamError | None:
+    """The error of ``uri``'s compressed stream when it ends before its end-of-stream marker, else None
+    (complete, plain, or corrupt in another way).
+
+    A second pass, for when a reader has failed in a way a cut file explains: decompressor objects
+    hand out everything decodable before the cut (the file readers drop up to a buffer of it), so
+    the error names the file's real last complete record.
+    """
+    with storage.open_read(uri, buffer_size=_PROBE_BLOCK) as raw:
+        comp = compression or sniff_compression(raw.read(32))
+        if comp not in _DECOMPRESSORS:
+            return None
+        raw.seek(0)
+        try:
+            lines, complete = _decodable_lines(raw, comp)
+        except _PROBE_ERRORS:  # corrupt, not (only) cut: the reader's own error stands
+            return None
+    return None if complete else truncated_stream(uri, comp, lines)
+
+
 class _TranslatingReader(io.RawIOBase):
     """Turns a decompressor's EOFError / zlib / lzma / OSError into a BadInputError naming the file."""
 
@@ -91,6 +154,10 @@ class _TranslatingReader(io.RawIOBase):
         try:
             n: int = self._inner.readinto(buffer)  # type: ignore[attr-defined]
         except EOFError as err:
+            # "Compressed file ended before the end-of-stream marker was reached": find the last record
+            truncated = find_truncation(self._path, self._compression)
+            if truncated is not None:
+                raise truncated from err
             msg = f"truncated or corrupt {self._compression} stream: {err}"
             raise BadInputError(self._path, msg) from err
         except _CORRUPT as err:

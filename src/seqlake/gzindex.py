@@ -11,7 +11,10 @@ of the data is written. The scheme and its numbers are ``../shared/spikes/gzip-s
 
 rapidgzip does not notice a gzip stream cut inside a deflate block (it returns the data decoded so far),
 so the pass checks the end of the file itself (:func:`_check_gzip_end`): the footer's ISIZE and CRC32 must
-describe the decompressed data (RFC 1952 section 2.3.1).
+describe the decompressed data (RFC 1952 section 2.3.1). A cut file can also surface first as a record
+cut short or as rapidgzip's "corrupt" error; on any bad-input error the pass reads the file once more
+as a stream (isal) to tell a truncated stream apart, and then names the last complete record before
+the cut (:func:`seqlake.fastq.find_truncation`).
 
 A ``RapidgzipFile`` left open at interpreter exit aborts the process (SIGABRT); every use here is a
 ``with`` block.
@@ -278,7 +281,23 @@ class IndexResult:
 
 
 def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
-    """One pass over a gzip / BGZF file: count records, take checkpoints, export the seek index."""
+    """One pass over a gzip / BGZF file: count records, take checkpoints, export the seek index.
+
+    A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
+    record, whichever way rapidgzip met the cut.
+    """
+    from seqlake.fastq import find_truncation
+
+    try:
+        return _index_gzip(uri, spacing)
+    except BadInputError as err:
+        truncated = find_truncation(uri)
+        if truncated is not None:
+            raise truncated from err
+        raise
+
+
+def _index_gzip(uri: str, spacing: int) -> IndexResult:
     import rapidgzip
 
     with open_indexed(uri) as f:

@@ -15,6 +15,7 @@ import io
 import json
 import posixpath
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -75,17 +76,32 @@ class SheetRow:
     fastq_2: str | None
 
 
-def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: bool) -> str:
+#: ``allow_other_buckets`` of :func:`parse_samplesheet`: True (any bucket), False (the sheet's own), or the
+#: buckets allowed besides the sheet's own (the stack parameter ``AllowedInputBuckets``)
+OtherBuckets = bool | Collection[str]
+
+
+def _check_bucket(sheet_uri: str, path: str, line: int, allow: OtherBuckets) -> None:
+    """An ``s3://`` path of an S3 sheet must be in the sheet's bucket or an allowed one."""
+    if allow is True or not storage.is_s3(sheet_uri):
+        return
+    own, _ = storage.split_s3(sheet_uri)
+    other, _ = storage.split_s3(path)
+    if other == own:
+        return
+    if not allow:
+        raise BadInputError(sheet_uri, f"{path!r} is in bucket {other!r}, not the sheet's bucket {own!r} "
+                            "(other buckets are not allowed)", line=line)
+    if other not in allow:
+        raise BadInputError(sheet_uri, f"{path!r} is in bucket {other!r}, which is not in AllowedInputBuckets "
+                            f"({', '.join(sorted(allow))})", line=line)
+
+
+def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: OtherBuckets) -> str:
     if path.startswith("s3://"):
         if ".." in path.split("/"):
             raise BadInputError(sheet_uri, f"path {path!r} contains '..'", line=line)
-        if storage.is_s3(sheet_uri) and not allow_other_buckets:
-            own, _ = storage.split_s3(sheet_uri)
-            other, _ = storage.split_s3(path)
-            if other != own:
-                raise BadInputError(
-                    sheet_uri, f"{path!r} is in bucket {other!r}, not the sheet's bucket {own!r} "
-                    "(other buckets are not allowed)", line=line)
+        _check_bucket(sheet_uri, path, line, allow_other_buckets)
         return path
     if "://" in path:
         raise BadInputError(sheet_uri, f"unsupported URI {path!r} (use a relative path or s3://)", line=line)
@@ -97,8 +113,13 @@ def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: bool) ->
     return storage.join(str(storage.local_parent(sheet_uri)), path)
 
 
-def parse_samplesheet(text: str, sheet_uri: str, *, allow_other_buckets: bool = False) -> list[SampleInputs]:
-    """Validate a samplesheet's text and return its samples with resolved URIs."""
+def parse_samplesheet(text: str, sheet_uri: str, *,
+                      allow_other_buckets: OtherBuckets = False) -> list[SampleInputs]:
+    """Validate a samplesheet's text and return its samples with resolved URIs.
+
+    ``allow_other_buckets``: whether ``s3://`` paths of a sheet in S3 may name another bucket than the
+    sheet's: True (any), False (none), or which ones.
+    """
     import jsonschema
 
     rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
@@ -155,7 +176,7 @@ def _numbered(text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def read_samplesheet(uri: str, *, allow_other_buckets: bool = False) -> list[SampleInputs]:
+def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[SampleInputs]:
     try:
         text = storage.read_bytes(uri).decode("utf-8")
     except UnicodeDecodeError as err:

@@ -198,23 +198,31 @@ COVERAGE = Table(
     key=("sample", "contig", "bin_start"),
 )
 
+#: the values of ``runs.state``: committed; failed in a step of the state machine; refused by the start
+#: function before any execution (a samplesheet or FASTQ key that fails its checks). ``status.json``
+#: holds the same state, and ``RUNNING`` while the execution runs (the ``runs`` row is written at the end).
+RUN_STATES: tuple[str, ...] = ("SUCCEEDED", "FAILED", "REJECTED")
+
 RUNS = Table(
     "runs",
-    "One row per run: inputs, parameters, software version, state, timings, shards, cost estimate.",
+    "One row per run (and per input the start function rejected): inputs, parameters, software version, "
+    "state, timings, shards, cost estimate.",
     (
-        _c("state", _S, "SUCCEEDED or FAILED", False),
+        _c("state", _S, f"{', '.join(RUN_STATES[:-1])} or {RUN_STATES[-1]} (refused by the start function: no "
+                        "execution ran)", False),
         _c("samples", _S, "comma-separated sample names"),
         _c("inputs", _S, "JSON list of {uri, etag, size, mate, sample}"),
         _c("parameters", _S, "JSON object of the run's parameters (trimming, reference, shards)"),
         _c("reference", _S, "reference URI, or null"),
         _c("software_version", _S, "seqlake version"),
-        _c("started_at", _TS, "when the run started"),
-        _c("finished_at", _TS, "when the run was committed or failed"),
+        _c("started_at", _TS, "when the run started (REJECTED: when the rejected object was uploaded)"),
+        _c("finished_at", _TS, "when the run was committed, failed or rejected"),
         _c("duration_s", _F64, "wall-clock seconds"),
         _c("shards", _I32, "number of shards (Batch array size)"),
         _c("retried_shards", _I32, "shards that needed more than one attempt"),
         _c("failed_shard", _I32, "the shard that failed the run, if any"),
-        _c("reason", _S, "why the run failed (file, line or record, problem); null when it succeeded"),
+        _c("reason", _S, "why the run failed or was rejected (file, line or record, problem); null when it "
+                         "succeeded"),
         _c("reads", _I64, "raw reads over all samples and mates"),
         _c("bases", _I64, "raw bases over all samples and mates"),
         _c("cost_estimate_usd", _F64, "rough compute cost estimate (vCPU-seconds x Spot price)"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import io
 import json
 import re
 import uuid
@@ -15,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import boto3
+import pyarrow.parquet as pq
 import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
@@ -94,6 +96,26 @@ class Deployed:
         ev["detail"]["bucket"]["name"] = self.bucket
         ev["detail"]["object"].update(key=key, size=head["ContentLength"], etag=head["ETag"].strip('"'))
         return ev
+
+
+def partitions(deployed: Deployed, table: str) -> list[list[str]]:
+    """The registered partitions of ``table`` (their values: ``[run_id]``)."""
+    glue = boto3.client("glue", region_name=REGION)
+    return [p["Values"] for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]]
+
+
+def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
+    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=f"runs/{run_id}/status.json")["Body"].read()
+    data: dict[str, Any] = json.loads(body)
+    return data
+
+
+def runs_row(deployed: Deployed, run_id: str) -> dict[str, Any]:
+    """The run's one row in the ``runs`` table's Parquet file."""
+    key = f"results/runs/run_id={run_id}/part-00000.parquet"
+    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=key)["Body"].read()
+    [row] = pq.read_table(io.BytesIO(body)).to_pylist()
+    return dict(row)
 
 
 @pytest.fixture(scope="session")

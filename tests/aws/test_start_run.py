@@ -11,7 +11,10 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidationError
 
-from .conftest import REGION, Deployed, load_event
+from seqlake.aws.events import S3Object, run_id
+from seqlake.tables import RESULT_TABLES
+
+from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 
 FASTQ = b"@r1\nACGT\n+\nIIII\n"
 
@@ -26,6 +29,7 @@ def start(
     monkeypatch.setenv("STATE_MACHINE_ARN", deployed.state_machine_arn)
     monkeypatch.setenv("REFERENCE_URI", f"s3://{deployed.bucket}/references/ref/ref.fasta")
     monkeypatch.setenv("ALLOWED_INPUT_BUCKETS", "")
+    monkeypatch.setenv("GLUE_DATABASE", deployed.database)
     app = handler("start_run")
 
     def call(event: dict[str, Any]) -> dict[str, Any]:
@@ -130,21 +134,88 @@ def test_samplesheet_run_starts_when_every_file_exists(
     assert request["samplesheet"].endswith("batch7/samplesheet.csv") and len(request["inputs"]) == 4
 
 
+def uploaded_at(deployed: Deployed, key: str) -> str:
+    modified = deployed.s3().head_object(Bucket=deployed.bucket, Key=key)["LastModified"]
+    return str(modified.isoformat())
+
+
+def assert_rejection_recorded(deployed: Deployed, out: dict[str, Any], key: str, etag: str, label: str) -> None:
+    """status.json, the runs row and the runs partition of a rejected input, as the failure step
+    records a failed run: state REJECTED, the one-line reason, the object and its ETag."""
+    rid = run_id(label, [S3Object(deployed.bucket, key, etag)])
+    assert out["run_id"] == rid and executions(deployed) == []
+    st = read_status(deployed, rid)
+    uri = f"s3://{deployed.bucket}/{key}"
+    size = deployed.s3().head_object(Bucket=deployed.bucket, Key=key)["ContentLength"]
+    assert st["state"] == "REJECTED" and st["reason"] == out["reason"] and st["reason"].startswith(f"{uri}:")
+    assert st["inputs"] == [{"uri": uri, "bucket": deployed.bucket, "key": key, "etag": etag, "size": size}]
+    assert st["failed_step"] == "Start" and st["error"] == "BadInputError" and st["execution_arn"] is None
+    assert st["started_at"] == st["finished_at"] == uploaded_at(deployed, key) and st["duration_s"] == 0
+    assert st["partitions"] == ["runs"]
+    row = runs_row(deployed, rid)
+    assert row["state"] == "REJECTED" and row["reason"] == out["reason"] and row["shards"] is None
+    assert json.loads(row["inputs"])[0]["etag"] == etag and row["started_at"].isoformat() == st["started_at"]
+    assert partitions(deployed, "runs") == [[rid]]
+    for table in RESULT_TABLES:
+        assert partitions(deployed, table) == [], table
+
+
 @pytest.mark.parametrize(
     ("sheet", "message"),
     [
-        (b"sample,fastq_2\nA,a.fastq.gz\n", "missing column 'fastq_1'"),
-        (b"sample,fastq_1\nA,s3://elsewhere/a.fastq.gz\n", "elsewhere"),
-        (b"sample,fastq_1\nA,../a.fastq.gz\n", ".."),
+        (b"sample,fastq_2\nA,a.fastq.gz\n", "samplesheet.csv:1: missing column 'fastq_1'"),
+        (b"sample,fastq_1\nA,a.fastq.gz\nA,b.fastq.gz\n", "samplesheet.csv:3: duplicate sample 'A'"),
+        (b"sample,fastq_1\nA,s3://elsewhere/a.fastq.gz\n", "samplesheet.csv:2: 's3://elsewhere/a.fastq.gz' is in"),
+        (b"sample,fastq_1\nA,../a.fastq.gz\n", "samplesheet.csv:2: path '../a.fastq.gz'"),
     ],
+    ids=["missing column", "duplicate sample", "other bucket", "dots"],
 )
-def test_bad_samplesheet_is_rejected_with_its_line(
+def test_bad_samplesheet_is_rejected_and_recorded_with_its_line(
     deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], sheet: bytes, message: str
 ) -> None:
-    deployed.put("incoming/bad/samplesheet.csv", sheet)
+    # Given a samplesheet that fails its checks
+    etag = deployed.put("incoming/bad/samplesheet.csv", sheet)
+    # When its event arrives
     out = start(deployed.event_for("incoming/bad/samplesheet.csv"))
+    # Then no run starts, and the rejection is recorded like a failed run, under the sheet's run id
     assert out["status"] == "rejected" and message in out["reason"]
-    assert "samplesheet.csv:" in out["reason"] and executions(deployed) == []
+    assert_rejection_recorded(deployed, out, "incoming/bad/samplesheet.csv", etag, "bad")
+    assert read_status(deployed, out["run_id"])["samplesheet"] == f"s3://{deployed.bucket}/incoming/bad/samplesheet.csv"
+
+
+def test_fastq_key_rejected_by_the_start_function_is_recorded(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    # Given a FASTQ whose name holds no sample (the EventBridge rule lets "incoming/*.fastq" through)
+    etag = deployed.put("incoming/odd/.fastq", FASTQ)
+    out = start(deployed.event_for("incoming/odd/.fastq"))
+    assert out["status"] == "rejected" and "not a FASTQ file name" in out["reason"]
+    assert_rejection_recorded(deployed, out, "incoming/odd/.fastq", etag, ".fastq")
+    assert read_status(deployed, out["run_id"])["samplesheet"] is None
+
+
+def test_redelivered_rejection_rewrites_the_same_record(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    # Given a bad sheet and a FASTQ beside it (whose event leads to the sheet too)
+    key = "incoming/dup/samplesheet.csv"
+    etag = deployed.put(key, b"sample,fastq_1\ns,a.fastq\ns,b.fastq\n")
+    deployed.put("incoming/dup/a.fastq", FASTQ)
+    first = start(deployed.event_for(key))
+    rid = first["run_id"]
+    s3 = deployed.s3()
+    files = [f"runs/{rid}/status.json", f"results/runs/run_id={rid}/part-00000.parquet"]
+    before = [s3.get_object(Bucket=deployed.bucket, Key=k)["Body"].read() for k in files]
+    # When the sheet's event is delivered again, and the FASTQ's arrives
+    again = [start(deployed.event_for(key)), start(deployed.event_for("incoming/dup/a.fastq"))]
+    # Then every delivery names the same run and rewrites the same bytes; one partition, no error
+    assert [o["status"] for o in again] == ["rejected", "rejected"]
+    assert {o["run_id"] for o in again} == {rid} and {o["reason"] for o in again} == {first["reason"]}
+    assert [s3.get_object(Bucket=deployed.bucket, Key=k)["Body"].read() for k in files] == before
+    assert_rejection_recorded(deployed, first, key, etag, "dup")
+    # and the only objects written are the record's two files
+    written = {o["Key"] for o in s3.list_objects_v2(Bucket=deployed.bucket)["Contents"]}
+    assert written - {key, "incoming/dup/a.fastq"} == set(files)
 
 
 def test_url_encoded_key_is_resolved(deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -186,6 +257,9 @@ def test_other_buckets_only_when_allowed(
     [ex] = executions(deployed)
     assert json.loads(ex["input"])["samples"][0]["r1"] == "s3://sequencer-output/run9/a.fastq.gz"
     # and a bucket not in the list is still refused
-    deployed.put("incoming/ext2/samplesheet.csv", b"sample,fastq_1\nA,s3://not-listed/a.fastq.gz\n")
+    etag = deployed.put("incoming/ext2/samplesheet.csv", b"sample,fastq_1\nA,s3://not-listed/a.fastq.gz\n")
     out = start(deployed.event_for("incoming/ext2/samplesheet.csv"))
-    assert out["status"] == "rejected" and "AllowedInputBuckets" in out["reason"]
+    assert out["status"] == "rejected" and "samplesheet.csv:2: " in out["reason"]
+    assert "'not-listed', which is not in AllowedInputBuckets (another, sequencer-output)" in out["reason"]
+    assert read_status(deployed, out["run_id"])["reason"] == out["reason"]
+    assert out["run_id"] == run_id("ext2", [S3Object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])

@@ -4,7 +4,6 @@ worker, merge) against moto S3 and the Glue tables from template.yaml."""
 from __future__ import annotations
 
 import gzip
-import io
 import json
 from collections.abc import Callable
 from importlib import resources
@@ -12,7 +11,6 @@ from types import ModuleType
 from typing import Any
 
 import boto3
-import pyarrow.parquet as pq
 import pytest
 
 from seqlake.aws import index_job
@@ -21,7 +19,7 @@ from seqlake.plan import load_plan
 from seqlake.tables import RESULT_TABLES, TABLES
 from seqlake.worker import process_shard
 
-from .conftest import REGION, Deployed, load_event
+from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 
 READS = 600
 
@@ -31,24 +29,6 @@ def head_records(name: str, n: int) -> bytes:
     raw = resources.files("seqlake.demo_data").joinpath(name).read_bytes()
     lines = gzip.decompress(raw).split(b"\n")[: 4 * n]
     return gzip.compress(b"\n".join(lines) + b"\n")
-
-
-def partitions(deployed: Deployed, table: str) -> list[list[str]]:
-    glue = boto3.client("glue", region_name=REGION)
-    return [p["Values"] for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]]
-
-
-def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
-    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=f"runs/{run_id}/status.json")["Body"].read()
-    data: dict[str, Any] = json.loads(body)
-    return data
-
-
-def runs_row(deployed: Deployed, run_id: str) -> dict[str, Any]:
-    key = f"results/runs/run_id={run_id}/part-00000.parquet"
-    body = deployed.s3().get_object(Bucket=deployed.bucket, Key=key)["Body"].read()
-    [row] = pq.read_table(io.BytesIO(body)).to_pylist()
-    return dict(row)
 
 
 @pytest.fixture

@@ -157,6 +157,28 @@ def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]
     assert tables == ["arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${GlueDatabase}/runs"]
 
 
+def test_start_function_records_rejections_in_the_runs_table_only(template: dict[str, Any]) -> None:
+    fn = template["Resources"]["StartRunFunction"]["Properties"]
+    allowed = [st for _, st in statements({"Resources": {"F": {"Properties": fn}}}) if st["Effect"] == "Allow"]
+    # it writes a rejected input's status.json and runs row, nothing else
+    writes = [
+        st
+        for st in allowed
+        if any(a.startswith("s3:") and a not in ("s3:GetObject", "s3:ListBucket") for a in as_list(st["Action"]))
+    ]
+    assert [as_list(st["Action"]) for st in writes] == [["s3:PutObject"]]
+    assert [r["Fn::Sub"] for r in as_list(writes[0]["Resource"])] == [
+        "${DataBucket.Arn}/runs/*/status.json",
+        "${DataBucket.Arn}/results/runs/run_id=*/part-00000.parquet",
+    ]
+    # and registers partitions in the runs table only
+    glue = [st for st in allowed if any(a.startswith("glue:") for a in as_list(st["Action"]))]
+    assert [as_list(st["Action"]) for st in glue] == [["glue:BatchCreatePartition"]]
+    tables = [r["Fn::Sub"] for r in as_list(glue[0]["Resource"]) if "table/" in r["Fn::Sub"]]
+    assert tables == ["arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${GlueDatabase}/runs"]
+    assert fn["Environment"]["Variables"]["GLUE_DATABASE"] == {"Ref": "GlueDatabase"}
+
+
 def test_commit_can_undo_a_half_registered_run(template: dict[str, Any]) -> None:
     fn = template["Resources"]["CommitFunction"]["Properties"]
     actions = {a for _, st in statements({"Resources": {"F": {"Properties": fn}}}) for a in as_list(st["Action"])}

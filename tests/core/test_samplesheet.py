@@ -33,6 +33,19 @@ def test_s3_sheet() -> None:
         "s3://elsewhere/a.fq.gz"
 
 
+def test_other_buckets_only_those_allowed() -> None:
+    text = HEADER + "A,s3://ok/a.fq.gz,\nB,s3://bk/b.fq.gz,\nC,s3://not-listed/c.fq.gz,\n"
+    with pytest.raises(BadInputError) as info:
+        parse_samplesheet(text, "s3://bk/in/samplesheet.csv", allow_other_buckets=frozenset({"ok", "also"}))
+    assert str(info.value) == ("s3://bk/in/samplesheet.csv:4: 's3://not-listed/c.fq.gz' is in bucket "
+                               "'not-listed', which is not in AllowedInputBuckets (also, ok)")
+    # an empty list allows none, as False does
+    with pytest.raises(BadInputError, match="other buckets are not allowed"):
+        parse_samplesheet(text, "s3://bk/in/samplesheet.csv", allow_other_buckets=frozenset())
+    ok = parse_samplesheet(text.rsplit("C,", 1)[0], "s3://bk/in/samplesheet.csv", allow_other_buckets={"ok"})
+    assert [s.r1_uri for s in ok] == ["s3://ok/a.fq.gz", "s3://bk/b.fq.gz"]
+
+
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [

@@ -4,25 +4,40 @@ Every file of ``../shared/data/edge/`` and the cases made here are uploaded at o
 cloud; one wait covers all their runs. For each: the run's state, the reason in ``status.json`` and
 the ``runs`` table (file and line), no result partition for a failed run, Batch attempts (bad input
 is never retried), and the input objects' ETags unchanged. Samplesheets that fail their checks start
-no run at all; the start function's log names the sheet and line.
+no run at all: the start function records them as ``REJECTED`` (``status.json``, the ``runs`` row and
+its partition, under the sheet's own run id) with the sheet and line, and logs the same line.
 """
 
 from __future__ import annotations
 
+import argparse
 import bz2
 import gzip
 import importlib.util
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from seqlake.aws.events import S3Object, run_id
 from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
+from seqlake.localcloud.commands import athena_query, runs_command
 
-from .conftest import Outcome, by_folder, etags, fastq_records, outcomes, put, runs_row, start_function
+from .conftest import (
+    Outcome,
+    by_folder,
+    etags,
+    fastq_records,
+    outcomes,
+    partitions_of,
+    put,
+    runs_row,
+    start_function,
+    status_of,
+)
 
 
 def _edge_cases() -> list[Any]:
@@ -118,10 +133,21 @@ def _with(records: list[bytes], index: int, record: bytes) -> bytes:
 
 
 
+def _truncated_gzip() -> tuple[bytes, str]:
+    """The first 2/3 of a gzip file, and the end of its one-line error: the last whole record that
+    zlib decodes before the cut (0-based) and its last line."""
+    gz = gzip.compress(_records(2000), mtime=0)
+    cut = gz[: len(gz) * 2 // 3]
+    whole = zlib.decompressobj(31).decompress(cut).count(b"\n") // 4
+    assert 0 < whole < 2000
+    return cut, (f"t.fastq.gz: gzip stream truncated after record {whole - 1} (line {4 * whole}), "
+                 f"the last of {whole} complete records")
+
+
 def made_uploads() -> list[Upload]:
     recs = fastq_records(6)
     good = b"".join(recs)
-    gz = gzip.compress(_records(2000), mtime=0)
+    truncated, truncated_reason = _truncated_gzip()
     # > 1 MiB of plain FASTQ: the planner samples the first MiB only, so the worker finds the defect
     big = fastq_records(12_000, length=100)
     late = _with(big, 11_000, b"@r11000\nACGT\n+\nIII\n")
@@ -136,8 +162,8 @@ def made_uploads() -> list[Upload]:
         Upload("R1/R2 different names",
                {k.format("names", "n_R1.fastq"): good, k.format("names", "n_R2.fastq"): r2_renamed},
                False, ("incoming/mk-names/n_R2.fastq:1: ", "does not match its mate"), "ProcessShards"),
-        Upload("truncated gzip stream", {k.format("trunc-gz", "t.fastq.gz"): gz[: len(gz) * 2 // 3]},
-               False, ("incoming/mk-trunc-gz/t.fastq.gz", "truncated or corrupt gzip stream"), "Plan"),
+        Upload("truncated gzip stream", {k.format("trunc-gz", "t.fastq.gz"): truncated},
+               False, (f"incoming/mk-trunc-gz/{truncated_reason}",), "Plan"),
         Upload("bad record after the first MiB (bz2)", {k.format("late", "late.fastq"): bz2.compress(late)},
                False, ("incoming/mk-late/late.fastq:44004: ", "quality has 3 characters but the sequence has 4"),
                "ProcessShards"),
@@ -154,7 +180,7 @@ def made_uploads() -> list[Upload]:
                False, ("incoming/mk-sheet-dots/samplesheet.csv:2: ", "'..'"), "Start"),
         Upload("samplesheet path in another bucket",
                {k.format("sheet-other", "samplesheet.csv"): (SHEET + "s,s3://someone-elses-bucket/r.fastq,\n").encode()},
-               False, ("incoming/mk-sheet-other/samplesheet.csv", "someone-elses-bucket"), "Start"),
+               False, ("incoming/mk-sheet-other/samplesheet.csv:2: ", "someone-elses-bucket"), "Start"),
     ]
 
 
@@ -205,6 +231,7 @@ def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
         line = next((ln for ln in bad_runs.start_log.splitlines() if c.reason[0] in ln), "")
         for part in c.reason:
             assert part in line, (part, line)
+        _check_rejected(bad_runs, cloud, c)
         return
     o = bad_runs.results[folder]
     st = o.status
@@ -228,6 +255,45 @@ def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
         assert st["retried_shards"] == []
     else:
         assert o.execution.arrays == [], "bad input found by the planner must never reach Batch"
+
+
+def rejected_run_id(bad_runs: BadInputRuns, cloud: LocalCloud, c: Upload) -> str:
+    """The run id of a rejected sheet: its folder, and the sheet's bucket, key and ETag as uploaded."""
+    [key] = c.objects
+    return run_id(key.split("/")[1], [S3Object(cloud.bucket, key, bad_runs.before[key])])
+
+
+def _check_rejected(bad_runs: BadInputRuns, cloud: LocalCloud, c: Upload) -> None:
+    """status.json and the runs row (local Athena) say REJECTED with the sheet's line; only ``runs``
+    has a partition of it."""
+    [key] = c.objects
+    rid = rejected_run_id(bad_runs, cloud, c)
+    st = status_of(cloud, rid)
+    assert st["state"] == "REJECTED" and st["failed_step"] == "Start", st
+    assert st["reason"].startswith(f"s3://{cloud.bucket}/{c.reason[0]}"), st["reason"]
+    for part in c.reason:
+        assert part in st["reason"], (part, st["reason"])
+    assert [(i["key"], i["etag"]) for i in st["inputs"]] == [(key, bad_runs.before[key])]
+    row = runs_row(cloud, rid)
+    assert row["state"] == "REJECTED" and row["reason"] == st["reason"] and row["shards"] is None
+    assert partitions_of(cloud, rid) == frozenset({"runs"})
+
+
+def test_rejected_inputs_are_in_the_runs_table(bad_runs: BadInputRuns, cloud: LocalCloud) -> None:
+    result = athena_query(cloud, "SELECT run_id, inputs FROM runs WHERE state = 'REJECTED'")
+    ours = {rid for rid, inputs in result.rows if any(k in (inputs or "") for k in bad_runs.before)}
+    assert ours == {rejected_run_id(bad_runs, cloud, c) for c in bad_runs.cases if c.step == "Start"}
+
+
+def test_local_runs_lists_the_rejected_inputs(bad_runs: BadInputRuns, cloud: LocalCloud,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert runs_command(argparse.Namespace(home=cloud.state.root)) == 0
+    out = capsys.readouterr().out
+    for c in bad_runs.cases:
+        if c.step == "Start":
+            rid = rejected_run_id(bad_runs, cloud, c)
+            line = next((ln for ln in out.splitlines() if rid in ln), "")
+            assert "REJECTED" in line and "BadInputError" in line, (rid, out)
 
 
 def test_every_edge_file_has_a_case(edge: Path) -> None:

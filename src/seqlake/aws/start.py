@@ -15,6 +15,15 @@ Which run an object belongs to:
 The execution input (:class:`~seqlake.aws.request.RunRequest`) holds no timestamps, so Step Functions
 itself treats a repeated start with the same name and input as idempotent; a closed execution with
 that name raises ``ExecutionAlreadyExists``, which is a duplicate too.
+
+An input that can start no run (a samplesheet that fails its checks, a FASTQ key that names no
+sample) is *rejected*, and recorded like a failed run: ``runs/<run_id>/status.json`` with state
+``REJECTED`` and the one-line reason (``s3://bucket/key:LINE: problem``), the run's row in the ``runs``
+table and its partition there (:func:`record_rejection`). Its run id is that of the rejected object
+alone (:func:`~seqlake.aws.events.run_id` over the sheet, or the FASTQ, with its ETag; the sheet's
+files may not exist or may be in a bucket the function must not read), with the label the run would
+have had. Every event that leads to the same bad sheet (the sheet's, its FASTQs', a redelivery)
+rewrites the same record: the timestamps are the object's upload time, not the event's arrival.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import unquote_plus
 
@@ -31,7 +41,9 @@ from seqlake.aws import clients
 from seqlake.aws.events import INCOMING, SAMPLESHEET_NAME, S3Object, kind_of, normalise_etag, run_id
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest, SampleRequest
+from seqlake.aws.status import REJECTED, RunStatus, record_unsuccessful
 from seqlake.errors import BadInputError
+from seqlake.plan import SampleInputs
 from seqlake.samplesheet import mate_from_name, parse_samplesheet
 
 Status = Literal["started", "duplicate", "waiting", "ignored", "rejected"]
@@ -41,6 +53,8 @@ _FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
 @dataclass(frozen=True)
 class StartSettings:
     state_machine_arn: str
+    #: Glue database of the ``runs`` table (a rejected input gets its row there)
+    database: str
     reference: str | None = None
     #: buckets besides the upload's own that samplesheets may name (``s3://`` URIs)
     allowed_buckets: frozenset[str] = frozenset()
@@ -48,8 +62,8 @@ class StartSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StartSettings:
         buckets = frozenset(b.strip() for b in env.get("ALLOWED_INPUT_BUCKETS", "").split(",") if b.strip())
-        return cls(state_machine_arn=env["STATE_MACHINE_ARN"], reference=env.get("REFERENCE_URI") or None,
-                   allowed_buckets=buckets)
+        return cls(state_machine_arn=env["STATE_MACHINE_ARN"], database=env["GLUE_DATABASE"],
+                   reference=env.get("REFERENCE_URI") or None, allowed_buckets=buckets)
 
 
 @dataclass(frozen=True)
@@ -72,14 +86,32 @@ class _Waiting(Exception):  # noqa: N818 - a control-flow signal, not an error
         self.reason = reason
 
 
-def head(bucket: str, key: str) -> S3Object | None:
-    """The object's ETag and size, or None when it does not exist (yet)."""
+class _Rejected(Exception):  # noqa: N818 - a control-flow signal, carrying the BadInputError's line
+    """The input can start no run: ``obj`` is the object to blame (the samplesheet, or the FASTQ),
+    ``label`` the readable part of the run id the run would have had."""
+
+    def __init__(self, label: str, obj: S3Object, error: BadInputError) -> None:
+        super().__init__(str(error))
+        self.label = label
+        self.obj = obj
+        self.reason = str(error)
+
+
+def _head_response(bucket: str, key: str) -> dict[str, Any] | None:
     try:
-        r = clients.client("s3").head_object(Bucket=bucket, Key=key)
+        r: dict[str, Any] = clients.client("s3").head_object(Bucket=bucket, Key=key)
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return None
         raise
+    return r
+
+
+def head(bucket: str, key: str) -> S3Object | None:
+    """The object's ETag and size, or None when it does not exist (yet)."""
+    r = _head_response(bucket, key)
+    if r is None:
+        return None
     return S3Object(bucket, key, normalise_etag(r["ETag"]), int(r["ContentLength"]))
 
 
@@ -130,7 +162,11 @@ def partner_keys(key: str) -> tuple[str, int | None, list[str]]:
 
 
 def _fastq_request(obj: S3Object, settings: StartSettings) -> RunRequest:
-    sample, mate, partners = partner_keys(obj.key)
+    try:
+        sample, mate, partners = partner_keys(obj.key)
+    except BadInputError as err:
+        # the reason names the object as the other rejections do: s3://bucket/key
+        raise _Rejected(obj.name, obj, BadInputError(obj.uri, err.message)) from err
     me = head(obj.bucket, obj.key)
     if me is None:
         raise _Waiting([obj.uri], "the object of the event no longer exists")
@@ -149,36 +185,45 @@ def _fastq_request(obj: S3Object, settings: StartSettings) -> RunRequest:
         inputs=tuple(o.to_dict() for o in objects), reference=settings.reference)
 
 
-def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunRequest:
-    sheet = head(bucket, sheet_key)
-    if sheet is None:
-        raise _Waiting([f"s3://{bucket}/{sheet_key}"], "the samplesheet no longer exists")
-    text = clients.client("s3").get_object(Bucket=bucket, Key=sheet_key)["Body"].read()
+def _sheet_label(sheet_key: str) -> str:
+    """The readable part of a samplesheet run's id: the sheet's folder (``incoming/batch7/...``)."""
+    return sheet_key.rstrip("/").rsplit("/", 2)[-2] if sheet_key.count("/") >= 2 else "samplesheet"
+
+
+def _sheet_samples(sheet: S3Object, settings: StartSettings) -> list[SampleInputs]:
+    """The sheet's samples, checked: UTF-8, the schema, and every ``s3://`` path in an allowed bucket."""
+    text = clients.client("s3").get_object(Bucket=sheet.bucket, Key=sheet.key)["Body"].read()
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInputError(sheet.uri, f"not UTF-8 text: {err}") from err
-    samples = parse_samplesheet(decoded, sheet.uri, allow_other_buckets=bool(settings.allowed_buckets))
+    return parse_samplesheet(decoded, sheet.uri, allow_other_buckets=settings.allowed_buckets)
+
+
+def _sheet_uris(samples: list[SampleInputs]) -> list[str]:
+    return [u for s in samples for u in (s.r1_uri, s.r2_uri) if u is not None]
+
+
+def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunRequest:
+    sheet = head(bucket, sheet_key)
+    if sheet is None:
+        raise _Waiting([f"s3://{bucket}/{sheet_key}"], "the samplesheet no longer exists")
+    try:
+        samples = _sheet_samples(sheet, settings)
+    except BadInputError as err:
+        raise _Rejected(_sheet_label(sheet_key), sheet, err) from err
     objects = [sheet]
     missing: list[str] = []
-    for s in samples:
-        for uri in (s.r1_uri, s.r2_uri):
-            if uri is None:
-                continue
-            b, k = _split(uri)
-            if b != bucket and b not in settings.allowed_buckets:
-                raise BadInputError(sheet.uri,
-                                    f"{uri} is in bucket {b!r}, which is not in AllowedInputBuckets")
-            o = head(b, k)
-            if o is None:
-                missing.append(uri)
-            else:
-                objects.append(o)
+    for uri in _sheet_uris(samples):
+        o = head(*_split(uri))
+        if o is None:
+            missing.append(uri)
+        else:
+            objects.append(o)
     if missing:
         raise _Waiting(missing, f"waiting for {len(missing)} file(s) of samplesheet {sheet.uri}")
-    label = sheet_key.rstrip("/").rsplit("/", 2)[-2] if sheet_key.count("/") >= 2 else "samplesheet"
     return RunRequest(
-        run_id=run_id(label, objects), bucket=bucket,
+        run_id=run_id(_sheet_label(sheet_key), objects), bucket=bucket,
         samples=tuple(SampleRequest(s.sample, s.r1_uri, s.r2_uri) for s in samples),
         inputs=tuple(o.to_dict() for o in objects), samplesheet=sheet.uri, reference=settings.reference)
 
@@ -193,6 +238,34 @@ def build_request(obj: S3Object, settings: StartSettings) -> RunRequest:
     if obj.folder != INCOMING and head(obj.bucket, sheet_key) is not None:
         return _sheet_request(sheet_key, obj.bucket, settings)
     return _fastq_request(obj, settings)
+
+
+def _as_uploaded(obj: S3Object) -> tuple[S3Object, datetime]:
+    """``obj`` with the ETag and size S3 has for it, and when it was uploaded (now, if it is gone)."""
+    r = _head_response(obj.bucket, obj.key)
+    if r is None:
+        return obj, datetime.now(UTC)
+    uploaded: datetime = r["LastModified"]
+    return replace(obj, etag=normalise_etag(r["ETag"]), size=int(r["ContentLength"])), uploaded
+
+
+def rejection_status(label: str, obj: S3Object, reason: str, uploaded: datetime) -> RunStatus:
+    """The record of a rejected input: a function of the object and the reason only, so every
+    delivery of its event writes the same document."""
+    status = RunStatus(
+        run_id=run_id(label, [obj]), state=REJECTED, bucket=obj.bucket, samples=[], inputs=[obj.to_dict()],
+        samplesheet=obj.uri if kind_of(obj.key) == "samplesheet" else None, started_at=uploaded.isoformat(),
+        failed_step="Start", error=BadInputError.__name__, reason=reason)
+    status.finish(now=uploaded)
+    return status
+
+
+def record_rejection(label: str, obj: S3Object, reason: str, database: str) -> RunStatus:
+    """``status.json``, the ``runs`` row and its partition for an input that starts no run."""
+    described, uploaded = _as_uploaded(obj)
+    status = rejection_status(label, described, reason, uploaded)
+    record_unsuccessful(status, database)
+    return status
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
@@ -234,10 +307,12 @@ def start_run(obj: S3Object, settings: StartSettings) -> StartResult:
     except _Waiting as w:
         logger.info("waiting for inputs", extra={"missing": w.missing, "trigger": obj.uri})
         return StartResult("waiting", w.reason, waiting_for=tuple(w.missing))
-    except BadInputError as err:
+    except _Rejected as rejected:
         # nothing can start: the sheet or name is wrong; the reason is the one line users see
-        logger.warning("input rejected", extra={"reason": str(err), "trigger": obj.uri})
-        return StartResult("rejected", str(err))
+        logger.warning("input rejected", extra={"reason": rejected.reason, "trigger": obj.uri})
+        status = record_rejection(rejected.label, rejected.obj, rejected.reason, settings.database)
+        logger.info("rejection recorded", extra={"run_id": status.run_id, "status_uri": status.status_uri})
+        return StartResult("rejected", rejected.reason, status.run_id)
     logger.append_keys(run_id=request.run_id)
     started, arn = start_execution(request, settings.state_machine_arn)
     if not started:

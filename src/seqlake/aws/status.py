@@ -1,9 +1,10 @@
 """``runs/<run_id>/status.json`` and the run's row in the ``runs`` table.
 
-Both are written by the commit step (state ``SUCCEEDED``) or by the failure step (state ``FAILED``)
-from one :class:`RunStatus`, so what users read in the bucket and what they query agree. The row is
-one Parquet file at ``results/runs/run_id=<id>/part-00000.parquet``; rewriting it (a re-run of the
-commit) replaces it.
+Both are written by the commit step (state ``SUCCEEDED``), by the failure step (state ``FAILED``) or
+by the start function for an input it refuses (state ``REJECTED``, no execution) from one
+:class:`RunStatus`, so what users read in the bucket and what they query agree. The row is one
+Parquet file at ``results/runs/run_id=<id>/part-00000.parquet``; rewriting it (a re-run of the
+commit) replaces it. The states are :data:`seqlake.tables.RUN_STATES`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from seqlake import __version__, storage
-from seqlake.tables import RUNS
+from seqlake.aws import catalog
+from seqlake.tables import RUN_STATES, RUNS
 
 #: rough Spot price per vCPU-hour (USD) of the compute environment's families (c/m/r 6-7th gen, 2026)
 SPOT_USD_PER_VCPU_HOUR = 0.018
+#: the state of an input that the start function refused (a bad samplesheet or FASTQ key)
+REJECTED = "REJECTED"
+assert REJECTED in RUN_STATES
 
 
 @dataclass
@@ -118,3 +123,16 @@ def write_runs_row(status: RunStatus) -> str:
     uri = runs_row_uri(status.bucket, status.run_id)
     write_table(uri, to_arrow(RUNS.name, {k: [v] for k, v in row.items()}))
     return uri
+
+
+def record_unsuccessful(status: RunStatus, database: str) -> None:
+    """What a failed or rejected run leaves: ``status.json``, the ``runs`` row, then the run's
+    partition in ``runs`` only (no result table ever shows it).
+
+    Idempotent: the files are rewritten in place and an existing partition is not an error, so a retry
+    or a redelivered event leaves the same state.
+    """
+    status.partitions = [RUNS.name]
+    write_status(status)
+    write_runs_row(status)
+    catalog.register_run(database, status.bucket, status.run_id, [RUNS.name])

@@ -30,7 +30,7 @@ from seqlake.aws import batch_info, catalog, clients, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest
-from seqlake.aws.status import RunStatus, write_runs_row, write_status
+from seqlake.aws.status import RunStatus, record_unsuccessful, write_runs_row, write_status
 from seqlake.params import Params
 from seqlake.tables import RESULT_TABLES, RUNS
 
@@ -315,10 +315,7 @@ def record_failure(request: RunRequest, plan: dict[str, Any] | None, batch: dict
         status.reason = str(cause.get("errorMessage") or error.get("Cause") or status.error)
         status.log_stream = cause.get("logStreamName")
     status.finish()
-    status.partitions = [RUNS.name]
     if status.failed_step == "Commit":
         unregister_results(database, request.run_id)
-    write_status(status)
-    write_runs_row(status)
-    catalog.register_run(database, request.bucket, request.run_id, [RUNS.name])
+    record_unsuccessful(status, database)
     return status

@@ -152,6 +152,37 @@ def _wide(console: Console) -> Console:
     return console if console.is_terminal else Console(file=console.file, width=200)
 
 
+_RED = ("FAILED", "TIMED_OUT", "REJECTED")
+_REJECTED_SQL = "SELECT run_id, started_at, inputs, reason FROM runs WHERE state = 'REJECTED'"
+
+
+def rejected_runs(state: StateDir) -> list[dict[str, Any]]:
+    """Inputs the start function rejected (a bad samplesheet: no execution, so not in the run history),
+    from the ``runs`` table's ``REJECTED`` rows, as run history entries."""
+    if not state.exists():
+        return []
+    try:
+        result = athena.query(state.catalog(), state.files_under, _REJECTED_SQL)
+    except ValueError:  # no runs table yet
+        return []
+    return [
+        {
+            "run_id": run_id,
+            "status": "REJECTED",
+            "started": started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else "",
+            "inputs": json.loads(inputs or "[]"),
+            "error": "BadInputError",
+            "cause": reason,
+        }
+        for run_id, started, inputs, reason in result.rows
+    ]
+
+
+def all_runs(state: StateDir) -> list[dict[str, Any]]:
+    """The run history and the rejected inputs, oldest first."""
+    return sorted([*state.runs(), *rejected_runs(state)], key=lambda r: str(r.get("started", "")))
+
+
 def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
     table = Table(title="runs", title_justify="left")
     for col in ("run", "state", "started (UTC)", "seconds", "shards", "retried", "reads", "error"):
@@ -159,7 +190,7 @@ def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
     for r in runs:
         doc = r.get("status_json") or {}
         reads = doc.get("reads", (doc.get("counts") or {}).get("reads", ""))
-        colour = "green" if r["status"] == "SUCCEEDED" else "red" if r["status"] in ("FAILED", "TIMED_OUT") else ""
+        colour = "green" if r["status"] == "SUCCEEDED" else "red" if r["status"] in _RED else ""
         table.add_row(
             r["run_id"],
             f"[{colour}]{r['status']}[/]" if colour else r["status"],
@@ -208,6 +239,10 @@ def run_command(args: argparse.Namespace) -> int:
         console.print(f"uploaded {len(uploads)} object(s) to s3://{cloud.bucket}/{uploads[0][1].rsplit('/', 1)[0]}/")
         finished = cloud.wait()
     if not finished:
+        keys = {key for _, key in uploads}
+        rejected = [r for r in rejected_runs(state) if keys & {i.get("key") for i in r["inputs"]}]
+        if rejected:
+            _print_runs(console, rejected)
         console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
         return EXIT_FAILURE
     _print_runs(console, [r for r in state.runs() if r["run_id"] in {e.name for e in finished}])
@@ -275,7 +310,7 @@ def query_command(args: argparse.Namespace) -> int:
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    runs = _state(args).runs()
+    runs = all_runs(_state(args))
     if not runs:
         Console(stderr=True).print("no runs yet")
         return EXIT_OK
