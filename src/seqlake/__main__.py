@@ -1,5 +1,3 @@
-import sys
+from seqlake.cli import run
 
-from seqlake.cli import main
-
-sys.exit(main())
+run()

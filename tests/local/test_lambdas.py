@@ -8,7 +8,19 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from seqlake.localcloud import forkserver
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+
+
+@pytest.fixture(autouse=True, params=["forked", "interpreter"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the fork server and with a new interpreter per invocation (its fallback)."""
+    if request.param == "forked" and not forkserver.available():
+        pytest.skip("no fork here")
+    monkeypatch.setenv("SEQLAKE_LAMBDA_FORK", "1" if request.param == "forked" else "0")
+    return str(request.param)
 
 HANDLER = """
 import os, time

@@ -157,3 +157,20 @@ def test_sync_wait_is_woken_by_batch_and_never_misses_a_wake(monkeypatch: pytest
     t0 = time.monotonic()
     sleep(0.2)
     assert 0.15 < time.monotonic() - t0 < 5
+
+
+def test_botocore_sessions_share_one_loader() -> None:
+    """The local cloud's process parses each service model once (``localcloud/botocore_loader.py``)."""
+    import boto3
+    import botocore.session
+
+    from seqlake.localcloud import botocore_loader
+
+    assert botocore_loader.shared()  # importing the patches module shared it, before moto's imports
+    a, b = botocore.session.get_session(), boto3.session.Session()._session
+    loader = a.get_component("data_loader")
+    assert loader is b.get_component("data_loader")
+    assert a.get_service_model("s3") is not None
+    assert b.get_component("data_loader").load_service_model("s3", "service-2") is loader.load_service_model(
+        "s3", "service-2"
+    )

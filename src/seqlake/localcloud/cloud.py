@@ -34,7 +34,7 @@ from seqlake.localcloud.events import EventDelivery
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
 from seqlake.localcloud.progress import Execution, Watcher
-from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body
+from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body, user_cache_dir
 from seqlake.localcloud.translate import translate
 
 REPO = Path(__file__).resolve().parents[3]
@@ -71,6 +71,8 @@ _SLOW_POLL_SECONDS = 2.0
 _QUICK_POLL_SECONDS = 0.1
 #: after a wake-up, before polling: the interpreter's next transitions
 _SETTLE_SECONDS = 0.05
+#: while a Lambda or Batch job runs, the state machine is polled only this often unless woken
+_BUSY_POLL_SECONDS = 10.0
 
 
 def _function_name(task: dict[str, Any]) -> str | None:
@@ -201,6 +203,9 @@ class LocalCloud:
             }
         )
         self._reset_moto()  # moto's backends are process-wide: a second cloud in this process starts empty
+        # the Lambda fork server imports its libraries while the template deploys (on a second core)
+        self.lambdas = LambdaRunner({}, self.child_env(), self.state.logs_dir, dead_letter=self._dead_letter)
+        self.lambdas.start_fork_server()
         self.deploy()
         self.restore()
         self._seen = {e["executionArn"] for e in self._list_executions()}
@@ -268,20 +273,28 @@ class LocalCloud:
         return out
 
     def _translate(self, template: dict[str, Any]) -> dict[str, Any]:
-        """SAM -> CloudFormation, cached in the state folder by the packaged template's hash (the code
-        zips' hashes and the inlined state machine are part of it): the translator takes seconds."""
+        """SAM -> CloudFormation, cached by the packaged template's hash (the code zips' hashes and the
+        inlined state machine are part of it) in the user's cache folder, shared by every state folder:
+        importing the translator and translating take about a second of CPU."""
         digest = hashlib.sha256(
             json.dumps([importlib.metadata.version("aws-sam-translator"), template], sort_keys=True).encode()
         ).hexdigest()[:24]
-        cached = self.state.root / "cache" / f"cloudformation-{digest}.json"
-        if cached.is_file():
-            result: dict[str, Any] = json.loads(cached.read_text())
-            return result
+        name = f"cloudformation-{digest}.json"
+        folders = [user_cache_dir(), self.state.root / "cache"]
+        for folder in folders:
+            with contextlib.suppress(OSError, ValueError):
+                result: dict[str, Any] = json.loads((folder / name).read_text())
+                return result
         cfn = translate(template)
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cfn))
-        tmp.replace(cached)
+        for folder in folders:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp = folder / f"{name}.{os.getpid()}.tmp"
+                tmp.write_text(json.dumps(cfn))
+                tmp.replace(folder / name)
+                break
+            except OSError:  # a read-only home: the state folder keeps it
+                continue
         return cfn
 
     def deploy(self) -> None:
@@ -294,7 +307,7 @@ class LocalCloud:
         )
         cfn = self._translate(packaged.template)
         self._cfn = cfn
-        deployer = Deployer(cfn, self._network_parameters(cfn), endpoint_url=self.endpoint)
+        deployer = Deployer(cfn, self._network_parameters(cfn), endpoint_url=self.endpoint, clients=self.client)
         self.outputs = deployer.deploy()
         self._physical = deployer.physical
         resources = cfn["Resources"]
@@ -330,7 +343,10 @@ class LocalCloud:
                 dead_letter_arn=conf.get("DeadLetterConfig", {}).get("TargetArn"),
             )
         base = self.child_env()
-        self.lambdas = LambdaRunner(functions, base, self.state.logs_dir, dead_letter=self._dead_letter)
+        if self.lambdas is None:
+            self.lambdas = LambdaRunner(functions, base, self.state.logs_dir, dead_letter=self._dead_letter)
+        else:
+            self.lambdas.functions.update(functions)
         self.batch = BatchRunner(self.jobs, base, self.state.logs_dir, on_change=self._batch_changed)
         patches.HOOKS.lambda_invoke = self._invoke
         patches.HOOKS.batch_run = self.batch
@@ -505,19 +521,26 @@ class LocalCloud:
         deadline = time.monotonic() + timeout
         watcher = Watcher(self, quiet=self.quiet)
         with watcher:
-            quiet_polls, interval = 0, 0.1
+            quiet_polls, interval, polled = 0, 0.1, 0.0
             while quiet_polls < 2:  # two idle polls in a row: an event in flight has landed
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the local cloud was still busy after {timeout:.0f} s")
-                # Each poll is a few requests through moto, on the core the shards need (one core:
-                # about 2 s of CPU per minute at the old 0.1-0.5 s pace). The state machine moves when
-                # a Lambda or Batch job returns, and those wake this loop; the timer is a fallback.
-                if self._activity.wait(interval):
+                # Each poll is a few requests through moto (the execution's whole history among them),
+                # on the core the shards need. The state machine moves when a Lambda or Batch job
+                # returns, and those wake this loop; while one runs, the shard bars are updated from
+                # the Batch runner alone and moto is asked only every _BUSY_POLL_SECONDS.
+                woke = self._activity.wait(interval)
+                if woke:
                     self._activity.clear()
                     time.sleep(_SETTLE_SECONDS)  # the interpreter takes the transitions it unblocked
-                running = watcher.poll()
+                busy = self._busy()
+                if woke or not busy or time.monotonic() - polled > _BUSY_POLL_SECONDS:
+                    running, polled = watcher.poll(), time.monotonic()
+                else:
+                    watcher.update_arrays()
+                    running = True
                 watcher.changed = False
-                idle = not (running or self._busy())
+                idle = not (running or busy)
                 quiet_polls = quiet_polls + 1 if idle else 0
                 interval = _QUICK_POLL_SECONDS if idle else min(_SLOW_POLL_SECONDS, interval * 1.5)
             watcher.poll()

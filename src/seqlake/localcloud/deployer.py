@@ -52,8 +52,11 @@ class Deployer:
         parameters: dict[str, Any] | None = None,
         stack: str = "seqlake-local",
         endpoint_url: str | None = None,
+        clients: Callable[[str], Any] | None = None,
     ) -> None:
         self.template = template
+        #: a client factory to share (the local cloud's: one client per service for the whole process)
+        self._client_factory = clients
         self.stack = stack
         self.endpoint_url = endpoint_url
         self.values: dict[str, Any] = {
@@ -84,6 +87,8 @@ class Deployer:
         self._clients: dict[str, Any] = {}
 
     def client(self, service: str) -> Any:
+        if self._client_factory is not None:
+            return self._client_factory(service)
         if service not in self._clients:
             self._clients[service] = boto3.client(service, region_name=REGION, endpoint_url=self.endpoint_url)
         return self._clients[service]

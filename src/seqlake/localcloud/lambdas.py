@@ -6,18 +6,19 @@ module names (every function's handler is ``app.py``) and module state between i
 child gets the function's environment, ``AWS_ENDPOINT_URL`` pointing at the moto server, and
 ``src/`` on ``PYTHONPATH`` (locally the core package stands in for the Lambda layer).
 
-Start-up can be taken off the critical path the way Lambda's init phase is: :meth:`LambdaRunner.prestart`
-starts one process per function ahead of time, which imports the handler's module and then waits for
-its event. It serves exactly one invocation and exits; later invocations start cold. So the plan and
-commit functions of a run are already imported when the state machine reaches them, nothing is ever
-reused, and no CPU is spent on processes that no invocation will use (on one core that matters).
+Where ``fork`` exists, the processes come from a fork server (:mod:`seqlake.localcloud.forkserver`)
+that imported boto3, Powertools, pyarrow and numpy once: an invocation then costs its handler module's
+import and its own work, not a second of library imports. Elsewhere (or with ``SEQLAKE_LAMBDA_FORK=0``)
+each invocation is a new interpreter, and start-up is taken off the critical path the way Lambda's init
+phase is: :meth:`LambdaRunner.prestart` starts one process per function ahead of time, which imports the
+handler's module and then waits for its event; it serves exactly one invocation and exits.
 
 Asynchronous invocations (EventBridge targets) run in a background thread and are retried twice on
 failure, as Lambda retries asynchronous events.
 
-``python -m seqlake.localcloud.lambdas CODE_DIR HANDLER RESULT_FILE`` is the child side: it imports the
-handler, reads the event from stdin, and writes ``{"result": ...}`` or Lambda's error shape to
-RESULT_FILE (stdout stays the function's log, as on Lambda).
+The child side writes ``{"result": ...}`` or Lambda's error shape to a result file (stdout stays the
+function's log, as on Lambda): :func:`run_child` in a forked child, or
+``python -m seqlake.localcloud.lambdas CODE_DIR HANDLER RESULT_FILE``, which reads the event from stdin.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from seqlake.localcloud import forkserver
 
 #: Lambda retries a failed asynchronous invocation twice
 ASYNC_RETRIES = 2
@@ -98,6 +101,9 @@ class LambdaRunner:
         # the function's timeout and end in the dead-letter queue. The timeout counts from the start.
         self._async_slots = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
         self._warm: dict[str, _Sandbox] = {}
+        self._fork = forkserver.available() and os.environ.get("SEQLAKE_LAMBDA_FORK", "1") != "0"
+        self._server: forkserver.ForkServer | None = None
+        self._live: set[forkserver.Forked] = set()
         self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
         self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
@@ -108,14 +114,33 @@ class LambdaRunner:
             return self._pending
 
     # ---------------------------------------------------------------- sandboxes
+    def start_fork_server(self) -> None:
+        """Start the fork server now (no-op without one): its imports overlap whatever comes next."""
+        if self._fork:
+            self._fork_server()
+
     def prestart(self) -> None:
-        """Start one waiting process per function that has none."""
+        """Start one waiting process per function that has none (or the fork server)."""
         for name in self.functions:
-            self._prestart(name)
+            self.prestart_one(name)
 
     def prestart_one(self, name: str) -> None:
-        """Start a waiting process for function ``name`` if it has none."""
-        self._prestart(name)
+        """Start a waiting process for function ``name`` if it has none (or the fork server)."""
+        if self._fork:
+            self._fork_server()
+        else:
+            self._prestart(name)
+
+    def _fork_server(self) -> forkserver.ForkServer:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the Lambda runner is closed")
+            if self._server is None:
+                # its preloading runs in its own process while this one goes on
+                log = self.logs_dir / "lambda" / "forkserver.log"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                self._server = forkserver.ForkServer(self.base_env, log_path=log)
+            return self._server
 
     def update(self, spec: FunctionSpec) -> None:
         """A function's configuration changed: a waiting process has the old one."""
@@ -131,13 +156,21 @@ class LambdaRunner:
             warm, self._warm = list(self._warm.values()), {}
         for box in warm:
             box.discard()
+        with self._cond:
+            live, server, self._server = list(self._live), self._server, None
+        for child in live:
+            child.kill()
+        if server is not None:
+            server.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _spawn(self, spec: FunctionSpec) -> _Sandbox:
-        n = next(self._counter)
+    def _log_path(self, spec: FunctionSpec, n: int) -> Path:
         log_path = self.logs_dir / "lambda" / spec.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{n:04d}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {
+        return log_path
+
+    def _environment(self, spec: FunctionSpec, log_path: Path) -> dict[str, str]:
+        return {
             **self.base_env,
             **spec.environment,
             "AWS_LAMBDA_FUNCTION_NAME": spec.name,
@@ -151,6 +184,11 @@ class LambdaRunner:
             "SEQLAKE_LAMBDA_TIMEOUT": str(spec.timeout),
             "POWERTOOLS_TRACE_DISABLED": "true",
         }
+
+    def _spawn(self, spec: FunctionSpec) -> _Sandbox:
+        n = next(self._counter)
+        log_path = self._log_path(spec, n)
+        env = self._environment(spec, log_path)
         result_file = self._tmp / f"{n:06d}.json"
         log = log_path.open("wb")
         argv = [sys.executable, "-m", "seqlake.localcloud.lambdas", str(spec.code_dir), spec.handler, str(result_file)]
@@ -213,14 +251,21 @@ class LambdaRunner:
             body = {"errorType": "ResourceNotFoundException", "errorMessage": f"no local code for function {name}"}
             return json.dumps(body).encode(), True
         t0 = time.monotonic()
-        box = self._take(spec)
+        out: dict[str, Any] = {}
         try:
-            out = self._run(box, payload or b"{}")
+            if self._fork:
+                out, log_path = self._run_forked(spec, payload or b"{}")
+            else:
+                box = self._take(spec)
+                log_path = box.log_path
+                try:
+                    out = self._run(box, payload or b"{}")
+                finally:
+                    box.log.close()
         finally:
-            box.log.close()
-            self.invocations.append((name, "errorType" in out, time.monotonic() - t0))
+            self.invocations.append((name, "errorType" in out or not out, time.monotonic() - t0))
         if "errorType" in out:
-            with box.log_path.open("a") as f:
+            with log_path.open("a") as f:
                 f.write(json.dumps(out) + "\n")
             return json.dumps(out).encode(), True
         return json.dumps(out["result"]).encode(), False
@@ -231,18 +276,47 @@ class LambdaRunner:
         except subprocess.TimeoutExpired:
             box.proc.kill()
             box.proc.wait()
-            return {
-                "errorType": "Sandbox.Timedout",
-                "errorMessage": f"Task timed out after {box.spec.timeout:.2f} seconds",
-            }
-        if not box.result_file.is_file():
-            return {
-                "errorType": "Runtime.ExitError",
-                "errorMessage": f"the handler's process exited without a result; see {box.log_path}",
-            }
-        out: dict[str, Any] = json.loads(box.result_file.read_text())
-        box.result_file.unlink()
-        return out
+            return _timed_out(box.spec)
+        return _result(box.result_file, box.log_path)
+
+    def _run_forked(self, spec: FunctionSpec, payload: bytes) -> tuple[dict[str, Any], Path]:
+        n = next(self._counter)
+        log_path = self._log_path(spec, n)
+        result_file = self._tmp / f"{n:06d}.json"
+        request = {
+            "env": self._environment(spec, log_path),
+            "code_dir": str(spec.code_dir),
+            "handler": spec.handler,
+            "result_file": str(result_file),
+            "log_path": str(log_path),
+            "event": payload.decode("utf-8", "surrogateescape"),
+        }
+        child = self._fork_server().spawn(request)
+        with self._cond:
+            self._live.add(child)
+        try:
+            if not child.wait(spec.timeout):
+                child.kill()
+                return _timed_out(spec), log_path
+        finally:
+            with self._cond:
+                self._live.discard(child)
+        return _result(result_file, log_path), log_path
+
+
+def _timed_out(spec: FunctionSpec) -> dict[str, Any]:
+    return {"errorType": "Sandbox.Timedout", "errorMessage": f"Task timed out after {spec.timeout:.2f} seconds"}
+
+
+def _result(result_file: Path, log_path: Path) -> dict[str, Any]:
+    if not result_file.is_file():
+        return {
+            "errorType": "Runtime.ExitError",
+            "errorMessage": f"the handler's process exited without a result; see {log_path}",
+        }
+    out: dict[str, Any] = json.loads(result_file.read_text())
+    result_file.unlink()
+    return out
 
 
 class _Context:
@@ -314,21 +388,19 @@ def _quiet_tracer() -> None:
     Tracer(provider=provider, disabled=True)
 
 
-def _child_main(argv: list[str]) -> int:
-    code_dir, handler, result_file = argv
+def _init(code_dir: str, handler: str) -> tuple[Any, dict[str, Any] | None]:
+    """The init phase: the handler's module imported (an error is the invocation's error)."""
     sys.path.insert(0, code_dir)
     _quiet_tracer()
     module_name, function_name = handler.rsplit(".", 1)
-    handler_fn: Any = None
-    init_error: dict[str, Any] | None = None
-    try:  # the init phase: done before the event arrives
-        handler_fn = getattr(importlib.import_module(module_name), function_name)
+    try:
+        return getattr(importlib.import_module(module_name), function_name), None
     except Exception as err:
-        init_error = _error(err)
         traceback.print_exc()
-    raw = sys.stdin.buffer.read()
-    if not raw:  # discarded before any event: nothing to report
-        return 0
+        return None, _error(err)
+
+
+def _handle(handler_fn: Any, init_error: dict[str, Any] | None, raw: bytes, result_file: str) -> None:
     if init_error is not None:
         text = json.dumps(init_error)
     else:
@@ -340,6 +412,39 @@ def _child_main(argv: list[str]) -> int:
     tmp = Path(result_file + ".tmp")
     tmp.write_text(text)
     tmp.replace(result_file)  # atomic: the parent never reads half a result
+
+
+def run_child(request: dict[str, Any]) -> int:
+    """A forked child's whole life: the function's environment, its log as stdout/stderr, one event."""
+    os.environ.clear()
+    os.environ.update(request["env"])
+    log = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(null)
+    # new text streams on the redirected descriptors: the inherited objects may not write to fd 1 and 2
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+    try:
+        os.chdir(request["code_dir"])
+        handler_fn, init_error = _init(request["code_dir"], request["handler"])
+        _handle(handler_fn, init_error, request["event"].encode("utf-8", "surrogateescape"), request["result_file"])
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+def _child_main(argv: list[str]) -> int:
+    code_dir, handler, result_file = argv
+    handler_fn, init_error = _init(code_dir, handler)  # before the event arrives
+    raw = sys.stdin.buffer.read()
+    if not raw:  # discarded before any event: nothing to report
+        return 0
+    _handle(handler_fn, init_error, raw, result_file)
     return 0
 
 

@@ -36,6 +36,8 @@ from typing import Any
 import botocore
 import botocore.session
 
+from seqlake.localcloud import botocore_loader
+
 MOTO_VERSION = "5.2.5"
 
 
@@ -46,6 +48,8 @@ def check_moto_version() -> None:
 
 
 check_moto_version()
+# before moto's imports: moto.ec2 parses the EC2 model at import time, in a session of its own
+botocore_loader.share()
 
 # moto imports below are deliberately after the version check.
 # moto's classes are patched, so they are handled as ``Any``: their own annotations describe moto's

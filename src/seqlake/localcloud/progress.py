@@ -103,7 +103,7 @@ class Watcher:
                         else ""
                     )
                 )
-        self._update_arrays()
+        self.update_arrays()
         return any(item["status"] == "RUNNING" for item in items)
 
     def _owner(self, array: ArrayProgress) -> Execution | None:
@@ -113,7 +113,8 @@ class Watcher:
         running = [ex for ex in self.executions.values() if ex.status == "RUNNING"]
         return running[0] if len(running) == 1 else None
 
-    def _update_arrays(self) -> None:
+    def update_arrays(self) -> None:
+        """The shard bars, from the local Batch runner (no request to moto)."""
         batch = self.cloud.batch
         if batch is None:
             return
