@@ -18,7 +18,12 @@ from seqlake.aws.observability import logger, metrics, tracer
 from seqlake.aws.schemas import S3_OBJECT_CREATED
 from seqlake.aws.start import StartSettings, start_run
 
-_METRIC = {"started": obs.RUNS_STARTED, "waiting": obs.RUNS_WAITING, "duplicate": obs.RUNS_DUPLICATE}
+_METRIC = {
+    "started": obs.RUNS_STARTED,
+    "waiting": obs.RUNS_WAITING,
+    "duplicate": obs.RUNS_DUPLICATE,
+    "rejected": obs.RUNS_REJECTED,
+}
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -18,6 +18,7 @@ from seqlake.localcloud.packaging import load_template, package, zip_folder
 from seqlake.localcloud.translate import translate
 
 APP = Path(__file__).resolve().parent / "fixtures" / "app"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_package_zips_code_and_inlines_the_state_machine() -> None:
@@ -109,3 +110,18 @@ def test_functions_only_a_failed_run_calls_are_told_apart() -> None:
     called, on_success = state_machine_functions(json.loads(re.sub(r"\$\{(\w+)\}", arn, text)))
     assert called - on_success == {"RecordFailureFunction"}
     assert {"PlanFunction", "CommitFunction"} <= on_success
+
+
+def test_template_loader_reads_what_samtranslator_reads(tmp_path: Path) -> None:
+    """libyaml with the short-form intrinsics gives samtranslator's own parse."""
+    from samtranslator.yaml_helper import yaml_parse
+
+    for path in (REPO / "template.yaml", APP / "template.yaml"):
+        assert load_template(path) == yaml_parse(path.read_text())
+    odd = tmp_path / "t.yaml"
+    odd.write_text("Resources:\n  B:\n    Type: X\n    Properties:\n      A: !GetAtt R.Arn\n      S: !Sub '${x}'\n")
+    props = load_template(odd)["Resources"]["B"]["Properties"]
+    assert props == {"A": {"Fn::GetAtt": ["R", "Arn"]}, "S": {"Fn::Sub": "${x}"}}
+    with pytest.raises(ValueError, match="no Resources"):
+        odd.write_text("a: 1\n")
+        load_template(odd)

@@ -22,6 +22,7 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 RUNS_STARTED = "RunsStarted"
 RUNS_WAITING = "RunsWaitingForInputs"
 RUNS_DUPLICATE = "DuplicateEvents"
+RUNS_REJECTED = "InputsRejected"
 RUNS_SUCCEEDED = "RunsSucceeded"
 RUNS_FAILED = "RunsFailed"
 SHARDS = "Shards"

@@ -15,11 +15,10 @@ import decimal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-import sqlglot
-from sqlglot import exp
+if TYPE_CHECKING:  # imported where used: `local run` and the deployer never query, and pay nothing for them
+    import duckdb
 
 DEFAULT_DATABASE = "seqlake"
 
@@ -69,6 +68,8 @@ FilesUnder = Callable[[str], list[Path]]
 
 def duckdb_type(glue_type: str) -> str:
     """The DuckDB spelling of a Hive / Glue column type (``bigint``, ``array<string>``, ...)."""
+    from sqlglot import exp
+
     return exp.DataType.build(glue_type, dialect="hive").sql("duckdb")
 
 
@@ -107,6 +108,8 @@ def connect(
     tables: Iterable[TableDef], files_under: FilesUnder, default_database: str = DEFAULT_DATABASE
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with one schema per Glue database and one view per table."""
+    import duckdb
+
     con = duckdb.connect()
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")
@@ -125,6 +128,8 @@ def connect(
 
 def translate(sql: str) -> str:
     """Athena (Trino) SQL -> DuckDB SQL. Raises ``ValueError`` with the parser's message."""
+    import sqlglot
+
     try:
         statements = sqlglot.transpile(sql, read="trino", write="duckdb")
     except sqlglot.errors.ParseError as err:
@@ -158,6 +163,8 @@ def query(
     tables: Sequence[TableDef], files_under: FilesUnder, sql: str, default_database: str = DEFAULT_DATABASE
 ) -> Result:
     """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run."""
+    import duckdb
+
     duck_sql = translate(sql)
     con = connect(tables, files_under, default_database)
     try:
