@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the whole app on the local cloud over bundled data; prints query results")
     demo.add_argument("--jobs", type=int, default=2, help="Batch children run at once (default 2)")
+    demo.add_argument("--reads-per-shard", type=int, default=5000, metavar="N",
+                      help="planning target (default 5000: the 20,000 bundled pairs fan out to 4 shards)")
     _add_local_state(demo)
     demo.set_defaults(func=_cmd_demo)
 
@@ -97,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sample", default=None)
     run.add_argument("--samplesheet", default=None, metavar="CSV")
     run.add_argument("--jobs", type=int, default=2, help="Batch children run at once (default 2)")
+    run.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
+                     help="planning target: the template parameter ReadsPerShard (default: the template's)")
     _add_local_state(run)
     run.set_defaults(func=_cmd_local_run)
     query = lsub.add_parser("query", help="Athena SQL over the local results (DuckDB)")

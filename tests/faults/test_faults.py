@@ -199,7 +199,9 @@ def test_child_failing_every_attempt_fails_the_run(cloud: LocalCloud, scenario: 
     st = o.status
     assert st["state"] == "FAILED" and st["failed_step"] == "ProcessShards" and st["failed_shard"] == 0
     assert "exit code 1" in st["reason"], st["reason"]
-    # the log location is recorded: locally the attempt's log file (on AWS, the CloudWatch stream)
+    # the worker's last log line, read from CloudWatch Logs, where the local Batch sends each attempt's output
+    assert "seqlake fault injection: exit 1" in st["reason"], st["reason"]
+    # the log location is recorded: locally the attempt's log file, which names the stream too
     assert st["log_stream"] and Path(st["log_stream"]).name == "attempt-3.log"
     assert "seqlake fault injection: exit 1" in Path(st["log_stream"]).read_text()
     assert o.partitions == frozenset({"runs"})

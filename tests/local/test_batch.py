@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 
 from seqlake.localcloud.batch import (
+    DEFAULT_LOG_GROUP,
     ESSENTIAL_EXITED,
     TIMED_OUT,
     BatchRunner,
     Outcome,
     decide,
     local_command,
+    log_group_of,
+    log_lines,
 )
 
 #: the template's strategy (first match wins; no match = RETRY)
@@ -125,8 +128,18 @@ class Job:
         self.status = "SUCCEEDED" if success else "FAILED"
 
 
-def _run(tmp_path: Path, jobs: list[Job], parent: Job | None = None, concurrency: int = 2) -> Job:
-    runner = BatchRunner(concurrency, {"PATH": "/usr/bin:/bin", "BOTH": "base"}, tmp_path / "logs")
+def _run(
+    tmp_path: Path,
+    jobs: list[Job],
+    parent: Job | None = None,
+    concurrency: int = 2,
+    sent: list[tuple[str, str, list[str]]] | None = None,
+) -> Job:
+    def sink(group: str, stream: str, lines: list[str]) -> None:
+        if sent is not None:
+            sent.append((group, stream, lines))
+
+    runner = BatchRunner(concurrency, {"PATH": "/usr/bin:/bin", "BOTH": "base"}, tmp_path / "logs", log_sink=sink)
     parent = parent or Job("parent", [], {})
     runner(parent, jobs)
     deadline = time.monotonic() + 60
@@ -216,3 +229,28 @@ def test_plain_job_has_no_array_index_and_jobs_limit_concurrency(tmp_path: Path)
     single = Job("plain", ["sh", "-c", 'test -z "$AWS_BATCH_JOB_ARRAY_INDEX"'], SPOT_ONLY)
     _run(tmp_path, [], parent=single)
     assert single.status == "SUCCEEDED"
+
+
+def test_each_attempts_output_goes_to_cloudwatch_logs_named_by_its_file(tmp_path: Path) -> None:
+    script = 'echo "attempt $AWS_BATCH_JOB_ATTEMPT"; echo; echo "bad: line 7" >&2; exit 1'
+    job = Job("j:9", ["sh", "-c", script], {"attempts": 2}, index=0)
+    sent: list[tuple[str, str, list[str]]] = []
+    _run(tmp_path, [job], sent=sent)
+    assert job.status == "FAILED" and len(job.attempts) == 2
+    streams = [a["container"]["logStreamName"] for a in job.attempts]
+    assert [(g, s) for g, s, _ in sent] == [(DEFAULT_LOG_GROUP, streams[0]), (DEFAULT_LOG_GROUP, streams[1])]
+    assert [lines for _, _, lines in sent] == [["attempt 1", "", "bad: line 7"], ["attempt 2", "", "bad: line 7"]]
+    assert Path(streams[1]).read_text() == "attempt 2\n\nbad: line 7\n"
+
+
+def test_log_group_and_tail() -> None:
+    assert log_group_of({"logConfiguration": {"logDriver": "awslogs", "options": {"awslogs-group": "/g"}}}) == "/g"
+    assert log_group_of({}) == DEFAULT_LOG_GROUP
+
+
+def test_log_tail_drops_the_partial_first_line(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("".join(f"line {i}\n" for i in range(1000)))
+    assert log_lines(log) == [f"line {i}" for i in range(1000)]
+    tail = log_lines(log, tail_bytes=30)
+    assert tail == ["line 997", "line 998", "line 999"]

@@ -114,6 +114,29 @@ class ArrayProgress:
     failures: list[str] = field(default_factory=list)
 
 
+#: (log group, log stream, lines) -> None: an attempt's output, for CloudWatch Logs
+LogSink = Callable[[str, str, list[str]], None]
+#: the awslogs driver's group when the job definition names none
+DEFAULT_LOG_GROUP = "/aws/batch/job"
+#: the tail of an attempt's output that is sent (a worker's last lines say why it failed)
+LOG_TAIL_BYTES = 1 << 20
+
+
+def log_group_of(container_properties: dict[str, Any]) -> str:
+    options = (container_properties.get("logConfiguration") or {}).get("options") or {}
+    return str(options.get("awslogs-group") or DEFAULT_LOG_GROUP)
+
+
+def log_lines(path: Path, tail_bytes: int = LOG_TAIL_BYTES) -> list[str]:
+    """The last ``tail_bytes`` of an attempt's output as lines (a partial first line dropped)."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - tail_bytes))
+        data = f.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[1:] if size > tail_bytes else lines
+
+
 class BatchRunner:
     """The hook moto's patched ``SubmitJob`` calls; runs jobs in the background."""
 
@@ -123,8 +146,11 @@ class BatchRunner:
         base_env: dict[str, str],
         logs_dir: Path,
         on_change: Callable[[ArrayProgress], None] | None = None,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
+        #: where an attempt's output goes after the attempt, as the awslogs driver sends it to CloudWatch
+        self.log_sink = log_sink
         self.base_env = base_env
         self.logs_dir = logs_dir
         self.on_change = on_change
@@ -239,6 +265,7 @@ class BatchRunner:
             )
             record["stoppedAt"] = int(time.time() * 1000)
             record["statusReason"] = outcome.status_reason
+            self._send_log(props, log_path)
             if outcome.exit_code is not None:
                 record["container"]["exitCode"] = outcome.exit_code
             if outcome.reason:
@@ -296,6 +323,16 @@ class BatchRunner:
         if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
             return Outcome(None, f"Host EC2 (instance {instance_id(job.job_id, attempt)}) terminated.")
         return Outcome(code, ESSENTIAL_EXITED)
+
+    def _send_log(self, container_properties: dict[str, Any], log_path: Path) -> None:
+        """The attempt's output to CloudWatch Logs; the stream is named by the log file's path (a valid
+        stream name), so the recorded ``logStreamName`` is both the stream and the file to open."""
+        if self.log_sink is None or not log_path.is_file():
+            return
+        try:
+            self.log_sink(log_group_of(container_properties), str(log_path), log_lines(log_path))
+        except Exception as err:  # a lost log must not fail the job: Batch does not fail it either
+            print(f"local Batch: could not send {log_path} to CloudWatch Logs: {err}", file=sys.stderr)
 
     def shutdown(self) -> None:
         """Kill the children this runner started and stop accepting work."""

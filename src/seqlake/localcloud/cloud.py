@@ -29,7 +29,7 @@ from rich.console import Console
 
 from seqlake.localcloud import athena, patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
-from seqlake.localcloud.deployer import REGION, Deployer
+from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
 from seqlake.localcloud.events import EventDelivery
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
@@ -199,6 +199,9 @@ class LocalCloud:
                 **_FAKE_ENV,
                 "AWS_ENDPOINT_URL": self.endpoint,
                 "MOTO_PORT": str(port),
+                # moto's EC2 backend (made for the compute environments' subnets) loads 1,300 AMIs by
+                # default, 0.6 s of the start-up; the template's compute environments start at 0 vCPUs
+                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
                 **dict.fromkeys(_DROPPED_ENV),
             }
         )
@@ -258,10 +261,15 @@ class LocalCloud:
         wanted = {n: str(s.get("Type", "")) for n, s in specs.items()}
         if not any(t in _SUBNET_TYPES + _SG_TYPES + _VPC_TYPES for t in wanted.values()):
             return {}
-        ec2 = self.client("ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
-        sg = ec2.create_security_group(GroupName="seqlake-local", Description="local", VpcId=vpc)["GroupId"]
+        # The account's network, which a real deployment is given as parameters. Made in moto's EC2
+        # backend directly (moto is pinned): through the API, moto would parse its own copy of the 1 MB
+        # EC2 model to answer three calls, about half a second of every start.
+        from moto.ec2.models import ec2_backends
+
+        ec2 = ec2_backends[ACCOUNT][REGION]
+        vpc = ec2.create_vpc(cidr_block="10.0.0.0/16").id
+        subnet = ec2.create_subnet(vpc_id=vpc, cidr_block="10.0.0.0/24").id
+        sg = ec2.create_security_group(name="seqlake-local", description="local", vpc_id=vpc).id
         out: dict[str, Any] = {}
         for name, kind in wanted.items():
             if kind in _SUBNET_TYPES:
@@ -347,7 +355,9 @@ class LocalCloud:
             self.lambdas = LambdaRunner(functions, base, self.state.logs_dir, dead_letter=self._dead_letter)
         else:
             self.lambdas.functions.update(functions)
-        self.batch = BatchRunner(self.jobs, base, self.state.logs_dir, on_change=self._batch_changed)
+        self.batch = BatchRunner(
+            self.jobs, base, self.state.logs_dir, on_change=self._batch_changed, log_sink=self._put_log
+        )
         patches.HOOKS.lambda_invoke = self._invoke
         patches.HOOKS.batch_run = self.batch
         patches.HOOKS.deliver = EventDelivery(self.lambdas)
@@ -384,6 +394,18 @@ class LocalCloud:
         # a job that stops wakes the state machine's .sync wait at once (patch 7) instead of its next poll
         patches.wake_sync_waiters()
         self._activity.set()
+
+    def _put_log(self, group: str, stream: str, lines: list[str]) -> None:
+        """A Batch attempt's output into CloudWatch Logs (moto), where the failure step reads its last line."""
+        logs = self.client("logs")
+        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_group(logGroupName=group)
+        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        now = int(time.time() * 1000)
+        events = [{"timestamp": now, "message": line} for line in lines if line.strip()]  # no empty events
+        for i in range(0, len(events), 5000):
+            logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events[i : i + 5000])
 
     def _dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
         """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""

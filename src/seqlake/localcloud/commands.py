@@ -233,6 +233,8 @@ def run_command(args: argparse.Namespace) -> int:
     with LocalCloud(state=state, jobs=args.jobs, console=console) as cloud:
         if reference is not None:
             cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        if args.reads_per_shard is not None:
+            cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         cloud.prewarm()
         for path, key in uploads:
             cloud.upload(path, key)
@@ -358,6 +360,8 @@ def demo_command(args: argparse.Namespace) -> int:
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
     with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
         cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        # a few shards, so the demo shows the array job fanning out (2,000,000 reads per shard otherwise)
+        cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         cloud.prewarm()
         uploads = plan_reads(r1, r2, "demo")
         uploaded = [cloud.upload(path, key) for path, key in uploads]

@@ -107,11 +107,13 @@ class Watcher:
         return any(item["status"] == "RUNNING" for item in items)
 
     def _owner(self, array: ArrayProgress) -> Execution | None:
+        """The execution that submitted the job: the state machine names every job after it
+        (``shards-<execution>``); None until this watcher has seen that execution (never a guess: two
+        runs can be in flight, and the bars are updated between polls)."""
         for ex in self.executions.values():
             if ex.name in array.job_name:
                 return ex
-        running = [ex for ex in self.executions.values() if ex.status == "RUNNING"]
-        return running[0] if len(running) == 1 else None
+        return None
 
     def update_arrays(self) -> None:
         """The shard bars, from the local Batch runner (no request to moto)."""
