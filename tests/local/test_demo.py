@@ -34,6 +34,7 @@ def test_demo_fans_out_and_prints_the_named_queries(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert " failed:" not in proc.stderr, proc.stderr[-3000:]  # every named query answered
     for state in ("Plan", "ProcessShards", "Commit", "Succeeded"):  # the execution's states, as they happen
         assert f"  {state}\n" in proc.stderr
     assert "4/4" in proc.stderr  # the array job's shard bar: 20,000 pairs at 5,000 reads per shard

@@ -20,9 +20,8 @@ from seqlake.tables import RUN_STATES, RUNS
 
 #: rough Spot price per vCPU-hour (USD) of the compute environment's families (c/m/r 6-7th gen, 2026)
 SPOT_USD_PER_VCPU_HOUR = 0.018
-#: the state of an input that the start function refused (a bad samplesheet or FASTQ key)
-REJECTED = "REJECTED"
-assert REJECTED in RUN_STATES
+#: a run's final states; REJECTED: an input the start function refused (a bad samplesheet or FASTQ key)
+SUCCEEDED, FAILED, REJECTED = RUN_STATES
 
 
 @dataclass

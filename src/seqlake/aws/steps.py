@@ -30,7 +30,7 @@ from seqlake.aws import batch_info, catalog, clients, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest
-from seqlake.aws.status import RunStatus, record_unsuccessful, write_runs_row, write_status
+from seqlake.aws.status import FAILED, SUCCEEDED, RunStatus, record_unsuccessful, write_runs_row, write_status
 from seqlake.params import Params
 from seqlake.tables import RESULT_TABLES, RUNS
 
@@ -141,7 +141,7 @@ def commit_step(request: RunRequest, plan: dict[str, Any], batch: dict[str, Any]
 
     loaded = load_plan(plan["plan_uri"])
     totals = merge_run(loaded).to_dict()
-    status = _base_status(request, "SUCCEEDED", execution_arn, started_at, plan["plan_uri"])
+    status = _base_status(request, SUCCEEDED, execution_arn, started_at, plan["plan_uri"])
     status.shards = loaded.array_size
     status.parameters = {**loaded.params.to_dict(), **status.parameters}
     status.totals = totals
@@ -303,7 +303,7 @@ def record_failure(request: RunRequest, plan: dict[str, Any] | None, batch: dict
     batch = batch or {}
     cause = _json(error.get("Cause"))
     plan_uri = plan.get("plan_uri")
-    status = _base_status(request, "FAILED", execution_arn, started_at, plan_uri)
+    status = _base_status(request, FAILED, execution_arn, started_at, plan_uri)
     status.error = str(error.get("Error") or "unknown")
     status.failed_step = _failed_step(error, cause, plan, batch)
     status.shards = plan.get("array_size") or None
