@@ -32,8 +32,9 @@ def handler(event, context):
 
 def _request(tmp_path: Path, n: int, who: str, event: dict[str, Any]) -> dict[str, Any]:
     code = tmp_path / "code"
-    code.mkdir(exist_ok=True)
-    (code / "app.py").write_text(HANDLER)
+    if not code.is_dir():  # written once: rewriting it while an earlier child imports it races
+        code.mkdir()
+        (code / "app.py").write_text(HANDLER)
     return {
         "env": {"WHO": who, "PATH": os.environ.get("PATH", "")},
         "code_dir": str(code),
