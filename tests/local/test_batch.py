@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import seqlake
 from seqlake.localcloud.batch import (
     DEFAULT_LOG_GROUP,
     ESSENTIAL_EXITED,
@@ -20,7 +22,9 @@ from seqlake.localcloud.batch import (
     local_command,
     log_group_of,
     log_lines,
+    seqlake_args,
 )
+from seqlake.localcloud.forkserver import ForkServer
 
 #: the template's strategy (first match wins; no match = RETRY)
 TEMPLATE_STRATEGY = {
@@ -254,3 +258,41 @@ def test_log_tail_drops_the_partial_first_line(tmp_path: Path) -> None:
     assert log_lines(log) == [f"line {i}" for i in range(1000)]
     tail = log_lines(log, tail_bytes=30)
     assert tail == ["line 997", "line 998", "line 999"]
+
+
+def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's command (``seqlake ...``) runs in a child of the fork server: no new interpreter is
+    started (Popen would fail here), yet it has the job's environment, its own log and its exit code."""
+    server = ForkServer(
+        {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        preload=("seqlake.cli",),
+    )
+
+    def no_popen(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a seqlake command started a new interpreter")
+
+    monkeypatch.setattr("seqlake.localcloud.batch.subprocess.Popen", no_popen)
+    missing = tmp_path / "no-such-plan.json"
+    failing = Job("f:0", ["seqlake", "worker"], SPOT_ONLY, index=0, env={"SEQLAKE_PLAN_URI": str(missing)})
+    version = Job("v:1", ["python", "-m", "seqlake", "--version"], SPOT_ONLY, index=1)
+    runner = BatchRunner(2, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", fork_server=lambda: server)
+    try:
+        runner(Job("parent", [], {}), [failing, version])
+        deadline = time.monotonic() + 60
+        while runner.active and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        runner.shutdown()
+        server.close()
+    assert version.status == "SUCCEEDED"
+    assert Path(version.attempts[0]["container"]["logStreamName"]).read_text() == f"seqlake {seqlake.__version__}\n"
+    assert failing.status == "FAILED" and len(failing.attempts) == 1  # SPOT_ONLY: exit 1 is not retried
+    assert failing.attempts[0]["container"]["exitCode"] == 1
+    log = Path(failing.attempts[0]["container"]["logStreamName"]).read_text()
+    assert f"No such file or directory: '{missing}'" in log  # the job's SEQLAKE_PLAN_URI
+
+
+def test_seqlake_args() -> None:
+    assert seqlake_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
+    assert seqlake_args([sys.executable, "-m", "seqlake.other"]) is None
+    assert seqlake_args(["sh", "-c", "seqlake"]) is None

@@ -56,6 +56,7 @@ def server(tmp_path: Path) -> Any:
 def test_each_request_is_its_own_process_with_its_own_environment(server: Any, tmp_path: Path) -> None:
     children = [server.spawn(_request(tmp_path, n, who, {})) for n, who in enumerate(["a", "b", "a"])]
     assert all(c.wait(60) for c in children)
+    assert [c.returncode for c in children] == [0, 0, 0]
     results = [json.loads((tmp_path / f"result-{n}.json").read_text())["result"] for n in range(3)]
     assert [r["who"] for r in results] == ["a", "b", "a"]
     assert len({r["pid"] for r in results}) == 3
@@ -71,9 +72,11 @@ def test_a_killed_or_exiting_child_is_seen_to_end(server: Any, tmp_path: Path) -
     t0 = time.monotonic()
     sleeper.kill()
     assert sleeper.wait(0) and time.monotonic() - t0 < 10
+    assert sleeper.returncode == -signal.SIGKILL  # as subprocess reports a killed child
     assert not (tmp_path / "result-0.json").exists()
     quitter = server.spawn(_request(tmp_path, 1, "a", {"exit": 3}))
     assert quitter.wait(60)
+    assert quitter.returncode == 3
     assert not (tmp_path / "result-1.json").exists()
     with pytest.raises(ProcessLookupError):
         os.kill(sleeper.pid, 0)  # reaped by the server, not left a zombie

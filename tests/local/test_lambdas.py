@@ -19,7 +19,7 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """Every test runs with the fork server and with a new interpreter per invocation (its fallback)."""
     if request.param == "forked" and not forkserver.available():
         pytest.skip("no fork here")
-    monkeypatch.setenv("SEQLAKE_LAMBDA_FORK", "1" if request.param == "forked" else "0")
+    monkeypatch.setenv("SEQLAKE_FORK_SERVER", "1" if request.param == "forked" else "0")
     return str(request.param)
 
 HANDLER = """

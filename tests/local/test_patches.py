@@ -169,3 +169,27 @@ def test_botocore_sessions_share_one_loader() -> None:
     assert botocore_loader.shared()  # importing the patches module shared it, before moto's imports
     a, b = botocore.session.get_session(), boto3.session.Session()._session
     assert a.get_component("data_loader") is b.get_component("data_loader")
+
+
+def test_server_lookups_list_moto_once_and_keep_one_loader(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patch 8: the host check's list of moto's services is made once; moto keeps one model loader
+    (its own class, which applies moto's model extras)."""
+    import os
+
+    import moto.backends
+    import moto.core.loaders
+    import moto.core.utils
+
+    expected = tuple(patches._list_of_moto_modules())
+    assert "s3" in expected and "stepfunctions" in expected
+
+    def no_listdir(path: Any) -> list[str]:
+        raise AssertionError(f"moto's folder listed again: {path}")
+
+    monkeypatch.setattr(os, "listdir", no_listdir)
+    assert moto.backends.list_of_moto_modules() == expected
+    loader = moto.core.utils.create_loader()
+    assert loader is moto.core.utils.create_loader()
+    assert isinstance(loader, moto.core.loaders.Loader)
+    # the server still answers (each request goes through the host check)
+    assert fixture_cloud.client("s3").list_buckets()["Buckets"]

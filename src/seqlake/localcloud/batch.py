@@ -15,6 +15,12 @@ status reason, ``onReason`` against the container's reason; when no entry matche
 retried, while attempts remain. A job that exceeds ``attemptDurationSeconds`` is not retried
 (https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html).
 
+A container command that is ``seqlake ...`` or ``python -m seqlake ...`` (the worker's) is forked from
+the local cloud's fork server (:mod:`seqlake.localcloud.forkserver`), which imported the worker's
+libraries once: the child still is its own process with the job's environment, its own log, and the
+worker's real entry point, without a second of imports per attempt. Any other command is started as
+a new process.
+
 A child killed by a signal is reported as a Spot reclaim is: status reason
 ``Host EC2 (instance i-...) terminated.`` and no exit code. That is how the fault tests simulate
 losing an instance: ``kill -9`` the child.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +40,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from seqlake.localcloud.forkserver import Forked, ForkServer
 
 ESSENTIAL_EXITED = "Essential container in task exited"
 TIMED_OUT = "Job attempt duration exceeded timeout"
@@ -95,6 +104,12 @@ def local_command(command: list[str]) -> list[str]:
     return list(command)
 
 
+def seqlake_args(argv: list[str]) -> list[str] | None:
+    """The arguments of a local command that runs ``python -m seqlake ARGS`` (None for any other)."""
+    head = [sys.executable, "-m", "seqlake"]
+    return argv[len(head) :] if argv[: len(head)] == head else None
+
+
 def _substitute(command: list[str], parameters: dict[str, str]) -> list[str]:
     """Batch replaces ``Ref::name`` placeholders in the command with the job's parameters."""
     return [parameters.get(a[5:], a) if a.startswith("Ref::") else a for a in command]
@@ -145,10 +160,14 @@ class BatchRunner:
         jobs: int,
         base_env: dict[str, str],
         logs_dir: Path,
+        *,
         on_change: Callable[[ArrayProgress], None] | None = None,
         log_sink: LogSink | None = None,
+        fork_server: Callable[[], ForkServer] | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
+        #: where ``seqlake`` commands are forked from (None: every attempt is a new interpreter)
+        self.fork_server = fork_server
         #: where an attempt's output goes after the attempt, as the awslogs driver sends it to CloudWatch
         self.log_sink = log_sink
         self.base_env = base_env
@@ -157,7 +176,7 @@ class BatchRunner:
         self.progress: dict[str, ArrayProgress] = {}
         self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch-child")
         self._lock = threading.Lock()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, subprocess.Popen[bytes] | Forked] = {}
         self._active = 0
 
     @property
@@ -304,22 +323,26 @@ class BatchRunner:
         attempt: int,
     ) -> Outcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("wb") as log:
-            try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-            except OSError as err:  # what Batch reports when the container cannot start
-                return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
+        args = seqlake_args(argv) if self.fork_server is not None else None
+        try:
+            if args is not None and self.fork_server is not None:
+                proc: subprocess.Popen[bytes] | Forked = self.fork_server().spawn(
+                    {"kind": "command", "args": args, "env": env, "log_path": str(log_path), "cwd": str(Path.cwd())}
+                )
+            else:
+                with log_path.open("wb") as log:
+                    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        except OSError as err:  # what Batch reports when the container cannot start
+            return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
+        with self._lock:
+            self._procs[proc.pid] = proc
+        try:
+            code = _wait(proc, timeout)
+        finally:
             with self._lock:
-                self._procs[proc.pid] = proc
-            try:
-                code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                return Outcome(None, TIMED_OUT, timed_out=True)
-            finally:
-                with self._lock:
-                    self._procs.pop(proc.pid, None)
+                self._procs.pop(proc.pid, None)
+        if code is None:
+            return Outcome(None, TIMED_OUT, timed_out=True)
         if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
             return Outcome(None, f"Host EC2 (instance {instance_id(job.job_id, attempt)}) terminated.")
         return Outcome(code, ESSENTIAL_EXITED)
@@ -341,6 +364,22 @@ class BatchRunner:
         for proc in procs:
             proc.kill()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _wait(proc: subprocess.Popen[bytes] | Forked, timeout: float | None) -> int | None:
+    """The attempt's exit code (negative: the signal that killed it); None if it ran out of time, and
+    was killed. A forked child whose server went away without reporting counts as killed."""
+    if isinstance(proc, Forked):
+        if not proc.wait(timeout):
+            proc.kill()
+            return None
+        return -signal.SIGKILL if proc.returncode is None else proc.returncode
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
 
 
 def _dt(seconds: float) -> datetime.datetime:

@@ -356,7 +356,12 @@ class LocalCloud:
         else:
             self.lambdas.functions.update(functions)
         self.batch = BatchRunner(
-            self.jobs, base, self.state.logs_dir, on_change=self._batch_changed, log_sink=self._put_log
+            self.jobs,
+            base,
+            self.state.logs_dir,
+            on_change=self._batch_changed,
+            log_sink=self._put_log,
+            fork_server=self.lambdas.fork_server if self.lambdas.forks else None,
         )
         patches.HOOKS.lambda_invoke = self._invoke
         patches.HOOKS.batch_run = self.batch

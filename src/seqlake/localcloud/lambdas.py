@@ -8,7 +8,7 @@ child gets the function's environment, ``AWS_ENDPOINT_URL`` pointing at the moto
 
 Where ``fork`` exists, the processes come from a fork server (:mod:`seqlake.localcloud.forkserver`)
 that imported boto3, Powertools, pyarrow and numpy once: an invocation then costs its handler module's
-import and its own work, not a second of library imports. Elsewhere (or with ``SEQLAKE_LAMBDA_FORK=0``)
+import and its own work, not a second of library imports. Elsewhere (or with ``SEQLAKE_FORK_SERVER=0``)
 each invocation is a new interpreter, and start-up is taken off the critical path the way Lambda's init
 phase is: :meth:`LambdaRunner.prestart` starts one process per function ahead of time, which imports the
 handler's module and then waits for its event; it serves exactly one invocation and exits.
@@ -101,7 +101,8 @@ class LambdaRunner:
         # the function's timeout and end in the dead-letter queue. The timeout counts from the start.
         self._async_slots = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
         self._warm: dict[str, _Sandbox] = {}
-        self._fork = forkserver.available() and os.environ.get("SEQLAKE_LAMBDA_FORK", "1") != "0"
+        #: invocations (and Batch children, see :meth:`fork_server`) fork from a server
+        self.forks = forkserver.enabled()
         self._server: forkserver.ForkServer | None = None
         self._live: set[forkserver.Forked] = set()
         self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
@@ -116,8 +117,8 @@ class LambdaRunner:
     # ---------------------------------------------------------------- sandboxes
     def start_fork_server(self) -> None:
         """Start the fork server now (no-op without one): its imports overlap whatever comes next."""
-        if self._fork:
-            self._fork_server()
+        if self.forks:
+            self.fork_server()
 
     def prestart(self) -> None:
         """Start one waiting process per function that has none (or the fork server)."""
@@ -126,12 +127,13 @@ class LambdaRunner:
 
     def prestart_one(self, name: str) -> None:
         """Start a waiting process for function ``name`` if it has none (or the fork server)."""
-        if self._fork:
-            self._fork_server()
+        if self.forks:
+            self.fork_server()
         else:
             self._prestart(name)
 
-    def _fork_server(self) -> forkserver.ForkServer:
+    def fork_server(self) -> forkserver.ForkServer:
+        """The fork server, started on first use; the local Batch forks its children from it too."""
         with self._cond:
             if self._closed:
                 raise RuntimeError("the Lambda runner is closed")
@@ -253,7 +255,7 @@ class LambdaRunner:
         t0 = time.monotonic()
         out: dict[str, Any] = {}
         try:
-            if self._fork:
+            if self.forks:
                 out, log_path = self._run_forked(spec, payload or b"{}")
             else:
                 box = self._take(spec)
@@ -284,6 +286,7 @@ class LambdaRunner:
         log_path = self._log_path(spec, n)
         result_file = self._tmp / f"{n:06d}.json"
         request = {
+            "kind": "lambda",
             "env": self._environment(spec, log_path),
             "code_dir": str(spec.code_dir),
             "handler": spec.handler,
@@ -291,7 +294,7 @@ class LambdaRunner:
             "log_path": str(log_path),
             "event": payload.decode("utf-8", "surrogateescape"),
         }
-        child = self._fork_server().spawn(request)
+        child = self.fork_server().spawn(request)
         with self._cond:
             self._live.add(child)
         try:
@@ -418,16 +421,7 @@ def run_child(request: dict[str, Any]) -> int:
     """A forked child's whole life: the function's environment, its log as stdout/stderr, one event."""
     os.environ.clear()
     os.environ.update(request["env"])
-    log = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.close(null)
-    # new text streams on the redirected descriptors: the inherited objects may not write to fd 1 and 2
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+    forkserver.redirect_output(request["log_path"], append=True)
     try:
         os.chdir(request["code_dir"])
         handler_fn, init_error = _init(request["code_dir"], request["handler"])

@@ -22,11 +22,16 @@ in the same process are unaffected.
    an HTTP round trip through moto each time, on the core the children need. Here the wait sleeps
    until :func:`wake_sync_waiters` is called (the Batch runner calls it when a job changes) or
    :data:`SYNC_POLL_SECONDS` pass, whichever is first.
+8. The server's per-request lookups: every request lists moto's package folder (``os.listdir`` and
+   ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads
+   makes a new model loader, which scans botocore's data folders again. Here the folder is listed
+   once and moto keeps one loader (the models themselves were already cached per service).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import threading
 from collections.abc import Callable
@@ -56,11 +61,13 @@ botocore_loader.share()
 # methods, not the replacements.
 import moto.athena.models as _athena  # noqa: E402
 import moto.awslambda_simple.models as _lambda  # noqa: E402
+import moto.backends as _backends  # noqa: E402
 import moto.batch.exceptions as _batch_exc  # noqa: E402
 import moto.batch.models as _batch  # noqa: E402
 import moto.batch_simple.models as _batch_simple  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
+import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
@@ -411,6 +418,27 @@ def _patch_sync_wait() -> None:
     SyncCallbackModule.time = _SyncTime()
 
 
+# ---------------------------------------------------------------- 8. per-request lookups
+_list_of_moto_modules = _backends.list_of_moto_modules
+_core_utils_module: Any = _core_utils  # its create_loader is imported from moto.core.loaders, not exported
+_create_moto_loader = _core_utils_module.create_loader
+
+
+@functools.cache
+def _moto_modules() -> tuple[str, ...]:
+    return tuple(_list_of_moto_modules())
+
+
+@functools.cache
+def _moto_loader() -> Any:
+    return _create_moto_loader()
+
+
+def _patch_server_lookups() -> None:
+    _backends.list_of_moto_modules = _moto_modules  # the server calls it through the module
+    _core_utils_module.create_loader = _moto_loader
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -419,6 +447,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "event-targets": _patch_event_targets,
     "athena-results": _patch_athena,
     "sync-wait": _patch_sync_wait,
+    "server-lookups": _patch_server_lookups,
 }
 
 
