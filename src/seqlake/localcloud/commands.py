@@ -33,6 +33,7 @@ from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.samplesheet import mate_from_name
+from seqlake.tables import RUN_STATES
 
 _FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
 _MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
@@ -152,8 +153,10 @@ def _wide(console: Console) -> Console:
     return console if console.is_terminal else Console(file=console.file, width=200)
 
 
-_RED = ("FAILED", "TIMED_OUT", "REJECTED")
-_REJECTED_SQL = "SELECT run_id, started_at, inputs, reason FROM runs WHERE state = 'REJECTED'"
+_, _FAILED, _REJECTED = RUN_STATES
+#: run states shown in red (TIMED_OUT is an execution status, not a run state)
+_RED = (_FAILED, "TIMED_OUT", _REJECTED)
+_REJECTED_SQL = f"SELECT run_id, started_at, inputs, reason FROM runs WHERE state = '{_REJECTED}'"  # noqa: S608 - a constant
 
 
 def rejected_runs(state: StateDir) -> list[dict[str, Any]]:
@@ -168,7 +171,7 @@ def rejected_runs(state: StateDir) -> list[dict[str, Any]]:
     return [
         {
             "run_id": run_id,
-            "status": "REJECTED",
+            "status": _REJECTED,
             "started": started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else "",
             "inputs": json.loads(inputs or "[]"),
             "error": "BadInputError",
