@@ -475,8 +475,8 @@ def group_end_to_end(ctx: Ctx, inp: Input) -> None:
     # shards for the one core, so this is its whole cost; both cores with the default --jobs 2 is how
     # `seqlake local run` is used on a small machine
     # Wall time moves by 10-15 % between identical runs on a shared machine: each pair is measured
-    # twice, interleaved (process, local, process, local), and the fastest of each is compared.
-    reps = 1 if ctx.quick else 2
+    # three times, interleaved (process, local, process, local, ...), and the fastest of each is compared.
+    reps = 1 if ctx.quick else 3
     for suffix, jobs, pinned, where in (("", "1", True, "one core"), ("-2", "2", False, "both cores")):
         for rep in range(1, reps + 1):
             tag = f"{suffix}-{rep}"
@@ -794,7 +794,7 @@ def render(groups: Sequence[GroupResult], inp: Input, command: str) -> str:
         "",
         "**Method**: every command is a separate process pinned to one core (`taskset -c 0`), except the "
         "end-to-end rows marked both cores and the demo; rows under 5 s are run 3 times and the fastest "
-        "kept, the end-to-end pairs twice, interleaved, others once. Time is wall-clock around the process "
+        "kept, the end-to-end pairs three times, interleaved, others once. Time is wall-clock around the process "
         "(start-up included, for every tool alike); MB/s is plain FASTQ per second; reads/s counts both "
         "mates; peak RSS is the largest single process of the command's tree (`wait4` `ru_maxrss`). "
         "Worker rows time the real entry point `python -m seqlake worker` on a one-shard plan made "
