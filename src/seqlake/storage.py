@@ -5,8 +5,11 @@ LRU cache of 1 MiB aligned blocks (the shape fsspec's ``blockcache`` uses); read
 go out as one GET. That is what the gzip seek-index readers need: they jump to a seek point, read a
 window, then stream forward (``../shared/spikes/gzip-shards/REPORT.md`` section 4 measured ~2.5 MB of
 extra transfer per shard and mate with this cache). After a few back-to-back reads the reader switches
-to one open-ended streaming GET, so a sequential scan (the index pass, a shard read to its end) is not
-bound by per-request latency; a seek elsewhere closes the stream and falls back to the cache.
+to one open-ended streaming GET, so a sequential scan (a shard read to its end) is not bound by
+per-request latency; a seek elsewhere closes the stream and falls back to the cache. A scan that moves
+forward while stepping back inside the cache (rapidgzip's index pass re-reads each MiB about three
+times) misses the blocks in order: from the second such miss the blocks come from one open-ended
+GET too, so the index pass of a 50 MB object is a couple of requests, not fifty.
 
 boto3 clients are created on first use and cached per process (a forked child makes its own), never at
 import time. boto3 honours ``AWS_ENDPOINT_URL``, which is how the local cloud's child processes reach the
@@ -100,6 +103,10 @@ class S3RangeReader(io.RawIOBase):
         self._sequential = 0
         self._stream: Any = None
         self._stream_pos = 0
+        #: the open-ended GET that cache misses in block order are filled from, and its position
+        self._fill: Any = None
+        self._fill_pos = 0
+        self._last_miss = -2
 
     @property
     def name(self) -> str:
@@ -143,13 +150,35 @@ class S3RangeReader(io.RawIOBase):
     def _block_data(self, b: int) -> bytes:
         data = self._cache.get(b)
         if data is None:
-            data = self._get(b * self._block, self._block)
+            data = self._miss(b)
             self._cache[b] = data
             while len(self._cache) > self._max_blocks:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(b)
         return data
+
+    def _miss(self, b: int) -> bytes:
+        """Block ``b`` from S3: from the fill stream when the misses come in block order, else one GET."""
+        start = b * self._block
+        in_order, self._last_miss = b == self._last_miss + 1, b
+        if self._fill is not None and self._fill_pos != start:
+            self._close_fill()
+        if self._fill is None and in_order and start + self._block < self._size:
+            resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-")
+            self._fill, self._fill_pos = resp["Body"], start
+            self.requests += 1
+        if self._fill is None:
+            return self._get(start, self._block)
+        data = _read_full(self._fill, min(self._block, self._size - start))
+        self._fill_pos += len(data)
+        self.fetched += len(data)
+        return data
+
+    def _close_fill(self) -> None:
+        if self._fill is not None:
+            self._fill.close()
+            self._fill = None
 
     def _stream_read(self, size: int) -> bytes:
         """Read from an open-ended streaming GET (sequential scans: one request, no per-block latency)."""
@@ -158,15 +187,7 @@ class S3RangeReader(io.RawIOBase):
             self._stream = resp["Body"]
             self._stream_pos = self._pos
             self.requests += 1
-        parts = []
-        left = size
-        while left:
-            b = self._stream.read(left)
-            if not b:
-                break
-            parts.append(b)
-            left -= len(b)
-        data = b"".join(parts)
+        data = _read_full(self._stream, size)
         self._stream_pos += len(data)
         self.fetched += len(data)
         return data
@@ -178,6 +199,7 @@ class S3RangeReader(io.RawIOBase):
 
     def close(self) -> None:
         self._close_stream()
+        self._close_fill()
         super().close()
 
     def read(self, size: int | None = -1) -> bytes:
@@ -202,9 +224,12 @@ class S3RangeReader(io.RawIOBase):
             data = self._get(start, size)
         else:
             b0, b1 = start // self._block, (start + size - 1) // self._block
-            data = b"".join(self._block_data(b) for b in range(b0, b1 + 1))
             off = start - b0 * self._block
-            data = data[off:off + size]
+            blocks = [memoryview(self._block_data(b)) for b in range(b0, b1 + 1)]
+            # one copy of just the bytes asked for (joining whole blocks and then slicing copied three)
+            blocks[-1] = blocks[-1][: off + size - (b1 - b0) * self._block]
+            blocks[0] = blocks[0][off:]
+            data = b"".join(blocks)
         self._pos += len(data)
         return data
 
@@ -216,6 +241,19 @@ class S3RangeReader(io.RawIOBase):
 
     def readall(self) -> bytes:
         return self.read(-1)
+
+
+def _read_full(body: Any, size: int) -> bytes:
+    """``size`` bytes from a streaming body (fewer only at its end)."""
+    parts = []
+    left = size
+    while left:
+        chunk = body.read(left)
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def open_read(uri: str, buffer_size: int = 1 << 16, block_size: int = BLOCK_SIZE) -> BinaryIO:

@@ -112,6 +112,31 @@ def test_s3_range_reader_streams_sequential_reads(s3: str) -> None:
     r.close()
 
 
+def test_s3_range_reader_fills_in_order_misses_from_one_stream(s3: str) -> None:
+    """rapidgzip's index pass reads 1-block windows that move forward while stepping back into the
+    cache: its misses come in block order and are served by one open-ended GET, not one GET per block."""
+    data = os.urandom(400_000)
+    uri = f"{s3}/scan"
+    storage.write_bytes(uri, data)
+    r = storage.S3RangeReader(uri, block_size=10_000, cache_blocks=4)
+    pos = 0
+    while pos < len(data):
+        for at in (pos, max(0, pos - 3_000), pos):
+            r.seek(at)
+            assert r.read(10_000) == data[at : at + 10_000]
+        pos += 9_000
+    assert r.requests == 2  # block 0 alone, then one stream from block 1 to the end
+    assert r.fetched == len(data)  # every byte once
+    # blocks 0 and 1 left the cache long ago: block 0 is a miss out of order (a GET of its own, the
+    # stream, at block 40, is closed), block 1 follows it in order (a new stream)
+    r.seek(5)
+    assert r.read(100) == data[5:105]
+    r.seek(10_005)
+    assert r.read(100) == data[10_005:10_105]
+    assert r.requests == 4
+    r.close()
+
+
 def test_plan_and_shards_on_s3(s3: str, miseq: tuple[Path, Path]) -> None:
     """gzip pair in S3: index pass through ranged reads, plan in S3, shards read back exactly."""
     uris = []
