@@ -165,15 +165,19 @@ class S3RangeReader(io.RawIOBase):
         if self._fill is not None and self._fill_pos != start:
             self._close_fill()
         if self._fill is None and in_order and start + self._block < self._size:
-            resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-")
-            self._fill, self._fill_pos = resp["Body"], start
-            self.requests += 1
+            self._fill, self._fill_pos = self._open_ended(start), start
         if self._fill is None:
             return self._get(start, self._block)
         data = _read_full(self._fill, min(self._block, self._size - start))
         self._fill_pos += len(data)
         self.fetched += len(data)
         return data
+
+    def _open_ended(self, start: int) -> Any:
+        """The streaming body of a GET from ``start`` to the object's end."""
+        resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-")
+        self.requests += 1
+        return resp["Body"]
 
     def _close_fill(self) -> None:
         if self._fill is not None:
@@ -183,10 +187,7 @@ class S3RangeReader(io.RawIOBase):
     def _stream_read(self, size: int) -> bytes:
         """Read from an open-ended streaming GET (sequential scans: one request, no per-block latency)."""
         if self._stream is None:
-            resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={self._pos}-")
-            self._stream = resp["Body"]
-            self._stream_pos = self._pos
-            self.requests += 1
+            self._stream, self._stream_pos = self._open_ended(self._pos), self._pos
         data = _read_full(self._stream, size)
         self._stream_pos += len(data)
         self.fetched += len(data)
