@@ -37,17 +37,25 @@ def test_s3_ranged_get_reads_only_the_range(fixture_cloud: Any, monkeypatch: pyt
         r = s3.get_object(Bucket=fixture_cloud.bucket, Key="data/blob.bin", Range=rng)
         return r["Body"].read(), r.get("ContentRange", "")
 
-    sliced: list[tuple[int, int]] = []
-    original = patches._KeyView.__getitem__
+    reads: list[tuple[int, int]] = []
+    original = patches._KeyRange._read
 
-    def counting(view: Any, s: slice) -> bytes:
-        data: bytes = original(view, s)
-        sliced.append((s.start, len(data)))
+    def counting(view: Any, at: int, n: int) -> bytes:
+        data: bytes = original(view, at, n)
+        reads.append((at, len(data)))
         return data
 
-    monkeypatch.setattr(patches._KeyView, "__getitem__", counting)
+    monkeypatch.setattr(patches._KeyRange, "_read", counting)
     assert get("bytes=1000-1999") == (body[1000:2000], f"bytes 1000-1999/{len(body)}")
-    assert sliced == [(1000, 1000)]  # the server read 1000 bytes of the buffer, not the 1 MiB object
+    assert reads == [(1000, 1000)]  # the server read 1000 bytes of the buffer, not the 1 MiB object
+    # a large range is streamed: the server holds one chunk of the buffer at a time, not the rest of it
+    big = bytes(range(256)) * (3 * 4096 + 7)
+    _put(fixture_cloud, "data/big.bin", big)
+    reads.clear()
+    r = s3.get_object(Bucket=fixture_cloud.bucket, Key="data/big.bin", Range="bytes=10-")
+    assert r["Body"].read() == big[10:] and r["ContentLength"] == len(big) - 10
+    assert [n for _, n in reads] == [1 << 20] * 3 + [len(big) - 10 - 3 * (1 << 20)]
+    assert [at for at, _ in reads] == [10 + i * (1 << 20) for i in range(4)]
     assert get("bytes=-10")[0] == body[-10:]
     assert get(f"bytes={len(body) - 5}-")[0] == body[-5:]
     assert get("bytes=0-1,5-6")[0] == body  # multi-range: S3 (and moto) answer with the whole object
