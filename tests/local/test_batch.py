@@ -296,3 +296,18 @@ def test_seqlake_args() -> None:
     assert seqlake_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
     assert seqlake_args([sys.executable, "-m", "seqlake.other"]) is None
     assert seqlake_args(["sh", "-c", "seqlake"]) is None
+
+
+def test_a_closed_fork_server_fails_the_attempt_as_a_container_that_cannot_start(tmp_path: Path) -> None:
+    def closed() -> ForkServer:
+        raise RuntimeError("the Lambda runner is closed")
+
+    job = Job("c:0", ["seqlake", "worker"], SPOT_ONLY, index=0)
+    runner = BatchRunner(1, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", fork_server=closed)
+    runner(Job("parent", [], {}), [job])
+    deadline = time.monotonic() + 60
+    while runner.active and time.monotonic() < deadline:
+        time.sleep(0.02)
+    runner.shutdown()
+    assert job.status == "FAILED" and len(job.attempts) == 1  # SPOT_ONLY: any reason but a reclaim exits
+    assert job.attempts[0]["statusReason"] == "CannotStartContainerError: the Lambda runner is closed"

@@ -332,7 +332,8 @@ class BatchRunner:
             else:
                 with log_path.open("wb") as log:
                     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        except OSError as err:  # what Batch reports when the container cannot start
+        except (OSError, RuntimeError) as err:  # what Batch reports when the container cannot start
+            # (RuntimeError: the fork server is closed, the cloud stopping under a running job)
             return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
         with self._lock:
             self._procs[proc.pid] = proc
