@@ -1,4 +1,4 @@
-"""The Lambda fork server: a fresh process per request, forked from one that imported the libraries once."""
+"""The fork server: a process per Lambda invocation or Batch attempt, forked from one that imported the libraries."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ read-only data.
 
 This changes botocore's module attribute ``botocore.session.create_loader`` (botocore pinned through
 boto3 in ``pyproject.toml``; ``tests/local/test_patches.py`` checks it), and is applied only in the
-local cloud's own processes: the parent (before moto is imported) and the Lambda fork server.
+local cloud's own processes: the parent (before moto is imported) and the fork server.
 """
 
 from __future__ import annotations

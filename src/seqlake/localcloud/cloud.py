@@ -206,7 +206,7 @@ class LocalCloud:
             }
         )
         self._reset_moto()  # moto's backends are process-wide: a second cloud in this process starts empty
-        # the Lambda fork server imports its libraries while the template deploys (on a second core)
+        # the fork server (Lambdas, Batch children) imports its libraries while the template deploys
         self.lambdas = LambdaRunner({}, self.child_env(), self.state.logs_dir, dead_letter=self._dead_letter)
         self.lambdas.start_fork_server()
         self.deploy()
