@@ -101,11 +101,10 @@ class S3RangeReader(io.RawIOBase):
         self.fetched = 0
         self._last_end = -1
         self._sequential = 0
-        self._stream: Any = None
-        self._stream_pos = 0
-        #: the open-ended GET that cache misses in block order are filled from, and its position
-        self._fill: Any = None
-        self._fill_pos = 0
+        #: back-to-back reads are served from this open-ended GET, bypassing the cache
+        self._stream: _OpenEnded | None = None
+        #: cache misses in block order are filled from this one
+        self._fill: _OpenEnded | None = None
         self._last_miss = -2
 
     @property
@@ -162,34 +161,28 @@ class S3RangeReader(io.RawIOBase):
         """Block ``b`` from S3: from the fill stream when the misses come in block order, else one GET."""
         start = b * self._block
         in_order, self._last_miss = b == self._last_miss + 1, b
-        if self._fill is not None and self._fill_pos != start:
-            self._close_fill()
+        if self._fill is not None and self._fill.pos != start:
+            self._fill.close()
+            self._fill = None
         if self._fill is None and in_order and start + self._block < self._size:
-            self._fill, self._fill_pos = self._open_ended(start), start
+            self._fill = self._open_ended(start)
         if self._fill is None:
             return self._get(start, self._block)
-        data = _read_full(self._fill, min(self._block, self._size - start))
-        self._fill_pos += len(data)
+        data = self._fill.read(min(self._block, self._size - start))
         self.fetched += len(data)
         return data
 
-    def _open_ended(self, start: int) -> Any:
-        """The streaming body of a GET from ``start`` to the object's end."""
+    def _open_ended(self, start: int) -> _OpenEnded:
+        """A GET from ``start`` to the object's end, read as it is needed."""
         resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-")
         self.requests += 1
-        return resp["Body"]
-
-    def _close_fill(self) -> None:
-        if self._fill is not None:
-            self._fill.close()
-            self._fill = None
+        return _OpenEnded(resp["Body"], start)
 
     def _stream_read(self, size: int) -> bytes:
         """Read from an open-ended streaming GET (sequential scans: one request, no per-block latency)."""
         if self._stream is None:
-            self._stream, self._stream_pos = self._open_ended(self._pos), self._pos
-        data = _read_full(self._stream, size)
-        self._stream_pos += len(data)
+            self._stream = self._open_ended(self._pos)
+        data = self._stream.read(size)
         self.fetched += len(data)
         return data
 
@@ -200,7 +193,9 @@ class S3RangeReader(io.RawIOBase):
 
     def close(self) -> None:
         self._close_stream()
-        self._close_fill()
+        if self._fill is not None:
+            self._fill.close()
+            self._fill = None
         super().close()
 
     def read(self, size: int | None = -1) -> bytes:
@@ -217,7 +212,7 @@ class S3RangeReader(io.RawIOBase):
             self._close_stream()
         self._last_end = start + size
         if self._stream is not None or self._sequential >= SEQUENTIAL_READS:
-            if self._stream is not None and self._stream_pos != start:
+            if self._stream is not None and self._stream.pos != start:
                 self._close_stream()
             data = self._stream_read(size)
         elif size >= self._block * self._max_blocks // 2:
@@ -244,17 +239,28 @@ class S3RangeReader(io.RawIOBase):
         return self.read(-1)
 
 
-def _read_full(body: Any, size: int) -> bytes:
-    """``size`` bytes from a streaming body (fewer only at its end)."""
-    parts = []
-    left = size
-    while left:
-        chunk = body.read(left)
-        if not chunk:
-            break
-        parts.append(chunk)
-        left -= len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+class _OpenEnded:
+    """The body of an open-ended ranged GET and the object offset it has reached."""
+
+    def __init__(self, body: Any, pos: int) -> None:
+        self.body, self.pos = body, pos
+
+    def read(self, size: int) -> bytes:
+        """``size`` bytes (fewer only at the object's end)."""
+        parts = []
+        left = size
+        while left:
+            chunk = self.body.read(left)
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.pos += len(data)
+        return data
+
+    def close(self) -> None:
+        self.body.close()
 
 
 def open_read(uri: str, buffer_size: int = 1 << 16, block_size: int = BLOCK_SIZE) -> BinaryIO:
