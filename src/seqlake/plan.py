@@ -35,6 +35,7 @@ from typing import Any
 
 from seqlake import fastq, gzindex, storage
 from seqlake.errors import BadInputError
+from seqlake.model import Sample
 from seqlake.params import Params
 
 PLAN_VERSION = 1
@@ -45,13 +46,6 @@ MAX_SHARDS = 10_000
 PLAIN_COUNT_BELOW = 64 << 20
 #: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
 SNAP_WINDOW = 16 << 10
-
-
-@dataclass(frozen=True)
-class SampleInputs:
-    sample: str
-    r1_uri: str
-    r2_uri: str | None = None
 
 
 @dataclass(frozen=True)
@@ -425,31 +419,31 @@ def _sample_spans(scans: list[_Scanned], first_idx: int, k: int) -> list[tuple[S
     return list(zip(*per_mate, strict=True))
 
 
-def make_plan(run_id: str, samples: list[SampleInputs], *, out_prefix: str, reference: str | None = None,
+def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
               params: Params | None = None, shards: int | None = None,
               count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
     """Validate the inputs, build indexes, choose the shards, write and return the plan."""
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
-    names = [s.sample for s in samples]
+    names = [s.name for s in samples]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate sample names: {names}")
     for s in samples:
-        if not SAMPLE_NAME.fullmatch(s.sample):
-            raise BadInputError(s.r1_uri, f"invalid sample name {s.sample!r}: use letters, digits, '.', '_' "
+        if not SAMPLE_NAME.fullmatch(s.name):
+            raise BadInputError(s.r1, f"invalid sample name {s.name!r}: use letters, digits, '.', '_' "
                                 "and '-' (it names folders and table rows)")
-        if s.r2_uri == s.r1_uri:
-            raise BadInputError(s.r1_uri, "R1 and R2 are the same file")
+        if s.r2 == s.r1:
+            raise BadInputError(s.r1, "R1 and R2 are the same file")
     index_prefix = storage.join(out_prefix, "runs", run_id, "index")
     scanned: list[list[_Scanned]] = []
     idx = 0
     for s in samples:
-        uris = [s.r1_uri] if s.r2_uri is None else [s.r1_uri, s.r2_uri]
+        uris = [s.r1] if s.r2 is None else [s.r1, s.r2]
         paired = len(uris) == 2
         group = []
         for mate, uri in enumerate(uris, start=1):
-            group.append(_scan_input(uri, s.sample, mate, idx=idx, index_prefix=index_prefix,
+            group.append(_scan_input(uri, s.name, mate, idx=idx, index_prefix=index_prefix,
                                      count_below=None if paired else count_plain_below))
             idx += 1
         if paired:
@@ -467,7 +461,7 @@ def make_plan(run_id: str, samples: list[SampleInputs], *, out_prefix: str, refe
     idx = 0
     for s, g, k in zip(samples, scanned, counts, strict=True):
         for spans in _sample_spans(g, idx, k):
-            out_shards.append(Shard(index=len(out_shards), sample=s.sample, spans=spans))
+            out_shards.append(Shard(index=len(out_shards), sample=s.name, spans=spans))
         idx += len(g)
     plan = Plan(run_id=run_id, out_prefix=out_prefix, inputs=inputs, shards=tuple(out_shards),
                 params=params, reference=reference)

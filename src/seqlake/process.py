@@ -77,7 +77,8 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.merge import merge_run
-    from seqlake.plan import SampleInputs, make_plan
+    from seqlake.model import Sample
+    from seqlake.plan import make_plan
     from seqlake.samplesheet import sample_from_filename
 
     r1 = Path(args.r1)
@@ -93,7 +94,7 @@ def process_command(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     plan = make_plan(
         run_id,
-        [SampleInputs(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)],
+        [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)],
         out_prefix=str(out),
         reference=reference,
         params=params,

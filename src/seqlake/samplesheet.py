@@ -23,7 +23,7 @@ from typing import Any
 
 from seqlake import storage
 from seqlake.errors import BadInputError
-from seqlake.plan import SampleInputs
+from seqlake.model import Sample
 
 REQUIRED_COLUMNS = ("sample", "fastq_1")
 
@@ -114,7 +114,7 @@ def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: OtherBuc
 
 
 def parse_samplesheet(text: str, sheet_uri: str, *,
-                      allow_other_buckets: OtherBuckets = False) -> list[SampleInputs]:
+                      allow_other_buckets: OtherBuckets = False) -> list[Sample]:
     """Validate a samplesheet's text and return its samples with resolved URIs.
 
     ``allow_other_buckets``: whether ``s3://`` paths of a sheet in S3 may name another bucket than the
@@ -134,7 +134,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
         raise BadInputError(sheet_uri, f"duplicate column names in header {header}", line=1)
     validator = jsonschema.Draft202012Validator(samplesheet_schema())
     seen: dict[str, int] = {}
-    out: list[SampleInputs] = []
+    out: list[Sample] = []
     line = 1
     for line, raw in _numbered(text):
         if len(raw) != len(header):
@@ -155,7 +155,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
         r2 = _resolve(sheet_uri, doc["fastq_2"], line, allow_other_buckets) if doc["fastq_2"] else None
         if r2 is not None and r2 == r1:
             raise BadInputError(sheet_uri, "fastq_1 and fastq_2 are the same file", line=line)
-        out.append(SampleInputs(sample=sample, r1_uri=r1, r2_uri=r2))
+        out.append(Sample(sample, r1, r2))
     if not out:
         raise BadInputError(sheet_uri, "the samplesheet has a header but no samples", line=line + 1)
     return out
@@ -176,7 +176,7 @@ def _numbered(text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[SampleInputs]:
+def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[Sample]:
     try:
         text = storage.read_bytes(uri).decode("utf-8")
     except UnicodeDecodeError as err:

@@ -80,10 +80,11 @@ def test_empty_file_is_a_run_with_zero_reads(edge: Path, tmp_path: Path) -> None
 
 def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Path) -> None:
     # Given a plan of 3 shards made by the core
+    from seqlake.model import Sample
     from seqlake.params import Params
-    from seqlake.plan import SampleInputs, make_plan
+    from seqlake.plan import make_plan
 
-    plan = make_plan("r-worker", [SampleInputs("s", str(edge / "biopython/example.fastq"))],
+    plan = make_plan("r-worker", [Sample("s", str(edge / "biopython/example.fastq"))],
                      out_prefix=str(tmp_path), params=Params(), shards=3)
     env = {**os.environ, "SEQLAKE_PLAN_URI": plan.plan_uri}
     # When Batch starts children 0..2 with AWS_BATCH_JOB_ARRAY_INDEX set
@@ -99,7 +100,8 @@ def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Pa
 
 
 def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: Path) -> None:
-    from seqlake.plan import SampleInputs, make_plan
+    from seqlake.model import Sample
+    from seqlake.plan import make_plan
     from seqlake.worker_main import error_uri
 
     # Given a file whose defect the planner's sniff cannot see (it is past the first records)
@@ -107,7 +109,7 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
     bad = tmp_path / "late_defect.fastq"
     bad.write_text(good * 5000 + "@r\nACGT\n+\nII\n")
     bad_line = len(good.splitlines()) * 5000 + 4
-    plan = make_plan("r-bad", [SampleInputs("s", str(bad))], out_prefix=str(tmp_path / "o"), shards=1,
+    plan = make_plan("r-bad", [Sample("s", str(bad))], out_prefix=str(tmp_path / "o"), shards=1,
                      count_plain_below=0)
     proc = run("worker", "--plan", plan.plan_uri, "--shard", "0")
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr

@@ -16,7 +16,8 @@ import pytest
 
 from seqlake import fastq
 from seqlake.errors import BadInputError
-from seqlake.plan import SampleInputs, make_plan
+from seqlake.model import Sample
+from seqlake.plan import make_plan
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def test_sniff_outcome(edge: Path, case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.path)
 def test_plan_outcome(edge: Path, case: Case, tmp_path: Path) -> None:
     path = str(edge / case.path)
-    run = lambda: make_plan("edge", [SampleInputs("s", path)], out_prefix=str(tmp_path))  # noqa: E731
+    run = lambda: make_plan("edge", [Sample("s", path)], out_prefix=str(tmp_path))  # noqa: E731
     if case.error is None and not case.phred64:
         plan = run()
         assert plan.inputs[0].records == case.records
@@ -135,7 +136,7 @@ def test_paired_counts_differ_at_plan_time(edge: Path, tmp_path: Path, r1: str, 
                                            message: str) -> None:
     p1, p2 = str(edge / "cutadapt" / r1), str(edge / "cutadapt" / r2)
     with pytest.raises(BadInputError) as info:
-        make_plan("pairs", [SampleInputs("s", p1, p2)], out_prefix=str(tmp_path))
+        make_plan("pairs", [Sample("s", p1, p2)], out_prefix=str(tmp_path))
     text = str(info.value)
     assert p1 in text
     assert p2 in text
@@ -144,7 +145,7 @@ def test_paired_counts_differ_at_plan_time(edge: Path, tmp_path: Path, r1: str, 
 
 def test_truncated_pair_is_a_valid_pair(edge: Path, tmp_path: Path) -> None:
     d = edge / "cutadapt"
-    plan = make_plan("ok", [SampleInputs("s", str(d / "paired-truncated.1.fastq"),
+    plan = make_plan("ok", [Sample("s", str(d / "paired-truncated.1.fastq"),
                                          str(d / "paired-truncated.2.fastq"))], out_prefix=str(tmp_path))
     assert [i.records for i in plan.inputs] == [3, 3]
 

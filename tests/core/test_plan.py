@@ -14,8 +14,9 @@ import pytest
 from seqlake import plan as planmod
 from seqlake import shards
 from seqlake.errors import BadInputError
+from seqlake.model import Sample
 from seqlake.params import Params
-from seqlake.plan import SampleInputs, allocate_shards, load_plan, make_plan
+from seqlake.plan import allocate_shards, load_plan, make_plan
 
 
 def reassemble(plan: planmod.Plan) -> dict[int, bytes]:
@@ -39,7 +40,7 @@ def miseq_plain(miseq: tuple[Path, Path], tmp_path_factory: pytest.TempPathFacto
 @pytest.mark.parametrize("k", [1, 7, 64])
 def test_miseq_gzip_pair(miseq: tuple[Path, Path], miseq_plain: tuple[bytes, bytes], tmp_path: Path,
                          k: int) -> None:
-    plan = make_plan("miseq", [SampleInputs("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
+    plan = make_plan("miseq", [Sample("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
                      shards=k)
     assert plan.array_size == k
     assert [i.records for i in plan.inputs] == [5762, 5762]
@@ -54,7 +55,7 @@ def test_miseq_gzip_pair(miseq: tuple[Path, Path], miseq_plain: tuple[bytes, byt
 
 
 def test_default_shard_count_from_reads_per_shard(miseq: tuple[Path, Path], tmp_path: Path) -> None:
-    plan = make_plan("rps", [SampleInputs("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
+    plan = make_plan("rps", [Sample("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
                      params=Params(reads_per_shard=1000))
     assert plan.array_size == 6  # ceil(5762 / 1000)
     assert plan.staging_prefix == str(tmp_path / "runs" / "rps" / "staging") + "/"
@@ -65,7 +66,7 @@ def test_plain_pair_uses_record_numbers(miseq_plain: tuple[bytes, bytes], tmp_pa
     r1, r2 = tmp_path / "a_R1.fastq", tmp_path / "a_R2.fastq"
     r1.write_bytes(miseq_plain[0])
     r2.write_bytes(miseq_plain[1])
-    plan = make_plan("plain", [SampleInputs("a", str(r1), str(r2))], out_prefix=str(tmp_path / "out"),
+    plan = make_plan("plain", [Sample("a", str(r1), str(r2))], out_prefix=str(tmp_path / "out"),
                      shards=7)
     assert all(sp.first_record is not None for s in plan.shards for sp in s.spans)
     assert reassemble(plan) == {1: miseq_plain[0], 2: miseq_plain[1]}
@@ -75,7 +76,7 @@ def test_plain_pair_uses_record_numbers(miseq_plain: tuple[bytes, bytes], tmp_pa
 def test_plain_single_end_byte_ranges(miseq_plain: tuple[bytes, bytes], tmp_path: Path, k: int) -> None:
     r1 = tmp_path / "a.fastq"
     r1.write_bytes(miseq_plain[0])
-    plan = make_plan("bytes", [SampleInputs("a", str(r1))], out_prefix=str(tmp_path / "out"), shards=k,
+    plan = make_plan("bytes", [Sample("a", str(r1))], out_prefix=str(tmp_path / "out"), shards=k,
                      count_plain_below=0)
     assert plan.array_size == k
     assert plan.inputs[0].records is None  # no full pass
@@ -112,7 +113,7 @@ def test_bgzf_and_multimember(miseq_plain: tuple[bytes, bytes], tmp_path: Path) 
         subprocess.run([bgzip, "-f", str(bg)], check=True)
         inputs.append(str(bg) + ".gz")
     for n, uri in enumerate(inputs):
-        plan = make_plan(f"r{n}", [SampleInputs("a", uri)], out_prefix=str(tmp_path / "out"), shards=7)
+        plan = make_plan(f"r{n}", [Sample("a", uri)], out_prefix=str(tmp_path / "out"), shards=7)
         assert plan.array_size == 7
         assert reassemble(plan) == {1: data}
 
@@ -122,7 +123,7 @@ def test_bz2_is_one_shard(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> N
     data = b"".join(line + b"\n" for line in lines[: 4 * 600])
     p = tmp_path / "a.fastq.bz2"
     p.write_bytes(bz2.compress(data))
-    plan = make_plan("bz", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "out"), shards=7)
+    plan = make_plan("bz", [Sample("a", str(p))], out_prefix=str(tmp_path / "out"), shards=7)
     assert plan.array_size == 1
     assert plan.inputs[0].compression == "bz2"
     assert reassemble(plan) == {1: data}
@@ -131,7 +132,7 @@ def test_bz2_is_one_shard(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> N
 def test_empty_file_is_one_empty_shard(tmp_path: Path) -> None:
     p = tmp_path / "empty.fastq"
     p.write_bytes(b"")
-    plan = make_plan("empty", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=5)
+    plan = make_plan("empty", [Sample("a", str(p))], out_prefix=str(tmp_path), shards=5)
     assert plan.array_size == 1
     assert plan.shards[0].records == 0
     assert list(shards.iter_shard_chunks(plan, 0)) == []
@@ -141,7 +142,7 @@ def test_many_shards_on_small_input(tmp_path: Path) -> None:
     recs = [b"@r%d\nACGTACGT\n+\nIIIIIIII\n" % i for i in range(12_000)]
     p = tmp_path / "tiny.fastq"
     p.write_bytes(b"".join(recs))
-    plan = make_plan("many", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=20_000)
+    plan = make_plan("many", [Sample("a", str(p))], out_prefix=str(tmp_path), shards=20_000)
     assert plan.array_size == 10_000
     assert sum(s.records or 0 for s in plan.shards) == 12_000
     loaded = load_plan(plan.plan_uri)
@@ -154,20 +155,20 @@ def test_many_shards_on_small_input(tmp_path: Path) -> None:
         want.append(b"".join(recs[first:first + n]))
     assert got == want
     # byte ranges: boundaries that snap to the same record collapse, never more shards than records
-    ranges = make_plan("ranges", [SampleInputs("a", str(p))], out_prefix=str(tmp_path), shards=10_000,
+    ranges = make_plan("ranges", [Sample("a", str(p))], out_prefix=str(tmp_path), shards=10_000,
                        count_plain_below=0)
     assert 1 < ranges.array_size <= 10_000
     assert b"".join(c.data for i in range(ranges.array_size)
                     for cs in shards.iter_shard_chunks(ranges, i) for c in cs) == p.read_bytes()
     p3 = tmp_path / "three.fastq"
     p3.write_bytes(b"".join(recs[:3]))
-    three = make_plan("three", [SampleInputs("a", str(p3))], out_prefix=str(tmp_path), shards=50)
+    three = make_plan("three", [Sample("a", str(p3))], out_prefix=str(tmp_path), shards=50)
     assert three.array_size == 3
 
 
 def test_multi_sample_plan(miseq: tuple[Path, Path], edge: Path, tmp_path: Path) -> None:
-    samples = [SampleInputs("miseq", str(miseq[0]), str(miseq[1])),
-               SampleInputs("tiny", str(edge / "cutadapt" / "paired.1.fastq"),
+    samples = [Sample("miseq", str(miseq[0]), str(miseq[1])),
+               Sample("tiny", str(edge / "cutadapt" / "paired.1.fastq"),
                             str(edge / "cutadapt" / "paired.2.fastq"))]
     plan = make_plan("multi", samples, out_prefix=str(tmp_path), shards=8)
     assert plan.samples == ("miseq", "tiny")
@@ -195,7 +196,7 @@ def test_load_plan_rejects_invalid(tmp_path: Path, edge: Path, monkeypatch: pyte
         monkeypatch.setattr(planmod, "_compiled_validator", lambda: None)
     elif planmod._compiled_validator() is None:
         pytest.skip("fastjsonschema is not installed")
-    plan = make_plan("v", [SampleInputs("a", str(edge / "cutadapt" / "paired.1.fastq"))],
+    plan = make_plan("v", [Sample("a", str(edge / "cutadapt" / "paired.1.fastq"))],
                      out_prefix=str(tmp_path))
     d = json.loads(Path(plan.plan_uri).read_text())
     bad = tmp_path / "bad.json"
@@ -215,12 +216,12 @@ def test_load_plan_rejects_invalid(tmp_path: Path, edge: Path, monkeypatch: pyte
 def test_bad_sample_name_and_same_file(tmp_path: Path, edge: Path) -> None:
     r1 = str(edge / "cutadapt" / "paired.1.fastq")
     with pytest.raises(BadInputError, match="invalid sample name"):
-        make_plan("n", [SampleInputs("../x", r1)], out_prefix=str(tmp_path))
+        make_plan("n", [Sample("../x", r1)], out_prefix=str(tmp_path))
     with pytest.raises(BadInputError, match="same file"):
-        make_plan("n", [SampleInputs("x", r1, r1)], out_prefix=str(tmp_path))
+        make_plan("n", [Sample("x", r1, r1)], out_prefix=str(tmp_path))
 
 
 def test_phred64_rejected_at_plan_time(edge: Path, tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="Phred\\+64"):
-        make_plan("p64", [SampleInputs("a", str(edge / "cutadapt" / "illumina64.fastq"))],
+        make_plan("p64", [Sample("a", str(edge / "cutadapt" / "illumina64.fastq"))],
                   out_prefix=str(tmp_path))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from seqlake.errors import BadInputError
-from seqlake.plan import SampleInputs
+from seqlake.model import Sample
 from seqlake.samplesheet import mate_from_name, parse_samplesheet, read_samplesheet, sample_from_filename
 
 HEADER = "sample,fastq_1,fastq_2\n"
@@ -19,17 +19,17 @@ def test_relative_paths_and_single_end(tmp_path: Path) -> None:
     sheet.write_text(HEADER + "A,a_R1.fastq.gz,a_R2.fastq.gz\n\nB,sub/b.fq,\n")
     base = sheet.parent.resolve()
     assert read_samplesheet(str(sheet)) == [
-        SampleInputs("A", str(base / "a_R1.fastq.gz"), str(base / "a_R2.fastq.gz")),
-        SampleInputs("B", str(base / "sub" / "b.fq"), None),
+        Sample("A", str(base / "a_R1.fastq.gz"), str(base / "a_R2.fastq.gz")),
+        Sample("B", str(base / "sub" / "b.fq"), None),
     ]
 
 
 def test_s3_sheet() -> None:
     text = HEADER + "A,a_1.fq.gz,s3://bk/other/a_2.fq.gz\n"
     assert parse_samplesheet(text, "s3://bk/incoming/b1/samplesheet.csv") == [
-        SampleInputs("A", "s3://bk/incoming/b1/a_1.fq.gz", "s3://bk/other/a_2.fq.gz")]
+        Sample("A", "s3://bk/incoming/b1/a_1.fq.gz", "s3://bk/other/a_2.fq.gz")]
     foreign = HEADER + "A,s3://elsewhere/a.fq.gz,\n"
-    assert parse_samplesheet(foreign, "s3://bk/in/s.csv", allow_other_buckets=True)[0].r1_uri == \
+    assert parse_samplesheet(foreign, "s3://bk/in/s.csv", allow_other_buckets=True)[0].r1 == \
         "s3://elsewhere/a.fq.gz"
 
 
@@ -43,7 +43,7 @@ def test_other_buckets_only_those_allowed() -> None:
     with pytest.raises(BadInputError, match="other buckets are not allowed"):
         parse_samplesheet(text, "s3://bk/in/samplesheet.csv", allow_other_buckets=frozenset())
     ok = parse_samplesheet(text.rsplit("C,", 1)[0], "s3://bk/in/samplesheet.csv", allow_other_buckets={"ok"})
-    assert [s.r1_uri for s in ok] == ["s3://ok/a.fq.gz", "s3://bk/b.fq.gz"]
+    assert [s.r1 for s in ok] == ["s3://ok/a.fq.gz", "s3://bk/b.fq.gz"]
 
 
 @pytest.mark.parametrize(

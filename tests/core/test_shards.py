@@ -14,7 +14,8 @@ import pytest
 
 from seqlake import fastq, shards
 from seqlake.errors import BadInputError
-from seqlake.plan import SampleInputs, make_plan
+from seqlake.model import Sample
+from seqlake.plan import make_plan
 
 RECS = [b"@r%d\nACGT%s\n+\nIIII%s\n" % (i, b"G" * (i % 5), b"5" * (i % 5)) for i in range(60)]
 LAST = b"@last\nACGTA\n+last\nIIIII\n"
@@ -63,10 +64,10 @@ def test_truncation_table(tmp_path: Path, keep: int, line: int | None, chunk_byt
     if line == 4 * 60 + 1:
         # the planner's line count already sees the cut record
         with pytest.raises(BadInputError) as info:
-            make_plan("t", [SampleInputs("a", str(p))], out_prefix=plan_uri, shards=3)
+            make_plan("t", [Sample("a", str(p))], out_prefix=plan_uri, shards=3)
         assert info.value.line == line
         return
-    plan = make_plan("t", [SampleInputs("a", str(p))], out_prefix=plan_uri, shards=3)
+    plan = make_plan("t", [Sample("a", str(p))], out_prefix=plan_uri, shards=3)
     if line is None:
         assert read_all(plan, chunk_bytes) == 61
         return
@@ -88,7 +89,7 @@ def test_error_line_absolute_in_every_layout(tmp_path: Path, chunk_bytes: int, k
         p.write_bytes(gzip.compress(data))
     else:
         p.write_bytes(data)
-    plan = make_plan("e", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
+    plan = make_plan("e", [Sample("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
                      count_plain_below=0 if layout == "byte-ranges" else 1 << 30)
     assert (plan.shards[-1].spans[0].first_record is None) == (layout == "byte-ranges")
     with pytest.raises(BadInputError) as info:
@@ -101,7 +102,7 @@ def test_quality_range_checked_in_shards(tmp_path: Path) -> None:
     recs[50] = b"@r50\nACGT\n+\nII I\n"
     p = tmp_path / "q.fastq"
     p.write_bytes(b"".join(recs))
-    plan = make_plan("q", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=4)
+    plan = make_plan("q", [Sample("a", str(p))], out_prefix=str(tmp_path / "o"), shards=4)
     with pytest.raises(BadInputError) as info:
         read_all(plan, 100)
     assert info.value.line == 4 * 50 + 4
@@ -113,7 +114,7 @@ def test_paired_chunks_have_equal_counts(tmp_path: Path) -> None:
     a, b = tmp_path / "x_R1.fastq", tmp_path / "x_R2.fastq"
     a.write_bytes(b"".join(r1))
     b.write_bytes(b"".join(r2))
-    plan = make_plan("p", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=3)
+    plan = make_plan("p", [Sample("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=3)
     total = 0
     for i in range(plan.array_size):
         for c1, c2 in shards.iter_shard_chunks(plan, i, chunk_bytes=2000):
@@ -130,7 +131,7 @@ def test_paired_count_mismatch_in_a_stream(tmp_path: Path) -> None:
     a, b = tmp_path / "x_R1.fastq.bz2", tmp_path / "x_R2.fastq.bz2"
     a.write_bytes(bz2.compress(b"".join(r1) * 20))
     b.write_bytes(bz2.compress(b"".join(r2) * 20))
-    plan = make_plan("m", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"))
+    plan = make_plan("m", [Sample("x", str(a), str(b))], out_prefix=str(tmp_path / "o"))
     assert plan.inputs[0].records is None
     with pytest.raises(BadInputError) as info:
         for _ in shards.iter_shard_batches(plan, 0, chunk_bytes=4096):
@@ -144,7 +145,7 @@ def test_paired_count_mismatch_in_a_stream(tmp_path: Path) -> None:
 def test_replaced_input_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "r.fastq"
     p.write_bytes(b"".join(RECS))
-    plan = make_plan("c", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=2)
+    plan = make_plan("c", [Sample("a", str(p))], out_prefix=str(tmp_path / "o"), shards=2)
     p.write_bytes(b"".join(RECS[:-1]))
     with pytest.raises(BadInputError, match="changed after the run was planned"):
         list(shards.iter_shard_chunks(plan, 0))
@@ -165,7 +166,7 @@ def test_chunks_stay_bounded_in_large_shards(tmp_path: Path, layout: str, k: int
         p.write_bytes(gzip.compress(data, compresslevel=1))
     else:
         p.write_bytes(data)
-    plan = make_plan("b", [SampleInputs("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
+    plan = make_plan("b", [Sample("a", str(p))], out_prefix=str(tmp_path / "o"), shards=k,
                      count_plain_below=0 if layout == "byte-ranges" else 1 << 30)
     assert (plan.shards[0].spans[0].records is None) == (layout == "byte-ranges")
     longest = max(len(r) for r in recs if r != recs[777])
@@ -191,7 +192,7 @@ def test_paired_chunks_bounded_with_counts(tmp_path: Path) -> None:
     a, b = tmp_path / "x_R1.fastq.gz", tmp_path / "x_R2.fastq.gz"
     a.write_bytes(gzip.compress(b"".join(r1), compresslevel=1))
     b.write_bytes(gzip.compress(b"".join(r2), compresslevel=1))
-    plan = make_plan("p", [SampleInputs("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=2)
+    plan = make_plan("p", [Sample("x", str(a), str(b))], out_prefix=str(tmp_path / "o"), shards=2)
     total = 0
     for i in range(plan.array_size):
         for c1, c2 in shards.iter_shard_chunks(plan, i, chunk_bytes=target):

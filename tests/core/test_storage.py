@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from seqlake import shards, storage
-from seqlake.plan import SampleInputs, load_plan, make_plan
+from seqlake.model import Sample
+from seqlake.plan import load_plan, make_plan
 
 BUCKET = "seqlake-test"
 
@@ -144,7 +145,7 @@ def test_plan_and_shards_on_s3(s3: str, miseq: tuple[Path, Path]) -> None:
         uri = f"{s3}/incoming/b1/{p.name}"
         storage.upload(p, uri)
         uris.append(uri)
-    plan = make_plan("s3run", [SampleInputs("s1", uris[0], uris[1])], out_prefix=f"{s3}/lake", shards=7)
+    plan = make_plan("s3run", [Sample("s1", uris[0], uris[1])], out_prefix=f"{s3}/lake", shards=7)
     assert plan.plan_uri == f"{s3}/lake/runs/s3run/plan.json"
     assert storage.exists(plan.inputs[0].index_uri or "")
     assert plan.inputs[0].etag == storage.head(uris[0]).etag
@@ -164,7 +165,7 @@ def test_plain_byte_ranges_on_s3(s3: str, tmp_path: Path) -> None:
     recs = b"".join(b"@r%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(3000))
     uri = f"{s3}/in/plain.fastq"
     storage.write_bytes(uri, recs)
-    plan = make_plan("ranges", [SampleInputs("a", uri)], out_prefix=f"{s3}/lake", shards=5,
+    plan = make_plan("ranges", [Sample("a", uri)], out_prefix=f"{s3}/lake", shards=5,
                      count_plain_below=0)
     assert plan.array_size == 5
     got = b"".join(c.data for i in range(5) for cs in shards.iter_shard_chunks(plan, i) for c in cs)

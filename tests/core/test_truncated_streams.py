@@ -25,7 +25,8 @@ import pytest
 from seqlake import fastq, gzindex, worker, worker_main
 from seqlake.cli import main as cli_main
 from seqlake.errors import EXIT_BAD_INPUT, BadInputError, TruncatedStreamError
-from seqlake.plan import SampleInputs, make_plan
+from seqlake.model import Sample
+from seqlake.plan import make_plan
 
 #: the demo records (6.7 MB of plain FASTQ, 337 bytes a record). The planner's sniff reads about the
 #: first 2 MiB (its 1 MiB sample and a read-ahead buffer): a cut after that is found by the gzip index
@@ -105,7 +106,7 @@ def test_planner_names_the_last_complete_record(
     path = cut_gzip(tmp_path, flushed_gzip, whole, extra)
     # When the run is planned (the sniff reads the first MiB; the index pass reads the rest)
     with pytest.raises(TruncatedStreamError) as info:
-        make_plan("cut", [SampleInputs("s", str(path))], out_prefix=str(tmp_path / "out"))
+        make_plan("cut", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     # Then one line names the file, the truncation and the last whole record; it is bad input
     assert str(info.value) == expected(path, "gzip", whole)
     assert isinstance(info.value, BadInputError) and info.value.record == whole
@@ -129,7 +130,7 @@ def test_cut_inside_the_first_record(tmp_path: Path, records: list[bytes]) -> No
     path = tmp_path / "tiny.fastq.gz"
     path.write_bytes(gzip.compress(b"".join(records[:10]))[:25])
     with pytest.raises(TruncatedStreamError) as info:
-        make_plan("tiny", [SampleInputs("s", str(path))], out_prefix=str(tmp_path / "out"))
+        make_plan("tiny", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     assert str(info.value) == f"{path}: gzip stream truncated before the end of the first record"
 
 
@@ -194,7 +195,7 @@ def test_worker_names_the_last_complete_record_of_a_stream_cut_after_the_sample(
     path.write_bytes(cut)
     whole = decodable_records(cut, new)
     assert 8000 < whole < RECORDS
-    plan = make_plan("late", [SampleInputs("s", str(path))], out_prefix=str(tmp_path / "out"))
+    plan = make_plan("late", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     # When its one shard is processed
     with pytest.raises(TruncatedStreamError) as info:
         worker.process_shard(plan, 0)
@@ -209,7 +210,7 @@ def test_worker_exit_code_and_error_record(
     data = bz2.compress(b"".join(records), compresslevel=1)
     path = tmp_path / "R1.fastq"
     path.write_bytes(data[: len(data) * 9 // 10])
-    plan = make_plan("late", [SampleInputs("s", str(path))], out_prefix=str(tmp_path / "out"))
+    plan = make_plan("late", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     code = worker_main.worker_command(argparse.Namespace(plan=plan.plan_uri, shard=0))
     assert code == EXIT_BAD_INPUT
     error = json.loads(Path(worker_main.error_uri(plan.staging_prefix, 0)).read_text())

@@ -16,8 +16,9 @@ import pytest
 
 from seqlake import merge, worker
 from seqlake.errors import BadInputError, SeqlakeError
+from seqlake.model import Sample
 from seqlake.params import Params
-from seqlake.plan import Plan, SampleInputs, make_plan
+from seqlake.plan import Plan, make_plan
 from seqlake.shards import Chunk
 from seqlake.tables import BY_NAME, RESULT_TABLES
 
@@ -50,7 +51,7 @@ def assert_same_results(a: Plan, b: Plan, drop: tuple[str, ...] = ()) -> None:
 
 
 def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, tmp_path: Path, seqkit: str) -> None:
-    samples = [SampleInputs("s1", str(miseq[0]), str(miseq[1]))]
+    samples = [Sample("s1", str(miseq[0]), str(miseq[1]))]
     one = make_plan("run1", samples, out_prefix=str(tmp_path / "one"), reference=str(reference), shards=1)
     seven = make_plan("run7", samples, out_prefix=str(tmp_path / "seven"), reference=str(reference), shards=7)
     assert seven.array_size == 7
@@ -82,7 +83,7 @@ def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, 
 def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
     plain = tmp_path / "reads.fastq"
     plain.write_bytes(gzip.decompress(miseq[1].read_bytes()))
-    samples = [SampleInputs("s", str(plain))]
+    samples = [Sample("s", str(plain))]
     one = make_plan(
         "p1", samples, out_prefix=str(tmp_path / "a"), reference=str(reference), shards=1, count_plain_below=0
     )
@@ -99,7 +100,7 @@ def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference:
 def test_no_trim_writes_a_trimmed_stage_equal_to_raw(miseq: tuple[Path, Path], tmp_path: Path) -> None:
     plan = make_plan(
         "nt",
-        [SampleInputs("s1", str(miseq[0]), str(miseq[1]))],
+        [Sample("s1", str(miseq[0]), str(miseq[1]))],
         out_prefix=str(tmp_path),
         params=Params(trim=False),
         shards=2,
@@ -124,7 +125,7 @@ def test_no_trim_writes_a_trimmed_stage_equal_to_raw(miseq: tuple[Path, Path], t
 
 
 def test_merge_fails_naming_a_missing_shard(miseq: tuple[Path, Path], tmp_path: Path) -> None:
-    plan = make_plan("m", [SampleInputs("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=3)
+    plan = make_plan("m", [Sample("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=3)
     for i in (0, 2):
         worker.process_shard(plan, i)
     with pytest.raises(SeqlakeError, match="shard 1 "):
@@ -141,7 +142,7 @@ def test_merge_fails_naming_a_missing_shard(miseq: tuple[Path, Path], tmp_path: 
 
 
 def test_rerun_overwrites_only_its_own_parts(miseq: tuple[Path, Path], tmp_path: Path) -> None:
-    plan = make_plan("rr", [SampleInputs("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=2)
+    plan = make_plan("rr", [Sample("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=2)
     first = [worker.process_shard(plan, i) for i in range(2)]
     other = sorted(Path(worker.manifest_uri(plan, "s1", 0)).parent.iterdir())
     before = {p: os.stat(p).st_mtime_ns for p in other}
@@ -185,7 +186,7 @@ def test_worker_rejects_bad_input_found_after_planning(tmp_path: Path) -> None:
     names = [f"read{i}" for i in range(40)]
     r1.write_bytes(_fastq([f"{n}/1" for n in names]))
     r2.write_bytes(_fastq([f"{n}/2" for n in names]))
-    plan = make_plan("bad", [SampleInputs("x", str(r1), str(r2))], out_prefix=str(tmp_path / "out"), shards=2)
+    plan = make_plan("bad", [Sample("x", str(r1), str(r2))], out_prefix=str(tmp_path / "out"), shards=2)
     # same sizes, so the plan still fits: a mate name that differs (record 33) and a quality byte
     # below '!' (record 25, a space)
     _rewrite(r2, r2.read_bytes().replace(b"@read33/2", b"@reaX33/2"))
@@ -206,7 +207,7 @@ def test_byte_range_shard_errors_name_the_absolute_line(tmp_path: Path) -> None:
     reads = tmp_path / "reads.fastq"
     reads.write_bytes(_fastq([f"r{i}" for i in range(300)]))
     plan = make_plan(
-        "br", [SampleInputs("s", str(reads))], out_prefix=str(tmp_path / "o"), shards=3, count_plain_below=0
+        "br", [Sample("s", str(reads))], out_prefix=str(tmp_path / "o"), shards=3, count_plain_below=0
     )
     assert plan.shards[2].spans[0].first_record is None, "a byte-range shard"
     data = bytearray(reads.read_bytes())
@@ -236,7 +237,7 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     per_base = np.array([int(line.split("\t")[2]) for line in depth.splitlines()], dtype=np.int64)
     plan = make_plan(
         "cov",
-        [SampleInputs("s1", str(miseq[0]), str(miseq[1]))],
+        [Sample("s1", str(miseq[0]), str(miseq[1]))],
         out_prefix=str(tmp_path),
         reference=str(reference),
         params=Params(trim=False),

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from seqlake.aws import faults
-from seqlake.plan import SampleInputs, make_plan
+from seqlake.model import Sample
+from seqlake.plan import make_plan
 
 from .conftest import fastq_records
 
@@ -49,7 +50,7 @@ def _worker(plan_uri: str, fault: str | None) -> subprocess.CompletedProcess[str
 def test_worker_dies_after_its_first_staged_write(tmp_path: Path) -> None:
     reads = tmp_path / "r.fastq"
     reads.write_bytes(b"".join(fastq_records(50)))
-    plan = make_plan("hook-test", [SampleInputs("s", str(reads))], out_prefix=str(tmp_path / "out"))
+    plan = make_plan("hook-test", [Sample("s", str(reads))], out_prefix=str(tmp_path / "out"))
     staged = Path(plan.staging_prefix)
     # a fault for another sample or attempt does nothing
     assert _worker(plan.plan_uri, "kill:sample=other;kill:attempt=2").returncode == 0

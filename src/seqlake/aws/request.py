@@ -11,22 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class SampleRequest:
-    sample: str
-    r1: str
-    r2: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"sample": self.sample, "r1": self.r1, "r2": self.r2}
+from seqlake.model import Sample
 
 
 @dataclass(frozen=True)
 class RunRequest:
     run_id: str
     bucket: str
-    samples: tuple[SampleRequest, ...]
+    samples: tuple[Sample, ...]
     #: every input object: {uri, bucket, key, etag, size}; a samplesheet run lists the sheet too
     inputs: tuple[dict[str, Any], ...]
     samplesheet: str | None = None
@@ -54,7 +46,7 @@ class RunRequest:
         return cls(
             run_id=d["run_id"],
             bucket=d["bucket"],
-            samples=tuple(SampleRequest(s["sample"], s["r1"], s.get("r2")) for s in d["samples"]),
+            samples=tuple(Sample.from_dict(s) for s in d["samples"]),
             inputs=tuple(d.get("inputs", ())),
             samplesheet=d.get("samplesheet"),
             reference=d.get("reference"),

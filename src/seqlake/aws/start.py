@@ -40,10 +40,10 @@ from botocore.exceptions import ClientError
 from seqlake.aws import clients
 from seqlake.aws.events import INCOMING, SAMPLESHEET_NAME, S3Object, kind_of, normalise_etag, run_id
 from seqlake.aws.observability import logger
-from seqlake.aws.request import RunRequest, SampleRequest
+from seqlake.aws.request import RunRequest
 from seqlake.aws.status import REJECTED, RunStatus, record_unsuccessful
 from seqlake.errors import BadInputError
-from seqlake.plan import SampleInputs
+from seqlake.model import Sample
 from seqlake.samplesheet import mate_from_name, parse_samplesheet
 
 Status = Literal["started", "duplicate", "waiting", "ignored", "rejected"]
@@ -172,14 +172,14 @@ def _fastq_request(obj: S3Object, settings: StartSettings) -> RunRequest:
         raise _Waiting([obj.uri], "the object of the event no longer exists")
     if mate is None:
         objects = [me]
-        samples = (SampleRequest(sample, me.uri),)
+        samples = (Sample(sample, me.uri),)
     else:
         partner = next((o for o in (head(obj.bucket, k) for k in partners) if o is not None), None)
         if partner is None:
             raise _Waiting([f"s3://{obj.bucket}/{partners[0]}"], f"waiting for mate {3 - mate} of {sample}")
         r1, r2 = (me, partner) if mate == 1 else (partner, me)
         objects = [r1, r2]
-        samples = (SampleRequest(sample, r1.uri, r2.uri),)
+        samples = (Sample(sample, r1.uri, r2.uri),)
     return RunRequest(
         run_id=run_id(sample, objects), bucket=obj.bucket, samples=samples,
         inputs=tuple(o.to_dict() for o in objects), reference=settings.reference)
@@ -190,7 +190,7 @@ def _sheet_label(sheet_key: str) -> str:
     return sheet_key.rstrip("/").rsplit("/", 2)[-2] if sheet_key.count("/") >= 2 else "samplesheet"
 
 
-def _sheet_samples(sheet: S3Object, settings: StartSettings) -> list[SampleInputs]:
+def _sheet_samples(sheet: S3Object, settings: StartSettings) -> list[Sample]:
     """The sheet's samples, checked: UTF-8, the schema, and every ``s3://`` path in an allowed bucket."""
     text = clients.client("s3").get_object(Bucket=sheet.bucket, Key=sheet.key)["Body"].read()
     try:
@@ -200,8 +200,8 @@ def _sheet_samples(sheet: S3Object, settings: StartSettings) -> list[SampleInput
     return parse_samplesheet(decoded, sheet.uri, allow_other_buckets=settings.allowed_buckets)
 
 
-def _sheet_uris(samples: list[SampleInputs]) -> list[str]:
-    return [u for s in samples for u in (s.r1_uri, s.r2_uri) if u is not None]
+def _sheet_uris(samples: list[Sample]) -> list[str]:
+    return [u for s in samples for u in (s.r1, s.r2) if u is not None]
 
 
 def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunRequest:
@@ -224,7 +224,7 @@ def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunR
         raise _Waiting(missing, f"waiting for {len(missing)} file(s) of samplesheet {sheet.uri}")
     return RunRequest(
         run_id=run_id(_sheet_label(sheet_key), objects), bucket=bucket,
-        samples=tuple(SampleRequest(s.sample, s.r1_uri, s.r2_uri) for s in samples),
+        samples=tuple(samples),
         inputs=tuple(o.to_dict() for o in objects), samplesheet=sheet.uri, reference=settings.reference)
 
 
@@ -318,5 +318,5 @@ def start_run(obj: S3Object, settings: StartSettings) -> StartResult:
     if not started:
         logger.info("duplicate event: the run was already started", extra={"execution_arn": arn})
         return StartResult("duplicate", "the run was already started", request.run_id, arn)
-    logger.info("run started", extra={"execution_arn": arn, "samples": [s.sample for s in request.samples]})
+    logger.info("run started", extra={"execution_arn": arn, "samples": [s.name for s in request.samples]})
     return StartResult("started", "all inputs present", request.run_id, arn)

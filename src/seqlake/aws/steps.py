@@ -77,10 +77,9 @@ def input_bytes(request: RunRequest) -> int:
 
 def make_run_plan(request: RunRequest, params: Params) -> PlanSummary:
     """Plan the run with the core planner (also what the Batch index job runs)."""
-    from seqlake.plan import SampleInputs, make_plan
+    from seqlake.plan import make_plan
 
-    samples = [SampleInputs(s.sample, s.r1, s.r2) for s in request.samples]
-    plan = make_plan(request.run_id, samples, out_prefix=request.out_prefix, reference=request.reference,
+    plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix, reference=request.reference,
                      params=params)
     return PlanSummary(plan.plan_uri, plan.array_size)
 
@@ -119,7 +118,7 @@ def _base_status(request: RunRequest, state: str, execution_arn: str | None, sta
                  plan_uri: str | None) -> RunStatus:
     return RunStatus(
         run_id=request.run_id, state=state, bucket=request.bucket,
-        samples=[s.sample for s in request.samples], inputs=list(request.inputs),
+        samples=[s.name for s in request.samples], inputs=list(request.inputs),
         parameters=dict(request.parameters), reference=request.reference, samplesheet=request.samplesheet,
         execution_arn=execution_arn, plan_uri=plan_uri, started_at=started_at)
 
