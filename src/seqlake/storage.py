@@ -11,9 +11,7 @@ forward while stepping back inside the cache (rapidgzip's index pass re-reads ea
 times) misses the blocks in order: from the second such miss the blocks come from one open-ended
 GET too, so the index pass of a 50 MB object is a couple of requests, not fifty.
 
-boto3 clients are created on first use and cached per process (a forked child makes its own), never at
-import time. boto3 honours ``AWS_ENDPOINT_URL``, which is how the local cloud's child processes reach the
-in-process moto server; the cache is keyed on it so a changed endpoint gets a new client.
+The S3 client is the process's one (:mod:`seqlake.clients`): made on first use, never at import time.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import io
 import os
 import shutil
 import tempfile
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +31,6 @@ BLOCK_SIZE = 1 << 20
 CACHE_BLOCKS = 8
 #: after this many back-to-back reads, switch to one streaming GET (a scan, or a shard read to its end)
 SEQUENTIAL_READS = 4
-
-_clients: dict[tuple[int, str | None], Any] = {}
-_clients_lock = threading.Lock()
-
 
 def is_s3(uri: str) -> bool:
     return uri.startswith("s3://")
@@ -54,24 +47,10 @@ def split_s3(uri: str) -> tuple[str, str]:
 
 
 def s3_client() -> Any:
-    """The process's S3 client (created lazily; honours ``AWS_ENDPOINT_URL``)."""
-    key = (os.getpid(), os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3"))
-    client = _clients.get(key)
-    if client is None:
-        with _clients_lock:
-            client = _clients.get(key)
-            if client is None:
-                import boto3
+    """The process's S3 client (:func:`seqlake.clients.client`)."""
+    from seqlake import clients
 
-                client = boto3.session.Session().client("s3")
-                _clients[key] = client
-    return client
-
-
-def reset_clients() -> None:
-    """Forget cached clients (tests start moto's ``mock_aws`` after a client may have been made)."""
-    with _clients_lock:
-        _clients.clear()
+    return clients.client("s3")
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,7 @@ import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
-from seqlake import storage
-from seqlake.aws import clients
+from seqlake import clients
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
@@ -156,11 +155,9 @@ def aws_stack(template: dict[str, Any]) -> Iterator[Deployed]:
         for k in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
             mp.delenv(k, raising=False)
         clients.reset()
-        storage.reset_clients()
         with mock_aws():
             yield _create(template)
         clients.reset()
-        storage.reset_clients()
 
 
 def _create(template: dict[str, Any]) -> Deployed:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import shards, storage
+from seqlake import clients, shards, storage
 from seqlake.model import Sample
 from seqlake.plan import load_plan, make_plan
 
@@ -26,10 +26,10 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with moto.mock_aws():
-        storage.reset_clients()
+        clients.reset()
         storage.s3_client().create_bucket(Bucket=BUCKET)
         yield f"s3://{BUCKET}"
-    storage.reset_clients()
+    clients.reset()
 
 
 def test_local_roundtrip(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from seqlake.aws import clients
+from seqlake import clients
 from seqlake.tables import BY_NAME, PARTITION_KEYS
 
 

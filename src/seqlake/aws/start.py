@@ -37,7 +37,7 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from seqlake.aws import clients
+from seqlake import clients
 from seqlake.aws.events import INCOMING, SAMPLESHEET_NAME, S3Object, kind_of, normalise_etag, run_id
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest

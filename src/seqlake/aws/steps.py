@@ -25,8 +25,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from seqlake import storage
-from seqlake.aws import batch_info, catalog, clients, faults
+from seqlake import clients, storage
+from seqlake.aws import batch_info, catalog, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest
