@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.validation import validate
 
 from seqlake.aws import observability as obs
 from seqlake.aws.observability import logger, metrics, tracer
-from seqlake.aws.request import RunRequest
+from seqlake.aws.request import ExecutionInput
 from seqlake.aws.schemas import COMMIT_INPUT
 from seqlake.aws.steps import commit_step
 
@@ -24,9 +24,9 @@ from seqlake.aws.steps import commit_step
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=COMMIT_INPUT)
-    request = RunRequest.from_dict(event["request"])
-    logger.append_keys(run_id=request.run_id)
-    status = commit_step(request, event["plan"], event.get("batch"), database=os.environ["GLUE_DATABASE"],
+    execution = ExecutionInput.from_dict(event["execution"])
+    logger.append_keys(run_id=execution.run_id)
+    status = commit_step(execution, event.get("batch"), database=os.environ["GLUE_DATABASE"],
                          execution_arn=event.get("execution_arn"), started_at=event.get("started_at"))
     obs.count(obs.RUNS_SUCCEEDED)
     obs.count(obs.SHARDS, status.shards or 0)
@@ -34,6 +34,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     obs.count(obs.READS_PROCESSED, status.reads or 0)
     obs.count(obs.BASES_PROCESSED, status.bases or 0)
     logger.info("run committed", extra={"reads": status.reads, "shards": status.shards,
-                                        "retried_shards": status.retried_shards})
+                                        "retried_shards": len(status.retried_shards)})
+    # a few numbers: the state's output must not grow with the run
     return {"state": status.state, "status_uri": status.status_uri, "reads": status.reads,
-            "bases": status.bases, "shards": status.shards, "retried_shards": status.retried_shards}
+            "bases": status.bases, "shards": status.shards, "retried_shards": len(status.retried_shards)}

@@ -15,9 +15,9 @@ from aws_lambda_powertools.utilities.validation import validate
 
 from seqlake.aws import observability as obs
 from seqlake.aws.observability import logger, metrics, tracer
-from seqlake.aws.request import RunRequest
+from seqlake.aws.request import ExecutionInput
 from seqlake.aws.schemas import PLAN_INPUT
-from seqlake.aws.steps import input_bytes, plan_step
+from seqlake.aws.steps import plan_step
 
 
 def _int_env(name: str) -> int | None:
@@ -30,11 +30,12 @@ def _int_env(name: str) -> int | None:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=PLAN_INPUT)
-    request = RunRequest.from_dict(event["request"])
-    logger.append_keys(run_id=request.run_id)
-    summary = plan_step(request, reads_per_shard=_int_env("READS_PER_SHARD"),
+    execution = ExecutionInput.from_dict(event["execution"])
+    logger.append_keys(run_id=execution.run_id)
+    summary = plan_step(execution, reads_per_shard=_int_env("READS_PER_SHARD"),
                         lambda_index_max_bytes=_int_env("LAMBDA_INDEX_MAX_BYTES"),
-                        execution_arn=event.get("execution_arn"), started_at=event.get("started_at"))
-    obs.size(obs.INPUT_BYTES_PLANNED, input_bytes(request))
+                        execution_arn=event.get("execution_arn"), execution_name=event.get("execution_name"),
+                        started_at=event.get("started_at"))
+    obs.size(obs.INPUT_BYTES_PLANNED, summary.input_bytes)
     logger.info("planned", extra=summary.to_dict())
     return summary.to_dict()

@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.validation import validate
 
 from seqlake.aws import observability as obs
 from seqlake.aws.observability import logger, metrics, tracer
-from seqlake.aws.request import RunRequest
+from seqlake.aws.request import ExecutionInput
 from seqlake.aws.schemas import FAILURE_INPUT
 from seqlake.aws.steps import record_failure
 
@@ -25,9 +25,9 @@ from seqlake.aws.steps import record_failure
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=FAILURE_INPUT)
-    request = RunRequest.from_dict(event["request"])
-    logger.append_keys(run_id=request.run_id)
-    status = record_failure(request, event.get("plan"), event.get("batch"), event["error"],
+    execution = ExecutionInput.from_dict(event["execution"])
+    logger.append_keys(run_id=execution.run_id)
+    status = record_failure(execution, event.get("plan"), event.get("failed_step"), event["error"],
                             database=os.environ["GLUE_DATABASE"], execution_arn=event.get("execution_arn"),
                             started_at=event.get("started_at"), log_group=os.environ.get("WORKER_LOG_GROUP"))
     obs.count(obs.RUNS_FAILED)

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ import pyarrow.compute as pc
 
 from seqlake import storage
 from seqlake.qc import iter_file_chunks, parse_chunk
+from seqlake.staging import AlignStats
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``
 SR_MAX_FRAG_LEN = 800
@@ -138,20 +138,6 @@ def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64
     for k, name in enumerate(names):
         sel = codes == k
         yield name, starts[sel], ends[sel]
-
-
-@dataclass
-class AlignStats:
-    """Additive alignment counts per mate (``qc_summary``)."""
-
-    mapped_reads: int = 0
-    properly_paired: int = 0
-    mapq_sum: int = 0
-
-    def merge(self, other: AlignStats) -> None:
-        self.mapped_reads += other.mapped_reads
-        self.properly_paired += other.properly_paired
-        self.mapq_sum += other.mapq_sum
 
 
 def _cigar(hit: Any, read_len: int, revcomp_query: bool) -> str:

@@ -1,48 +1,44 @@
-"""The commit step's data work: check every shard, add the shards' aggregates up exactly, write the
-run's result tables.
+"""The commit step's data work: check every child, add their aggregates up exactly, write the run's
+result tables.
 
-Every number in the staging parts is a count or a histogram, so merging is integer addition; the
-derived columns (means, quartiles, N50, mean depth, breadth) are computed once, from the merged
-aggregates, by the same functions the worker uses (:func:`seqlake.qc.summarize`). Covered bases
-are the exception to addition: the shards' covered-interval unions are unioned (see
-:mod:`seqlake.coverage`).
+Every number a child leaves (:mod:`seqlake.staging`) is a count or a histogram, so merging is integer
+addition; the derived columns (means, quartiles, N50, mean depth, breadth) are computed once, from
+the merged aggregates, by the same functions the worker's QC uses (:func:`seqlake.qc.summarize`).
+Covered bases are the exception to addition: the children's covered-interval unions are unioned
+(see :mod:`seqlake.coverage`).
 
-Shards are folded one at a time (a sample's accumulators, coverage bins and covered-interval union
-are the only state), so memory does not grow with the shard count. Alignment parts are copied
-(server-side on S3), never read.
+The cost is the data, not round trips: the children's manifests (one small object each) and
+coverage parts are read by a pool of threads (:func:`seqlake.storage.read_many`) and folded as they
+arrive, so time grows with the bytes and memory stays flat in the number of children (a sample's
+accumulators, coverage bins and covered-interval union are the only state). The alignments are
+already in their result partition (each child wrote its own part there); one listing of that
+partition checks every part's size against its child's manifest. No HEAD precedes a GET, nothing
+is copied, and nothing is written under ``results/`` before every child has checked out.
 
-Results: ``<results>/<table>/run_id=<id>/part-0.parquet`` (alignments: one file per shard,
-``<sample>-shard=NNNNN.parquet``). ``run_id`` is the Hive partition, not a column in the files.
+Results: ``results/<table>/run_id=<id>/part-00000.parquet`` (alignments: ``child=NNNNN.parquet``).
+``run_id`` is the Hive partition, not a column in the files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqlake import storage
-from seqlake.align import AlignStats
 from seqlake.coverage import CoverageAccumulator
 from seqlake.errors import SeqlakeError
-from seqlake.parquet_io import read_table, to_arrow, write_table
+from seqlake.parquet_io import to_arrow, write_table
 from seqlake.plan import Plan
-from seqlake.qc import QCAccumulator
-from seqlake.tables import BY_NAME, RESULT_TABLES
-from seqlake.trim import TrimStats
-from seqlake.worker import (
-    STAGES,
-    ShardManifest,
-    accumulator_from_tables,
-    manifest_uri,
-    part_uri,
-    qc_tables,
-    summary_rows,
-)
+from seqlake.qc import QCAccumulator, summarize
+from seqlake.staging import STAGES, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, add_coverage_parts
+from seqlake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES
+
+Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
 
 @dataclass
@@ -50,12 +46,11 @@ class RunTotals:
     """What ``status.json`` and the ``runs`` table need from the merge."""
 
     run_id: str
+    #: children (the Batch array's size)
     shards: int
     #: raw reads and bases over all samples and mates
     reads: int = 0
     bases: int = 0
-    #: per sample: the ``qc_summary`` rows (as dicts)
-    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: rows written per result table
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -66,150 +61,184 @@ class RunTotals:
 class _SampleFold:
     """The running sums of one sample."""
 
-    def __init__(self, sample: str) -> None:
-        self.sample = sample
+    def __init__(self) -> None:
         self.mates: list[int] = []
-        self.accs: dict[tuple[int, str], QCAccumulator] = {}
+        self.qc: dict[tuple[int, str], QCAccumulator] = {}
         self.trim: dict[int, TrimStats] = {}
-        self.align: dict[int, AlignStats] = {}
-        self.aligned = False
-        self.coverage: CoverageAccumulator | None = None
+        self.align: dict[int, AlignStats] | None = None
 
-    def add(self, plan: Plan, m: ShardManifest) -> None:
+    def add(self, r: ShardResult) -> None:
         if not self.mates:
-            self.mates = list(m.mates)
-            self.accs = {(mate, s): QCAccumulator() for mate in self.mates for s in STAGES}
-            self.trim = {mate: TrimStats() for mate in self.mates}
-            self.align = {mate: AlignStats() for mate in self.mates}
-        tables = {
-            t: read_table(part_uri(plan, m.sample, m.shard, t)) for t in ("qc_position", "length_hist", "quality_hist")
-        }
-        for t, table in tables.items():
-            _check_rows(m, t, table.num_rows)
-        for mate in self.mates:
-            for stage in STAGES:
-                pos, lh, qh = (_select(tables[t], mate, stage) for t in ("qc_position", "length_hist", "quality_hist"))
-                expected = m.totals[f"{mate}/{stage}"]
-                acc = accumulator_from_tables(pos, lh, qh, gap_bases=expected["gap_bases"])
-                if acc.reads != expected["reads"] or acc.bases != expected["bases"]:
-                    raise SeqlakeError(f"shard {m.shard} of sample {m.sample}: QC parts disagree with its manifest")
-                self.accs[(mate, stage)].merge(acc)
-            self.trim[mate].merge(TrimStats(**m.totals[f"{mate}/trim"]))
-            self.align[mate].merge(AlignStats(**m.totals[f"{mate}/align"]))
-        if plan.reference:
-            self.aligned = True
-            self._add_coverage(plan, m)
+            self.mates = list(r.mates)
+            self.qc = {(m, s): QCAccumulator() for m in self.mates for s in STAGES}
+            self.trim = {m: TrimStats() for m in self.mates}
+        if r.mates != self.mates:
+            raise SeqlakeError(f"shard {r.shard} of sample {r.sample}: mates {r.mates}, other shards {self.mates}")
+        for key, acc in r.qc.items():
+            self.qc[key].merge(acc)
+        for m in self.mates:
+            self.trim[m].merge(r.trim[m])
+        if r.align is not None:
+            self.align = self.align or {m: AlignStats() for m in self.mates}
+            for m in self.mates:
+                self.align[m].merge(r.align[m])
 
-    def _add_coverage(self, plan: Plan, m: ShardManifest) -> None:
-        cov = read_table(part_uri(plan, m.sample, m.shard, "coverage"))
-        ivl = read_table(part_uri(plan, m.sample, m.shard, "coverage_intervals"))
-        _check_rows(m, "coverage", cov.num_rows)
-        _check_rows(m, "coverage_intervals", ivl.num_rows)
-        contig = cov.column("contig").to_pylist()
-        ends = cov.column("bin_end").to_numpy()
-        depth = cov.column("depth_sum").to_numpy()
-        if self.coverage is None:
-            lengths: dict[str, int] = {}
-            for c, e in zip(contig, ends.tolist(), strict=True):
-                lengths[c] = max(lengths.get(c, 0), e)
-            width = plan.params.coverage_bin
-            self.coverage = CoverageAccumulator(list(lengths.items()), width)
-        offset = 0
-        for cc in self.coverage.contigs.values():
-            n = len(cc.depth_sum)
-            cc.depth_sum += depth[offset : offset + n]
-            offset += n
-        ivl_contig = np.asarray(ivl.column("contig").to_pylist(), dtype=object)
-        starts = ivl.column("start").to_numpy()
-        stops = ivl.column("end").to_numpy()
-        for name, cc in self.coverage.contigs.items():
-            mask = ivl_contig == name
-            if mask.any():
-                cc.add_union(starts[mask], stops[mask])
-
-    def accumulators(self) -> list[tuple[tuple[int, str], QCAccumulator]]:
-        return [((mate, s), self.accs[(mate, s)]) for mate in self.mates for s in STAGES]
+    def accumulators(self) -> Accs:
+        return [((m, s), self.qc[(m, s)]) for m in self.mates for s in STAGES]
 
 
-def _select(table: pa.Table, mate: int, stage: str) -> pa.Table:
-    mask = pc.and_(pc.equal(table["mate"], mate), pc.equal(table["stage"], stage))
-    return table.filter(mask)
+def _describe(plan: Plan, child: int) -> str:
+    shards = plan.child_shards(child)
+    samples = sorted({plan.shards[i].sample for i in shards})
+    named = ", ".join(samples[:3]) + (f" and {len(samples) - 3} more" if len(samples) > 3 else "")
+    return f"child {child} (shard{'s' if len(shards) > 1 else ''} {shards.start}" + (
+        f"..{shards.stop - 1}" if len(shards) > 1 else "") + f", sample{'s' if len(samples) > 1 else ''} {named})"
 
 
-def _check_rows(m: ShardManifest, table: str, rows: int) -> None:
-    if m.rows.get(table) != rows:
-        raise SeqlakeError(
-            f"shard {m.shard} of sample {m.sample}: {table} has {rows} rows, its manifest says {m.rows.get(table)}"
-        )
+def read_manifests(plan: Plan) -> Iterator[ChildManifest]:
+    """Every child's manifest, in child order; a missing or foreign one fails the run naming the child."""
+    layout = plan.layout
+    uris = [layout.manifest(c) for c in range(plan.array_size)]
+    for child, (uri, data) in enumerate(storage.read_many(uris)):
+        if data is None:
+            raise SeqlakeError(f"{_describe(plan, child)} has no manifest at {uri}: it did not finish")
+        try:
+            m = ChildManifest.from_json(data)
+        except (ValueError, KeyError, TypeError) as err:
+            raise SeqlakeError(f"{_describe(plan, child)}: unreadable manifest at {uri}: {err}") from err
+        if not m.belongs_to(plan.run_id, child, plan.child_shards(child)):
+            raise SeqlakeError(f"{_describe(plan, child)}: the manifest at {uri} belongs to run {m.run_id}, "
+                               f"child {m.child}, shards {m.shard_indexes}")
+        yield m
 
 
-def load_manifest(plan: Plan, shard: int) -> ShardManifest:
-    """A shard's manifest; a missing one fails the run naming the shard."""
-    sample = plan.shards[shard].sample
-    uri = manifest_uri(plan, sample, shard)
-    if not storage.exists(uri):
-        raise SeqlakeError(f"shard {shard} (sample {sample}) has no manifest at {uri}: it did not finish")
-    m = ShardManifest.from_json(storage.read_bytes(uri))
-    if m.run_id != plan.run_id or m.shard != shard or m.sample != sample:
-        raise SeqlakeError(f"shard {shard}: its manifest belongs to run {m.run_id}, shard {m.shard}")
-    return m
+def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
+    """Every child's alignments part is in the partition with the size its manifest gives; the rows."""
+    listed = storage.list_sizes(plan.layout.partition("alignments"))
+    for child, info in expected.items():
+        uri = plan.layout.alignments_part(child)
+        if listed.get(uri) != info.bytes:
+            found = "missing" if uri not in listed else f"{listed[uri]} bytes"
+            raise SeqlakeError(f"{_describe(plan, child)}: its alignments part {uri} is {found}, its manifest "
+                               f"says {info.bytes} bytes")
+    return sum(i.rows for i in expected.values())
 
 
-def result_uri(plan: Plan, table: str, name: str = "part-0.parquet") -> str:
-    return storage.join(plan.results_prefix, table, f"run_id={plan.run_id}", name)
-
-
-def _alignment_rows(uri: str) -> int:
-    with storage.open_read(uri) as f:
-        return int(pq.read_metadata(f).num_rows)
-
-
-def verify_shards(plan: Plan) -> None:
-    """Every shard finished: its manifest exists and its alignments part has the rows it says
-    (the other parts are checked as they are folded). Nothing is kept: memory stays flat."""
-    for i in range(plan.array_size):
-        m = load_manifest(plan, i)
-        src = part_uri(plan, m.sample, m.shard, "alignments")
-        if not storage.exists(src):
-            raise SeqlakeError(f"shard {m.shard} (sample {m.sample}) has no alignments part at {src}")
-        _check_rows(m, "alignments", _alignment_rows(src))
+def _fold_coverage(plan: Plan, manifests: dict[int, dict[str, int]],
+                   contigs: list[tuple[str, int]]) -> dict[str, CoverageAccumulator]:
+    cov = {s: CoverageAccumulator(contigs, plan.params.coverage_bin) for s in plan.samples}
+    uris = [(c, spec, plan.layout.staging_part(c, spec.name)) for c in manifests for spec in STAGING_TABLES]
+    parts: dict[int, list[pa.Table]] = {}
+    for (child, spec, uri), (_, data) in zip(uris, storage.read_many(u for _, _, u in uris), strict=True):
+        if data is None:
+            raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
+        table = pq.read_table(pa.BufferReader(data))
+        if table.num_rows != manifests[child].get(spec.name):
+            raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its manifest "
+                               f"says {manifests[child].get(spec.name)}")
+        parts.setdefault(child, []).append(table)
+        if len(parts[child]) == len(STAGING_TABLES):
+            add_coverage_parts(cov, *parts.pop(child))
+    return cov
 
 
 def merge_run(plan: Plan) -> RunTotals:
-    """Check every shard, merge, and write the run's result tables (see the module docstring)."""
-    verify_shards(plan)  # before anything is written under results/
+    """Check every child, merge, and write the run's result tables (see the module docstring)."""
+    folds = {sample: _SampleFold() for sample in plan.samples}
+    alignments: dict[int, PartInfo] = {}
+    coverage_rows: dict[int, dict[str, int]] = {}
+    contigs: list[tuple[str, int]] = []
+    for m in read_manifests(plan):
+        for r in m.shards:
+            folds[r.sample].add(r)
+        if m.alignments is not None:
+            alignments[m.child] = m.alignments
+            coverage_rows[m.child] = m.coverage_rows
+            contigs = m.contigs
+    align_rows = _check_alignment_parts(plan, alignments)
+    coverage = _fold_coverage(plan, coverage_rows, contigs) if plan.reference else {}
+    # every child checked out: only now is anything written under results/
     totals = RunTotals(plan.run_id, plan.array_size)
-    align_rows = 0
-    folds = {sample: _SampleFold(sample) for sample in plan.samples}
-    for i in range(plan.array_size):
-        m = load_manifest(plan, i)
-        if m.rows.get("alignments"):
-            storage.copy(
-                part_uri(plan, m.sample, m.shard, "alignments"),
-                result_uri(plan, "alignments", f"{m.sample}-shard={m.shard:05d}.parquet"),
-            )
-            align_rows += m.rows["alignments"]
-        folds[m.sample].add(plan, m)
-    if not align_rows:  # every table gets a partition, even an empty one (no reference, no reads)
-        write_table(result_uri(plan, "alignments"), BY_NAME["alignments"].schema.empty_table())
+    if not alignments:  # every table gets a partition, even an empty one (no reference)
+        write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
     out: dict[str, list[pa.Table]] = {t: [] for t in RESULT_TABLES if t != "alignments"}
     for sample, fold in folds.items():
         accs = fold.accumulators()
-        summary = summary_rows(sample, accs, fold.trim, fold.align if fold.aligned else None, fold.coverage)
+        summary = summary_rows(sample, accs, fold.trim, fold.align, coverage.get(sample))
         out["qc_summary"].append(to_arrow("qc_summary", summary))
         for table, cols in qc_tables(sample, accs):
             out[table].append(to_arrow(table, cols))
-        if fold.coverage is not None:
-            out["coverage"].append(to_arrow("coverage", fold.coverage.rows(sample)))
-        rows = out["qc_summary"][-1].to_pylist()
-        totals.samples[sample] = rows
-        for r in rows:
-            if r["stage"] == "raw":
-                totals.reads += r["reads"]
-                totals.bases += r["bases"]
+        if sample in coverage:
+            out["coverage"].append(to_arrow("coverage", coverage[sample].rows(sample)))
+        for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
+            if stage == "raw":
+                totals.reads += reads
+                totals.bases += bases
     for table, parts in out.items():
         merged = pa.concat_tables(parts) if parts else BY_NAME[table].schema.empty_table()
-        write_table(result_uri(plan, table), merged)
+        write_table(plan.layout.result_file(table), merged)
         totals.rows[table] = merged.num_rows
     totals.rows["alignments"] = align_rows
     return totals
+
+
+# ------------------------------------------------------------------------------- result rows
+def summary_rows(
+    sample: str,
+    accs: Accs,
+    trim_stats: dict[int, TrimStats],
+    align_stats: dict[int, AlignStats] | None,
+    coverage: CoverageAccumulator | None,
+) -> dict[str, list[Any]]:
+    """``qc_summary`` columns. Trimming, alignment and coverage columns are on ``trimmed`` rows only
+    (null on ``raw`` rows); mean depth and breadth are per sample (both mates' rows carry them)."""
+    rows: list[dict[str, Any]] = []
+    depth, breadth = coverage.mean_depth_and_breadth() if coverage is not None else (None, None)
+    for (mate, stage), acc in accs:
+        s = summarize(acc)
+        s.pop("sum_gap")
+        row: dict[str, Any] = {"sample": sample, "mate": mate, "stage": stage, **s}
+        trimmed = stage == "trimmed"
+        row.update({k: (v if trimmed else None) for k, v in trim_stats[mate].as_dict().items()})
+        a = align_stats[mate] if align_stats is not None and trimmed else None
+        row["mapped_reads"] = a.mapped_reads if a else None
+        row["properly_paired"] = a.properly_paired if a else None
+        row["mean_mapq"] = (a.mapq_sum / a.mapped_reads if a.mapped_reads else None) if a else None
+        row["mean_depth"] = depth if a else None
+        row["breadth"] = breadth if a else None
+        rows.append(row)
+    return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
+
+
+def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]:
+    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators."""
+    pos: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["qc_position"].columns}
+    lh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["length_hist"].columns}
+    qh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["quality_hist"].columns}
+
+    def keys(cols: dict[str, list[Any]], mate: int, stage: str, n: int) -> None:
+        cols["sample"] += [sample] * n
+        cols["mate"] += [mate] * n
+        cols["stage"] += [stage] * n
+
+    for (mate, stage), acc in accs:
+        ncyc = acc.max_cycle
+        reads_at = acc.reads_per_cycle()
+        keys(pos, mate, stage, ncyc)
+        pos["cycle"] += list(range(1, ncyc + 1))
+        pos["reads"] += reads_at.tolist()
+        qsum = acc.cycle_qual_sum[:ncyc]
+        pos["qual_sum"] += qsum.tolist()
+        pos["mean_qual"] += (qsum / np.maximum(reads_at, 1)).tolist()
+        for k, col in enumerate("acgtn"):
+            pos[col] += acc.cycle_bases[k, :ncyc].tolist()
+        lengths = np.flatnonzero(acc.length_counts)
+        keys(lh, mate, stage, len(lengths))
+        lh["length"] += lengths.tolist()
+        lh["reads"] += acc.length_counts[lengths].tolist()
+        quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
+        keys(qh, mate, stage, len(quals))
+        qh["quality"] += quals.tolist()
+        qh["bases"] += acc.qual_counts[quals].tolist()
+        qh["reads"] += acc.read_qual_counts[quals].tolist()
+    return [("qc_position", pos), ("length_hist", lh), ("quality_hist", qh)]

@@ -72,6 +72,8 @@ class PartWriter:
         self.schema = BY_NAME[table_name].schema
         self.row_group_rows = row_group_rows
         self.rows = 0
+        #: the file's size once closed
+        self.bytes = 0
         fd, name = tempfile.mkstemp(prefix=f"{table_name}-", suffix=".parquet", dir=tmp_dir)
         os.close(fd)
         self._local = Path(name)
@@ -100,6 +102,7 @@ class PartWriter:
     def close(self) -> None:
         self._write_pending()
         self._writer.close()
+        self.bytes = self._local.stat().st_size
         _put(self._local, self.uri)
 
 

@@ -35,13 +35,17 @@ from typing import Any
 
 from seqlake import fastq, gzindex, storage
 from seqlake.errors import BadInputError
+from seqlake.layout import RunLayout
 from seqlake.model import Sample
 from seqlake.params import Params
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 #: sample names become folder names and table values (same rule as the samplesheet schema)
 SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-MAX_SHARDS = 10_000
+#: AWS Batch's array size limit: a plan never has more children than this
+MAX_CHILDREN = 10_000
+#: shards per sample at most (and in total, unless samples outnumber it: then each sample is one shard)
+MAX_SHARDS = MAX_CHILDREN
 #: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
 PLAIN_COUNT_BELOW = 64 << 20
 #: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
@@ -104,27 +108,30 @@ class Plan:
     shards: tuple[Shard, ...]
     params: Params = field(default_factory=Params)
     reference: str | None = None
+    #: child i processes shards ``children[i]`` up to the next child's first (see :func:`pack_children`)
+    children: tuple[int, ...] = ()
     version: int = PLAN_VERSION
 
-    @property
-    def array_size(self) -> int:
-        return len(self.shards)
+    def __post_init__(self) -> None:
+        if not self.children:  # one child per shard
+            object.__setattr__(self, "children", tuple(range(len(self.shards))))
 
     @property
-    def run_prefix(self) -> str:
-        return storage.join(self.out_prefix, "runs", self.run_id) + "/"
+    def layout(self) -> RunLayout:
+        return RunLayout(self.out_prefix, self.run_id)
 
     @property
     def plan_uri(self) -> str:
-        return storage.join(self.out_prefix, "runs", self.run_id, "plan.json")
+        return self.layout.plan
 
     @property
-    def staging_prefix(self) -> str:
-        return storage.join(self.out_prefix, "runs", self.run_id, "staging") + "/"
+    def array_size(self) -> int:
+        """Children: the Batch array's size."""
+        return len(self.children)
 
-    @property
-    def results_prefix(self) -> str:
-        return storage.join(self.out_prefix, "results") + "/"
+    def child_shards(self, child: int) -> range:
+        stop = self.children[child + 1] if child + 1 < len(self.children) else len(self.shards)
+        return range(self.children[child], stop)
 
     @property
     def samples(self) -> tuple[str, ...]:
@@ -148,6 +155,7 @@ class Plan:
                 {"index": s.index, "sample": s.sample, "spans": [_drop_none(vars(sp)) for sp in s.spans]}
                 for s in self.shards
             ],
+            "children": list(self.children),
         }
 
     @classmethod
@@ -163,6 +171,7 @@ class Plan:
                 Shard(index=s["index"], sample=s["sample"], spans=tuple(Span(**sp) for sp in s["spans"]))
                 for s in d["shards"]
             ),
+            children=tuple(d["children"]),
         )
 
 
@@ -210,6 +219,9 @@ def validate_plan_dict(d: dict[str, Any], where: str = "plan.json") -> None:
     n = len(d["shards"])
     if [s["index"] for s in d["shards"]] != list(range(n)):
         raise ValueError(f"{where}: shard indexes are not 0..{n - 1}")
+    children = d["children"]
+    if children[0] != 0 or any(b <= a for a, b in itertools.pairwise(children)) or children[-1] >= n:
+        raise ValueError(f"{where}: children must start at shard 0 and increase within 0..{n - 1}")
     n_inputs = len(d["inputs"])
     if any(sp["input"] >= n_inputs for s in d["shards"] for sp in s["spans"]):
         raise ValueError(f"{where}: a shard names an input that is not in the plan")
@@ -250,7 +262,7 @@ class _Scanned:
         return max(self.sniff.records, round(self.info.size / per_record))
 
 
-def _scan_input(uri: str, sample: str, mate: int, *, idx: int, index_prefix: str,
+def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout,
                 count_below: int | None) -> _Scanned:
     """Sniff, and index or count when the file's shards need record numbers (``count_below`` None:
     always count plain files, as paired input needs)."""
@@ -261,15 +273,15 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, index_prefix: str
     if sniff.compression in ("gzip", "bgzf"):
         res = gzindex.index_gzip(uri)
         assert res.index is not None
-        index_uri = storage.join(index_prefix, f"input{idx}.gztool")
+        index_uri = layout.index(idx)
         storage.write_bytes(index_uri, res.index)
-        ck_uri = _write_checkpoints(index_prefix, idx, res.scan)
+        ck_uri = _write_checkpoints(layout.checkpoints(idx), res.scan)
         info = replace(info, records=res.scan.records, plain_size=res.scan.plain_size, index_uri=index_uri,
                        checkpoints_uri=ck_uri)
         return _Scanned(info, sniff, res.scan.checkpoints)
     if sniff.compression == "plain" and (count_below is None or meta.size <= count_below):
         scan = gzindex.count_plain(uri)
-        ck_uri = _write_checkpoints(index_prefix, idx, scan)
+        ck_uri = _write_checkpoints(layout.checkpoints(idx), scan)
         info = replace(info, records=scan.records, plain_size=scan.plain_size, checkpoints_uri=ck_uri)
         return _Scanned(info, sniff, scan.checkpoints)
     if sniff.complete:
@@ -277,8 +289,7 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, index_prefix: str
     return _Scanned(info, sniff, None)
 
 
-def _write_checkpoints(index_prefix: str, idx: int, scan: gzindex.ScanResult) -> str:
-    uri = storage.join(index_prefix, f"input{idx}.checkpoints.json")
+def _write_checkpoints(uri: str, scan: gzindex.ScanResult) -> str:
     body = {"records": scan.records, "plain_size": scan.plain_size, "spacing": gzindex.CHECKPOINT_SPACING,
             "checkpoints": scan.checkpoints}
     storage.write_bytes(uri, json.dumps(body, separators=(",", ":")).encode())
@@ -290,7 +301,8 @@ def _write_checkpoints(index_prefix: str, idx: int, scan: gzindex.ScanResult) ->
 
 def allocate_shards(reads: list[int], reads_per_shard: int, total: int | None = None) -> list[int]:
     """Shards per sample: from ``total`` (split by reads) or ``ceil(reads / reads_per_shard)``;
-    each sample gets 1..reads shards (1 when it has no reads) and the sum stays <= MAX_SHARDS."""
+    each sample gets 1..reads shards (1 when it has no reads), and the sum stays <= MAX_SHARDS
+    unless the samples alone outnumber it (then every sample is one shard)."""
     caps = [max(1, r) for r in reads]
     if total is None:
         want = [max(1, math.ceil(r / max(1, reads_per_shard))) for r in reads]
@@ -299,10 +311,30 @@ def allocate_shards(reads: list[int], reads_per_shard: int, total: int | None = 
         all_reads = sum(reads)
         want = [max(1, round(total * r / all_reads)) if all_reads else 1 for r in reads]
     want = [min(w, c) for w, c in zip(want, caps, strict=True)]
-    while sum(want) > MAX_SHARDS:
-        scale = MAX_SHARDS / sum(want)
+    limit = max(MAX_SHARDS, len(reads))
+    while sum(want) > limit:
+        scale = limit / sum(want)
         want = [max(1, math.floor(w * scale)) for w in want]
     return want
+
+
+def pack_children(shard_reads: list[int], whole_sample: list[bool], reads_per_child: int) -> tuple[int, ...]:
+    """The first shard of each child: consecutive shards that are whole samples share a child while
+    their reads fit in ``reads_per_child`` (a split sample's shards keep a child each: they were cut
+    to that size on purpose); never more than MAX_CHILDREN children."""
+    starts: list[int] = []
+    load = 0
+    for i, (reads, whole) in enumerate(zip(shard_reads, whole_sample, strict=True)):
+        shares = whole and starts and whole_sample[starts[-1]] and load + reads <= reads_per_child
+        if shares:
+            load += reads
+        else:
+            starts.append(i)
+            load = reads
+    if len(starts) > MAX_CHILDREN:  # more samples than the array allows: equal numbers of shards each
+        n = len(shard_reads)
+        starts = sorted({i * n // MAX_CHILDREN for i in range(MAX_CHILDREN)})
+    return tuple(starts)
 
 
 # ---------------------------------------------------------------- byte-range snapping
@@ -435,7 +467,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
                                 "and '-' (it names folders and table rows)")
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
-    index_prefix = storage.join(out_prefix, "runs", run_id, "index")
+    layout = RunLayout(out_prefix, run_id)
     scanned: list[list[_Scanned]] = []
     idx = 0
     for s in samples:
@@ -443,7 +475,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         paired = len(uris) == 2
         group = []
         for mate, uri in enumerate(uris, start=1):
-            group.append(_scan_input(uri, s.name, mate, idx=idx, index_prefix=index_prefix,
+            group.append(_scan_input(uri, s.name, mate, idx=idx, layout=layout,
                                      count_below=None if paired else count_plain_below))
             idx += 1
         if paired:
@@ -458,13 +490,19 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
     counts = allocate_shards(reads, params.reads_per_shard, shards)
     inputs = tuple(sc.info for g in scanned for sc in g)
     out_shards: list[Shard] = []
+    shard_reads: list[int] = []
+    whole: list[bool] = []
     idx = 0
-    for s, g, k in zip(samples, scanned, counts, strict=True):
-        for spans in _sample_spans(g, idx, k):
+    for s, g, k, n in zip(samples, scanned, counts, reads, strict=True):
+        pieces = _sample_spans(g, idx, k)
+        for spans in pieces:
             out_shards.append(Shard(index=len(out_shards), sample=s.name, spans=spans))
+            shard_reads.append(n // len(pieces))
+            whole.append(len(pieces) == 1)
         idx += len(g)
+    children = pack_children(shard_reads, whole, params.reads_per_shard)
     plan = Plan(run_id=run_id, out_prefix=out_prefix, inputs=inputs, shards=tuple(out_shards),
-                params=params, reference=reference)
+                params=params, reference=reference, children=children)
     write_plan(plan)
     return plan
 

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
+from seqlake.model import RunState
 from seqlake.params import Params
 
 console = Console(stderr=True)
@@ -42,12 +43,12 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
     return h.hexdigest()[:20]
 
 
-def _run_shard(plan_uri: str, shard: int) -> int:
+def _run_shard(plan_uri: str, child: int) -> int:
     from seqlake.plan import load_plan
-    from seqlake.worker import process_shard
+    from seqlake.worker import process_child
 
-    process_shard(load_plan(plan_uri), shard)
-    return shard
+    process_child(load_plan(plan_uri), child)
+    return child
 
 
 def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -> None:
@@ -108,7 +109,7 @@ def process_command(args: argparse.Namespace) -> int:
     t_total = time.perf_counter() - t0
     summary: dict[str, Any] = {
         "run_id": run_id,
-        "state": "SUCCEEDED",
+        "state": RunState.SUCCEEDED.value,
         "software_version": __version__,
         "inputs": [str(p.resolve()) for p in paths],
         "reference": reference,
@@ -120,6 +121,6 @@ def process_command(args: argparse.Namespace) -> int:
     }
     text = json.dumps(summary, indent=2)
     (out / "summary.json").write_text(text + "\n")
-    (out / "runs" / run_id / "summary.json").write_text(text + "\n")
+    Path(plan.layout.summary).write_text(text + "\n")
     console.print(f"results in {out / 'results'} ({t_total:.1f} s)")
     return 0

@@ -30,10 +30,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import dnaio
 import numpy as np
 import numpy.typing as npt
-from isal import igzip
 from numpy.lib.stride_tricks import sliding_window_view
 
 from seqlake.errors import BadInputError
@@ -521,6 +519,9 @@ def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
     A convenience for tests and the QC-only benchmark; the worker reads shards via
     :mod:`seqlake.shards`.
     """
+    import dnaio
+    from isal import igzip
+
     with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
         magic = raw.read(2)
     opener = igzip.open if magic == b"\x1f\x8b" else open

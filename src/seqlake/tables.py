@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from seqlake.model import FINAL_STATES
+
 #: Glue / Athena (Hive DDL) names of the Arrow types used here.
 _GLUE_TYPES: dict[pa.DataType, str] = {
     pa.string(): "string",
@@ -198,18 +200,13 @@ COVERAGE = Table(
     key=("sample", "contig", "bin_start"),
 )
 
-#: the values of ``runs.state``: committed; failed in a step of the state machine; refused by the start
-#: function before any execution (a samplesheet or FASTQ key that fails its checks). ``status.json``
-#: holds the same state, and ``RUNNING`` while the execution runs (the ``runs`` row is written at the end).
-RUN_STATES: tuple[str, ...] = ("SUCCEEDED", "FAILED", "REJECTED")
-
 RUNS = Table(
     "runs",
     "One row per run (and per input the start function rejected): inputs, parameters, software version, "
     "state, timings, shards, cost estimate.",
     (
-        _c("state", _S, f"{', '.join(RUN_STATES[:-1])} or {RUN_STATES[-1]} (refused by the start function: no "
-                        "execution ran)", False),
+        _c("state", _S, f"{', '.join(s.value for s in FINAL_STATES[:-1])} or {FINAL_STATES[-1].value} (refused by "
+                        "the start function: no execution ran)", False),
         _c("samples", _S, "comma-separated sample names"),
         _c("inputs", _S, "JSON list of {uri, etag, size, mate, sample}"),
         _c("parameters", _S, "JSON object of the run's parameters (trimming, reference, shards)"),
@@ -233,6 +230,32 @@ TABLES: tuple[Table, ...] = (QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST,
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 #: the tables a failed run never gets a partition in (``runs`` records the failure itself)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
+
+
+COVERAGE_BINS = Table(
+    "coverage_bins",
+    "Staging only: a child's non-zero depth bins per sample and contig (the commit adds them up).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("bin", _I64, "0-based bin number (bin_start / coverage_bin)", False),
+        _c("depth_sum", _I64, "sum of per-base depth over the bin", False),
+    ),
+)
+
+COVERED_INTERVALS = Table(
+    "covered_intervals",
+    "Staging only: the union of a child's alignment spans per sample and contig (the commit unions them).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("start", _I64, "0-based start", False),
+        _c("stop", _I64, "0-based exclusive end", False),
+    ),
+)
+
+#: parts a child writes for the commit only: never cataloged, never queried
+STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS)
 
 
 def markdown() -> str:

@@ -19,7 +19,7 @@ so that QC after trimming is a view into the raw chunk (see :mod:`seqlake.qc`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,7 @@ from cutadapt.qualtrim import quality_trim_index
 
 from seqlake.params import Params
 from seqlake.qc import iter_file_chunks, parse_chunk
+from seqlake.staging import TrimStats
 
 I64 = npt.NDArray[np.int64]
 #: what cutadapt's ``Aligner.locate`` returns: adapter start, stop, read start, stop, score, errors
@@ -108,24 +109,6 @@ class MinimumLengthFilter:
         for lens in lengths:
             keep &= lens >= self.min_length
         return keep
-
-
-@dataclass
-class TrimStats:
-    """Additive trimming counts of one (sample, mate); the ``qc_summary`` trimmed-stage columns."""
-
-    reads_adapter_trimmed: int = 0
-    bases_quality_trimmed: int = 0
-    bases_adapter_trimmed: int = 0
-    reads_too_short: int = 0
-    bases_too_short: int = 0
-
-    def merge(self, other: TrimStats) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass

@@ -109,6 +109,14 @@ def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
     return data
 
 
+def execution_request(ex: dict[str, Any]) -> dict[str, Any]:
+    """The run request an execution's input points at (``runs/<id>/request.json``), checked against
+    the input's digest."""
+    from seqlake.aws.request import ExecutionInput
+
+    return ExecutionInput.from_dict(json.loads(ex["input"])).load().to_dict()
+
+
 def runs_row(deployed: Deployed, run_id: str) -> dict[str, Any]:
     """The run's one row in the ``runs`` table's Parquet file."""
     key = f"results/runs/run_id={run_id}/part-00000.parquet"

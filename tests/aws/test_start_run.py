@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidati
 from seqlake.aws.events import S3Object, run_id
 from seqlake.tables import RESULT_TABLES
 
-from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
+from .conftest import REGION, Deployed, execution_request, load_event, partitions, read_status, runs_row
 
 FASTQ = b"@r1\nACGT\n+\nIIII\n"
 
@@ -55,7 +55,7 @@ def test_single_file_starts_a_run(deployed: Deployed, start: Callable[[dict[str,
     assert out["status"] == "started"
     [ex] = executions(deployed)
     assert ex["name"] == out["run_id"] and out["run_id"].startswith("sample1-")
-    request = json.loads(ex["input"])
+    request = execution_request(ex)
     assert request["samples"] == [{"sample": "sample1", "r1": f"s3://{deployed.bucket}/{key}", "r2": None}]
     assert request["inputs"][0]["etag"] == etag and request["reference"].endswith("ref.fasta")
 
@@ -83,7 +83,7 @@ def test_mates_start_one_paired_run_in_either_order(
     out = start(deployed.event_for(second))
     assert out["status"] == "started"
     [ex] = executions(deployed)
-    [sample] = json.loads(ex["input"])["samples"]
+    [sample] = execution_request(ex)["samples"]
     assert sample["sample"] == "demo"
     assert sample["r1"].endswith("demo_R1.fastq.gz") and sample["r2"].endswith("demo_R2.fastq.gz")
 
@@ -129,7 +129,7 @@ def test_samplesheet_run_starts_when_every_file_exists(
     out = start(deployed.event_for("incoming/batch7/a_R2.fastq.gz"))
     assert out["status"] == "started" and out["run_id"].startswith("batch7-")
     [ex] = executions(deployed)
-    request = json.loads(ex["input"])
+    request = execution_request(ex)
     assert [s["sample"] for s in request["samples"]] == ["A", "B"]
     assert request["samplesheet"].endswith("batch7/samplesheet.csv") and len(request["inputs"]) == 4
 
@@ -225,7 +225,7 @@ def test_url_encoded_key_is_resolved(deployed: Deployed, start: Callable[[dict[s
     out = start(event)
     assert out["status"] == "started"
     [ex] = executions(deployed)
-    assert json.loads(ex["input"])["inputs"][0]["key"] == "incoming/my run/s+1.fastq"
+    assert execution_request(ex)["inputs"][0]["key"] == "incoming/my run/s+1.fastq"
 
 
 def test_objects_outside_incoming_are_ignored(
@@ -255,7 +255,7 @@ def test_other_buckets_only_when_allowed(
     out = start(deployed.event_for("incoming/ext/samplesheet.csv"))
     assert out["status"] == "started"
     [ex] = executions(deployed)
-    assert json.loads(ex["input"])["samples"][0]["r1"] == "s3://sequencer-output/run9/a.fastq.gz"
+    assert execution_request(ex)["samples"][0]["r1"] == "s3://sequencer-output/run9/a.fastq.gz"
     # and a bucket not in the list is still refused
     etag = deployed.put("incoming/ext2/samplesheet.csv", b"sample,fastq_1\nA,s3://not-listed/a.fastq.gz\n")
     out = start(deployed.event_for("incoming/ext2/samplesheet.csv"))

@@ -14,10 +14,11 @@ import boto3
 import pytest
 
 from seqlake.aws import index_job
+from seqlake.aws.request import RunRequest, store_request
 from seqlake.errors import BadInputError
 from seqlake.plan import load_plan
 from seqlake.tables import RESULT_TABLES, TABLES
-from seqlake.worker import process_shard
+from seqlake.worker import process_child
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 
@@ -33,8 +34,8 @@ def head_records(name: str, n: int) -> bytes:
 
 @pytest.fixture
 def run_input(deployed: Deployed) -> dict[str, Any]:
-    """events/execution-input.json with its objects really in the bucket (ETags and sizes from S3)."""
-    request = load_event("execution-input.json")
+    """events/run-request.json with its objects really in the bucket (ETags and sizes from S3)."""
+    request = load_event("run-request.json")
     request["bucket"] = deployed.bucket
     fasta = resources.files("seqlake.demo_data").joinpath("MN908947.3.fasta").read_bytes()
     deployed.put("references/MN908947.3/MN908947.3.fasta", fasta)
@@ -65,8 +66,10 @@ def steps(
 
 
 def step_input(name: str, request: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """The sample step input with the execution input of ``request`` (stored as the start function
+    stores it)."""
     event = load_event(name)
-    event["request"] = request
+    event["execution"] = store_request(RunRequest.from_dict(request)).to_dict()
     event.update(kw)
     return event
 
@@ -82,7 +85,9 @@ def test_plan_shards_commit(
         "plan_uri": f"s3://{deployed.bucket}/runs/{run_id}/plan.json",
         "array_size": 3,
         "needs_index": False,
-        "request_uri": None,
+        "index_job_uri": None,
+        "todo_uri": f"s3://{deployed.bucket}/runs/{run_id}/todo/{run_id}.json",
+        "input_bytes": sum(i["size"] for i in run_input["inputs"]),
     }
     # and a retry of the step finds the same plan
     assert steps("plan", step_input("plan-input.json", run_input)) == plan
@@ -92,7 +97,7 @@ def test_plan_shards_commit(
     # When every shard has run (what the Batch children do) and the commit step runs
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):
-        process_shard(loaded, shard)
+        process_child(loaded, shard)
     assert not partitions(deployed, "qc_summary")
     out = steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
     # Then the run is visible in every table, and status.json and the runs row agree
@@ -119,7 +124,7 @@ def test_commit_registers_all_or_nothing(
     plan = steps("plan", step_input("plan-input.json", run_input))
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):
-        process_shard(loaded, shard)
+        process_child(loaded, shard)
     # Given a catalog that refuses one table's partition (the table is missing)
     glue = boto3.client("glue", region_name=REGION)
     coverage = glue.get_table(DatabaseName=deployed.database, Name="coverage")["Table"]
@@ -145,9 +150,9 @@ def test_large_inputs_are_planned_by_the_index_job(
     monkeypatch.setenv("LAMBDA_INDEX_MAX_BYTES", "1000")
     first = steps("plan", step_input("plan-input.json", run_input))
     assert first["needs_index"] is True and first["array_size"] == 0
-    assert first["request_uri"] == f"s3://{deployed.bucket}/runs/{run_input['run_id']}/request.json"
+    assert first["index_job_uri"] == f"s3://{deployed.bucket}/runs/{run_input['run_id']}/index/job.json"
     # the Batch index job (same image, other command) plans the run
-    monkeypatch.setenv("SEQLAKE_REQUEST_URI", first["request_uri"])
+    monkeypatch.setenv(index_job.JOB_VAR, first["index_job_uri"])
     assert index_job.main() == 0
     # and the plan step, called again, returns it
     again = steps("plan", step_input("plan-input.json", run_input))
@@ -200,7 +205,7 @@ def test_failed_shard_is_recorded_with_the_workers_reason(
         "shard": 2,
         "attempt": "1",
     }
-    deployed.put(f"runs/{run_id}/staging/_errors/shard=00002.json", json.dumps(error).encode())
+    deployed.put(f"runs/{run_id}/staging/_errors/child=00002.json", json.dumps(error).encode())
     # When Step Functions reports the array job's failure
     event = step_input("record-failure-shard.json", run_input)
     event["plan"]["plan_uri"] = f"s3://{deployed.bucket}/runs/{run_id}/plan.json"

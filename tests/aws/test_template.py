@@ -266,22 +266,42 @@ def test_every_task_retries_transient_errors_and_is_caught() -> None:
             assert "Batch.AWSBatchException" in errors and "States.TaskFailed" not in errors, name
         catch = s["Catch"]
         assert catch[0]["ErrorEquals"] == ["States.ALL"]
-        assert catch[0]["Next"] == ("FailedUnrecorded" if name == "RecordFailure" else "RecordFailure"), name
+        if name == "RecordFailure":
+            assert catch[0]["Next"] == "FailedUnrecorded"
+            continue
+        # the failure passes through a state that names the failed state, then RecordFailure
+        named = states[catch[0]["Next"]]
+        assert named["Type"] == "Pass" and named["Result"] == name and named["Next"] == "RecordFailure", name
+        assert named["ResultPath"] == "$.failed_step"
+
+
+def test_failed_step_names_are_the_models() -> None:
+    """Every state a failure can be recorded for is a :class:`seqlake.model.Step`, and vice versa."""
+    from seqlake.model import Step
+
+    states = asl()["States"]
+    named = {s["Result"] for s in states.values() if s["Type"] == "Pass" and s.get("ResultPath") == "$.failed_step"}
+    assert named == {s.value for s in Step} - {Step.START.value}
 
 
 def test_fanout_uses_a_plain_job_for_one_shard() -> None:
     states = asl()["States"]
     fanout = states["Fanout"]
-    assert fanout["Choices"] == [{"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"}]
-    assert fanout["Default"] == "ProcessOneShard"
+    assert fanout["Choices"] == [
+        {"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"},
+        {"Variable": "$.plan.array_size", "NumericEquals": 1, "Next": "ProcessOneShard"},
+    ]
+    # a re-run whose children are all done already goes straight to the commit
+    assert fanout["Default"] == "Commit"
     assert "ArrayProperties" in states["ProcessShards"]["Parameters"]
     assert "ArrayProperties" not in states["ProcessOneShard"]["Parameters"]
 
 
 @pytest.mark.parametrize("state", ["ProcessShards", "ProcessOneShard"])
-def test_shard_jobs_get_only_the_plan_uri(state: str) -> None:
+def test_shard_jobs_get_only_the_plan_and_todo_uris(state: str) -> None:
     overrides = asl()["States"][state]["Parameters"]["ContainerOverrides"]
-    assert overrides == {"Environment": [{"Name": "SEQLAKE_PLAN_URI", "Value.$": "$.plan.plan_uri"}]}
+    assert overrides == {"Environment": [{"Name": "SEQLAKE_PLAN_URI", "Value.$": "$.plan.plan_uri"},
+                                         {"Name": "SEQLAKE_TODO_URI", "Value.$": "$.plan.todo_uri"}]}
 
 
 def test_paths_lead_to_succeed_or_fail() -> None:

@@ -91,9 +91,9 @@ def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Pa
     for i in range(plan.array_size):
         proc = run("worker", env={**env, "AWS_BATCH_JOB_ARRAY_INDEX": str(i)})
         assert proc.returncode == 0, proc.stderr
-    # Then each shard's manifest exists, keyed by run, sample and shard
+    # Then each child's manifest exists, keyed by run and child
     manifests = sorted(p.parent.name for p in (tmp_path / "runs" / "r-worker" / "staging").rglob("manifest.json"))
-    assert manifests == [f"shard={i:05d}" for i in range(plan.array_size)]
+    assert manifests == [f"child={i:05d}" for i in range(plan.array_size)]
     # and an index outside the plan is an error, not a silent success
     proc = run("worker", env={**env, "AWS_BATCH_JOB_ARRAY_INDEX": "3"})
     assert proc.returncode not in (0, EXIT_BAD_INPUT)
@@ -102,7 +102,6 @@ def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Pa
 def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: Path) -> None:
     from seqlake.model import Sample
     from seqlake.plan import make_plan
-    from seqlake.worker_main import error_uri
 
     # Given a file whose defect the planner's sniff cannot see (it is past the first records)
     good = (edge / "biopython/example.fastq").read_text()
@@ -113,7 +112,7 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
                      count_plain_below=0)
     proc = run("worker", "--plan", plan.plan_uri, "--shard", "0")
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
-    record = json.loads(Path(error_uri(plan.staging_prefix, 0)).read_text())
+    record = json.loads(Path(plan.layout.child_error(0)).read_text())
     assert record["file"] == str(bad) and record["line"] == bad_line
 
 

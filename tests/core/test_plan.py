@@ -58,8 +58,8 @@ def test_default_shard_count_from_reads_per_shard(miseq: tuple[Path, Path], tmp_
     plan = make_plan("rps", [Sample("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(tmp_path),
                      params=Params(reads_per_shard=1000))
     assert plan.array_size == 6  # ceil(5762 / 1000)
-    assert plan.staging_prefix == str(tmp_path / "runs" / "rps" / "staging") + "/"
-    assert plan.results_prefix == str(tmp_path / "results") + "/"
+    assert plan.layout.staging == str(tmp_path / "runs" / "rps" / "staging") + "/"
+    assert plan.layout.lake.results_root == str(tmp_path / "results") + "/"
 
 
 def test_plain_pair_uses_record_numbers(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:

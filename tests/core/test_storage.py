@@ -149,7 +149,7 @@ def test_plan_and_shards_on_s3(s3: str, miseq: tuple[Path, Path]) -> None:
     assert plan.plan_uri == f"{s3}/lake/runs/s3run/plan.json"
     assert storage.exists(plan.inputs[0].index_uri or "")
     assert plan.inputs[0].etag == storage.head(uris[0]).etag
-    assert plan.staging_prefix == f"{s3}/lake/runs/s3run/staging/"
+    assert plan.layout.staging == f"{s3}/lake/runs/s3run/staging/"
     loaded = load_plan(plan.plan_uri)
     assert loaded == plan
     parts: dict[int, list[bytes]] = {1: [], 2: []}

@@ -198,7 +198,7 @@ def test_worker_names_the_last_complete_record_of_a_stream_cut_after_the_sample(
     plan = make_plan("late", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     # When its one shard is processed
     with pytest.raises(TruncatedStreamError) as info:
-        worker.process_shard(plan, 0)
+        worker.process_child(plan, 0)
     # Then the worker names the last whole record before the cut
     assert str(info.value) == expected(path, compression, whole)
 
@@ -213,7 +213,7 @@ def test_worker_exit_code_and_error_record(
     plan = make_plan("late", [Sample("s", str(path))], out_prefix=str(tmp_path / "out"))
     code = worker_main.worker_command(argparse.Namespace(plan=plan.plan_uri, shard=0))
     assert code == EXIT_BAD_INPUT
-    error = json.loads(Path(worker_main.error_uri(plan.staging_prefix, 0)).read_text())
+    error = json.loads(Path(plan.layout.child_error(0)).read_text())
     whole = decodable_records(path.read_bytes(), bz2.BZ2Decompressor)
     assert error["text"] == expected(path, "bz2", whole) and error["record"] == whole and error["line"] is None
 

@@ -30,12 +30,12 @@ def _ref_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 def run_all(plan: Plan) -> merge.RunTotals:
     for i in range(plan.array_size):
-        worker.process_shard(plan, i)
+        worker.process_child(plan, i)
     return merge.merge_run(plan)
 
 
 def result(plan: Plan, table: str, drop: tuple[str, ...] = ()) -> pa.Table:
-    t = pq.read_table(Path(plan.results_prefix) / table / f"run_id={plan.run_id}")
+    t = pq.read_table(plan.layout.partition(table))
     keep = [c for c in BY_NAME[table].schema.names if c not in drop]
     return t.select(keep).sort_by([(c, "ascending") for c in keep])
 
@@ -127,31 +127,33 @@ def test_no_trim_writes_a_trimmed_stage_equal_to_raw(miseq: tuple[Path, Path], t
 def test_merge_fails_naming_a_missing_shard(miseq: tuple[Path, Path], tmp_path: Path) -> None:
     plan = make_plan("m", [Sample("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=3)
     for i in (0, 2):
-        worker.process_shard(plan, i)
-    with pytest.raises(SeqlakeError, match="shard 1 "):
+        worker.process_child(plan, i)
+    with pytest.raises(SeqlakeError, match=r"child 1 .*no manifest"):
         merge.merge_run(plan)
-    assert not (Path(plan.results_prefix) / "qc_summary").exists(), "nothing is written before all shards check"
-    # a part whose row count disagrees with the manifest fails too
-    worker.process_shard(plan, 1)
-    manifest = Path(worker.manifest_uri(plan, "s1", 2))
+    assert not Path(plan.layout.partition("qc_summary")).exists(), "nothing is written before all children check"
+    # a manifest whose aggregates disagree with themselves fails too
+    worker.process_child(plan, 1)
+    manifest = Path(plan.layout.manifest(2))
     m = json.loads(manifest.read_text())
-    m["rows"]["length_hist"] += 1
+    m["shards"][0]["qc"]["1/raw"]["reads"] += 1
     manifest.write_text(json.dumps(m))
-    with pytest.raises(SeqlakeError, match="length_hist"):
+    with pytest.raises(SeqlakeError, match=r"child 2 .*QC aggregates disagree"):
         merge.merge_run(plan)
 
 
 def test_rerun_overwrites_only_its_own_parts(miseq: tuple[Path, Path], tmp_path: Path) -> None:
     plan = make_plan("rr", [Sample("s1", str(miseq[0]))], out_prefix=str(tmp_path), shards=2)
-    first = [worker.process_shard(plan, i) for i in range(2)]
-    other = sorted(Path(worker.manifest_uri(plan, "s1", 0)).parent.iterdir())
+    first = [worker.process_child(plan, i) for i in range(2)]
+    other = sorted(Path(plan.layout.child_prefix(0)).iterdir())
     before = {p: os.stat(p).st_mtime_ns for p in other}
-    again = worker.process_shard(plan, 1)
-    assert again.rows == first[1].rows and again.totals == first[1].totals
+    Path(plan.layout.manifest(1)).unlink()  # as if the first attempt died before its manifest
+    again = worker.process_child(plan, 1)
+    assert again.to_json().replace(b'"seconds":' + str(again.seconds).encode(), b"") == first[1].to_json().replace(
+        b'"seconds":' + str(first[1].seconds).encode(), b"")
     assert {p: os.stat(p).st_mtime_ns for p in other} == before
-    assert sorted(p.name for p in Path(worker.manifest_uri(plan, "s1", 1)).parent.iterdir()) == sorted(
-        p.name for p in other
-    )
+    assert sorted(p.name for p in Path(plan.layout.child_prefix(1)).iterdir()) == sorted(p.name for p in other)
+    # a child whose manifest already holds its work is found done, and not run again
+    assert worker.finished_manifest(plan, 1) is not None and worker.finished_manifest(plan, 0) is not None
 
 
 def test_large_chunks_are_split_into_equal_record_pieces(miseq: tuple[Path, Path]) -> None:
@@ -194,11 +196,11 @@ def test_worker_rejects_bad_input_found_after_planning(tmp_path: Path) -> None:
     lines[4 * 25 + 3] = b"IIII IIIII"
     _rewrite(r1, b"\n".join(lines))
     with pytest.raises(BadInputError) as err:
-        worker.process_shard(plan, 1)
+        worker.process_child(plan, 1)
     assert (err.value.path, err.value.line) == (str(r1), 4 * 25 + 4)
     _rewrite(r1, _fastq([f"{n}/1" for n in names]))
     with pytest.raises(BadInputError) as err:
-        worker.process_shard(plan, 1)
+        worker.process_child(plan, 1)
     assert (err.value.path, err.value.line, err.value.record) == (str(r2), 4 * 33 + 1, 33)
     assert "reaX33/2" in err.value.message
 
@@ -216,7 +218,7 @@ def test_byte_range_shard_errors_name_the_absolute_line(tmp_path: Path) -> None:
     data[qual_line] = 0x7F
     _rewrite(reads, bytes(data))
     with pytest.raises(BadInputError) as err:
-        worker.process_shard(plan, 2)
+        worker.process_child(plan, 2)
     assert err.value.line == 4 * 290 + 4
 
 

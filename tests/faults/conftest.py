@@ -92,7 +92,7 @@ def by_folder(results: dict[str, Outcome]) -> dict[str, Outcome]:
     """Index outcomes by the ``incoming/<folder>/`` of their first input."""
     out = {}
     for o in results.values():
-        key = str(o.execution.input["inputs"][0]["key"])
+        key = str(o.status["inputs"][0]["key"])
         out[key.split("/")[1]] = o
     return out
 

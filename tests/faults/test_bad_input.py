@@ -161,12 +161,12 @@ def made_uploads() -> list[Upload]:
                False, ("incoming/mk-qual-utf8/q.fastq:8: ", "non-ASCII byte 0xc3"), "Plan"),
         Upload("R1/R2 different names",
                {k.format("names", "n_R1.fastq"): good, k.format("names", "n_R2.fastq"): r2_renamed},
-               False, ("incoming/mk-names/n_R2.fastq:1: ", "does not match its mate"), "ProcessShards"),
+               False, ("incoming/mk-names/n_R2.fastq:1: ", "does not match its mate"), "ProcessOneShard"),
         Upload("truncated gzip stream", {k.format("trunc-gz", "t.fastq.gz"): truncated},
                False, (f"incoming/mk-trunc-gz/{truncated_reason}",), "Plan"),
         Upload("bad record after the first MiB (bz2)", {k.format("late", "late.fastq"): bz2.compress(late)},
                False, ("incoming/mk-late/late.fastq:44004: ", "quality has 3 characters but the sequence has 4"),
-               "ProcessShards"),
+               "ProcessOneShard"),
         Upload("key with spaces and non-ASCII folder", {"incoming/mk run ü 1/reads.fastq": good}, True, reads=6),
         Upload("file name with a space", {"incoming/mk-space/my reads.fastq": good}, False,
                ("my reads.fastq", "invalid sample name"), "Plan"),
@@ -248,7 +248,7 @@ def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
     assert o.partitions == frozenset({"runs"})
     row = runs_row(cloud, o.run_id)
     assert row["state"] == "FAILED" and row["reason"] == st["reason"]
-    if c.step == "ProcessShards":
+    if c.step == "ProcessOneShard":  # one child: a plain Batch job
         # exit 65 is not retried: one attempt, and the log stream is recorded
         assert [a.retries for a in o.execution.arrays] == [0]
         assert st["failed_shard"] == 0 and st["log_stream"] and "exit code 65" in st["reason"]

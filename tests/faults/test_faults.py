@@ -197,7 +197,7 @@ def test_child_failing_every_attempt_fails_the_run(cloud: LocalCloud, scenario: 
     # Batch tried JobAttempts (3) times; the run failed with shard, reason and log recorded
     assert o.execution.status == "FAILED"
     st = o.status
-    assert st["state"] == "FAILED" and st["failed_step"] == "ProcessShards" and st["failed_shard"] == 0
+    assert st["state"] == "FAILED" and st["failed_step"] == "ProcessOneShard" and st["failed_shard"] == 0
     assert "exit code 1" in st["reason"], st["reason"]
     # the worker's last log line, read from CloudWatch Logs, where the local Batch sends each attempt's output
     assert "seqlake fault injection: exit 1" in st["reason"], st["reason"]

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,7 @@ def _worker(plan_uri: str, fault: str | None) -> subprocess.CompletedProcess[str
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
     env["SEQLAKE_PLAN_URI"] = plan_uri
     env["AWS_BATCH_JOB_ATTEMPT"] = "1"
+    env["SEQLAKE_REF_CACHE"] = str(Path(plan_uri).parent / "refcache")
     if fault:
         env[faults.WORKER_VAR] = fault
     return subprocess.run([sys.executable, "-m", "seqlake", "worker"], env=env, capture_output=True, text=True,
@@ -50,8 +52,10 @@ def _worker(plan_uri: str, fault: str | None) -> subprocess.CompletedProcess[str
 def test_worker_dies_after_its_first_staged_write(tmp_path: Path) -> None:
     reads = tmp_path / "r.fastq"
     reads.write_bytes(b"".join(fastq_records(50)))
-    plan = make_plan("hook-test", [Sample("s", str(reads))], out_prefix=str(tmp_path / "out"))
-    staged = Path(plan.staging_prefix)
+    reference = tmp_path / "ref.fasta"
+    reference.write_bytes(resources.files("seqlake.demo_data").joinpath("MN908947.3.fasta").read_bytes())
+    plan = make_plan("hook-test", [Sample("s", str(reads))], out_prefix=str(tmp_path / "out"), reference=str(reference))
+    staged = Path(plan.layout.staging)
     # a fault for another sample or attempt does nothing
     assert _worker(plan.plan_uri, "kill:sample=other;kill:attempt=2").returncode == 0
     done = sorted(p.name for p in staged.rglob("*") if p.is_file())
@@ -59,11 +63,12 @@ def test_worker_dies_after_its_first_staged_write(tmp_path: Path) -> None:
     for p in staged.rglob("*"):
         if p.is_file():
             p.unlink()
-    # killed after the first write: one part on disk, no manifest (the shard is not done)
+    Path(plan.layout.alignments_part(0)).unlink()
+    # killed after the first write: one part on disk, no manifest (the child is not done)
     proc = _worker(plan.plan_uri, "kill:after_writes=1")
     assert proc.returncode == -signal.SIGKILL
     assert "seqlake fault injection: SIGKILL" in proc.stderr
-    left = [p.name for p in staged.rglob("*") if p.is_file()]
+    left = [p.name for p in [*staged.rglob("*"), Path(plan.layout.alignments_part(0))] if p.is_file()]
     assert len(left) == 1 and left[0].endswith(".parquet"), left
     # exit: the code asked for, before any work
     assert _worker(plan.plan_uri, "exit:code=7").returncode == 7

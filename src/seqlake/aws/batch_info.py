@@ -86,24 +86,36 @@ def _describe(job_ids: list[str]) -> Iterator[dict[str, Any]]:
         yield from batch.describe_jobs(jobs=job_ids[i : i + _DESCRIBE_BATCH])["jobs"]
 
 
+def _list(job_id: str, status: str) -> Iterator[dict[str, Any]]:
+    batch = clients.client("batch")
+    token: str | None = None
+    while True:
+        kw: dict[str, Any] = {"arrayJobId": job_id, "jobStatus": status}
+        if token:
+            kw["nextToken"] = token
+        page = batch.list_jobs(**kw)
+        yield from page.get("jobSummaryList", [])
+        token = page.get("nextToken")
+        if not token:
+            return
+
+
+def failed_children(job_id: str) -> list[dict[str, Any]]:
+    """The summaries of an array job's FAILED children, by index (listing only: no describe)."""
+    return sorted(_list(job_id, "FAILED"), key=lambda s: ChildJob.from_description(s).shard)
+
+
+def describe(summaries: list[dict[str, Any]]) -> list[ChildJob]:
+    """Children described in full (attempts, log streams), in the order given."""
+    return [ChildJob.from_description(j) for j in _describe([str(get(s, "jobId")) for s in summaries])]
+
+
 def children(job_id: str, statuses: tuple[str, ...] = ("SUCCEEDED", "FAILED")) -> list[ChildJob]:
     """The shard jobs of ``job_id`` (its array children, or the job itself), by shard index."""
-    batch = clients.client("batch")
     parent = next(_describe([job_id]), None)
     if parent is None:
         return []
     if get(parent, "arrayProperties", "size") is None:
         return [ChildJob.from_description(parent)]
-    ids: list[str] = []
-    for status in statuses:
-        token: str | None = None
-        while True:
-            kw: dict[str, Any] = {"arrayJobId": job_id, "jobStatus": status}
-            if token:
-                kw["nextToken"] = token
-            page = batch.list_jobs(**kw)
-            ids += [s["jobId"] for s in page.get("jobSummaryList", [])]
-            token = page.get("nextToken")
-            if not token:
-                break
+    ids = [s["jobId"] for status in statuses for s in _list(job_id, status)]
     return sorted((ChildJob.from_description(j) for j in _describe(ids)), key=lambda c: c.shard)

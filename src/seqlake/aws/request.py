@@ -1,16 +1,27 @@
-"""The run request: the Step Functions execution input, built by ``start_run``.
+"""The run request and the execution input that points at it.
 
-It holds only what identifies the run (its objects and their ETags), never a timestamp: Step
-Functions treats a second ``StartExecution`` with the same name *and the same input* as idempotent,
-and the execution's own start time is available to the state machine as ``$$.Execution.StartTime``.
-Its JSON Schema is ``schemas/run_request.schema.json`` beside this module's handlers.
+The request (:class:`RunRequest`: samples, input objects with ETags, reference, parameters) grows
+with the run (a thousand samples make a few hundred KB), so it is not the execution input: the
+start function writes it to ``runs/<id>/request.json`` and starts the execution with an
+:class:`ExecutionInput` of four fields (run id, bucket, the request's URI and SHA-256). Every state's
+payload stays the same size whatever the run's, far below Step Functions' 256 KiB limit.
+
+Neither holds a timestamp: Step Functions treats a second ``StartExecution`` with the same name *and
+the same input* as idempotent, and the execution's own start time is ``$$.Execution.StartTime``.
+The request's JSON Schema is ``schemas/run_request.schema.json``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
+from seqlake import storage
+from seqlake.layout import RunLayout
 from seqlake.model import Sample
 
 
@@ -53,31 +64,58 @@ class RunRequest:
             parameters=dict(d.get("parameters") or {}),
         )
 
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout.in_bucket(self.bucket, self.run_id)
 
-#: JSON Schema of the execution input (validated by the plan handler)
-RUN_REQUEST_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "required": ["run_id", "bucket", "samples", "inputs"],
-    "properties": {
-        "run_id": {"type": "string", "pattern": "^[0-9A-Za-z_-]{1,80}$"},
-        "bucket": {"type": "string", "minLength": 3, "maxLength": 63},
-        "samples": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["sample", "r1"],
-                "properties": {
-                    "sample": {"type": "string", "minLength": 1},
-                    "r1": {"type": "string", "pattern": "^s3://"},
-                    "r2": {"type": ["string", "null"], "pattern": "^s3://"},
-                },
-            },
-        },
-        "inputs": {"type": "array", "items": {"type": "object", "required": ["uri", "etag"]}},
-        "samplesheet": {"type": ["string", "null"]},
-        "reference": {"type": ["string", "null"]},
-        "parameters": {"type": "object"},
-    },
-}
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+
+
+@cache
+def run_request_schema() -> dict[str, Any]:
+    text = resources.files("seqlake").joinpath("schemas/run_request.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@dataclass(frozen=True)
+class ExecutionInput:
+    """The Step Functions execution input: where the run's request is, and its digest."""
+
+    run_id: str
+    bucket: str
+    request_uri: str
+    request_sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "bucket": self.bucket, "request_uri": self.request_uri,
+                "request_sha256": self.request_sha256}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExecutionInput:
+        return cls(d["run_id"], d["bucket"], d["request_uri"], d["request_sha256"])
+
+    def load(self) -> RunRequest:
+        """The request, checked against its digest (an overwritten request.json is not this run's)."""
+        data = storage.read_bytes(self.request_uri)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.request_sha256:
+            raise ValueError(f"{self.request_uri} has SHA-256 {digest}, the execution expects {self.request_sha256}")
+        import jsonschema
+
+        body = json.loads(data)
+        jsonschema.validate(body, run_request_schema())
+        request = RunRequest.from_dict(body)
+        if request.run_id != self.run_id:
+            raise ValueError(f"{self.request_uri} is the request of run {request.run_id}, not {self.run_id}")
+        return request
+
+
+def store_request(request: RunRequest) -> ExecutionInput:
+    """Write ``runs/<id>/request.json`` (the same bytes for the same request, so a repeated start is
+    idempotent) and return the execution input that points at it."""
+    data = request.to_json()
+    uri = request.layout.request
+    storage.write_bytes(uri, data)
+    return ExecutionInput(request.run_id, request.bucket, uri, hashlib.sha256(data).hexdigest())

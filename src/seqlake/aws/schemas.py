@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from seqlake.aws.request import RUN_REQUEST_SCHEMA
-
 S3_OBJECT_CREATED: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -27,6 +25,19 @@ S3_OBJECT_CREATED: dict[str, Any] = {
     },
 }
 
+#: the execution input (:class:`seqlake.aws.request.ExecutionInput`): four fields, whatever the run's size
+EXECUTION_INPUT: dict[str, Any] = {
+    "type": "object",
+    "required": ["run_id", "bucket", "request_uri", "request_sha256"],
+    "additionalProperties": False,
+    "properties": {
+        "run_id": {"type": "string", "pattern": "^[0-9A-Za-z_-]{1,80}$"},
+        "bucket": {"type": "string", "minLength": 3, "maxLength": 63},
+        "request_uri": {"type": "string", "pattern": "^s3://"},
+        "request_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+    },
+}
+
 _PLAN_SUMMARY: dict[str, Any] = {
     "type": "object",
     "required": ["plan_uri", "array_size"],
@@ -34,40 +45,36 @@ _PLAN_SUMMARY: dict[str, Any] = {
         "plan_uri": {"type": ["string", "null"]},
         "array_size": {"type": "integer", "minimum": 0, "maximum": 10000},
         "needs_index": {"type": "boolean"},
-        "request_uri": {"type": ["string", "null"]},
+        "index_job_uri": {"type": ["string", "null"]},
+        "todo_uri": {"type": ["string", "null"]},
     },
 }
+
 _BATCH = {"type": ["object", "null"], "properties": {"job_id": {"type": ["string", "null"]}}}
+
+_COMMON = {"execution_arn": {"type": "string"}, "execution_name": {"type": "string"}, "started_at": {"type": "string"}}
 
 PLAN_INPUT: dict[str, Any] = {
     "type": "object",
-    "required": ["request"],
-    "properties": {"request": RUN_REQUEST_SCHEMA, "execution_arn": {"type": "string"},
-                   "started_at": {"type": "string"}},
+    "required": ["execution"],
+    "properties": {"execution": EXECUTION_INPUT, **_COMMON},
 }
 
 COMMIT_INPUT: dict[str, Any] = {
     "type": "object",
-    "required": ["request", "plan"],
-    "properties": {
-        "request": RUN_REQUEST_SCHEMA,
-        "plan": {**_PLAN_SUMMARY,
-                 "properties": {**_PLAN_SUMMARY["properties"], "plan_uri": {"type": "string"}}},
-        "batch": _BATCH,
-        "execution_arn": {"type": "string"},
-        "started_at": {"type": "string"},
-    },
+    "required": ["execution", "plan"],
+    "properties": {"execution": EXECUTION_INPUT, "plan": _PLAN_SUMMARY, "batch": _BATCH, **_COMMON},
 }
 
 FAILURE_INPUT: dict[str, Any] = {
     "type": "object",
-    "required": ["request", "error"],
+    "required": ["execution", "error", "failed_step"],
     "properties": {
-        "request": RUN_REQUEST_SCHEMA,
+        "execution": EXECUTION_INPUT,
         "plan": {"type": ["object", "null"]},
         "batch": _BATCH,
+        "failed_step": {"type": "string"},
         "error": {"type": "object", "properties": {"Error": {"type": "string"}, "Cause": {"type": "string"}}},
-        "execution_arn": {"type": "string"},
-        "started_at": {"type": "string"},
+        **_COMMON,
     },
 }

@@ -40,10 +40,10 @@ from botocore.exceptions import ClientError
 from seqlake import clients
 from seqlake.aws.events import INCOMING, SAMPLESHEET_NAME, S3Object, kind_of, normalise_etag, run_id
 from seqlake.aws.observability import logger
-from seqlake.aws.request import RunRequest
-from seqlake.aws.status import REJECTED, RunStatus, record_unsuccessful
+from seqlake.aws.request import RunRequest, store_request
+from seqlake.aws.status import RunStatus, record_unsuccessful
 from seqlake.errors import BadInputError
-from seqlake.model import Sample
+from seqlake.model import RunState, Sample
 from seqlake.samplesheet import mate_from_name, parse_samplesheet
 
 Status = Literal["started", "duplicate", "waiting", "ignored", "rejected"]
@@ -253,7 +253,8 @@ def rejection_status(label: str, obj: S3Object, reason: str, uploaded: datetime)
     """The record of a rejected input: a function of the object and the reason only, so every
     delivery of its event writes the same document."""
     status = RunStatus(
-        run_id=run_id(label, [obj]), state=REJECTED, bucket=obj.bucket, samples=[], inputs=[obj.to_dict()],
+        run_id=run_id(label, [obj]), state=RunState.REJECTED.value, bucket=obj.bucket, samples=[],
+        inputs=[obj.to_dict()],
         samplesheet=obj.uri if kind_of(obj.key) == "samplesheet" else None, started_at=uploaded.isoformat(),
         failed_step="Start", error=BadInputError.__name__, reason=reason)
     status.finish(now=uploaded)
@@ -287,7 +288,8 @@ def start_execution(request: RunRequest, state_machine_arn: str) -> tuple[bool, 
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
             raise
-    body = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"))
+    # the request grows with the run; the execution input is its URI and digest (a few hundred bytes)
+    body = json.dumps(store_request(request).to_dict(), sort_keys=True, separators=(",", ":"))
     try:
         r = sfn.start_execution(stateMachineArn=state_machine_arn, name=request.run_id, input=body)
     except ClientError as err:

@@ -3,8 +3,9 @@
 Both are written by the commit step (state ``SUCCEEDED``), by the failure step (state ``FAILED``) or
 by the start function for an input it refuses (state ``REJECTED``, no execution) from one
 :class:`RunStatus`, so what users read in the bucket and what they query agree. The row is one
-Parquet file at ``results/runs/run_id=<id>/part-00000.parquet``; rewriting it (a re-run of the
-commit) replaces it. The states are :data:`seqlake.tables.RUN_STATES`.
+Parquet file in the run's ``runs`` partition (:meth:`seqlake.layout.RunLayout.result_file`); rewriting
+it (a re-run of the commit, or a failed run finished by a re-run) replaces it. The states are
+:class:`seqlake.model.RunState`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from typing import Any
 
 from seqlake import __version__, storage
 from seqlake.aws import catalog
-from seqlake.tables import RUN_STATES, RUNS
+from seqlake.layout import RunLayout
+from seqlake.tables import RUNS
 
 #: rough Spot price per vCPU-hour (USD) of the compute environment's families (c/m/r 6-7th gen, 2026)
 SPOT_USD_PER_VCPU_HOUR = 0.018
-#: a run's final states; REJECTED: an input the start function refused (a bad samplesheet or FASTQ key)
-SUCCEEDED, FAILED, REJECTED = RUN_STATES
 
 
 @dataclass
@@ -43,6 +43,8 @@ class RunStatus:
     retried_shards: list[int] = field(default_factory=list)
     failed_step: str | None = None
     failed_shard: int | None = None
+    #: every child that failed for good (``failed_shard`` is the first)
+    failed_shards: list[int] = field(default_factory=list)
     error: str | None = None
     reason: str | None = None
     log_stream: str | None = None
@@ -101,11 +103,11 @@ def parse_time(text: str) -> datetime:
 
 
 def status_uri(bucket: str, run_id: str) -> str:
-    return f"s3://{bucket}/runs/{run_id}/status.json"
+    return RunLayout.in_bucket(bucket, run_id).status
 
 
 def runs_row_uri(bucket: str, run_id: str) -> str:
-    return f"s3://{bucket}/results/{RUNS.name}/run_id={run_id}/part-00000.parquet"
+    return RunLayout.in_bucket(bucket, run_id).result_file(RUNS.name)
 
 
 def write_status(status: RunStatus) -> str:

@@ -1,20 +1,26 @@
 """The state machine's Lambda tasks: plan, commit, record a failure.
 
-Each is one function over plain data, called by a thin handler in ``functions/<name>/app.py``:
+Each is one function over plain data, called by a thin handler in ``functions/<name>/app.py``. The
+execution input is an :class:`~seqlake.aws.request.ExecutionInput` (the request's URI and digest);
+every payload these steps return is a few fields, whatever the run's size.
 
-- :func:`plan_step` writes ``runs/<id>/plan.json`` (:func:`seqlake.plan.make_plan`) and returns only
-  its URI and the array size, so state payloads and Batch container overrides stay small. Inputs
-  larger than ``lambda_index_max_bytes`` are not read here: the step writes ``runs/<id>/request.json``
-  and answers ``needs_index``; the Batch index job (:mod:`seqlake.aws.index_job`) plans them and the
-  state machine calls this step again, which then finds the plan and returns it (idempotent).
+- :func:`plan_step` writes ``plan.json`` (:func:`seqlake.plan.make_plan`) and the execution's todo list
+  (the children it runs), and returns their URIs and the array size. Inputs larger than
+  ``lambda_index_max_bytes`` are not read here: the step writes ``index/job.json`` and answers
+  ``needs_index``; the Batch index job (:mod:`seqlake.aws.index_job`) plans them and the state
+  machine calls this step again, which then finds the plan. Finding the plan is also how a re-run
+  of a failed run works (an execution started again with the run's input, docs/DEPLOY.md): the todo
+  list then holds only the children without a finished manifest, so only they compute again.
 - :func:`commit_step`: merge (:func:`seqlake.merge.merge_run`) -> ``status.json`` and the ``runs``
   row -> Glue partitions, last. If registering fails halfway, the partitions already made are
   removed again, so a reader sees all of a run or none of it. A commit that dies without unwinding
   (a timeout, memory) is unwound by :func:`record_failure`.
-- :func:`record_failure`: which step, which shard, why (the worker's one-line error from
-  ``_errors/shard=NNNNN.json``, else the job's reasons and the last log line), which log stream;
-  written to ``status.json`` and the ``runs`` table. Never a partition in the result tables: after a
-  commit that died halfway it removes the ones that commit registered.
+- :func:`record_failure`: which state failed (the state machine says so: each ``Catch`` passes
+  through a state that names it), which children, why (each failed child's one-line error from
+  ``_errors/child=NNNNN.json``, else its last log line), written to ``status.json`` and the ``runs``
+  table. Only failed children are listed and only the first few described, so the step's work does
+  not grow with the array. Never a partition in the result tables: after a commit that died halfway
+  it removes the ones that commit registered.
 
 Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.aws.faults`) makes the commit die halfway.
 """
@@ -22,45 +28,43 @@ Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.aws.faults`) makes the commit
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from seqlake import clients, storage
 from seqlake.aws import batch_info, catalog, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
-from seqlake.aws.request import RunRequest
-from seqlake.aws.status import FAILED, SUCCEEDED, RunStatus, record_unsuccessful, write_runs_row, write_status
+from seqlake.aws.request import ExecutionInput, RunRequest
+from seqlake.aws.status import RunStatus, record_unsuccessful, write_runs_row, write_status
+from seqlake.layout import child_of
+from seqlake.model import RunState, Step
 from seqlake.params import Params
 from seqlake.tables import RESULT_TABLES, RUNS
+
+#: failed children described in a failure's reason (the rest are counted)
+REASON_CHILDREN = 3
+#: characters of each child's line in the reason
+REASON_LINE_CHARS = 300
 
 
 @dataclass(frozen=True)
 class PlanSummary:
+    """The plan step's answer (``$.plan`` in the state machine)."""
+
     plan_uri: str
     array_size: int
     needs_index: bool = False
-    request_uri: str | None = None
+    #: what the Batch index job reads (``needs_index``)
+    index_job_uri: str | None = None
+    #: the children this execution runs (``SEQLAKE_TODO_URI`` of the array job)
+    todo_uri: str | None = None
+    #: bytes of input the run reads (a metric)
+    input_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"plan_uri": self.plan_uri, "array_size": self.array_size, "needs_index": self.needs_index,
-                "request_uri": self.request_uri}
-
-
-def run_prefix(request: RunRequest) -> str:
-    return f"{request.out_prefix}/runs/{request.run_id}/"
-
-
-def plan_uri_of(request: RunRequest) -> str:
-    return run_prefix(request) + "plan.json"
-
-
-def request_uri_of(request: RunRequest) -> str:
-    return run_prefix(request) + "request.json"
-
-
-def index_error_uri(request: RunRequest) -> str:
-    return run_prefix(request) + "index/_error.json"
+                "index_job_uri": self.index_job_uri, "todo_uri": self.todo_uri, "input_bytes": self.input_bytes}
 
 
 def params_for(request: RunRequest, reads_per_shard: int | None) -> Params:
@@ -75,52 +79,79 @@ def input_bytes(request: RunRequest) -> int:
     return sum(int(i.get("size") or 0) for i in request.inputs if i.get("uri") != sheet)
 
 
-def make_run_plan(request: RunRequest, params: Params) -> PlanSummary:
-    """Plan the run with the core planner (also what the Batch index job runs)."""
+def make_run_plan(request: RunRequest, params: Params) -> int:
+    """Plan the run with the core planner (also what the Batch index job runs); its array size."""
     from seqlake.plan import make_plan
 
-    plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix, reference=request.reference,
-                     params=params)
-    return PlanSummary(plan.plan_uri, plan.array_size)
+    plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
+                     reference=request.reference, params=params)
+    return plan.array_size
 
 
-def plan_step(request: RunRequest, *, reads_per_shard: int | None = None,
+def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
               lambda_index_max_bytes: int | None = None, execution_arn: str | None = None,
-              started_at: str | None = None) -> PlanSummary:
-    """Plan the run (or defer it to the index job) and mark it RUNNING in ``status.json``."""
-    summary = _plan(request, reads_per_shard, lambda_index_max_bytes)
-    status = _base_status(request, "RUNNING", execution_arn, started_at, summary.plan_uri)
-    status.shards = summary.array_size or None
-    write_status(status)
+              execution_name: str | None = None, started_at: str | None = None) -> PlanSummary:
+    """Plan the run (or defer it to the index job), write this execution's todo list, and mark the
+    run RUNNING in ``status.json``."""
+    request = execution.load()
+    layout = request.layout
+    total = input_bytes(request)
+    if not storage.exists(layout.plan):
+        params = params_for(request, reads_per_shard)
+        if lambda_index_max_bytes is not None and total > lambda_index_max_bytes:
+            body = {"execution": execution.to_dict(), "params": params.to_dict()}
+            storage.write_bytes(layout.index_job, json.dumps(body, sort_keys=True).encode())
+            logger.info("inputs too large for the plan Lambda: planning in a Batch job",
+                        extra={"input_bytes": total, "limit": lambda_index_max_bytes})
+            _write_running(request, execution_arn, started_at, None)
+            return PlanSummary(layout.plan, 0, needs_index=True, index_job_uri=layout.index_job, input_bytes=total)
+        make_run_plan(request, params)
+    summary = replace(_todo(request, execution_name or request.run_id), input_bytes=total)
+    _write_running(request, execution_arn, started_at, summary.array_size)
     return summary
 
 
-def _plan(request: RunRequest, reads_per_shard: int | None, lambda_index_max_bytes: int | None) -> PlanSummary:
+def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
+    """The children without a finished manifest (all of them, unless this is a re-run), listed once."""
     from seqlake.plan import load_plan
 
-    uri = plan_uri_of(request)
-    if storage.exists(uri):
-        # a retry, or the call after the index job: the plan is already there
-        return PlanSummary(uri, load_plan(uri).array_size)
-    params = params_for(request, reads_per_shard)
-    total = input_bytes(request)
-    if lambda_index_max_bytes is not None and total > lambda_index_max_bytes:
-        body = {"request": request.to_dict(), "params": params.to_dict()}
-        storage.write_bytes(request_uri_of(request), json.dumps(body, sort_keys=True).encode())
-        logger.info("inputs too large for the plan Lambda: planning in a Batch job",
-                    extra={"input_bytes": total, "limit": lambda_index_max_bytes})
-        return PlanSummary(uri, 0, needs_index=True, request_uri=request_uri_of(request))
-    return make_run_plan(request, params)
+    layout = request.layout
+    plan = load_plan(layout.plan)
+    done = {child_of(uri) for uri in storage.list_sizes(layout.staging) if uri.endswith("manifest.json")}
+    todo = [c for c in range(plan.array_size) if c not in done]
+    uri = layout.todo(execution_name)
+    storage.write_bytes(uri, json.dumps({"children": todo}, separators=(",", ":")).encode())
+    if len(todo) < plan.array_size:
+        logger.info("re-run: only the children without a finished manifest run",
+                    extra={"children": len(todo), "of": plan.array_size})
+    return PlanSummary(layout.plan, len(todo), todo_uri=uri)
+
+
+def _previous_start(request: RunRequest) -> str | None:
+    """When the run first started (a re-run keeps it, so the run's duration is the whole story)."""
+    try:
+        previous = json.loads(storage.read_bytes(request.layout.status))
+    except (FileNotFoundError, ValueError):
+        return None
+    started = previous.get("started_at")
+    return started if isinstance(started, str) else None
+
+
+def _write_running(request: RunRequest, execution_arn: str | None, started_at: str | None,
+                   shards: int | None) -> None:
+    status = _base_status(request, RunState.RUNNING, execution_arn, _previous_start(request) or started_at)
+    status.shards = shards
+    write_status(status)
 
 
 # ---------------------------------------------------------------------------------------------- commit
-def _base_status(request: RunRequest, state: str, execution_arn: str | None, started_at: str | None,
-                 plan_uri: str | None) -> RunStatus:
+def _base_status(request: RunRequest, state: RunState, execution_arn: str | None,
+                 started_at: str | None) -> RunStatus:
     return RunStatus(
-        run_id=request.run_id, state=state, bucket=request.bucket,
+        run_id=request.run_id, state=state.value, bucket=request.bucket,
         samples=[s.name for s in request.samples], inputs=list(request.inputs),
         parameters=dict(request.parameters), reference=request.reference, samplesheet=request.samplesheet,
-        execution_arn=execution_arn, plan_uri=plan_uri, started_at=started_at)
+        execution_arn=execution_arn, plan_uri=request.layout.plan, started_at=started_at)
 
 
 def _shard_jobs(job_id: str | None) -> list[ChildJob]:
@@ -133,16 +164,17 @@ def _shard_jobs(job_id: str | None) -> list[ChildJob]:
         return []
 
 
-def commit_step(request: RunRequest, plan: dict[str, Any], batch: dict[str, Any] | None, *,
-                database: str, execution_arn: str | None = None, started_at: str | None = None) -> RunStatus:
+def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, database: str,
+                execution_arn: str | None = None, started_at: str | None = None) -> RunStatus:
     from seqlake.merge import merge_run
     from seqlake.plan import load_plan
 
-    loaded = load_plan(plan["plan_uri"])
-    totals = merge_run(loaded).to_dict()
-    status = _base_status(request, SUCCEEDED, execution_arn, started_at, plan["plan_uri"])
-    status.shards = loaded.array_size
-    status.parameters = {**loaded.params.to_dict(), **status.parameters}
+    request = execution.load()
+    plan = load_plan(request.layout.plan)
+    totals = merge_run(plan).to_dict()
+    status = _base_status(request, RunState.SUCCEEDED, execution_arn, _previous_start(request) or started_at)
+    status.shards = plan.array_size
+    status.parameters = {**plan.params.to_dict(), **status.parameters}
     status.totals = totals
     status.reads = _int_or_none(totals.get("reads"))
     status.bases = _int_or_none(totals.get("bases"))
@@ -216,9 +248,9 @@ def _json(text: Any) -> dict[str, Any]:
 
 def _read_json(uri: str) -> dict[str, Any] | None:
     try:
-        if not storage.exists(uri):
-            return None
         return _json(storage.read_bytes(uri).decode("utf-8", "replace"))
+    except FileNotFoundError:
+        return None
     except Exception as err:  # a missing detail must not hide the failure itself
         logger.warning("could not read", extra={"uri": uri, "error": repr(err)})
         return None
@@ -238,49 +270,8 @@ def last_log_line(log_group: str | None, stream: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def _failed_step(error: dict[str, Any], cause: dict[str, Any], plan: dict[str, Any],
-                 batch: dict[str, Any]) -> str:
-    job_name = str(get(cause, "jobName") or "")
-    if get(cause, "jobId"):
-        return "IndexJob" if job_name.startswith("index-") else "ProcessShards"
-    if not plan.get("plan_uri") or (plan.get("array_size") == 0 and not plan.get("needs_index")):
-        return "Plan"
-    if batch.get("job_id") and batch.get("status") == "SUCCEEDED":
-        return "Commit"
-    return str(error.get("Error") or "unknown")
-
-
-def _worker_error(plan_uri: str, shard: int | None) -> dict[str, Any] | None:
-    """The worker's own record of why shard ``shard`` failed (``_errors/shard=NNNNN.json``); with no
-    shard known (Batch's child listing unavailable), the lowest-numbered error file."""
-    from seqlake.worker_main import error_uri
-
-    staging = plan_uri.rsplit("/", 1)[0] + "/staging/"
-    if shard is not None:
-        return _read_json(error_uri(staging, shard))
-    try:
-        found = sorted(storage.list_uris(storage.join(staging, "_errors") + "/"))
-    except Exception as err:  # a missing detail must not hide the failure itself
-        logger.warning("could not list worker errors", extra={"error": repr(err)})
-        return None
-    return _read_json(found[0]) if found else None
-
-
-def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any], plan_uri: str | None,
-                   log_group: str | None) -> None:
-    job_id = str(get(cause, "jobId"))
-    every = _shard_jobs(job_id)
-    jobs = [j for j in every if j.status == "FAILED"]
-    status.retried_shards = [j.shard for j in every if j.attempts > 1]
-    child = jobs[0] if jobs else ChildJob.from_description(cause)
-    worker: dict[str, Any] | None = None
-    if status.failed_step == "IndexJob":
-        worker = _read_json(index_error_uri(request))
-    elif plan_uri:
-        worker = _worker_error(plan_uri, child.shard if jobs else None)
-    if status.failed_step == "ProcessShards":
-        status.failed_shard = child.shard if jobs or not worker else int(worker.get("shard", child.shard))
-    status.log_stream = child.log_stream
+def _child_line(child: ChildJob, worker: dict[str, Any] | None, log_group: str | None) -> str:
+    """One failed child in the reason: its own error, else its last log line, then Batch's words."""
     parts = []
     if worker and worker.get("text"):
         parts.append(str(worker["text"]))
@@ -291,30 +282,78 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
     if child.exit_code is not None:
         parts.append(f"exit code {child.exit_code}")
     parts += [r for r in (child.status_reason, child.container_reason) if r]
-    status.reason = "; ".join(parts) or str(get(cause, "statusReason") or "the Batch job failed")
-    status.shards = status.shards or (len(every) or None)
+    text = "; ".join(parts) or "the Batch job failed"
+    return text if len(text) <= REASON_LINE_CHARS else text[: REASON_LINE_CHARS - 1] + "…"
 
 
-def record_failure(request: RunRequest, plan: dict[str, Any] | None, batch: dict[str, Any] | None,
+def _todo_children(plan: dict[str, Any]) -> list[int] | None:
+    uri = plan.get("todo_uri")
+    body = _read_json(uri) if uri else None
+    children = (body or {}).get("children")
+    return [int(c) for c in children] if isinstance(children, list) else None
+
+
+def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any], plan: dict[str, Any],
+                   log_group: str | None) -> None:
+    job_id = str(get(cause, "jobId"))
+    if status.failed_step == Step.INDEX_JOB:
+        child = ChildJob.from_description(cause)
+        status.log_stream = child.log_stream
+        status.reason = _child_line(child, _read_json(request.layout.index_error), log_group)
+        return
+    todo = _todo_children(plan)
+
+    def run_child(j: ChildJob) -> int:
+        """Array index -> the run's child number (a re-run's array holds only some children)."""
+        return todo[j.shard] if todo is not None and j.shard < len(todo) else j.shard
+
+    failed: list[dict[str, Any]] = []
+    if get(cause, "arrayProperties"):
+        try:
+            failed = batch_info.failed_children(job_id)
+        except Exception as err:  # the listing is a detail: the failure is recorded all the same
+            logger.warning("could not list the failed children", extra={"job_id": job_id, "error": repr(err)})
+    if failed:
+        described = batch_info.describe(failed[:REASON_CHILDREN])
+        children = [run_child(ChildJob.from_description(f)) for f in failed]
+    else:  # without Batch's listing, the children that recorded bad input (one LIST), else the job itself
+        children = sorted(c for c in map(child_of, storage.list_sizes(request.layout.errors_prefix)) if c is not None)
+        described = [ChildJob.from_description(cause)] * max(1, min(len(children), REASON_CHILDREN))
+        children = children or [run_child(described[0])]
+    lines = []
+    for j, c in zip(described, children, strict=False):
+        lines.append(f"shard {c}: {_child_line(j, _read_json(request.layout.child_error(c)), log_group)}")
+    status.failed_shards = children
+    status.failed_shard = status.failed_shards[0]
+    status.log_stream = described[0].log_stream
+    count = len(status.failed_shards)
+    total = plan.get("array_size") or count
+    head = f"{count} of {total} shards failed" if count > 1 else f"shard {status.failed_shard} failed"
+    more = f"; and {count - len(lines)} more (status.json lists them)" if count > len(lines) else ""
+    status.reason = (f"{head}: " + " | ".join(lines) + more) if count > 1 else lines[0].split(": ", 1)[1]
+
+
+def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, failed_step: str | None,
                    error: dict[str, Any], *, database: str, execution_arn: str | None = None,
                    started_at: str | None = None, log_group: str | None = None) -> RunStatus:
     plan = plan or {}
-    batch = batch or {}
     cause = _json(error.get("Cause"))
-    plan_uri = plan.get("plan_uri")
-    status = _base_status(request, FAILED, execution_arn, started_at, plan_uri)
+    request = execution.load()
+    status = _base_status(request, RunState.FAILED, execution_arn, _previous_start(request) or started_at)
     status.error = str(error.get("Error") or "unknown")
-    status.failed_step = _failed_step(error, cause, plan, batch)
+    step = Step(failed_step) if failed_step in set(Step) else None
+    status.failed_step = step.value if step else str(failed_step or "unknown")
     status.shards = plan.get("array_size") or None
-    if get(cause, "jobId"):
-        _batch_failure(status, request, cause, plan_uri, log_group)
+    if step is not None and step.is_batch and get(cause, "jobId"):
+        _batch_failure(status, request, cause, plan, log_group)
     else:
         # a Lambda task: the cause is {"errorMessage", "errorType", ...}; BadInputError's message is
         # the one line users see (file, line, problem)
         status.reason = str(cause.get("errorMessage") or error.get("Cause") or status.error)
         status.log_stream = cause.get("logStreamName")
     status.finish()
-    if status.failed_step == "Commit":
+    if step is Step.COMMIT:
         unregister_results(database, request.run_id)
     record_unsuccessful(status, database)
     return status
+

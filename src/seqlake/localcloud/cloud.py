@@ -27,6 +27,7 @@ from typing import Any
 import boto3
 from rich.console import Console
 
+from seqlake.layout import RunLayout
 from seqlake.localcloud import athena, patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
@@ -580,18 +581,19 @@ class LocalCloud:
 
     def _run_record(self, e: Execution) -> dict[str, Any]:
         status_doc: dict[str, Any] = {}
-        path = self.state.local_path(self.bucket, f"runs/{e.name}/status.json")
+        run_id = str(e.input.get("run_id") or e.name)
+        path = Path(RunLayout(str(self.state.bucket_dir(self.bucket)), run_id).status)
         if path.is_file():
             with contextlib.suppress(ValueError):
                 status_doc = json.loads(path.read_text())
         return {
-            "run_id": e.name,
+            "run_id": run_id,
             "execution_arn": e.arn,
             "status": e.status,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.started)),
             "seconds": round((e.stopped or time.time()) - e.started, 1),
-            "inputs": [{"key": i.get("key"), "etag": i.get("etag")} for i in e.input.get("inputs", [])],
-            "reference": e.input.get("reference"),
+            "inputs": [{"key": i.get("key"), "etag": i.get("etag")} for i in status_doc.get("inputs", [])],
+            "reference": status_doc.get("reference"),
             "states": e.states,
             "error": e.error,
             "cause": (e.cause or "")[:2000] or None,

@@ -32,8 +32,8 @@ from rich.table import Table
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena
 from seqlake.localcloud.state import StateDir, md5_file
+from seqlake.model import RunState
 from seqlake.samplesheet import mate_from_name
-from seqlake.tables import RUN_STATES
 
 _FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
 _MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
@@ -153,7 +153,7 @@ def _wide(console: Console) -> Console:
     return console if console.is_terminal else Console(file=console.file, width=200)
 
 
-_, _FAILED, _REJECTED = RUN_STATES
+_FAILED, _REJECTED = RunState.FAILED.value, RunState.REJECTED.value
 #: run states shown in red (TIMED_OUT is an execution status, not a run state)
 _RED = (_FAILED, "TIMED_OUT", _REJECTED)
 _REJECTED_SQL = f"SELECT run_id, started_at, inputs, reason FROM runs WHERE state = '{_REJECTED}'"  # noqa: S608 - a constant

@@ -27,8 +27,9 @@ from seqlake.localcloud.athena import TableDef
 
 #: key prefixes whose bodies are not mirrored (their metadata is)
 METADATA_ONLY_PREFIXES: tuple[str, ...] = ("incoming/",)
-#: key fragments whose bodies are not mirrored: per-shard parts, merged into results/ by the commit
-METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ("/staging/",)
+#: key fragments whose bodies are not mirrored (the children's staging is kept: a re-run of a failed run
+#: computes only the children without a finished manifest)
+METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ()
 #: restored into moto on start: everything mirrored except the committed results, which only the
 #: local Athena reads and it reads them from this folder
 NOT_RESTORED_PREFIXES: tuple[str, ...] = ("results/",)
@@ -97,6 +98,10 @@ class StateDir:
         tmp.replace(self.root / name)  # atomic: a reader never sees half a file
 
     # -------------------------------------------------------------- objects
+    def bucket_dir(self, bucket: str) -> Path:
+        """The folder that mirrors ``bucket`` (its keys are paths below it)."""
+        return self.objects_dir / bucket
+
     def local_path(self, bucket: str, key: str) -> Path:
         path = (self.objects_dir / bucket / key).resolve()
         if not path.is_relative_to(self.objects_dir.resolve()):
