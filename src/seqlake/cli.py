@@ -1,4 +1,7 @@
-"""The ``seqlake`` command line (DESIGN section 5: names may grow, never change).
+"""The ``seqlake`` command line.
+
+Command and option names are an interface (users' scripts and the Batch job definition call them):
+new ones may be added, existing ones are never renamed or removed.
 
 Thin: parse arguments, call one core function, turn errors into one line on stderr and an exit code.
 Bad input never prints a traceback; it exits ``EXIT_BAD_INPUT`` (65), which the Batch job definition
@@ -135,8 +138,8 @@ def run() -> NoReturn:
 
     Every command has closed its files, stopped its children and flushed its output by the time
     :func:`main` returns; what is left is the interpreter freeing moto's and botocore's object graphs
-    one by one, which took 2-3 s after a local cloud run (0.7 s after merely importing moto's EC2
-    models) for nothing. Tests call :func:`main` and keep the normal exit.
+    one by one, seconds of work after a local cloud run whose result nobody sees. Tests call
+    :func:`main` and keep the normal exit.
     """
     code = main()
     for stream in (sys.stdout, sys.stderr):
