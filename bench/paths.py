@@ -59,7 +59,7 @@ def path_index(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_plan(args: argparse.Namespace) -> dict[str, Any]:
-    params_cls, sample_inputs = api("params", "Params"), api("plan", "SampleInputs")
+    params_cls, sample_inputs = api("params", "Params"), api("model", "Sample")
     r1 = str(Path(args.r1).resolve())
     r2 = str(Path(args.r2).resolve()) if args.r2 else None
     reference = str(Path(args.reference).resolve()) if args.reference else None
@@ -79,9 +79,9 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_shards(plan_uri: str, shards: range) -> int:
     plan = api("plan", "load_plan")(plan_uri)
-    process_shard = api("worker", "process_shard")
+    process_child = api("worker", "process_child")
     for shard in shards:
-        process_shard(plan, shard)
+        process_child(plan, shard)
     return len(shards)
 
 

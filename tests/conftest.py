@@ -1,42 +1,57 @@
-"""Shared fixtures: where the real data is, and which external tools exist.
+"""Shared fixtures: where the test data is, and which external tools exist.
 
-Tests that need ``../shared/data`` (real reads, AGPL: never copied here) or ``seqkit`` / ``minimap2``
-skip cleanly when those are absent, so a user's clone without them still runs green.
+The edge-case FASTQ files and the adapter reads live in ``tests/data/`` (MIT and Biopython-licensed
+copies, attributed in ``tests/data/README.md``); the reference is the one the package bundles. Only the
+real MiSeq reads are not in the repository: they are AGPL-licensed, so the tests read them from
+``$SEQLAKE_EXTERNAL_DATA`` (by default ``shared/data`` beside the checkout) and skip when they are absent.
+Tests that compare against ``seqkit`` / ``minimap2`` skip when those are not installed.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from seqlake import demo_data
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 TEST_DATA = Path(__file__).resolve().parent / "data"
+EXTERNAL_DATA = Path(os.environ.get("SEQLAKE_EXTERNAL_DATA") or REPO.parent / "shared" / "data")
+MISEQ_READS = ("subsample1_R1.fastq.gz", "subsample1_R2.fastq.gz")
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not beside this checkout")
-    return SHARED_DATA
+def miseq() -> tuple[Path, Path]:
+    """Real ARTIC V3 MiSeq reads (5,762 pairs of 2x220 bp, gzip): the only data kept outside the repo."""
+    d = EXTERNAL_DATA / "sarscov2_artic_miseq"
+    r1, r2 = (d / name for name in MISEQ_READS)
+    if not (r1.is_file() and r2.is_file()):
+        pytest.skip(f"the AGPL MiSeq reads are not in {d} (set SEQLAKE_EXTERNAL_DATA; see tests/data/README.md)")
+    return r1, r2
 
 
 @pytest.fixture(scope="session")
-def miseq(shared_data: Path) -> tuple[Path, Path]:
-    d = shared_data / "sarscov2_artic_miseq"
-    return d / "subsample1_R1.fastq.gz", d / "subsample1_R2.fastq.gz"
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SARS-CoV-2 reference the MiSeq reads and the demo reads map to, as a copy: aligning keeps
+    the minimap2 index beside the FASTA, and the package's own folder must stay as shipped."""
+    copy = tmp_path_factory.mktemp("reference") / demo_data.REFERENCE_NAME
+    shutil.copyfile(demo_data.reference_path(), copy)
+    return copy
 
 
 @pytest.fixture(scope="session")
-def reference(shared_data: Path) -> Path:
-    return shared_data / "ref" / "MN908947.3.fasta"
+def edge() -> Path:
+    """One real FASTQ file per defect, as ``<source>/<file>`` (cases in tests/core/test_edge_files.py)."""
+    return TEST_DATA / "edge"
 
 
 @pytest.fixture(scope="session")
-def edge(shared_data: Path) -> Path:
-    return shared_data / "edge"
+def adapter_reads() -> Path:
+    """100 real Illumina reads of 101 bp that carry adapters (from cutadapt's tests)."""
+    return TEST_DATA / "cutadapt_illumina_adapters.fastq.gz"
 
 
 def _tool(name: str) -> str:

@@ -1,4 +1,7 @@
-"""The ``seqlake`` command line (DESIGN section 5: names may grow, never change).
+"""The ``seqlake`` command line.
+
+Command and option names are an interface (users' scripts and the Batch job definition call them):
+new ones may be added, existing ones are never renamed or removed.
 
 Thin: parse arguments, call one core function, turn errors into one line on stderr and an exit code.
 Bad input never prints a traceback; it exits ``EXIT_BAD_INPUT`` (65), which the Batch job definition
@@ -14,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from seqlake import __version__
-from seqlake.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, SeqlakeError
+from seqlake.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -57,59 +60,118 @@ def _cmd_local_runs(args: argparse.Namespace) -> int:
 
 def _add_local_state(p: argparse.ArgumentParser) -> None:
     p.add_argument("--home", default=None, metavar="DIR",
-                   help="local cloud state folder (default: $SEQLAKE_HOME or ./.seqlake)")
+                   help="the local cloud's state folder: its bucket, catalog, logs and run history "
+                        "(default: $SEQLAKE_HOME, else ./.seqlake)")
+
+
+_DESCRIPTION = """\
+Turn FASTQ files into a queryable data lake: read QC before and after trimming, alignments to a
+reference and coverage, as Parquet tables you can query with SQL. The same app runs on AWS (an upload
+to the bucket starts a run) and on this machine as a local cloud (`seqlake demo`, `seqlake local`)."""
+
+_EPILOG = f"""\
+examples:
+  seqlake demo
+  seqlake local run sample_R1.fastq.gz sample_R2.fastq.gz --reference ref.fasta
+  seqlake local query --named qc_overview
+  seqlake process sample_R1.fastq.gz sample_R2.fastq.gz --reference ref.fasta --out results/
+
+exit codes: {EXIT_OK} success, {EXIT_BAD_INPUT} bad input (the message names the file and line),
+{EXIT_FAILURE} any other failure."""
+
+_FASTQ = "FASTQ file: plain, gzip, BGZF, bz2 or xz (told apart by its first bytes, not its name)"
+_R2 = "mate 2 of a paired-end sample (omit for single-end reads)"
+_REFERENCE = "reference FASTA (or a minimap2 .mmi index) to align the trimmed reads to; without it, no alignment"
+_SAMPLE = "sample name (default: from the R1 file name, e.g. x for x_R1.fastq.gz)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seqlake", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="seqlake", description=_DESCRIPTION, epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"seqlake {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="the whole app on the local cloud over bundled data; prints query results")
-    demo.add_argument("--jobs", type=int, default=2, help="Batch children run at once (default 2)")
+    demo = sub.add_parser(
+        "demo", help="run the whole app on the local cloud over bundled data and print query results",
+        description="Upload a bundled, simulated SARS-CoV-2 paired-end library (20,000 pairs) to the local "
+                    "cloud, follow the run state by state, then print the results of the named queries. "
+                    "No AWS account and no Docker needed; the results stay in the state folder for "
+                    "`seqlake local query`.")
+    demo.add_argument("--jobs", type=int, default=2, metavar="N",
+                      help="shards processed at once, each as its own process (default %(default)s)")
     demo.add_argument("--reads-per-shard", type=int, default=5000, metavar="N",
-                      help="planning target (default 5000: the 20,000 bundled pairs fan out to 4 shards)")
+                      help="reads per shard when the run is planned (default %(default)s: the 20,000 bundled "
+                           "pairs become 4 shards)")
     _add_local_state(demo)
     demo.set_defaults(func=_cmd_demo)
 
-    process = sub.add_parser("process", help="the core alone on local files: plan, shards, merge, Parquet")
-    process.add_argument("r1", help="FASTQ (plain, gzip, BGZF, bz2, xz; detected from the bytes)")
-    process.add_argument("r2", nargs="?", default=None, help="mate 2 of a paired-end sample")
-    process.add_argument("--reference", default=None, metavar="FA", help="reference FASTA (or .mmi) to align to")
-    process.add_argument("--sample", default=None, help="sample name (default: from the file name)")
-    process.add_argument("--out", required=True, metavar="DIR", help="output folder (Hive-partitioned Parquet)")
-    process.add_argument("--shards", type=int, default=None, help="number of shards (default: from reads per shard)")
-    process.add_argument("--jobs", type=int, default=None, help="shards run at once (default: number of CPUs)")
-    process.add_argument("--no-trim", action="store_true", help="skip quality and adapter trimming")
+    process = sub.add_parser(
+        "process", help="process local FASTQ files into Parquet, without any cloud",
+        description="Plan, process each shard in parallel (QC, trimming, QC again, alignment) and merge, on "
+                    "this machine; writes the result tables as Hive-partitioned Parquet under --out.")
+    process.add_argument("r1", metavar="R1", help=_FASTQ)
+    process.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
+    process.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
+    process.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
+    process.add_argument("--out", required=True, metavar="DIR",
+                         help="output folder for the Parquet tables (one subfolder per table)")
+    process.add_argument("--shards", type=int, default=None, metavar="N",
+                         help="cut the input into N shards (default: from the number of reads)")
+    process.add_argument("--jobs", type=int, default=None, metavar="N",
+                         help="shards processed at once (default: the number of CPUs)")
+    process.add_argument("--no-trim", action="store_true",
+                         help="skip quality and adapter trimming (the trimmed stage then equals the raw one)")
     process.set_defaults(func=_cmd_process)
 
-    worker = sub.add_parser("worker", help="the AWS Batch child entry point (reads SEQLAKE_PLAN_URI, "
-                                           "AWS_BATCH_JOB_ARRAY_INDEX)")
-    worker.add_argument("--plan", default=None, help="plan URI (default: $SEQLAKE_PLAN_URI)")
-    worker.add_argument("--shard", type=int, default=None,
-                        help="shard index (default: $AWS_BATCH_JOB_ARRAY_INDEX or 0)")
+    worker = sub.add_parser(
+        "worker", help="process one shard of a planned run (what each AWS Batch child runs)",
+        description="Process one shard of a run's plan and write its Parquet parts. AWS Batch runs this in "
+                    "each child of the run's array job; you rarely run it by hand.")
+    worker.add_argument("--plan", default=None, metavar="URI",
+                        help="the run's plan.json, a local path or s3:// URI (default: $SEQLAKE_PLAN_URI)")
+    worker.add_argument("--shard", type=int, default=None, metavar="I",
+                        help="the shard to process, from 0 (default: $AWS_BATCH_JOB_ARRAY_INDEX, else 0)")
     worker.set_defaults(func=_cmd_worker)
 
-    local = sub.add_parser("local", help="the local cloud: the real app on this machine")
-    lsub = local.add_subparsers(dest="local_command", required=True)
-    run = lsub.add_parser("run", help="upload FASTQ to the local bucket and run the pipeline")
-    run.add_argument("r1", nargs="?", default=None)
-    run.add_argument("r2", nargs="?", default=None)
-    run.add_argument("--reference", default=None, metavar="FA")
-    run.add_argument("--sample", default=None)
-    run.add_argument("--samplesheet", default=None, metavar="CSV")
-    run.add_argument("--jobs", type=int, default=2, help="Batch children run at once (default 2)")
+    local = sub.add_parser(
+        "local", help="the local cloud: run the real app on this machine, query its results",
+        description="The local cloud runs the app's real template, state machine, Lambda handlers and Batch "
+                    "children on this machine (in-process moto, DuckDB for Athena). Its state lives in one "
+                    "folder (--home), so later commands see earlier runs.")
+    lsub = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
+    run = lsub.add_parser(
+        "run", help="upload FASTQ files (or a samplesheet) to the local bucket and run the pipeline",
+        description="Upload the reads to the local bucket, as a lab would upload to S3, and wait for the "
+                    "run to end. Give R1 [R2] for one sample, or --samplesheet for several. The same "
+                    "objects and reference are processed once: a second call reports the earlier run.")
+    run.add_argument("r1", metavar="R1", nargs="?", default=None, help=_FASTQ)
+    run.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
+    run.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
+    run.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
+    run.add_argument("--samplesheet", default=None, metavar="CSV",
+                     help="a CSV with the columns sample,fastq_1[,fastq_2] (paths relative to the sheet), "
+                          "instead of R1 [R2]")
+    run.add_argument("--jobs", type=int, default=2, metavar="N",
+                     help="shards processed at once, each as its own process (default %(default)s)")
     run.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
-                     help="planning target: the template parameter ReadsPerShard (default: the template's)")
+                     help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
     _add_local_state(run)
     run.set_defaults(func=_cmd_local_run)
-    query = lsub.add_parser("query", help="Athena SQL over the local results (DuckDB)")
-    query.add_argument("sql", nargs="?", default=None)
-    query.add_argument("--named", default=None, metavar="NAME", help="a query from queries/NAME.sql")
-    query.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    query = lsub.add_parser(
+        "query", help="query the local results with SQL (Athena's dialect, answered by DuckDB)",
+        description="Query the tables of the committed runs. Give the SQL, or --named for one of the app's "
+                    "named queries. Only committed runs are visible, as on Athena.")
+    query.add_argument("sql", metavar="SQL", nargs="?", default=None,
+                       help='the query, e.g. "SELECT sample, stage, reads FROM qc_summary"')
+    query.add_argument("--named", default=None, metavar="NAME",
+                       help="run a named query instead, e.g. qc_overview (an unknown name lists the known ones)")
+    query.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                       help="how the rows are printed (default: %(default)s)")
     _add_local_state(query)
     query.set_defaults(func=_cmd_local_query)
-    runs = lsub.add_parser("runs", help="past runs: state, counts, timings")
+    runs = lsub.add_parser(
+        "runs", help="list past runs: state, timings, shards, reads, and the reason of a failure",
+        description="List the runs of this local cloud, oldest first, with rejected samplesheets.")
     _add_local_state(runs)
     runs.set_defaults(func=_cmd_local_runs)
     return parser
@@ -135,8 +197,8 @@ def run() -> NoReturn:
 
     Every command has closed its files, stopped its children and flushed its output by the time
     :func:`main` returns; what is left is the interpreter freeing moto's and botocore's object graphs
-    one by one, which took 2-3 s after a local cloud run (0.7 s after merely importing moto's EC2
-    models) for nothing. Tests call :func:`main` and keep the normal exit.
+    one by one, seconds of work after a local cloud run whose result nobody sees. Tests call
+    :func:`main` and keep the normal exit.
     """
     code = main()
     for stream in (sys.stdout, sys.stderr):

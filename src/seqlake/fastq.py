@@ -1,7 +1,9 @@
 """Reading FASTQ: compression by magic bytes, decompression, parsing with dnaio, and the bad-input policy.
 
-Policy (``../shared/DESIGN.md`` section 6). Rejected with ``BadInputError(path, message, line, record)``
-where ``line`` is the absolute 1-based line in the decompressed file and ``record`` the 0-based record:
+The bad-input policy: what cannot be read without guessing is rejected, with the file and line, before
+any work is spent on it (at plan time where the first records show it). Rejected with
+``BadInputError(path, message, line, record)``, where ``line`` is the absolute 1-based line in the
+decompressed file and ``record`` the 0-based record:
 
 - a header line not starting with ``@``, a ``+`` line naming a different read than the header (an empty
   ``+`` line or a repeat of the name is fine), sequence and quality of different lengths, a file ending

@@ -110,7 +110,7 @@ class ChunkRecords:
 
 def _line_bounds(arr: U8) -> tuple[I64, I64]:
     nl = np.flatnonzero(arr == _NL)
-    if len(arr) and arr[-1] != _NL:  # a missing final newline is accepted (DESIGN section 6)
+    if len(arr) and arr[-1] != _NL:  # a missing final newline is accepted: the last record is complete without it
         nl = np.append(nl, len(arr))
     starts = np.empty_like(nl)
     if len(nl):
@@ -126,10 +126,10 @@ def _line_bounds(arr: U8) -> tuple[I64, I64]:
 def parse_chunk(data: bytes | bytearray | memoryview | U8, path: str, first_record: int = 0) -> ChunkRecords:
     """Split a record-aligned chunk into fields and validate it as a whole.
 
-    Checks (DESIGN section 6): four lines per record, ``@`` headers, ``+`` separators (a ``+`` line
-    that repeats a name must repeat the header), equal sequence and quality lengths, quality bytes
-    in ``!``..``~`` (that one in :meth:`QCAccumulator.add_chunk`, which gathers the qualities
-    anyway). The offending line number is computed only once a violation is known.
+    Checks (the bad-input policy of :mod:`seqlake.fastq`): four lines per record, ``@`` headers, ``+``
+    separators (a ``+`` line that repeats a name must repeat the header), equal sequence and quality
+    lengths, quality bytes in ``!``..``~`` (that one in :meth:`QCAccumulator.add_chunk`, which gathers
+    the qualities anyway). The offending line number is computed only once a violation is known.
     """
     arr = np.frombuffer(data, dtype=np.uint8)
     starts, ends = _line_bounds(arr)

@@ -248,7 +248,7 @@ def rebase_error(plan: Plan, span: Span, err: BadInputError) -> BadInputError:
     return BadInputError(err.path, message, line=line, record=record)
 
 
-#: the old private name, used by seqlake.worker
+#: the name seqlake.worker imports
 _rebase = rebase_error
 
 

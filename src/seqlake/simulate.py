@@ -343,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=DEMO_PAIRS, help=f"read pairs (default {DEMO_PAIRS})")
     ap.add_argument("--seed", type=int, default=DEMO_SEED, help=f"random seed (default {DEMO_SEED})")
     ap.add_argument("--reference", type=Path, default=None, help="FASTA (default: the bundled MN908947.3)")
-    ap.add_argument("--read-length", type=int, default=SimConfig.read_length)
+    ap.add_argument("--read-length", type=int, default=SimConfig.read_length,
+                    help=f"bases per read (default {SimConfig.read_length})")
     ap.add_argument("--prefix", default="demo", help="files are PREFIX_R1.fastq.gz and PREFIX_R2.fastq.gz")
     args = ap.parse_args(argv)
     if args.pairs < 0 or args.read_length < 1:

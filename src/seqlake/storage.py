@@ -3,8 +3,8 @@
 S3 reads are seekable: :class:`S3RangeReader` serves ``read``/``seek`` with ranged GETs through a small
 LRU cache of 1 MiB aligned blocks (the shape fsspec's ``blockcache`` uses); reads larger than the cache
 go out as one GET. That is what the gzip seek-index readers need: they jump to a seek point, read a
-window, then stream forward (``../shared/spikes/gzip-shards/REPORT.md`` section 4 measured ~2.5 MB of
-extra transfer per shard and mate with this cache). After a few back-to-back reads the reader switches
+window, then stream forward, so a shard reads little beyond its own span (a few MB per shard and
+mate: the blocks around the seek point and the record skip). After a few back-to-back reads the reader switches
 to one open-ended streaming GET, so a sequential scan (a shard read to its end) is not bound by
 per-request latency; a seek elsewhere closes the stream and falls back to the cache. A scan that moves
 forward while stepping back inside the cache (rapidgzip's index pass re-reads each MiB about three

@@ -41,8 +41,8 @@ SPLIT_BYTES = 4 << 20
 #: the memory of Arrow ones
 ALIGN_BATCH_ROWS = 50_000
 #: rows per row group of the ``alignments`` part, held in Arrow (~107 bytes a row) until written:
-#: 100k rows bound the worker's memory at ~11 MB for them whatever the shard's size, for files ~3 %
-#: larger than with 500k-row groups
+#: 100k rows bound the worker's memory at ~11 MB for them whatever the shard's size, for files only a
+#: few per cent larger than with 500k-row groups
 ALIGN_ROW_GROUP_ROWS = 100_000
 
 

@@ -19,8 +19,8 @@ from .conftest import REPO
 
 ASL_PATH = REPO / "statemachines" / "pipeline.asl.json"
 
-# Every Allow on Resource "*" in the template, with the reason AWS requires it (issue 3: "each listed
-# with the reason"). A new one fails test_resource_star_only_where_aws_requires_it until it is listed.
+# Every Allow on Resource "*" in the template, with the reason AWS requires it: least privilege everywhere
+# else, and each exception reviewable. A new one fails test_resource_star_only_where_aws_requires_it until it is listed.
 STAR_RESOURCE_REASONS = {
     "batch:ListJobs": "no resource-level permissions for ListJobs",
     "batch:DescribeJobs": "no resource-level permissions for DescribeJobs",

@@ -1,4 +1,4 @@
-"""The command line's contract (DESIGN section 5): exit codes, one-line errors, the worker entry point.
+"""The command line's contract: exit codes, one-line errors, the worker entry point.
 
 Runs the real ``seqlake`` console script in a subprocess, as a user or AWS Batch would.
 """

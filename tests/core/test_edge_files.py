@@ -1,4 +1,4 @@
-"""Every file in ../shared/data/edge/ and its expected outcome at the reader level.
+"""Every file in tests/data/edge/ and its expected outcome at the reader level.
 
 Each case names the file's defect, the compression sniffed from its magic bytes, and either the record
 count or the error: 1-based line (the record's first line for a file that ends inside a record, the

@@ -62,18 +62,17 @@ def _trimmed(trimmer: trim.Trimmer, recs: list[qc.ChunkRecords]) -> tuple[list[s
     return seqs_out, stats
 
 
-def test_single_end_equals_cutadapt(shared_data: Path, tmp_path: Path) -> None:
-    path = shared_data / "extra" / "cutadapt_illumina_adapters.fastq.gz"
+def test_single_end_equals_cutadapt(adapter_reads: Path, tmp_path: Path) -> None:
     params = Params()
     out, report = tmp_path / "out.fastq", tmp_path / "report.json"
     subprocess.run(
-        [_cutadapt(), *_cutadapt_args(params), "--json", str(report), "-o", str(out), str(path)],
+        [_cutadapt(), *_cutadapt_args(params), "--json", str(report), "-o", str(out), str(adapter_reads)],
         check=True,
         capture_output=True,
     )
     with dnaio.open(out) as reader:
         expected = [r.sequence for r in reader]
-    ours, stats = _trimmed(trim.Trimmer(params), _records(path))
+    ours, stats = _trimmed(trim.Trimmer(params), _records(adapter_reads))
     assert ours == expected
     rep = json.loads(report.read_text())
     assert stats.reads_adapter_trimmed == rep["read_counts"]["read1_with_adapter"] > 0
@@ -145,8 +144,8 @@ def test_steps_have_precise_reprs() -> None:
     )
 
 
-def test_trim_file_counts(shared_data: Path) -> None:
-    stats = trim.trim_file(str(shared_data / "extra" / "cutadapt_illumina_adapters.fastq.gz"))
+def test_trim_file_counts(adapter_reads: Path) -> None:
+    stats = trim.trim_file(str(adapter_reads))
     assert (stats.reads_adapter_trimmed, stats.bases_quality_trimmed, stats.reads_too_short) == (6, 434, 3)
 
 

@@ -1,6 +1,6 @@
 """Bad input end to end through the local cloud (docs/FAULTS.md, "Bad input").
 
-Every file of ``../shared/data/edge/`` and the cases made here are uploaded at once to one local
+Every edge-case file of ``tests/data/edge/`` and the cases made here are uploaded at once to one local
 cloud; one wait covers all their runs. For each: the run's state, the reason in ``status.json`` and
 the ``runs`` table (file and line), no result partition for a failed run, Batch attempts (bad input
 is never retried), and the input objects' ETags unchanged. Samplesheets that fail their checks start
@@ -54,7 +54,7 @@ def _edge_cases() -> list[Any]:
 
 EDGE_CASES = _edge_cases()
 
-pytestmark = [pytest.mark.e2e, pytest.mark.shared_data]
+pytestmark = [pytest.mark.e2e]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from seqlake.localcloud.commands import athena_query
 from seqlake.localcloud.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.e2e, pytest.mark.shared_data, pytest.mark.tools]
+pytestmark = [pytest.mark.e2e, pytest.mark.external_data, pytest.mark.tools]
 
 
 def _seqlake(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

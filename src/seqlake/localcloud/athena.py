@@ -5,7 +5,8 @@ locations, with the columns cast to the Glue types (as Athena reads by the catal
 file's) and the partition values added as columns. A run whose commit has not registered its
 partitions is invisible, as on AWS. The SQL is Athena's dialect (Trino) translated by sqlglot;
 ``SET integer_division`` makes ``7 / 2`` equal 3 as in Trino. Unqualified table names resolve to the
-database ``seqlake`` (DESIGN section 3).
+database ``seqlake`` (the template's default Glue database), so the named queries in ``queries/`` run
+unchanged here and on Athena.
 """
 
 from __future__ import annotations

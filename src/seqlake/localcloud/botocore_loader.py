@@ -3,8 +3,8 @@
 Every ``boto3``/``botocore`` session makes its own ``Loader``, and a loader caches what it parsed only
 for itself. The local cloud's process makes many sessions (moto makes one at import time just to list
 EC2's regions, which parses the 1 MB EC2 model and ``endpoints.json``; the deployer and the cloud make
-clients; moto's backends make their own): one local run parsed the EC2 model six times, 1.8 s of JSON
-in all. Sharing one loader per search path is what a single session would do anyway; the models are
+clients; moto's backends make their own), so a local run would parse the EC2 model several times over,
+seconds of JSON for nothing. Sharing one loader per search path is what a single session would do anyway; the models are
 read-only data.
 
 This changes botocore's module attribute ``botocore.session.create_loader`` (botocore pinned through

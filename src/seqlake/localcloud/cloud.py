@@ -201,7 +201,7 @@ class LocalCloud:
                 "AWS_ENDPOINT_URL": self.endpoint,
                 "MOTO_PORT": str(port),
                 # moto's EC2 backend (made for the compute environments' subnets) loads 1,300 AMIs by
-                # default, 0.6 s of the start-up; the template's compute environments start at 0 vCPUs
+                # default, a noticeable part of the start-up; none is needed, as no instance is launched
                 "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
                 **dict.fromkeys(_DROPPED_ENV),
             }

@@ -2,7 +2,7 @@
 
 moto's own ``CreateStack`` cannot be used: it skips Glue and Athena resources with a warning, ignores
 the bucket's EventBridge configuration and ``DefinitionSubstitutions``, and drops ``Ref`` s to what it
-skipped (measured in ``../shared/spikes/local-cloud``). This deployer walks the translated template's
+skipped. This deployer walks the translated template's
 resources in dependency order, resolves the intrinsic functions and conditions, and creates each
 resource with one creator per type. A type without a creator is an error, never a silent skip.
 """

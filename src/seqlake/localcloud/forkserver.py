@@ -4,8 +4,9 @@ once, fork a process per event or per job attempt.
 Each invocation and each attempt still gets a process of its own (its own ``os.environ``, its own
 ``app`` module, its own log as stdout and stderr, no state left by an earlier one), but it no longer pays
 for importing boto3, Powertools, pyarrow, numpy, mappy and cutadapt: the server imported them before the
-first request, and ``fork`` shares them copy-on-write. On one core that was most of the local cloud's
-overhead: four invocations per run at 1-2.5 s of imports each, and about 1 s per Batch child.
+first request, and ``fork`` shares them copy-on-write. Those imports take seconds per process, and a
+run starts four Lambda invocations and one process per Batch child: without the server they would be
+most of the local cloud's overhead.
 
 A Batch child runs the worker's real entry point, :func:`seqlake.cli.run` with the container's
 arguments, exactly what ``python -m seqlake ...`` runs after its imports (:func:`run_command`).
@@ -408,5 +409,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # without tearing the interpreter down: freeing pyarrow's, numpy's and botocore's objects one by one
-    # took the server most of a second after its last child, and the parent waits for it
+    # is slow work nobody needs, and the parent waits for the server to end
     os._exit(code)

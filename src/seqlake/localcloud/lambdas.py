@@ -1,7 +1,7 @@
 """Lambda, locally: each invocation runs the function's real handler in its own Python process.
 
 A process per invocation isolates what a shared process cannot: ``os.environ`` (each function has
-its own environment; swapping it in one process raced in the spike: 9 of 30 concurrent runs failed),
+its own environment; swapping it in one shared process races between concurrent invocations),
 module names (every function's handler is ``app.py``) and module state between invocations. The
 child gets the function's environment, ``AWS_ENDPOINT_URL`` pointing at the moto server, and
 ``src/`` on ``PYTHONPATH`` (locally the core package stands in for the Lambda layer).

@@ -11,8 +11,8 @@ in the same process are unaffected.
    interpreter (ported from LocalStack) needs, so ``batch:submitJob`` fails with ``States.Runtime``
    (cause ``'JobName'``); responses carry ``datetime`` objects that break ``DescribeExecution``.
 2. S3 ranged GET reads the whole object and slices it: a shard's 8 MiB read of a 300 MB object
-   copied 300 MB. Here the range is read from the object's buffer (measured on one core: 25 ranged
-   8 MiB GETs covering a 200 MB object took 9.5 s before, 1.0 s after), and a range over 1 MiB is
+   copied 300 MB, so ranged reads cost time in proportion to the object, not the range. Here the range
+   is read from the object's buffer, and a range over 1 MiB is
    streamed to the client a MiB at a time, so an open-ended GET of a large object (a scan, a shard
    read to its end) does not hold the rest of the object in the server's memory.
 3. Lambda without Docker echoes the payload: here it calls :attr:`Hooks.lambda_invoke`.

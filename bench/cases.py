@@ -1,0 +1,223 @@
+"""What the bench compares with what: each group's rows and the ratios drawn from them.
+
+The single-file and paired-end groups are pure declarations (:class:`harness.Group`): a tool's command
+beside the seqlake path that does the same work, and the comparisons between them. The other three
+groups need a little procedure (interleaved repeats, inputs of two sizes, shards planned then merged),
+written with the same harness calls. :data:`GROUPS` lists them in report order; ``--only`` names them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+from harness import (
+    MB,
+    Command,
+    Compare,
+    Ctx,
+    Group,
+    Input,
+    Inputs,
+    Ratio,
+    Row,
+    WorkerPath,
+    fastest,
+    fresh,
+    json_out,
+    measure,
+    measure_interleaved,
+    measure_worker,
+    paths,
+    run_group,
+    seqlake,
+)
+
+SINGLE_FILE = Group(
+    "One file (R1): decompression, QC, indexing",
+    mates=1,
+    rows=(
+        Command("gzip", "gzip -dc", ("gzip", "-dc", "{r1}"), shown="gzip -dc {r1_name} > /dev/null", needs="gzip",
+                to_devnull=True),
+        Command("seqkit", "seqkit stats -a (1 thread)", ("seqkit", "stats", "-a", "-j", "1", "{r1}"), needs="seqkit"),
+        Command("qc", "seqlake QC library (vectorised QC over chunks)", ("qc", "{r1}"), seqlake_path=True),
+        WorkerPath("worker_qc", "seqlake worker, QC-only path (no trim, no reference)", paired=False, trim=False,
+                   align=False),
+        Command("index", "seqlake gzip index pass (records, checkpoints, seek index)", ("index", "{r1}"),
+                seqlake_path=True),
+    ),
+    compare=(
+        Compare("QC library vs `seqkit stats -a -j 1`", "qc", "seqkit", 1.0, "same gzip file, reads/s"),
+        Compare("QC-only worker vs `seqkit stats -a -j 1`", "worker_qc", "seqkit", None,
+                "worker: read shard + QC + Parquet"),
+        Compare("gzip index pass vs `gzip -dc`", "index", "gzip", 2.0, "same gzip file"),
+    ),
+)
+
+PAIRED = Group(
+    "Paired-end (R1 + R2): trimming and alignment",
+    mates=2,
+    rows=(
+        # no -o/-O: fastp then trims and filters without writing reads, like the worker
+        Command("fastp", "fastp, QC + trim, paired (1 thread)",
+                ("fastp", "-w", "1", "-i", "{r1}", "-I", "{r2}", "-j", "{logs}/fastp.json", "-h", "{logs}/fastp.html"),
+                shown="fastp -w 1 -i R1 -I R2", needs="fastp"),
+        WorkerPath("worker_trim", "seqlake worker, QC + trim path (no reference)", paired=True, trim=True,
+                   align=False),
+        Command("minimap2", "minimap2 -ax sr, paired (1 thread)", ("minimap2", "-ax", "sr", "-t", "1", "{ref}", "{r1}",
+                                                                   "{r2}"),
+                shown="minimap2 -ax sr -t 1 REF R1 R2 > /dev/null", needs="minimap2", to_devnull=True),
+        WorkerPath("worker_align", "seqlake worker, QC + align path (--no-trim)", paired=True, trim=False, align=True),
+        WorkerPath("worker_full", "seqlake worker, full path (QC + trim + align + Parquet)", paired=True, trim=True,
+                   align=True),
+        Command("plan", "seqlake planning pass, paired ({plan_shards} shards: both files indexed)",
+                ("plan", "{out}", "{r1}", "{r2}", "--reference", "{ref}", "--shards", "{plan_shards}"),
+                shown="bench/paths.py plan OUT R1 R2 --shards {plan_shards}", seqlake_path=True),
+    ),
+    compare=(
+        Compare("QC + trim worker vs `fastp -w 1`", "worker_trim", "fastp", None, "paired, reads/s"),
+        Compare("QC + align worker vs `minimap2 -ax sr -t 1`", "worker_align", "minimap2", None, "paired, reads/s"),
+        Compare("full worker vs `minimap2 -ax sr -t 1`", "worker_full", "minimap2", 0.85, "paired, reads/s"),
+    ),
+)
+
+# ------------------------------------------------------------------ end to end: the core alone vs the local cloud
+END_TO_END = "End to end: the core alone vs the local cloud (same input, same machine)"
+PROCESS = Command(
+    "process", "seqlake process (plan + shards + merge)",
+    ("{python}", "-m", "seqlake", "process", "{r1}", "{r2}", "--reference", "{ref}", "--out", "{out}",
+     "--jobs", "{jobs}"),
+    shown="seqlake process R1 R2 --reference REF --out DIR --jobs {jobs}")
+LOCAL_RUN = Command(
+    "local", "seqlake local run (S3, EventBridge, Step Functions, Batch, Glue: local)",
+    # a fresh state folder for each run: the same input in the same folder would be "already processed"
+    ("{python}", "-m", "seqlake", "local", "run", "{r1}", "{r2}", "--reference", "{ref}", "--jobs", "{jobs}",
+     "--home", "{out}"),
+    shown="seqlake local run R1 R2 --reference REF --jobs {jobs}")
+#: (key suffix, --jobs, pinned to one core, how the report says it). On one core the local cloud's own work
+#: competes with the shards, so the overhead there is its whole cost; both cores with --jobs 2 is how
+#: `seqlake local run` is used on a small machine.
+E2E_SETTINGS = (("", 1, True, "one core"), ("-2", 2, False, "both cores"))
+OVERHEAD_TARGET_PCT = 20
+#: what a new user runs first must end within a minute: the bundled data, the default 2 jobs, both cores
+DEMO_TARGET_S = 60
+
+
+def end_to_end(ctx: Ctx, inputs: Inputs) -> None:
+    inp, size = inputs.main, inputs.main.plain_total
+    print(END_TO_END)
+    reps = 1 if ctx.quick else 3
+    for suffix, jobs, pinned, where in E2E_SETTINGS:
+        rows = measure_interleaved(ctx, END_TO_END, (PROCESS, LOCAL_RUN), inp, reps=reps, pin=pinned, where=where,
+                                   key_suffix=suffix, jobs=jobs)
+        local, process = fastest(rows["local"]), fastest(rows["process"])
+        value = (local / process - 1) * 100 if local and process else None
+        local_cpu, process_cpu = fastest(rows["local"], cpu=True), fastest(rows["process"], cpu=True)
+        cpu_value = (local_cpu / process_cpu - 1) * 100 if local_cpu and process_cpu else None
+        ctx.ratios.append(Ratio(
+            f"local cloud overhead over `seqlake process`, {where} ({size / MB:,.0f} MB)", value, "%",
+            f"< {OVERHEAD_TARGET_PCT} %", None if value is None else value < OVERHEAD_TARGET_PCT,
+            f"wall time, same input, --jobs {jobs}, fastest of {reps} interleaved runs each"))
+        ctx.ratios.append(Ratio(
+            f"local cloud CPU overhead, {where} ({size / MB:,.0f} MB)", cpu_value, "%", "-", None,
+            "CPU seconds of the whole process tree (less moved by other jobs than wall time)"))
+    if ctx.quick:
+        return
+    from seqlake.simulate import DEMO_PAIRS
+
+    label = f"seqlake demo (bundled {DEMO_PAIRS:,} simulated pairs, --jobs 2, both cores)"
+    home = fresh(ctx.work / "out" / "demo")
+    demo = measure(ctx, "demo", END_TO_END, label, seqlake("demo", "--home", str(home)), reads=2 * DEMO_PAIRS,
+                   plain_bytes=None, shown="seqlake demo", repeat=False, pin=False)
+    ctx.ratios.append(Ratio("`seqlake demo` wall time", demo.seconds, "s", f"< {DEMO_TARGET_S} s",
+                            None if demo.seconds is None else demo.seconds < DEMO_TARGET_S,
+                            "bundled data, local cloud, 2 cores"))
+
+
+# ------------------------------------------------------------------ memory: a child's peak as its input grows
+#: a child's peak memory must not grow with its shard: a Batch child's memory is fixed in its job definition
+FLAT_MEMORY = 1.25
+
+
+def memory(ctx: Ctx, inputs: Inputs) -> None:
+    copies = inputs.main.copies
+    small, big = (inputs.sized(copies // 10), inputs.main) if copies >= 10 else (inputs.sized(1), inputs.sized(10))
+    g = f"Child memory as the input grows {big.copies // small.copies}x (full worker, one shard)"
+    print(g)
+    for key, inp in (("mem_small", small), ("mem_big", big)):
+        label = f"full worker on {inp.plain_total / MB:,.0f} MB ({2 * inp.reads_per_mate:,} reads)"
+        done = ctx.results.get("worker_full")
+        if key == "mem_big" and done is not None and done.ok and done.reads == 2 * inp.reads_per_mate:
+            # the paired group already ran the full worker on this input: the same measurement
+            ctx.add(key, replace(done, group=g, label=label, note="the full-worker row of the paired-end group"))
+            continue
+        measure_worker(ctx, key, g, label, inp, paired=True, trim=True, align=True)
+    a, b = ctx.results["mem_big"], ctx.results["mem_small"]
+    value = a.peak_mb / b.peak_mb if a.peak_mb and b.peak_mb else None
+    ctx.ratios.append(Ratio(f"child peak RSS, {big.copies // small.copies}x the input", value, "x mem",
+                            f"flat (< {FLAT_MEMORY}x)", None if value is None else value < FLAT_MEMORY,
+                            "peak RSS big / small"))
+
+
+# ------------------------------------------------------------------ many shards: planning and merging
+SHARDS = "Many tiny shards: planning and merging"
+
+
+def many_shards(ctx: Ctx, inputs: Inputs, counts: tuple[int, ...]) -> None:
+    inp = inputs.sized(2)
+    print(SHARDS + f" ({inp.reads_per_mate:,} pairs)")
+    for k in counts:
+        plan_and_merge(ctx, inp, k)
+    lo, hi = (ctx.results.get(f"merge{k}") for k in (min(counts), max(counts)))
+    value = hi.peak_mb / lo.peak_mb if lo and hi and lo.peak_mb and hi.peak_mb else None
+    ctx.ratios.append(Ratio(f"merge peak RSS, {max(counts):,} vs {min(counts):,} shards", value, "x mem",
+                            f"flat (< {FLAT_MEMORY}x)", None if value is None else value < FLAT_MEMORY, "peak RSS"))
+    per_lo, per_hi = (r.seconds / k if r and r.seconds else None for r, k in ((lo, min(counts)), (hi, max(counts))))
+    ctx.ratios.append(Ratio(f"merge time per shard, {max(counts):,} vs {min(counts):,} shards",
+                            per_hi / per_lo if per_hi and per_lo else None, "x", "about 1 (linear)", None,
+                            "wall time / shards"))
+
+
+def plan_and_merge(ctx: Ctx, inp: Input, k: int) -> None:
+    """Plan ``k`` shards (timed), run them on every CPU (setup, not a claim), merge them (timed)."""
+    r1, r2, ref = str(inp.r1), str(inp.r2), str(ctx.reference)
+    out = fresh(ctx.work / "out" / f"shards{k}")
+    row = measure(ctx, f"plan{k}", SHARDS, f"plan {k:,} shards",
+                  paths("plan", str(out), r1, r2, "--reference", ref, "--shards", str(k)),
+                  reads=2 * inp.reads_per_mate, plain_bytes=inp.plain_total,
+                  shown=f"bench/paths.py plan OUT R1 R2 --shards {k}")
+    if not row.ok:
+        return
+    plan_uri = json_out(ctx, f"plan{k}")["plan_uri"]
+    jobs = os.cpu_count() or 1
+    row = measure(ctx, f"run{k}", SHARDS, f"run {k:,} shards (setup for the merge: {jobs} processes, not pinned)",
+                  paths("shards", plan_uri, "--jobs", str(jobs)), reads=None, plain_bytes=None,
+                  shown=f"bench/paths.py shards PLAN --jobs {jobs}", repeat=False, pin=False)
+    if not row.ok:
+        return
+    row.note = per_shard_note(row, k)
+    row = measure(ctx, f"merge{k}", SHARDS, f"merge {k:,} shards", paths("merge", plan_uri), reads=None,
+                  plain_bytes=None, shown="bench/paths.py merge PLAN")
+    if row.ok:
+        row.note = per_shard_note(row, k)
+
+
+def per_shard_note(row: Row, shards: int) -> str:
+    assert row.seconds is not None
+    return ", ".join(filter(None, [row.note, f"{row.seconds / shards * 1000:.1f} ms per shard"]))
+
+
+# ------------------------------------------------------------------ the groups, in report order
+def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], None]]:
+    """``--only`` name -> the group's runner."""
+    return {
+        "single": lambda ctx, inputs: run_group(ctx, SINGLE_FILE, inputs.main),
+        "paired": lambda ctx, inputs: run_group(ctx, PAIRED, inputs.main),
+        "e2e": end_to_end,
+        "memory": memory,
+        "shards": lambda ctx, inputs: many_shards(ctx, inputs, shard_counts),
+    }
+
+
+GROUP_NAMES = tuple(groups(()))

@@ -1,0 +1,519 @@
+"""The bench harness: run a command as its own process and measure it, build the input, describe the machine.
+
+Every measured command is a child process, started under ``taskset -c 0`` (one core) unless a row asks
+for both cores; its wall time is taken around it (start-up included, for every tool alike) and its peak
+memory is the ``ru_maxrss`` that ``wait4`` reports (the largest single process of its tree). A missing
+tool, a seqlake piece that does not exist, or a failing command becomes a note on its row, never an
+exception: one broken row must not lose the others' numbers. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+PATHS_PY = BENCH / "paths.py"
+#: ``bench/paths.py`` exits with this when a piece of seqlake it needs does not exist (its row is skipped)
+EXIT_MISSING = 3
+MB = 1e6
+#: rows faster than this are repeated (``Ctx.repeat`` times) and the fastest run is kept
+REPEAT_BELOW_S = 5.0
+
+
+# --------------------------------------------------------------------------------------------- results
+@dataclass
+class Measured:
+    seconds: float
+    peak_mb: float
+    returncode: int
+    stdout: str
+    stderr_tail: str
+    #: user + system CPU of the process and every descendant it waited for
+    cpu_seconds: float = 0.0
+
+
+@dataclass
+class Row:
+    group: str
+    label: str
+    command: str
+    seconds: float | None = None
+    peak_mb: float | None = None
+    reads: int | None = None
+    plain_bytes: int | None = None
+    note: str = ""
+    cpu_seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.seconds is not None
+
+    def mb_s(self) -> float | None:
+        return self.plain_bytes / MB / self.seconds if self.ok and self.plain_bytes and self.seconds else None
+
+    def reads_s(self) -> float | None:
+        return self.reads / self.seconds if self.ok and self.reads and self.seconds else None
+
+
+@dataclass
+class Ratio:
+    label: str
+    value: float | None
+    unit: str  # "x" (higher is better), "%" (overhead), "x mem", "s"
+    target: str
+    met: bool | None
+    how: str
+
+
+@dataclass
+class GroupResult:
+    """One group's rows and ratios, kept in the work folder so that ``--only`` can rerun a group alone."""
+
+    name: str
+    measured: str  # ISO time, UTC
+    load: tuple[float, float]
+    seconds: float
+    rows: list[Row]
+    ratios: list[Ratio]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GroupResult:
+        return cls(
+            d["name"],
+            d["measured"],
+            (d["load"][0], d["load"][1]),
+            d["seconds"],
+            [Row(**r) for r in d["rows"]],
+            [Ratio(**r) for r in d["ratios"]],
+        )
+
+
+def load_results(path: Path) -> dict[str, GroupResult]:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return {k: GroupResult.from_dict(v) for k, v in json.loads(path.read_text()).items()}
+    return {}
+
+
+def save_results(path: Path, groups: dict[str, GroupResult]) -> None:
+    path.write_text(json.dumps({k: v.to_dict() for k, v in groups.items()}, indent=1))
+
+
+# --------------------------------------------------------------------------------------------- input
+@dataclass(frozen=True)
+class Input:
+    r1: Path
+    r2: Path
+    copies: int
+    reads_per_mate: int
+    plain_r1: int
+    plain_r2: int
+
+    @property
+    def plain_total(self) -> int:
+        return self.plain_r1 + self.plain_r2
+
+
+@dataclass(frozen=True)
+class Source:
+    """The paired reads the input is made from, and how the report names them."""
+
+    r1: Path
+    r2: Path
+    description: str
+    #: the cache folder's name part; empty for the default reads (so their cached copies are reused)
+    tag: str = ""
+
+    @classmethod
+    def files(cls, r1: Path, r2: Path) -> Source:
+        key = json.dumps([[str(p.resolve()), p.stat().st_size] for p in (r1, r2)])
+        return cls(r1, r2, f"`{r1.name}` + `{r2.name}`", hashlib.sha256(key.encode()).hexdigest()[:8])
+
+
+def build_input(work: Path, source: Source, copies: int) -> Input:
+    """R1 / R2 decompressed, replicated ``copies`` times, recompressed with ``gzip -6`` (cached)."""
+    folder = work / "-".join(filter(None, ["input", source.tag, f"x{copies}"]))
+    meta_path = folder / "meta.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return Input(folder / "R1.fastq.gz", folder / "R2.fastq.gz", copies, **meta)
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    reads = 0
+    for mate, src in ((1, source.r1), (2, source.r2)):
+        with src.open("rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        with gzip.open(src, "rb") if gzipped else src.open("rb") as f:
+            plain = f.read()
+        reads = plain.count(b"\n") // 4
+        sizes.append(len(plain) * copies)
+        target = folder / f"R{mate}.fastq.gz"
+        print(f"building {target} ({copies} copies, {len(plain) * copies / MB:.0f} MB plain) ...", flush=True)
+        with target.open("wb") as out:
+            gz = subprocess.Popen(["gzip", "-6", "-n", "-c"], stdin=subprocess.PIPE, stdout=out)
+            assert gz.stdin is not None
+            for _ in range(copies):
+                gz.stdin.write(plain)
+            gz.stdin.close()
+            if gz.wait() != 0:
+                raise RuntimeError(f"gzip failed building {target}")
+    meta = {"reads_per_mate": reads * copies, "plain_r1": sizes[0], "plain_r2": sizes[1]}
+    meta_path.write_text(json.dumps(meta))
+    return Input(folder / "R1.fastq.gz", folder / "R2.fastq.gz", copies, **meta)
+
+
+def warm(paths_: Sequence[Path]) -> None:
+    """Read the inputs once so that the first timed command does not pay for the disk."""
+    for p in paths_:
+        with p.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+# --------------------------------------------------------------------------------------------- running
+@dataclass
+class Ctx:
+    """One bench run: where it writes, how it runs commands, and what it has measured so far."""
+
+    work: Path
+    quick: bool
+    taskset: bool
+    env: dict[str, str]
+    logs: Path
+    reference: Path
+    rows: list[Row] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
+    results: dict[str, Row] = field(default_factory=dict)
+    repeat: int = 3
+
+    def prefix(self) -> list[str]:
+        return ["taskset", "-c", "0"] if self.taskset else []
+
+    def add(self, key: str, row: Row) -> Row:
+        self.rows.append(row)
+        self.results[key] = row
+        return row
+
+
+def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True) -> Measured:
+    """Run ``argv`` pinned to core 0; wall time and the peak RSS of its largest process (KiB -> MB)."""
+    out_path = ctx.logs / f"{key}.out"
+    err_path = ctx.logs / f"{key}.err"
+    full = [*(ctx.prefix() if pin else []), *argv]
+    with err_path.open("wb") as err, open(os.devnull, "wb") if stdout_devnull else out_path.open("wb") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(full, stdout=out, stderr=err, env=ctx.env, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    stdout = "" if stdout_devnull else out_path.read_text(errors="replace")
+    lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
+    cpu = usage.ru_utime + usage.ru_stime
+    return Measured(seconds, usage.ru_maxrss / 1024, proc.returncode, stdout, lines[-1] if lines else "", cpu)
+
+
+def display(argv: Sequence[str]) -> str:
+    """The command as a user would type it (paths shortened to their names)."""
+    parts = []
+    for a in argv:
+        s = str(a)
+        if os.sep in s and not s.startswith("-"):
+            s = Path(s).name
+        parts.append(s)
+    return shlex.join(parts).replace("'>'", ">")
+
+
+def measure(
+    ctx: Ctx,
+    key: str,
+    group: str,
+    label: str,
+    argv: Sequence[str],
+    *,
+    reads: int | None,
+    plain_bytes: int | None,
+    needs: str | None = None,
+    stdout_devnull: bool = False,
+    shown: str | None = None,
+    repeat: bool = True,
+    pin: bool = True,
+) -> Row:
+    """Measure one row; a missing tool or seqlake piece, or a failure, becomes a note, never an exception."""
+    row = ctx.add(key, Row(group, label, shown or display(argv), reads=reads, plain_bytes=plain_bytes))
+    if needs is not None and shutil.which(needs) is None:
+        row.note = f"skipped: {needs} is not installed"
+        print(f"  {label}: {row.note}")
+        return row
+    print(f"  {label} ...", end="", flush=True)
+    m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin)
+    runs = 1
+    # short rows are the noisiest on a shared machine: repeat them and keep the fastest run
+    while repeat and m.returncode == 0 and runs < ctx.repeat and m.seconds < REPEAT_BELOW_S:
+        again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin)
+        runs += 1
+        if again.returncode != 0 or again.seconds < m.seconds:
+            m = again
+    if runs > 1:
+        row.note = f"best of {runs}"
+    if m.returncode == EXIT_MISSING and '"missing"' in m.stdout:
+        row.note = "skipped: " + json.loads(m.stdout.strip().splitlines()[-1])["error"]
+    elif m.returncode != 0:
+        row.note = f"failed (exit {m.returncode}): {m.stderr_tail[:160]}"
+    else:
+        row.seconds, row.peak_mb, row.cpu_seconds = m.seconds, m.peak_mb, m.cpu_seconds
+    print(f" {m.seconds:.2f} s, {m.peak_mb:.0f} MB" + (f"  [{row.note}]" if row.note else ""))
+    return row
+
+
+def json_out(ctx: Ctx, key: str) -> dict[str, Any]:
+    """The last JSON line a ``bench/paths.py`` row printed (counts, the plan URI)."""
+    text = (ctx.logs / f"{key}.out").read_text().strip().splitlines()
+    return json.loads(text[-1]) if text else {}
+
+
+def seqlake(*args: str) -> list[str]:
+    return [sys.executable, "-m", "seqlake", *args]
+
+
+def paths(*args: str) -> list[str]:
+    return [sys.executable, str(PATHS_PY), *args]
+
+
+def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
+                   paired: bool, trim: bool, align: bool) -> Row:
+    """Plan a one-shard run (not timed), then time the worker's real entry point, as AWS Batch runs it."""
+    out = fresh(ctx.work / "out" / key)
+    args = ["plan", str(out), str(inp.r1)] + ([str(inp.r2)] if paired else []) + ["--shards", "1"]
+    args += (["--reference", str(ctx.reference)] if align else []) + ([] if trim else ["--no-trim"])
+    m = run_measured(ctx, f"{key}_plan", paths(*args))
+    reads = inp.reads_per_mate * (2 if paired else 1)
+    size = inp.plain_total if paired else inp.plain_r1
+    shown = "python -m seqlake worker --plan PLAN --shard 0"
+    if m.returncode != 0:
+        row = ctx.add(key, Row(group, label, shown, reads=reads, plain_bytes=size))
+        row.note = ("skipped: " if m.returncode == EXIT_MISSING else "plan failed: ") + (
+            m.stdout.strip()[-160:] if m.returncode == EXIT_MISSING else m.stderr_tail[:160]
+        )
+        print(f"  {label}: {row.note}")
+        return row
+    plan_uri = json_out(ctx, f"{key}_plan")["plan_uri"]
+    return measure(ctx, key, group, label, seqlake("worker", "--plan", plan_uri, "--shard", "0"),
+                   reads=reads, plain_bytes=size, shown=shown)
+
+
+def speed_ratio(ctx: Ctx, label: str, ours: str, theirs: str, target: float | None, how: str) -> None:
+    """Throughput of ``ours`` relative to ``theirs`` on the same input: their time / our time."""
+    a, b = ctx.results.get(ours), ctx.results.get(theirs)
+    value = b.seconds / a.seconds if a and b and a.seconds and b.seconds else None
+    met = None if value is None or target is None else value >= target
+    ctx.ratios.append(Ratio(label, value, "x", f">= {target:.2f}x" if target else "", met, how))
+
+
+def fastest(rows: Sequence[Row], cpu: bool = False) -> float | None:
+    """The best wall time (or CPU time) of repeated rows; None unless every repeat succeeded."""
+    values = [v for r in rows if (v := (r.cpu_seconds if cpu else r.seconds))]
+    return min(values) if values and len(values) == len(rows) else None
+
+
+# --------------------------------------------------------------------------------------------- machine
+def _version(argv: Sequence[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return "not installed"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        text = (p.stdout or p.stderr).strip().splitlines()
+        return text[0] if text else "?"
+    return "?"
+
+
+def _field(path: str, name: str, sep: str = ":") -> str | None:
+    """The value of the first ``name<sep>value`` line of a system file such as /proc/cpuinfo."""
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            key, found, value = line.partition(sep)
+            if found and key.strip() == name:
+                return value.strip()
+    return None
+
+
+def machine() -> dict[str, str]:
+    """The facts a reader needs to compare these numbers with their own: CPU, memory, OS, tool versions."""
+    cpu = _field("/proc/cpuinfo", "model name") or "?"
+    mem_kib = _field("/proc/meminfo", "MemTotal")
+    mem = f"{int(mem_kib.split()[0]) / 1024 / 1024:.1f} GiB" if mem_kib else "?"
+    pretty = _field("/etc/os-release", "PRETTY_NAME", "=")
+    os_name = pretty.strip('"') + f" (kernel {platform.release()})" if pretty else platform.platform()
+    version = _version([sys.executable, "-c", "import seqlake; print(seqlake.__version__)"])
+    return {
+        "CPU": f"{cpu}, {os.cpu_count()} logical CPUs (measurements pinned to CPU 0)",
+        "memory": mem,
+        "OS": os_name,
+        "Python": platform.python_version(),
+        "seqlake": f"{version} ({git_state()})",
+        "seqkit": _version(["seqkit", "version"]),
+        "fastp": _version(["fastp", "--version"]),
+        "minimap2": _version(["minimap2", "--version"]),
+        "gzip": _version(["gzip", "--version"]),
+    }
+
+
+def git_state() -> str:
+    def git(*args: str) -> str | None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            p = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30, check=False)
+            return p.stdout.strip() if p.returncode == 0 else None
+        return None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit is None:
+        return "not a git checkout, or no commit yet"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"commit {commit}" + (", with uncommitted changes" if dirty else "")
+
+
+# --------------------------------------------------------------------------------------------- declared rows
+@dataclass(frozen=True)
+class Command:
+    """A row that runs one command on the group's input: an external tool, or a path of ``bench/paths.py``.
+
+    ``label``, ``argv`` and ``shown`` may name ``{r1}``, ``{r2}`` (and ``{r1_name}``, ``{r2_name}``),
+    ``{ref}``, ``{logs}``, ``{out}`` (a fresh folder of the row's own), ``{plan_shards}`` and ``{python}``.
+    ``shown`` (how the report prints the command) defaults to the command with its paths shortened to
+    file names.
+    """
+
+    key: str
+    label: str
+    argv: tuple[str, ...]
+    shown: str | None = None
+    #: the tool that must be on PATH, else the row is skipped with a note
+    needs: str | None = None
+    to_devnull: bool = False
+    #: ``argv`` are the arguments of ``bench/paths.py`` (a seqlake code path), not a command
+    seqlake_path: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerPath:
+    """A row that times the worker's entry point on a one-shard plan of the group's input."""
+
+    key: str
+    label: str
+    paired: bool
+    trim: bool
+    align: bool
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A speed ratio between two rows of the same input: their time / our time (above 1: seqlake is faster)."""
+
+    label: str
+    ours: str
+    theirs: str
+    target: float | None
+    how: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """A report section: rows run in order on one input, then the comparisons between them."""
+
+    title: str
+    #: 1: the rows read R1 only; 2: both mates
+    mates: int
+    rows: tuple[Command | WorkerPath, ...]
+    compare: tuple[Compare, ...] = ()
+
+
+def expand(template: str, ctx: Ctx, inp: Input, key: str, **extra: object) -> str:
+    values: dict[str, object] = {"r1": inp.r1, "r2": inp.r2, "r1_name": inp.r1.name, "r2_name": inp.r2.name,
+                                 "ref": ctx.reference, "logs": ctx.logs, "plan_shards": plan_shards(ctx),
+                                 "python": sys.executable, **extra}
+    if "{out}" in template:
+        values["out"] = fresh(ctx.work / "out" / key)
+    return template.format_map(values)
+
+
+def plan_shards(ctx: Ctx) -> int:
+    """Shards of the planning row: enough that both files are indexed and cut many times."""
+    return 4 if ctx.quick else 64
+
+
+def run_group(ctx: Ctx, group: Group, inp: Input) -> None:
+    """Measure every row of a declared group, then add its comparisons."""
+    print(group.title)
+    reads = inp.reads_per_mate * group.mates
+    size = inp.plain_r1 if group.mates == 1 else inp.plain_total
+    for row in group.rows:
+        if isinstance(row, WorkerPath):
+            measure_worker(ctx, row.key, group.title, row.label, inp, paired=row.paired, trim=row.trim,
+                           align=row.align)
+            continue
+        args = [expand(a, ctx, inp, row.key) for a in row.argv]
+        argv = paths(*args) if row.seqlake_path else args
+        shown = row.shown and expand(row.shown, ctx, inp, row.key)
+        if shown is None and row.seqlake_path:
+            shown = "bench/paths.py " + display(args)
+        label = expand(row.label, ctx, inp, row.key)
+        measure(ctx, row.key, group.title, label, argv, reads=reads, plain_bytes=size, needs=row.needs,
+                stdout_devnull=row.to_devnull, shown=shown)
+    for c in group.compare:
+        speed_ratio(ctx, c.label, c.ours, c.theirs, c.target, c.how)
+
+
+def measure_interleaved(ctx: Ctx, group: str, commands: Sequence[Command], inp: Input, *, reps: int, pin: bool,
+                        where: str, key_suffix: str, **extra: object) -> dict[str, list[Row]]:
+    """Each command ``reps`` times, interleaved (a, b, a, b, ...), on both mates of ``inp``.
+
+    Wall time on a shared machine drifts between runs by as much as the differences these pairs are
+    measured for; interleaving exposes both commands to the same drift, and the fastest of each is compared.
+    """
+    rows: dict[str, list[Row]] = {c.key: [] for c in commands}
+    for rep in range(1, reps + 1):
+        for c in commands:
+            key = f"{c.key}{key_suffix}-{rep}"
+            argv = [expand(a, ctx, inp, key, **extra) for a in c.argv]
+            shown = expand(c.shown, ctx, inp, key, **extra) if c.shown else None
+            rows[c.key].append(measure(ctx, key, group, f"{c.label}, {where}, run {rep}", argv,
+                                       reads=2 * inp.reads_per_mate, plain_bytes=inp.plain_total, shown=shown,
+                                       repeat=False, pin=pin))
+    for row in (r for rs in rows.values() for r in rs):
+        if row.cpu_seconds:
+            row.note = f"CPU {row.cpu_seconds:.1f} s"
+    return rows
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The run's input and the same reads at other sizes (for the groups that compare sizes)."""
+
+    work: Path
+    source: Source
+    main: Input
+
+    def sized(self, copies: int) -> Input:
+        return self.main if copies == self.main.copies else build_input(self.work, self.source, copies)

@@ -1,0 +1,76 @@
+"""The benchmark harness on tiny data: every group runs and every seqlake row gets a time.
+
+``make bench`` takes most of an hour, so nothing else would notice the harness breaking (a renamed
+entry point, a moved function ``bench/paths.py`` calls, a report field). This runs ``bench/run.py --quick``
+on 300 simulated pairs; it checks what was measured and what the report contains, never how fast.
+Rows of tools that are not installed are skipped by the bench itself, so they are not checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seqlake import demo_data
+from seqlake.simulate import write_pairs
+
+REPO = Path(__file__).resolve().parents[2]
+SECTIONS = (
+    "## One file (R1): decompression, QC, indexing",
+    "## Paired-end (R1 + R2): trimming and alignment",
+    "## End to end: the core alone vs the local cloud (same input, same machine)",
+    "## Child memory as the input grows 10x (full worker, one shard)",
+    "## Many tiny shards: planning and merging",
+    "## Ratios",
+    "## Machine",
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], str]:
+    tmp = tmp_path_factory.mktemp("bench")
+    r1, r2 = tmp / "tiny_R1.fastq.gz", tmp / "tiny_R2.fastq.gz"
+    write_pairs(demo_data.reference_path(), r1, r2, 300, seed=5)
+    work, report = tmp / "work", tmp / "BENCHMARKS.md"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--reads", str(r1), str(r2), "--copies", "1",
+         "--work", str(work), "--out", str(report)],
+        capture_output=True, text=True, timeout=900, check=False, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (results,) = work.glob("results-quick-*-x1.json")
+    return json.loads(results.read_text()), report.read_text()
+
+
+def test_every_group_ran(quick_bench: tuple[dict[str, dict], str]) -> None:
+    results, _ = quick_bench
+    assert list(results) == ["single", "paired", "e2e", "memory", "shards"]
+    assert all(g["rows"] for g in results.values())
+    assert not [r["label"] for g in results.values() for r in g["rows"] if r["note"].startswith("failed")]
+
+
+def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str]) -> None:
+    results, _ = quick_bench
+    ours = [r for g in results.values() for r in g["rows"]
+            if "seqlake" in r["command"] or r["command"].startswith("bench/paths.py")]
+    # the worker's three paths, the QC library, the index pass, planning, process vs local cloud, memory, shards
+    assert len(ours) >= 19
+    assert [(r["label"], r["note"]) for r in ours if r["seconds"] is None or r["peak_mb"] is None] == []
+    worker = [r for r in ours if r["command"] == "python -m seqlake worker --plan PLAN --shard 0"]
+    assert {r["reads"] for r in worker} == {300, 600, 6000}  # one mate, both mates, both mates at 10 copies
+
+
+def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], str]) -> None:
+    results, report = quick_bench
+    assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
+    assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
+    assert "Reference: MN908947.3 (29,903 bp)." in report
+    ratios = [r["label"] for g in results.values() for r in g["ratios"]]
+    assert len(ratios) == 13
+    assert all(f"| {label} |" in report for label in ratios)
