@@ -1,0 +1,106 @@
+"""The run as MultiQC custom content: ``*_mqc.json`` files that ``multiqc reports/<run_id>/`` renders
+with no seqlake plugin (general-statistics columns, a samples table, the plots' data, trimming bars).
+
+All sections sit under one ``seqlake`` module (``parent_id``). Line plots with one panel per mate and
+stage (or per contig) are one MultiQC plot with a dataset per panel (``data_labels``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from seqlake.report.data import SUMMARY_COLUMNS, Plot, Report
+
+MODULE = "seqlake"
+_PARENT = {"parent_id": MODULE, "parent_name": "seqlake",
+           "parent_description": "Read QC before and after trimming, alignment and coverage, from seqlake's tables."}
+
+
+def _header(key: str, title: str, doc: str, fmt: str) -> dict[str, Any]:
+    pct = key.endswith("_pct")
+    out: dict[str, Any] = {"title": title, "description": doc, "namespace": MODULE,
+                           "format": "{:,.0f}" if fmt.endswith("d") else "{:," + fmt + "}"}
+    if pct:
+        out.update({"min": 0, "max": 100, "suffix": "%"})
+    return out
+
+
+def _samples(report: Report, general_stats: bool) -> dict[str, dict[str, Any]]:
+    cols = [c for c in SUMMARY_COLUMNS if c.general_stats or not general_stats]
+    return {r.sample: {c.key: getattr(r, c.key) for c in cols if getattr(r, c.key) is not None} for r in report.rows}
+
+
+def general_stats(report: Report) -> dict[str, Any]:
+    return {
+        "id": f"{MODULE}_general_stats", "plot_type": "generalstats",
+        "headers": {c.key: _header(c.key, c.title, c.doc, c.fmt) for c in SUMMARY_COLUMNS if c.general_stats},
+        "data": _samples(report, general_stats=True),
+    }
+
+
+def samples_table(report: Report) -> dict[str, Any]:
+    return {
+        **_PARENT, "id": f"{MODULE}_samples", "section_name": "Samples", "plot_type": "table",
+        "description": "Per sample, both mates added up.",
+        "headers": {c.key: _header(c.key, c.title, c.doc, c.fmt) for c in SUMMARY_COLUMNS},
+        "pconfig": {"id": f"{MODULE}_samples_table", "title": "seqlake: samples"},
+        "data": _samples(report, general_stats=False),
+    }
+
+
+def _series(values: Any, xs: list[float]) -> dict[str, float]:
+    return {f"{x:g}": round(float(v), 4) for x, v in zip(xs, values, strict=True) if not math.isnan(v)}
+
+
+def line_plot(report: Report, plot: Plot) -> dict[str, Any]:
+    datasets = []
+    for panel in plot.panels:
+        data: dict[str, dict[str, float]] = {}
+        for name, matrix in panel.series.items():
+            for i, sample in enumerate(report.samples):
+                points = _series(matrix[i], panel.x)
+                if points:
+                    data[f"{sample} {name}" if plot.kind == "components" else sample] = points
+        datasets.append(data)
+    pconfig: dict[str, Any] = {
+        "id": f"{MODULE}_{plot.id}".replace("-", "_"), "title": f"seqlake: {plot.title}", "xlab": plot.xlabel,
+        "ylab": plot.ylabel, "ymin": 0, "data_labels": [{"name": p.title} for p in plot.panels],
+    }
+    if plot.log_y:
+        pconfig["logswitch"] = True
+    if plot.y_max is not None:
+        pconfig["ymax"] = plot.y_max
+    return {**_PARENT, "id": pconfig["id"], "section_name": plot.title,
+            "description": plot.description + (f" {plot.note}" if plot.note else ""), "plot_type": "linegraph",
+            "pconfig": pconfig, "data": datasets}
+
+
+def trimming_bars(report: Report) -> dict[str, Any] | None:
+    if not report.trimming:
+        return None
+    data = {}
+    for t in report.trimming:
+        removed = t.bases_quality_trimmed + t.bases_adapter_trimmed + t.bases_too_short
+        data[f"{t.sample} R{t.mate}"] = {
+            "kept": max(0, t.bases_in - removed), "quality": t.bases_quality_trimmed,
+            "adapter": t.bases_adapter_trimmed, "short": t.bases_too_short,
+        }
+    return {
+        **_PARENT, "id": f"{MODULE}_trimming", "section_name": "Trimming", "plot_type": "bargraph",
+        "description": "Bases kept and removed by quality trimming, adapter trimming and the minimum length filter.",
+        "categories": {"kept": {"name": "kept"}, "quality": {"name": "quality-trimmed"},
+                       "adapter": {"name": "adapter-trimmed"}, "short": {"name": "in reads too short"}},
+        "pconfig": {"id": f"{MODULE}_trimming_bars", "title": "seqlake: trimming", "ylab": "bases"},
+        "data": data,
+    }
+
+
+def custom_content(report: Report) -> dict[str, bytes]:
+    """File name -> body of every MultiQC custom-content file of the run."""
+    docs = [general_stats(report), samples_table(report), *(line_plot(report, p) for p in report.plots)]
+    trim = trimming_bars(report)
+    if trim is not None:
+        docs.append(trim)
+    return {f"{doc['id']}_mqc.json": json.dumps(doc, separators=(",", ":")).encode() for doc in docs}
