@@ -21,6 +21,7 @@ import pytest
 
 from seqlake.demo_data import paths
 from seqlake.report import load_run_tables
+from seqlake.report.scale import replicate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,19 +80,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 def replicated(run: Run, copies: int) -> dict[str, pa.Table]:
     """The run's tables with its sample's rows repeated under ``copies`` sample names (a many-sample run)."""
-    tables = load_run_tables(str(run.root / "results"), run.run_id)
-    out = {}
-    for name, table in tables.items():
-        if "sample" not in table.column_names or table.num_rows == 0:
-            out[name] = table
-            continue
-        parts = []
-        for i in range(copies):
-            names = pa.array([f"S{i:04d}"] * table.num_rows, pa.string())
-            parts.append(table.set_column(table.column_names.index("sample"), table.schema.field("sample"), names))
-        out[name] = pa.concat_tables(parts)
-    assert pc.count_distinct(out["qc_summary"]["sample"]).as_py() == copies
-    return out
+    tables = replicate(load_run_tables(str(run.root / "results"), run.run_id), copies)
+    assert pc.count_distinct(tables["qc_summary"]["sample"]).as_py() == copies
+    return tables
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ stage (or per contig) are one MultiQC plot with a dataset per panel (``data_labe
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
+
+import numpy as np
 
 from seqlake.report.data import SUMMARY_COLUMNS, Plot, Report
 
@@ -50,18 +51,16 @@ def samples_table(report: Report) -> dict[str, Any]:
     }
 
 
-def _series(values: Any, xs: list[float]) -> dict[str, float]:
-    return {f"{x:g}": round(float(v), 4) for x, v in zip(xs, values, strict=True) if not math.isnan(v)}
-
-
 def line_plot(report: Report, plot: Plot) -> dict[str, Any]:
     datasets = []
     for panel in plot.panels:
         data: dict[str, dict[str, float]] = {}
+        xs = np.array([f"{x:g}" for x in panel.x], dtype=object)
         for name, matrix in panel.series.items():
+            rounded, present = np.round(matrix, 4), ~np.isnan(matrix)
             for i, sample in enumerate(report.samples):
-                points = _series(matrix[i], panel.x)
-                if points:
+                if present[i].any():
+                    points = dict(zip(xs[present[i]].tolist(), rounded[i, present[i]].tolist(), strict=True))
                     data[f"{sample} {name}" if plot.kind == "components" else sample] = points
         datasets.append(data)
     pconfig: dict[str, Any] = {
