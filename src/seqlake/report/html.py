@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime
 from html import escape
 from importlib import resources
 from typing import Any
@@ -203,6 +204,15 @@ def failed_page(run_id: str, status: dict[str, Any]) -> str:
     return _page(f"seqlake run {run_id}: {state}", body)
 
 
+def _when(text: Any) -> str:
+    """An ISO 8601 time as ``2026-11-30 10:00:05 UTC`` (the text as it is if it is not one)."""
+    try:
+        t = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return str(text or "")
+    return (t.astimezone(UTC) if t.tzinfo else t).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def index_page(entries: list[dict[str, Any]]) -> str:
     """The list of runs beside their report folders (newest first)."""
     rows = []
@@ -211,11 +221,12 @@ def index_page(entries: list[dict[str, Any]]) -> str:
         reads = e.get("reads")
         reason = str(e.get("reason") or "").splitlines()[0][:160] if e.get("reason") else ""
         rows.append(f"<tr><td><a href=\"{rid}/index.html\">{rid}</a></td><td><span class=\"state {state}\">{state}"
-                    f"</span></td><td>{escape(str(e.get('finished_at') or ''))}</td>"
-                    f"<td data-v=\"{e.get('samples') or 0}\">{e.get('samples') or ''}</td>"
-                    f"<td data-v=\"{reads or 0}\">{'' if reads is None else f'{reads:,}'}</td>"
-                    f"<td style=\"text-align:left\">{escape(reason)}</td></tr>")
+                    f"</span></td><td>{escape(_when(e.get('finished_at')))}</td>"
+                    f"<td class=\"num\">{e.get('samples') or ''}</td>"
+                    f"<td class=\"num\">{'' if reads is None else f'{reads:,}'}</td>"
+                    f"<td>{escape(reason)}</td></tr>")
     body = ("<header><h1>seqlake runs</h1></header>\n<main><section><table class=\"runs\"><thead><tr><th>Run</th>"
-            "<th>State</th><th>Finished</th><th>Samples</th><th>Raw reads</th><th>Reason</th></tr></thead>"
+            "<th>State</th><th>Finished</th><th class=\"num\">Samples</th><th class=\"num\">Raw reads</th>"
+            "<th>Reason</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section></main>")
     return _page("seqlake runs", body)
