@@ -78,6 +78,16 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return Run(out, json.loads((out / "summary.json").read_text())["run_id"])
 
 
+@pytest.fixture(scope="session")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Mate 1 of the demo alone, not trimmed and not aligned: no mate 2, no coverage, no mapping numbers."""
+    r1, _, _ = paths()
+    out = tmp_path_factory.mktemp("plain-lake")
+    subprocess.run([sys.executable, "-m", "seqlake", "process", str(r1), "--no-trim", "--out", str(out),
+                    "--jobs", "1"], check=True, capture_output=True)
+    return Run(out, json.loads((out / "summary.json").read_text())["run_id"])
+
+
 def replicated(run: Run, copies: int) -> dict[str, pa.Table]:
     """The run's tables with its sample's rows repeated under ``copies`` sample names (a many-sample run)."""
     tables = replicate(load_run_tables(str(run.root / "results"), run.run_id), copies)

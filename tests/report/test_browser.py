@@ -62,13 +62,15 @@ def _open_cleanly(browser: Browser, page: Path) -> None:
     assert load.requests == []  # nothing but the file itself: no CDN, no fetch
 
 
-def _check_plots(state: dict[str, Any], band: bool) -> None:
+FIGURES = ["plot-cycle-quality", "plot-cycle-composition", "plot-length-dist", "plot-read-quality-dist",
+           "plot-base-quality-dist", "plot-coverage"]
+
+
+def _check_plots(state: dict[str, Any], band: bool, figures: list[str] = FIGURES, panels: int = 4) -> None:
     assert state["rendered"]
-    ids = [f["id"] for f in state["figures"]]
-    assert ids == ["plot-cycle-quality", "plot-cycle-composition", "plot-length-dist", "plot-read-quality-dist",
-                   "plot-base-quality-dist", "plot-coverage"]
+    assert [f["id"] for f in state["figures"]] == figures
     for figure in state["figures"]:
-        assert figure["panels"], figure["id"]
+        assert len(figure["panels"]) == (1 if figure["id"] == "plot-coverage" else panels), figure["id"]
         for panel in figure["panels"]:
             assert panel["width"] > 200 and panel["height"] > 100, figure["id"]
             # composition: the five bases of the chosen sample; otherwise the chosen sample (and a median)
@@ -86,6 +88,14 @@ def test_demo_report_in_chromium(browser: Browser, demo_run: Run, artifacts: Pat
     assert_rows_equal(browser.evaluate(CELLS_JS), demo_run.expected_rows())
     shot = browser.screenshot(artifacts / "demo-report.png")
     assert shot.stat().st_size > 50_000
+
+
+def test_single_end_untrimmed_unaligned_in_chromium(browser: Browser, plain_run: Run, artifacts: Path) -> None:
+    page = Path(render_run(str(plain_run.root), plain_run.run_id))
+    _open_cleanly(browser, page)
+    _check_plots(browser.evaluate(PLOTS_JS), band=False, figures=FIGURES[:-1], panels=2)
+    assert_rows_equal(browser.evaluate(CELLS_JS), plain_run.expected_rows())
+    browser.screenshot(artifacts / "single-end-report.png")
 
 
 def test_many_samples_in_chromium(browser: Browser, demo_run: Run, tmp_path: Path, artifacts: Path) -> None:

@@ -79,7 +79,8 @@ def _summary_table(report: Report) -> str:
         cells = []
         for c in SUMMARY_COLUMNS:
             v = getattr(r, c.key)
-            cells.append(f"<td data-col=\"{c.key}\" data-v=\"{'' if v is None else v!r}\">"
+            exact = "" if v is None else repr(v)  # the number itself, for sorting and checking
+            cells.append(f"<td data-col=\"{c.key}\" data-v=\"{exact}\">"
                          f"{format_value(v, c.fmt)}</td>")
         rows.append(f"<tr data-sample=\"{escape(r.sample)}\"><td>{escape(r.sample)}</td>{''.join(cells)}</tr>")
     return (f"<table class=\"sortable per-sample\" id=\"summary-table\"><thead><tr><th>Sample</th>{head}</tr></thead>"
