@@ -8,6 +8,7 @@ stage (or per contig) are one MultiQC plot with a dataset per panel (``data_labe
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -51,18 +52,29 @@ def samples_table(report: Report) -> dict[str, Any]:
     }
 
 
-def line_plot(report: Report, plot: Plot) -> dict[str, Any]:
+_COMPACT = (",", ":")
+
+
+def _datasets_json(report: Report, plot: Plot) -> str:
+    """The plot's ``data`` (a dataset per panel, a series per sample) as JSON text, built series by
+    series: as Python objects, a thousand samples' points took hundreds of MB."""
     datasets = []
     for panel in plot.panels:
-        data: dict[str, dict[str, float]] = {}
         xs = np.array([f"{x:g}" for x in panel.x], dtype=object)
+        series = []
         for name, matrix in panel.series.items():
             rounded, present = np.round(matrix, 4), ~np.isnan(matrix)
             for i, sample in enumerate(report.samples):
                 if present[i].any():
                     points = dict(zip(xs[present[i]].tolist(), rounded[i, present[i]].tolist(), strict=True))
-                    data[f"{sample} {name}" if plot.kind == "components" else sample] = points
-        datasets.append(data)
+                    label = f"{sample} {name}" if plot.kind == "components" else sample
+                    series.append(f"{json.dumps(label)}:{json.dumps(points, separators=_COMPACT)}")
+        datasets.append("{" + ",".join(series) + "}")
+    return "[" + ",".join(datasets) + "]"
+
+
+def line_plot(report: Report, plot: Plot) -> dict[str, Any]:
+    """The plot's custom-content document without its ``data`` (see :func:`_datasets_json`)."""
     pconfig: dict[str, Any] = {
         "id": f"{MODULE}_{plot.id}".replace("-", "_"), "title": f"seqlake: {plot.title}", "xlab": plot.xlabel,
         "ylab": plot.ylabel, "ymin": 0, "data_labels": [{"name": p.title} for p in plot.panels],
@@ -73,7 +85,7 @@ def line_plot(report: Report, plot: Plot) -> dict[str, Any]:
         pconfig["ymax"] = plot.y_max
     return {**_PARENT, "id": pconfig["id"], "section_name": plot.title,
             "description": plot.description + (f" {plot.note}" if plot.note else ""), "plot_type": "linegraph",
-            "pconfig": pconfig, "data": datasets}
+            "pconfig": pconfig}
 
 
 def trimming_bars(report: Report) -> dict[str, Any] | None:
@@ -96,10 +108,12 @@ def trimming_bars(report: Report) -> dict[str, Any] | None:
     }
 
 
-def custom_content(report: Report) -> dict[str, bytes]:
-    """File name -> body of every MultiQC custom-content file of the run."""
-    docs = [general_stats(report), samples_table(report), *(line_plot(report, p) for p in report.plots)]
-    trim = trimming_bars(report)
-    if trim is not None:
-        docs.append(trim)
-    return {f"{doc['id']}_mqc.json": json.dumps(doc, separators=(",", ":")).encode() for doc in docs}
+def custom_content(report: Report) -> Iterator[tuple[str, bytes]]:
+    """(file name, body) of every MultiQC custom-content file of the run, one file at a time."""
+    for doc in (general_stats(report), samples_table(report), trimming_bars(report)):
+        if doc is not None:
+            yield f"{doc['id']}_mqc.json", json.dumps(doc, separators=_COMPACT).encode()
+    for plot in report.plots:
+        doc = line_plot(report, plot)
+        head = json.dumps(doc, separators=_COMPACT)
+        yield f"{doc['id']}_mqc.json", f'{head[:-1]},"data":{_datasets_json(report, plot)}}}'.encode()

@@ -8,7 +8,9 @@ here, ``reports/<id>/`` (``index.html``, the MultiQC ``*_mqc.json`` files, ``rep
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,9 +54,9 @@ def _write(uri: str, body: bytes) -> None:
         storage.write_bytes(uri, body)
 
 
-def _write_all(out_dir: str, files: dict[str, bytes]) -> list[str]:
+def _write_all(out_dir: str, files: Iterable[tuple[str, bytes]]) -> list[str]:
     uris = []
-    for name, body in files.items():
+    for name, body in files:
         uri = storage.join(out_dir, name)
         _write(uri, body)
         uris.append(uri)
@@ -76,17 +78,17 @@ def render_report(run_id: str, tables: dict[str, pa.Table], out_dir: str,
     """Write a committed run's page, MultiQC files and index entry into ``out_dir``; their URIs, page first."""
     report = build_report(run_id, tables)
     reads = sum(r.reads for r in report.rows)
-    files = {PAGE: run_page(report).encode(), **custom_content(report),
-             ENTRY: _entry(run_id, SUCCEEDED, status or {}, len(report.samples), reads)}
+    files = itertools.chain([(PAGE, run_page(report).encode())], custom_content(report),
+                            [(ENTRY, _entry(run_id, SUCCEEDED, status or {}, len(report.samples), reads))])
     return _write_all(out_dir, files)
 
 
 def render_failed(run_id: str, status: dict[str, Any], out_dir: str) -> list[str]:
     """Write the short page of a run that did not succeed (state and reason from its ``status.json``)."""
     samples = status.get("samples")
-    files = {PAGE: failed_page(run_id, status).encode(),
-             ENTRY: _entry(run_id, str(status.get("state")), status, len(samples) if samples else None,
-                           status.get("reads"))}
+    files = [(PAGE, failed_page(run_id, status).encode()),
+             (ENTRY, _entry(run_id, str(status.get("state")), status, len(samples) if samples else None,
+                            status.get("reads")))]
     return _write_all(out_dir, files)
 
 
