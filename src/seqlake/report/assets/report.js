@@ -94,7 +94,8 @@
         if (i !== selected) lines.push({ name: DATA.samples[i], values, colour: sampleColour(i, n), width: 1, opacity: 0.55 });
       });
     } else {
-      const p = percentiles(rows, panel.x.length);
+      // the spread does not depend on the chosen sample: computed once per panel
+      const p = panel.spread || (panel.spread = percentiles(rows, panel.x.length));
       band = { lo: p.p10, hi: p.p90 };
       lines.push({ name: `median of ${n} samples`, values: p.p50, colour: "#666", width: 1.2, dash: "4 3" });
     }
