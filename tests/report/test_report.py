@@ -14,7 +14,7 @@ import pytest
 
 from report.conftest import Run, replicated
 from seqlake import storage
-from seqlake.report import data, load_run_tables, render_report, render_run, report_uri
+from seqlake.report import data, load_run_tables, render_report, render_run, report_uri, try_render_run
 from seqlake.report.data import MAX_POINTS, SUMMARY_COLUMNS, build_report, format_value
 from seqlake.report.html import encode
 
@@ -189,3 +189,15 @@ def test_reports_on_s3(demo_run: Run) -> None:
         assert_rows_equal(summary_cells(head["Body"].read().decode()), demo_run.expected_rows())
         assert s3.head_object(Bucket="lake", Key="reports/index.html")["ContentType"].startswith("text/html")
     storage.reset_clients()
+
+
+def test_a_report_that_fails_to_render_is_an_outcome_not_an_error(demo_run: Run, tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    storage.copy(str(next((demo_run.root / "results" / "qc_summary").rglob("*.parquet"))),
+                 str(root / "results" / "qc_summary" / f"run_id={demo_run.run_id}" / "part-0.parquet"))
+    (root / "results" / "qc_position" / f"run_id={demo_run.run_id}").mkdir(parents=True)
+    (root / "results" / "qc_position" / f"run_id={demo_run.run_id}" / "part-0.parquet").write_bytes(b"not parquet")
+    outcome = try_render_run(str(root), demo_run.run_id)
+    assert outcome.uri is None and outcome.error and "Parquet" in outcome.error
+    good = try_render_run(str(demo_run.root), demo_run.run_id)
+    assert good.error is None and good.uri == report_uri(str(demo_run.root), demo_run.run_id)

@@ -350,7 +350,8 @@ def _coverage(table: pa.Table, samples: list[str]) -> Plot | None:
     start, end = _col(table, "bin_start").astype(np.int64), _col(table, "bin_end").astype(np.int64)
     depth_sum = _col(table, "depth_sum").astype(np.float64)
     sample = np.array([index[s] for s in _col(table, "sample")], dtype=np.int64)
-    lengths = {str(c): int(end[contig == c].max()) for c in np.unique(contig)}
+    by_contig = table.group_by("contig").aggregate([("bin_end", "max")])
+    lengths = dict(zip(by_contig["contig"].to_pylist(), by_contig["bin_end_max"].to_pylist(), strict=True))
     drawn = sorted(lengths, key=lambda c: (-lengths[c], c))[:MAX_CONTIGS]
     total = sum(lengths[c] for c in drawn)
     panels = []

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,8 @@ from seqlake.report.data import build_report, load_run_tables
 from seqlake.report.html import failed_page, index_page, run_page
 from seqlake.report.multiqc import custom_content
 from seqlake.tables import RUN_STATES
+
+log = logging.getLogger(__name__)
 
 REPORTS = "reports"
 #: one run's page in its report folder
@@ -117,6 +121,24 @@ def render_run(root: str, run_id: str, status: dict[str, Any] | None = None) -> 
         render_report(run_id, load_run_tables(storage.join(root, "results"), run_id), out_dir, status)
     write_index(root)
     return report_uri(root, run_id)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of a run's report: its page's URI, or why there is none."""
+
+    uri: str | None
+    error: str | None = None
+
+
+def try_render_run(root: str, run_id: str, status: dict[str, Any] | None = None) -> Outcome:
+    """:func:`render_run` for a caller that must not fail with it (the commit step: a report that
+    fails to render never fails the run; the run's status says why instead)."""
+    try:
+        return Outcome(render_run(root, run_id, status))
+    except Exception as err:  # any failure, reported rather than raised
+        log.warning("the report of run %s failed to render", run_id, exc_info=True)
+        return Outcome(None, f"{type(err).__name__}: {err}")
 
 
 def write_index(root: str) -> str:
