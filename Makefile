@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
-	@echo "make test   - set up, install seqkit/minimap2 (Debian), lint, run the test suite"
+	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 
@@ -27,13 +27,16 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/seqlake demo
 
-# seqkit and minimap2 are the tools whose numbers the tests compare against; tests skip without them.
+# seqkit and minimap2 are the tools whose numbers the tests compare against; Chromium opens the run
+# reports in the browser tests. Tests skip without them.
+TOOLS := seqkit minimap2 chromium
 tools:
-	@command -v seqkit >/dev/null && command -v minimap2 >/dev/null || \
+	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	[ -z "$$missing" ] || \
 	  { if [ "$$(id -u)" = 0 ]; then \
-	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq seqkit minimap2 >/dev/null) \
-	      || echo "warning: could not install seqkit/minimap2; their comparison tests will skip"; \
-	    else echo "note: not root: seqkit/minimap2 comparison tests skip unless installed"; fi; }
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || echo "warning: could not install$$missing; their tests will skip"; \
+	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
 test: $(STAMP) tools lint
 	$(BIN)/python -m pytest -n 2 -q

@@ -58,6 +58,12 @@ def _cmd_local_runs(args: argparse.Namespace) -> int:
     return int(runs_command(args) or 0)
 
 
+def _cmd_local_report(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.report_command import report_command
+
+    return report_command(args)
+
+
 def _add_local_state(p: argparse.ArgumentParser) -> None:
     p.add_argument("--home", default=None, metavar="DIR",
                    help="the local cloud's state folder: its bucket, catalog, logs and run history "
@@ -174,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the runs of this local cloud, oldest first, with rejected samplesheets.")
     _add_local_state(runs)
     runs.set_defaults(func=_cmd_local_runs)
+    report = lsub.add_parser("report", help="print the path of a run's QC report (an HTML file that opens offline)")
+    report.add_argument("run_id", metavar="RUN_ID", help="the run's id, or the start of it (see `seqlake local runs`)")
+    report.add_argument("--open", action="store_true", help="also open the report in the default web browser")
+    _add_local_state(report)
+    report.set_defaults(func=_cmd_local_report)
     return parser
 
 
