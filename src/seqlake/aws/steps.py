@@ -229,11 +229,21 @@ def last_log_line(log_group: str | None, stream: str | None) -> str | None:
     """The last non-empty line the worker printed (its one-line error goes last to stderr)."""
     if not log_group or not stream:
         return None
+    logs = clients.client("logs")
     try:
-        events = clients.client("logs").get_log_events(
+        events = logs.get_log_events(
             logGroupName=log_group, logStreamName=stream, limit=20, startFromHead=False)["events"]
     except Exception as err:
-        logger.warning("could not read the worker log", extra={"stream": stream, "error": repr(err)})
+        code = str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
+        if code.startswith("AccessDenied"):
+            # a grant that matches nothing (e.g. a log group ARN with its ":*" suffix) lands here:
+            # say which resource the record-failure role must be able to read
+            arn = f"arn:{logs.meta.partition}:logs:{logs.meta.region_name}:*:log-group:{log_group}:log-stream:{stream}"
+            logger.warning("AccessDenied: this function's role may not call logs:GetLogEvents on %s, so the "
+                           "worker's last log line is not in the failure reason", arn,
+                           extra={"log_stream_arn": arn, "error": str(err)})
+        else:
+            logger.warning("could not read the worker log", extra={"stream": stream, "error": repr(err)})
         return None
     lines = [e["message"].strip() for e in events if e.get("message", "").strip()]
     return lines[-1] if lines else None
