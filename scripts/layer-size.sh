@@ -15,7 +15,7 @@ trap 'rm -rf "$OUT"' EXIT
 
 make --no-print-directory -s -f "$ROOT/layers/core/Makefile" build-CoreLayer ARTIFACTS_DIR="$OUT" PY="$PY"
 bytes="$(du -s --bytes --apparent-size "$OUT" | cut -f1)"
-mib="$(( (bytes + 1048575) / 1048576 ))"
+mib="$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')"
 echo "layer-size: CoreLayer unzipped ${bytes} bytes (${mib} MiB; limit ${LIMIT_MIB} MiB)"
 if (( bytes > LIMIT_MIB * 1048576 )); then
   echo "layer-size: above ${LIMIT_MIB} MiB: trim layers/core/Makefile or the layer's requirements" >&2

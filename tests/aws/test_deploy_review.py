@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from seqlake.aws import batch_reasons, clients, steps
+from seqlake.aws import batch_reasons, steps
 from seqlake.errors import EXIT_BAD_INPUT
 from seqlake.localcloud.batch import ESSENTIAL_EXITED, Outcome, decide
 from seqlake.localcloud.deployer import Deployer
@@ -225,6 +225,7 @@ def test_access_denied_on_the_worker_log_is_a_warning_naming_the_stream(monkeypa
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     warnings = _Warnings()
     monkeypatch.setattr(steps, "logger", warnings)
+    clients = steps.clients  # the client factory steps.py uses
     clients.reset()
     logs = clients.client("logs")
     with Stubber(logs) as stub:
