@@ -1,6 +1,6 @@
 """The deployment review (a first `sam deploy` on a new account, and a stack that behaves): each rule the
 AWS documentation states and no linter checks, stated here against template.yaml, the state machine,
-samconfig.toml and the build scripts. Static, except the layer-size script (it builds the layer)."""
+samconfig.toml and the build scripts. Static: no AWS, no moto server."""
 
 from __future__ import annotations
 
@@ -412,18 +412,12 @@ def test_columns_reserved_in_ddl_are_documented_with_their_quoting() -> None:
 
 # 14 ------------------------------------------------------------------------------------- layer size
 def test_lint_measures_the_layer() -> None:
+    """`make lint` (and so `make test`) builds the layer with its Makefile and fails above 220 MiB; the
+    build takes seconds with a warm pip cache, so it runs there once rather than here again."""
     lint = (REPO / "Makefile").read_text().split("\nlint:")[1].split("\n\n")[0]
     assert "scripts/layer-size.sh" in lint
-
-
-@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "python").exists(), reason="needs the project's venv (make setup)")
-def test_the_layer_size_check_fails_above_its_limit() -> None:
-    proc = subprocess.run([str(REPO / "scripts" / "layer-size.sh")], capture_output=True, text=True, check=False,
-                          env={**os.environ, "SEQLAKE_LAYER_LIMIT_MIB": "1"}, timeout=600)
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    measured = re.search(r"CoreLayer unzipped (\d+) bytes", proc.stdout)
-    assert measured and int(measured.group(1)) > 50 << 20, proc.stdout  # numpy + pyarrow alone are more
-    assert "above 1 MiB" in proc.stderr
+    script = (REPO / "scripts" / "layer-size.sh").read_text()
+    assert "layers/core/Makefile" in script and "LIMIT_MIB:-220" in script
 
 
 def test_asl_stays_valid_json_after_substitution(template: dict[str, Any]) -> None:
