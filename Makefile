@@ -7,12 +7,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint bench tools docs clean
+.PHONY: help setup demo test test-fast lint layer-size bench tools docs clean
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
-	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov"
+	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov, the layer's size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 
 $(STAMP):
@@ -49,6 +49,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	scripts/lint-aws.sh
+	scripts/layer-size.sh $(BIN)/python
+
+# the Lambda layer built as `sam build` builds it, measured unzipped (fails above 220 MiB)
+layer-size: $(STAMP)
+	scripts/layer-size.sh $(BIN)/python
 
 bench: $(STAMP) tools
 	$(BIN)/python bench/run.py

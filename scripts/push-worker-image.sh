@@ -14,18 +14,7 @@ ENV_NAME="${1:?usage: $0 ENV (a section of samconfig.toml, e.g. dev)}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-read -r STACK REGION < <(python3 - "$ENV_NAME" <<'PY'
-import sys, tomllib
-cfg = tomllib.load(open("samconfig.toml", "rb"))
-env = sys.argv[1]
-deploy = cfg.get(env, {}).get("deploy", {}).get("parameters", {})
-if "stack_name" not in deploy:
-    sys.exit(f"samconfig.toml has no [{env}.deploy.parameters] stack_name")
-region = (cfg.get(env, {}).get("global", {}).get("parameters", {}).get("region")
-          or cfg.get("default", {}).get("global", {}).get("parameters", {}).get("region") or "us-east-1")
-print(deploy["stack_name"], region)
-PY
-)
+read -r STACK REGION < <(python3 scripts/samconfig_env.py "$ENV_NAME")
 
 REPO_URI="$(aws cloudformation describe-stacks --region "$REGION" --stack-name "$STACK" \
   --query "Stacks[0].Outputs[?OutputKey=='WorkerRepositoryUri'].OutputValue" --output text)"

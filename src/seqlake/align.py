@@ -56,7 +56,7 @@ ROW_COLUMNS = (
     "flag",
     "contig",
     "pos",
-    "end",
+    "end_pos",
     "strand",
     "mapq",
     "cigar",
@@ -66,7 +66,7 @@ ROW_COLUMNS = (
 )
 #: what a row tuple holds: ``pos`` (``start`` + 1), ``strand`` and ``is_primary`` follow from the
 #: 0-based start and the flag, and are derived per batch (not per row) when the columns are built
-_STORED = ("mate", "read_name", "read_index", "flag", "contig", "start", "end", "mapq", "cigar", "nm", "read_len")
+_STORED = ("mate", "read_name", "read_index", "flag", "contig", "start", "end_pos", "mapq", "cigar", "nm", "read_len")
 _WIDTH = len(_STORED)
 #: minimap2's CIGAR operator letters (``MM_CIGAR_STR``), indexed by the op code mappy returns
 _CIGAR_OPS = "MIDNSHP=XB"
@@ -106,7 +106,9 @@ class AlignmentColumns:
         types = {f.name: f.type for f in schema}
         arrays: dict[str, pa.Array] = {
             name: pa.array(c[name], type=types[name])
-            for name in ("mate", "read_name", "read_index", "flag", "contig", "end", "mapq", "cigar", "nm", "read_len")
+            for name in (
+                "mate", "read_name", "read_index", "flag", "contig", "end_pos", "mapq", "cigar", "nm", "read_len"
+            )
         }
         start = pa.array(c["start"], type=pa.int64())
         arrays["pos"] = pc.add(start, 1).cast(types["pos"])
@@ -124,13 +126,13 @@ class AlignmentColumns:
 def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
     """Per contig, the 0-based starts and exclusive ends of an ``alignments`` table's mapped rows
     (primary and supplementary: the coverage input), gathered in Arrow rather than per row."""
-    mapped = table.select(["contig", "pos", "end"]).filter(pc.is_valid(table.column("contig")))
+    mapped = table.select(["contig", "pos", "end_pos"]).filter(pc.is_valid(table.column("contig")))
     if mapped.num_rows == 0:
         return
     contig = mapped.column("contig").combine_chunks().dictionary_encode()
     codes = contig.indices.to_numpy()
     starts = mapped.column("pos").to_numpy().astype(np.int64) - 1
-    ends = mapped.column("end").to_numpy().astype(np.int64)
+    ends = mapped.column("end_pos").to_numpy().astype(np.int64)
     names = contig.dictionary.to_pylist()
     if len(names) == 1:
         yield names[0], starts, ends
@@ -404,7 +406,7 @@ def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
 def _collect_spans(out: AlignmentColumns, first: int, spans: list[tuple[str, int, int]] | None) -> None:
     if spans is not None:
         c = {name: out.values[first * _WIDTH + k :: _WIDTH] for k, name in enumerate(_STORED)}
-        spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end"], strict=True) if g is not None)
+        spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end_pos"], strict=True) if g is not None)
 
 
 # -- the reference index ------------------------------------------------------------------------

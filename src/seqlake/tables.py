@@ -175,7 +175,7 @@ ALIGNMENTS = Table(
         _c("flag", _I32, "SAM flag (0x4 unmapped, 0x10 reverse, 0x100 secondary, 0x800 supplementary, ...)", False),
         _c("contig", _S, "reference sequence name; null when unmapped"),
         _c("pos", _I64, "1-based leftmost position, as in SAM"),
-        _c("end", _I64, "1-based inclusive rightmost reference position"),
+        _c("end_pos", _I64, "1-based inclusive rightmost reference position"),
         _c("strand", _S, "`+` or `-`; null when unmapped"),
         _c("mapq", _I32, "mapping quality"),
         _c("cigar", _S, "CIGAR string (soft clips for unaligned read ends)"),

@@ -130,7 +130,7 @@ def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -
     cols = out.as_dict()
     assert cols["flag"] == [0, 4, 4]
     assert cols["contig"] == ["MN908947.3", None, None]
-    assert cols["pos"][0] == 1 and cols["end"][0] == len(seq) and cols["cigar"][0] == f"{len(seq)}M"
+    assert cols["pos"][0] == 1 and cols["end_pos"][0] == len(seq) and cols["cigar"][0] == f"{len(seq)}M"
     assert stats.mapped_reads == 1 and spans == [("MN908947.3", 0, len(seq))]
 
 

@@ -192,9 +192,10 @@ def test_lost_instance_is_retried_and_changes_nothing(cloud: LocalCloud, scenari
     assert lost.partitions == clean.partitions == frozenset({*RESULT_TABLES, "runs"})
 
 
-def test_child_failing_every_attempt_fails_the_run(cloud: LocalCloud, scenario: Scenario) -> None:
+def test_crashing_child_is_not_retried_and_fails_the_run(cloud: LocalCloud, scenario: Scenario) -> None:
     o = scenario.first["always-fails"]
-    # Batch tried JobAttempts (3) times; the run failed with shard, reason and log recorded
+    # a crash (exit 1) is not an infrastructure failure: the job definition's last retry entry ends it
+    # after one attempt; the run failed with shard, reason and log recorded
     assert o.execution.status == "FAILED"
     st = o.status
     assert st["state"] == "FAILED" and st["failed_step"] == "ProcessOneShard" and st["failed_shard"] == 0
@@ -202,7 +203,7 @@ def test_child_failing_every_attempt_fails_the_run(cloud: LocalCloud, scenario: 
     # the worker's last log line, read from CloudWatch Logs, where the local Batch sends each attempt's output
     assert "seqlake fault injection: exit 1" in st["reason"], st["reason"]
     # the log location is recorded: locally the attempt's log file, which names the stream too
-    assert st["log_stream"] and Path(st["log_stream"]).name == "attempt-3.log"
+    assert st["log_stream"] and Path(st["log_stream"]).name == "attempt-1.log"
     assert "seqlake fault injection: exit 1" in Path(st["log_stream"]).read_text()
     assert o.partitions == frozenset({"runs"})
     row = runs_row(cloud, o.run_id)

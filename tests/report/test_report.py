@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from report.conftest import Run, replicated
-from seqlake import storage
+from seqlake import clients, storage
 from seqlake.report import data, load_run_tables, render_report, render_run, report_uri, try_render_run
 from seqlake.report.data import MAX_POINTS, SUMMARY_COLUMNS, build_report, format_value
 from seqlake.report.html import encode
@@ -177,7 +177,7 @@ def test_reports_on_s3(demo_run: Run) -> None:
     boto3 = pytest.importorskip("boto3")
     moto = pytest.importorskip("moto")
     with moto.mock_aws():
-        storage.reset_clients()
+        clients.reset()
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="lake")
         for src in (demo_run.root / "results").rglob("*.parquet"):
@@ -188,7 +188,7 @@ def test_reports_on_s3(demo_run: Run) -> None:
         assert head["ContentType"].startswith("text/html")
         assert_rows_equal(summary_cells(head["Body"].read().decode()), demo_run.expected_rows())
         assert s3.head_object(Bucket="lake", Key="reports/index.html")["ContentType"].startswith("text/html")
-    storage.reset_clients()
+    clients.reset()
 
 
 def test_a_report_that_fails_to_render_is_an_outcome_not_an_error(demo_run: Run, tmp_path: Path) -> None:

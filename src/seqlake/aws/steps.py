@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from seqlake import clients, storage
-from seqlake.aws import batch_info, catalog, faults
+from seqlake.aws import batch_info, batch_reasons, catalog, faults
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
@@ -260,11 +260,21 @@ def last_log_line(log_group: str | None, stream: str | None) -> str | None:
     """The last non-empty line the worker printed (its one-line error goes last to stderr)."""
     if not log_group or not stream:
         return None
+    logs = clients.client("logs")
     try:
-        events = clients.client("logs").get_log_events(
+        events = logs.get_log_events(
             logGroupName=log_group, logStreamName=stream, limit=20, startFromHead=False)["events"]
     except Exception as err:
-        logger.warning("could not read the worker log", extra={"stream": stream, "error": repr(err)})
+        code = str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
+        if code.startswith("AccessDenied"):
+            # a grant that matches nothing (e.g. a log group ARN with its ":*" suffix) lands here:
+            # say which resource the record-failure role must be able to read
+            arn = f"arn:{logs.meta.partition}:logs:{logs.meta.region_name}:*:log-group:{log_group}:log-stream:{stream}"
+            logger.warning("AccessDenied: this function's role may not call logs:GetLogEvents on %s, so the "
+                           "worker's last log line is not in the failure reason", arn,
+                           extra={"log_stream_arn": arn, "error": str(err)})
+        else:
+            logger.warning("could not read the worker log", extra={"stream": stream, "error": repr(err)})
         return None
     lines = [e["message"].strip() for e in events if e.get("message", "").strip()]
     return lines[-1] if lines else None
@@ -283,7 +293,10 @@ def _child_line(child: ChildJob, worker: dict[str, Any] | None, log_group: str |
         parts.append(f"exit code {child.exit_code}")
     parts += [r for r in (child.status_reason, child.container_reason) if r]
     text = "; ".join(parts) or "the Batch job failed"
-    return text if len(text) <= REASON_LINE_CHARS else text[: REASON_LINE_CHARS - 1] + "…"
+    text = text if len(text) <= REASON_LINE_CHARS else text[: REASON_LINE_CHARS - 1] + "…"
+    # a reason that points at the stack or the account says what to check, in full
+    hint = batch_reasons.advice(child.status_reason or "")
+    return f"{text}; {hint}" if hint else text
 
 
 def _todo_children(plan: dict[str, Any]) -> list[int] | None:

@@ -371,6 +371,22 @@ def _batch(op: str, name_key: str, arn_key: str, attr: str) -> Callable[[Deploye
     return create
 
 
+_create_compute_environment = _batch(
+    "CreateComputeEnvironment", "computeEnvironmentName", "computeEnvironmentArn", "ComputeEnvironmentArn"
+)
+
+
+def batch_compute_environment(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    """Without ``ServiceRole`` AWS Batch uses its service-linked role, which AWS creates on first use;
+    moto requires an existing role, so the deployer makes that role as AWS would."""
+    if not p.get("ServiceRole"):
+        iam = d.client("iam")
+        made = iam.list_roles(PathPrefix="/aws-service-role/batch.amazonaws.com/")["Roles"]
+        role = made[0] if made else iam.create_service_linked_role(AWSServiceName="batch.amazonaws.com")["Role"]
+        p = {**p, "ServiceRole": role["Arn"]}
+    return _create_compute_environment(d, lid, p)
+
+
 def ec2_launch_template(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     ec2 = d.client("ec2")
     name = p.get("LaunchTemplateName") or d.name(lid, 128)
@@ -432,10 +448,9 @@ CREATORS: dict[str, Callable[[Deployer, str, dict[str, Any]], Created]] = {
     "AWS::Lambda::EventInvokeConfig": lambda_event_invoke_config,
     "AWS::Events::Rule": events_rule,
     "AWS::StepFunctions::StateMachine": state_machine,
-    "AWS::Batch::ComputeEnvironment": _batch(
-        "CreateComputeEnvironment", "computeEnvironmentName", "computeEnvironmentArn", "ComputeEnvironmentArn"
-    ),
+    "AWS::Batch::ComputeEnvironment": batch_compute_environment,
     "AWS::Batch::JobQueue": _batch("CreateJobQueue", "jobQueueName", "jobQueueArn", "JobQueueArn"),
+    "AWS::Batch::SchedulingPolicy": _batch("CreateSchedulingPolicy", "name", "arn", "Arn"),
     "AWS::Batch::JobDefinition": _batch(
         "RegisterJobDefinition", "jobDefinitionName", "jobDefinitionArn", "JobDefinitionArn"
     ),

@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 
 from seqlake import storage
+from seqlake.model import RunState
 from seqlake.report.data import build_report, load_run_tables
 from seqlake.report.html import failed_page, index_page, run_page
 from seqlake.report.multiqc import custom_content
-from seqlake.tables import RUN_STATES
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ REPORTS = "reports"
 PAGE = "index.html"
 #: what the index lists about a run, beside its page
 ENTRY = "report.json"
-SUCCEEDED = RUN_STATES[0]
+SUCCEEDED = RunState.SUCCEEDED.value
 #: states with no results to show: the run gets a short page with its reason
-UNSUCCESSFUL = (*RUN_STATES[1:], "TIMED_OUT", "ABORTED")
+UNSUCCESSFUL = (RunState.FAILED.value, RunState.REJECTED.value, "TIMED_OUT", "ABORTED")
 
 
 def report_dir(root: str, run_id: str) -> str:
