@@ -88,6 +88,10 @@ class Deployed:
         etag: str = self.s3().put_object(Bucket=self.bucket, Key=key, Body=body)["ETag"]
         return etag.strip('"')
 
+    def get(self, key: str) -> bytes:
+        body: bytes = self.s3().get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return body
+
     def event_for(self, key: str) -> dict[str, Any]:
         """A real-shaped Object Created event for an object already in the bucket."""
         head = self.s3().head_object(Bucket=self.bucket, Key=key)

@@ -110,6 +110,10 @@ def test_plan_shards_commit(
     row = runs_row(deployed, run_id)
     assert row["state"] == "SUCCEEDED" and row["shards"] == 3 and row["reads"] == 2 * READS
     assert row["samples"] == "demo" and row["reason"] is None
+    # the run's report was rendered from its tables before the commit point, and both records name it
+    report = f"s3://{deployed.bucket}/reports/{run_id}/index.html"
+    assert status["report_uri"] == row["report_uri"] == report and status["report_error"] is None
+    assert b"<html" in deployed.get(f"reports/{run_id}/index.html")[:200].lower()
     assert json.loads(row["inputs"])[0]["etag"] == run_input["inputs"][0]["etag"]
     # a re-run of the commit (e.g. after a timeout) is clean
     assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))["state"] == (

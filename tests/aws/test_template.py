@@ -130,7 +130,7 @@ def test_resource_star_only_where_aws_requires_it(template: dict[str, Any]) -> N
                 assert action in STAR_RESOURCE_REASONS, f"{lid}: {action} on Resource '*' without a listed reason"
 
 
-def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict[str, Any]) -> None:
+def test_worker_role_writes_only_under_runs_its_alignments_and_reference_indexes(template: dict[str, Any]) -> None:
     role = template["Resources"]["WorkerJobRole"]["Properties"]
     writes = [
         st
@@ -142,7 +142,9 @@ def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict
     for st in writes:
         assert set(as_list(st["Action"])) == {"s3:PutObject"}
         targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
-        assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/references/*.mmi"]
+        # alignments go straight into their result partition, which only the commit registers
+        assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/results/alignments/*",
+                           "${DataBucket.Arn}/references/*.mmi"]
 
 
 def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]) -> None:

@@ -54,6 +54,9 @@ class RunStatus:
     vcpu_seconds: float | None = None
     cost_estimate_usd: float | None = None
     partitions: list[str] = field(default_factory=list)
+    #: the run's report, or why it could not be rendered (which never fails the run)
+    report_uri: str | None = None
+    report_error: str | None = None
     software_version: str = __version__
 
     @property
@@ -93,6 +96,7 @@ class RunStatus:
             "reads": self.reads,
             "bases": self.bases,
             "cost_estimate_usd": self.cost_estimate_usd,
+            "report_uri": self.report_uri,
         }
 
 

@@ -183,14 +183,23 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     if jobs:
         status.vcpu_seconds = round(sum(j.vcpu_seconds for j in jobs), 3)
     status.finish()
-    # the partitions are the commit point; everything they point at is written first
+    # the partitions are the commit point; everything they point at is written first, the report too
     status.partitions = [*RESULT_TABLES, RUNS.name]
+    _render_report(status, request)
     write_status(status)
     write_runs_row(status)
     fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
     crash_after = fault.number("after_partitions", 0) if fault is not None else None
     register_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
     return status
+
+
+def _render_report(status: RunStatus, request: RunRequest) -> None:
+    """The run's report from its tables (or its failure page); a report that fails never fails the run."""
+    from seqlake.report import try_render_run
+
+    outcome = try_render_run(request.out_prefix, request.run_id, status.to_dict())
+    status.report_uri, status.report_error = outcome.uri, outcome.error
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -367,6 +376,7 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
     status.finish()
     if step is Step.COMMIT:
         unregister_results(database, request.run_id)
+    _render_report(status, request)
     record_unsuccessful(status, database)
     return status
 

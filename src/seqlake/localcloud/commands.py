@@ -209,6 +209,17 @@ def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
     _wide(console).print(table)
 
 
+def _print_reports(console: Console, state: StateDir, finished: list[Any]) -> None:
+    """Each finished run's report (a file that opens offline in any browser)."""
+    from seqlake.localcloud.report_command import local_report_path
+
+    for e in finished:
+        run_id = str(e.input.get("run_id") or e.name)
+        page = local_report_path(state, run_id)
+        if page is not None:
+            console.print(f"report of run [bold]{run_id}[/]: {page}", soft_wrap=True)
+
+
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto
     from seqlake.localcloud.cloud import LocalCloud
@@ -250,7 +261,8 @@ def run_command(args: argparse.Namespace) -> int:
             _print_runs(console, rejected)
         console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
         return EXIT_FAILURE
-    _print_runs(console, [r for r in state.runs() if r["run_id"] in {e.name for e in finished}])
+    _print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}])
+    _print_reports(console, state, finished)
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE
 
 
@@ -383,6 +395,7 @@ def demo_command(args: argparse.Namespace) -> int:
                 console.print(f"[red]query {name} failed:[/] {err}")
                 continue
             print_result(result, "table", title=f"{name}", max_rows=DEMO_ROWS)
+    _print_reports(console, _state(args), finished)
     console.print(
         f"[bold]done in {time.monotonic() - t0:.1f} s.[/] Results stay in {_state(args).root}/: try "
         f"[cyan]{_EXAMPLE}[/] or [cyan]seqlake local runs[/]"

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from seqlake import storage
+from seqlake.layout import RunLayout
 from seqlake.model import RunState
 from seqlake.report.data import build_report, load_run_tables
 from seqlake.report.html import failed_page, index_page, run_page
@@ -37,12 +38,12 @@ UNSUCCESSFUL = (RunState.FAILED.value, RunState.REJECTED.value, "TIMED_OUT", "AB
 
 
 def report_dir(root: str, run_id: str) -> str:
-    return storage.join(root, REPORTS, run_id)
+    return RunLayout(root, run_id).report_prefix.rstrip("/")
 
 
 def report_uri(root: str, run_id: str) -> str:
-    """The run's page: ``<root>/reports/<run_id>/index.html``."""
-    return storage.join(root, REPORTS, run_id, PAGE)
+    """The run's page: ``<root>/reports/<run_id>/index.html`` (:class:`seqlake.layout.RunLayout`)."""
+    return RunLayout(root, run_id).report
 
 
 def _content_type(name: str) -> str:
