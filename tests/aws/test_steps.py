@@ -122,6 +122,27 @@ def test_plan_shards_commit(
     assert partitions(deployed, "runs") == [[run_id]]
 
 
+def test_a_rerun_computes_only_the_children_without_a_manifest(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    plan = steps("plan", step_input("plan-input.json", run_input))
+    loaded = load_plan(plan["plan_uri"])
+    # Given a run whose child 1 never finished (its manifest is missing)
+    for child in (0, 2):
+        process_child(loaded, child)
+    # When the run is started again (a new execution name, the same execution input)
+    again = steps("plan", step_input("plan-input.json", run_input, execution_name=f"{run_id}-rerun-1"))
+    # Then the plan is the same and this execution's todo list holds child 1 only
+    assert again["plan_uri"] == plan["plan_uri"] and again["array_size"] == 1
+    assert again["todo_uri"] == f"s3://{deployed.bucket}/runs/{run_id}/todo/{run_id}-rerun-1.json"
+    assert json.loads(deployed.get(f"runs/{run_id}/todo/{run_id}-rerun-1.json")) == {"children": [1]}
+    # and once that child has run, the commit equals a run that never failed
+    process_child(loaded, 1)
+    out = steps("commit", step_input("commit-input.json", run_input, plan=again, batch={"job_id": None}))
+    assert out["state"] == "SUCCEEDED" and out["reads"] == 2 * READS
+
+
 def test_commit_registers_all_or_nothing(
     deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
 ) -> None:
