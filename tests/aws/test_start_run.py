@@ -11,7 +11,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidationError
 
-from seqlake.aws.events import S3Object, run_id
+from seqlake.aws.events import run_id, s3_object
 from seqlake.tables import RESULT_TABLES
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
@@ -142,7 +142,7 @@ def uploaded_at(deployed: Deployed, key: str) -> str:
 def assert_rejection_recorded(deployed: Deployed, out: dict[str, Any], key: str, etag: str, label: str) -> None:
     """status.json, the runs row and the runs partition of a rejected input, as the failure step
     records a failed run: state REJECTED, the one-line reason, the object and its ETag."""
-    rid = run_id(label, [S3Object(deployed.bucket, key, etag)])
+    rid = run_id(label, [s3_object(deployed.bucket, key, etag)])
     assert out["run_id"] == rid and executions(deployed) == []
     st = read_status(deployed, rid)
     uri = f"s3://{deployed.bucket}/{key}"
@@ -262,4 +262,4 @@ def test_other_buckets_only_when_allowed(
     assert out["status"] == "rejected" and "samplesheet.csv:2: " in out["reason"]
     assert "'not-listed', which is not in AllowedInputBuckets (another, sequencer-output)" in out["reason"]
     assert read_status(deployed, out["run_id"])["reason"] == out["reason"]
-    assert out["run_id"] == run_id("ext2", [S3Object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])
+    assert out["run_id"] == run_id("ext2", [s3_object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])

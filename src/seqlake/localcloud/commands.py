@@ -32,11 +32,9 @@ from rich.table import Table
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena
 from seqlake.localcloud.state import StateDir, md5_file
-from seqlake.samplesheet import mate_from_name
+from seqlake.naming import fastq_suffix, key_safe_sample_name
 from seqlake.tables import RUN_STATES
 
-_FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
-_MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
 #: rows of each named query the demo prints
@@ -53,28 +51,16 @@ def _state(args: argparse.Namespace) -> StateDir:
 
 
 def _ext(path: Path) -> str:
-    name = path.name.lower()
-    for ext in _FASTQ_EXTS:
-        if name.endswith(ext):
-            return ext
+    suffix = fastq_suffix(path.name)
+    if suffix is not None:
+        return suffix.lower()
     with path.open("rb") as f:
         return ".fastq.gz" if f.read(2) == _GZIP_MAGIC else ".fastq"
 
 
 def sample_name(path: Path) -> str:
-    """``reads_R1.fastq.gz`` -> ``reads``: the sample the app's start function will read from the name
-    (:func:`seqlake.samplesheet.mate_from_name`, Illumina's ``_S1_L001`` parts dropped), made key-safe."""
-    parsed = mate_from_name(path.name)
-    if parsed is not None:
-        stem = parsed[0]
-    else:
-        stem = path.name
-        for ext in _FASTQ_EXTS:
-            if stem.lower().endswith(ext):
-                stem = stem[: -len(ext)]
-                break
-        stem = _MATE_SUFFIX.sub("", stem)
-    return re.sub(r"[^0-9A-Za-z_.-]+", "-", stem).strip("-.") or "sample"
+    """``reads_R1.fastq.gz`` -> ``reads``: the sample the app's start function will read from the name."""
+    return key_safe_sample_name(path.name)
 
 
 def _check_file(path: Path) -> Path:
