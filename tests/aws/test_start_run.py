@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -14,7 +19,7 @@ from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidati
 from seqlake.aws.events import run_id, s3_object
 from seqlake.tables import RESULT_TABLES
 
-from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
+from .conftest import REGION, REPO, Deployed, load_event, partitions, read_status, runs_row
 
 FASTQ = b"@r1\nACGT\n+\nIIII\n"
 
@@ -263,3 +268,169 @@ def test_other_buckets_only_when_allowed(
     assert "'not-listed', which is not in AllowedInputBuckets (another, sequencer-output)" in out["reason"]
     assert read_status(deployed, out["run_id"])["reason"] == out["reason"]
     assert out["run_id"] == run_id("ext2", [s3_object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])
+
+
+# ---------------------------------------------------------------- folders settled through the queue
+@pytest.fixture
+def settle_queue(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The template's settle queue (FIFO, delay = quiet period; here 0 s: tests deliver its messages
+    when they choose), its URL in the start function's environment."""
+    props = deployed.resolve(deployed.template["Resources"]["StartRunSettleQueue"]["Properties"])
+    attributes = {k: str(v) for k, v in props.items() if k in ("FifoQueue", "VisibilityTimeout")}
+    sqs = boto3.client("sqs", region_name=REGION)
+    url: str = sqs.create_queue(QueueName=f"{uuid.uuid4().hex[:8]}-{props['QueueName']}", Attributes=attributes)[
+        "QueueUrl"]
+    monkeypatch.setenv("SETTLE_QUEUE_URL", url)
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "0")
+    return url
+
+
+def deliver(queue_url: str, start: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Hand the queue's messages to the function as Lambda's SQS event source does; returns how many."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    delivered = 0
+    while True:
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10,
+                                       AttributeNames=["All"]).get("Messages", [])
+        if not messages:
+            return delivered
+        records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                    "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs"} for m in messages]
+        out = start({"Records": records})
+        assert out == {"batchItemFailures": []}
+        for m in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        delivered += len(messages)
+
+
+def _pairs_sheet(n: int) -> bytes:
+    rows = (b"S%d,s%d_R1.fastq.gz,s%d_R2.fastq.gz\n" % (i, i, i) for i in range(n))
+    return b"sample,fastq_1,fastq_2\n" + b"".join(rows)
+
+
+@pytest.mark.parametrize("sheet_first", [False, True], ids=["fastqs then sheet", "sheet then fastqs"])
+def test_a_folder_starts_exactly_one_run_whatever_the_upload_order(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str, sheet_first: bool
+) -> None:
+    # Given a folder of three pairs and their samplesheet, uploaded in either order (as `aws s3 sync` may)
+    keys = [f"incoming/sync/s{i}_R{m}.fastq.gz" for i in range(3) for m in (1, 2)]
+    uploads = [("incoming/sync/samplesheet.csv", _pairs_sheet(3))] + [(k, FASTQ) for k in keys]
+    if not sheet_first:
+        uploads = uploads[1:] + uploads[:1]
+    outs = []
+    for key, body in uploads:
+        deployed.put(key, body)
+        outs.append(start(deployed.event_for(key)))
+    # Then every event only settles the folder: nothing starts while uploads land
+    assert {o["status"] for o in outs} == {"queued"} and executions(deployed) == []
+    # When the queue delivers (after the quiet period)
+    assert deliver(settle_queue, start) >= 1
+    # Then exactly one run starts: the sheet's, with every pair
+    [ex] = executions(deployed)
+    request = json.loads(ex["input"])
+    assert ex["name"].startswith("sync-") and [s["sample"] for s in request["samples"]] == ["S0", "S1", "S2"]
+    assert len(request["inputs"]) == 7
+    # and a redelivered event settles to the same run
+    start(deployed.event_for(keys[0]))
+    deliver(settle_queue, start)
+    assert len(executions(deployed)) == 1
+
+
+def test_a_folder_without_a_sheet_starts_a_run_per_pair_and_single_file(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str
+) -> None:
+    for key in ("incoming/lab/a_R1.fq.gz", "incoming/lab/a_R2.fq.gz", "incoming/lab/b.fastq", "incoming/lab/c_R1.fq"):
+        deployed.put(key, FASTQ)
+        assert start(deployed.event_for(key))["status"] == "queued"
+    deliver(settle_queue, start)
+    # a's pair and b's single file start; c's R1 waits for its mate
+    runs = sorted(json.loads(ex["input"])["samples"][0]["sample"] for ex in executions(deployed))
+    assert runs == ["a", "b"]
+    deployed.put("incoming/lab/c_R2.fq", FASTQ)
+    start(deployed.event_for("incoming/lab/c_R2.fq"))
+    deliver(settle_queue, start)
+    assert sorted(json.loads(ex["input"])["samples"][0]["sample"] for ex in executions(deployed)) == ["a", "b", "c"]
+
+
+def test_a_folder_still_receiving_uploads_is_looked_at_again(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from seqlake.aws.start import StartSettings, settle
+
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "60")
+    deployed.put("incoming/busy/x.fastq", FASTQ)
+    settings = StartSettings.from_env(os.environ)
+    # the newest object is younger than the quiet period: no run, the folder's message goes back
+    assert [r.status for r in settle(deployed.bucket, "incoming/busy/", settings)] == ["queued"]
+    assert executions(deployed) == []
+    sqs = boto3.client("sqs", region_name=REGION)
+    assert sqs.get_queue_attributes(QueueUrl=settle_queue, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "1"
+    # a quiet period later, the same folder starts its run
+    later = settle(deployed.bucket, "incoming/busy/", settings, now=time.time() + 61)
+    assert [r.status for r in later] == ["started"]
+
+
+def test_a_samplesheet_start_costs_o_n_s3_requests(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1,000 paired samples: every event and the settle together cost the folder's listing and one GET
+    of the sheet, counted where moto answers each S3 request (the old start HEADed every file of the
+    sheet on every event: (2N)^2 requests)."""
+    from moto.s3.responses import S3Response
+
+    from seqlake.aws import start as start_module
+    from seqlake.aws.events import object_from_event
+
+    n = 1000
+    s3 = deployed.s3()
+    uploads = [(f"incoming/big/s{i}_R{m}.fastq.gz", FASTQ) for i in range(n) for m in (1, 2)]
+    uploads.append(("incoming/big/samplesheet.csv", _pairs_sheet(n)))
+    events = []
+    for key, body in uploads:
+        etag = s3.put_object(Bucket=deployed.bucket, Key=key, Body=body)["ETag"]
+        event = load_event("s3-object-created-single.json")
+        event["detail"]["bucket"]["name"] = deployed.bucket
+        event["detail"]["object"].update(key=key, size=len(body), etag=etag.strip('"'))
+        events.append(event)
+    requests: list[str] = []
+    original = S3Response.setup_class
+
+    def counting(self: Any, request: Any, *args: Any, **kwargs: Any) -> None:
+        requests.append(f"{request.method} {request.path}")
+        original(self, request, *args, **kwargs)
+
+    class Clock:
+        """The start module's clock: the uploads land within one quiet period, the queue delivers after it."""
+
+        now = time.time()
+
+        @classmethod
+        def time(cls) -> float:
+            return cls.now
+
+    monkeypatch.setattr(S3Response, "setup_class", counting)
+    monkeypatch.setattr(start_module, "time", Clock)
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "120")
+    settings = start_module.StartSettings.from_env(os.environ)
+    outs = [start_module.start_run(object_from_event(e), settings) for e in events]
+    assert {o.status for o in outs} == {"queued"}
+    Clock.now += 121
+    assert deliver(settle_queue, start) == 1  # one message for the whole burst
+    [ex] = executions(deployed)
+    assert len(json.loads(ex["input"])["samples"]) == n
+    listing_pages = -(-len(events) // 1000)
+    assert len(requests) <= listing_pages + 1, requests[:20]
+
+
+def test_the_start_lambda_imports_neither_numpy_nor_dnaio_nor_pyarrow() -> None:
+    """Its cold start runs on every upload: a fresh interpreter imports the handler and is checked."""
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import app; "
+        "print(','.join(m for m in ('numpy', 'dnaio', 'pyarrow', 'isal', 'cutadapt') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(REPO / "functions" / "start_run"), str(REPO / "src")],
+                         capture_output=True, text=True, check=True, cwd=REPO / "functions" / "start_run")
+    assert out.stdout.strip() == "", out.stdout

@@ -519,7 +519,9 @@ _STATES_ALL: Any = _states_error_type.StatesErrorNameType.StatesALL
 
 def payload_bytes(value: Any) -> int:
     """A payload's size as Step Functions counts it: its JSON text in UTF-8 (a string as it is)."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     return len(text.encode("utf-8"))
 
 
