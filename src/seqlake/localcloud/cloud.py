@@ -372,7 +372,7 @@ class LocalCloud:
         patches.HOOKS.deliver = EventDelivery(self.lambdas)
         patches.HOOKS.athena_query = self._athena_query
         for mapping in deployer.event_source_mappings:
-            self.lambdas.add_source(SqsEventSource(self.lambdas, mapping))
+            self.lambdas.add_source(SqsEventSource(self.lambdas, mapping).start())
 
     def override_parameter(self, name: str, value: str) -> list[str]:
         """Give template parameter ``name`` a new value in the functions' environments that ``Ref`` it

@@ -92,7 +92,10 @@ class SqsEventSource:
         self.batches = 0
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"sqs-source-{self.queue_name}")
+
+    def start(self) -> SqsEventSource:
         self._thread.start()
+        return self
 
     def _backend(self) -> Any:
         return sqs_backends[self.account][self.region]
@@ -107,7 +110,7 @@ class SqsEventSource:
 
     def stop(self) -> None:
         self._stopped.set()
-        if self._thread is not threading.current_thread():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
 
     def _record(self, m: Any) -> dict[str, Any]:

@@ -33,7 +33,8 @@ in the same process are unaffected.
    ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and
    each task's result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request
    over 6 MB (synchronous) or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a
-   response over 6 MB (``Function.ResponseSizeTooLarge``); Batch refuses an array size outside
+   response over 6 MB (``Function.ResponseSizeTooLarge``; moto's own check already fails one over
+   6,000,000 bytes, slightly stricter); Batch refuses an array size outside
    2..10,000 and a SubmitJob request over 30 KiB (``ClientException``). Always on: they are AWS's.
 10. S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the demo),
     every S3 request the server answers waits that long first, so that the scale tests and bench see
@@ -637,6 +638,7 @@ def _patch_limits() -> None:
 #: milliseconds every S3 request waits before it is answered (unset or 0: none)
 S3_LATENCY_ENV = "SEQLAKE_LOCAL_S3_LATENCY_MS"
 _original_s3_setup = S3Response.setup_class
+_sleep = time.sleep
 
 
 def s3_latency_seconds() -> float:
@@ -647,7 +649,7 @@ def _s3_setup_class(self: Any, request: Any, full_url: str | None = None, header
     # every S3 request (bucket, key, or either) sets its response up here once, on its own server thread
     delay = s3_latency_seconds()
     if delay:
-        time.sleep(delay)
+        _sleep(delay)
     _original_s3_setup(self, request, full_url, headers)
 
 
