@@ -460,3 +460,16 @@ def test_a_400_sample_sheet_fits_the_step_functions_input_limit(
     assert len(json.loads(ex["input"])["samples"]) == n
     size = len(ex["input"].encode())
     assert size <= limits.SFN_PAYLOAD.value, f"{size} bytes"
+
+
+def test_settle_markers_collapse_a_burst_but_never_an_upload_into_a_look_again() -> None:
+    from seqlake.aws.start import again_marker, event_marker
+
+    quiet, t0 = 120.0, 1_800_000_000.0  # t0 starts a window
+    # uploads within one quiet period share a message; the next period's uploads get their own
+    assert event_marker(t0, quiet) == event_marker(t0 + quiet - 1, quiet) != event_marker(t0 + quiet, quiet)
+    # settles looking again in the same window share a message, and never an upload's
+    assert again_marker(t0, quiet) == again_marker(t0 + quiet - 1, quiet)
+    assert again_marker(t0 - quiet, quiet) != event_marker(t0, quiet)
+    # the de-duplication window stays within SQS's 5 minutes however long the quiet period
+    assert event_marker(t0, 900) != event_marker(t0 + 301, 900)

@@ -335,12 +335,23 @@ def send_settle(bucket: str, folder: str, settings: StartSettings, marker: str) 
     )
 
 
+def _window(quiet_seconds: float) -> float:
+    """The de-duplication window: the quiet period, within SQS's de-duplication interval."""
+    return max(1.0, min(quiet_seconds, float(limits.SQS_DEDUPLICATION_SECONDS.value)))
+
+
 def event_marker(now: float, quiet_seconds: float) -> str:
-    """The de-duplication marker of an upload's event: its quiet period's window. Events of one window
-    make one message; a settle from a window's first message runs at least a quiet period after it,
-    so after every upload of that window, and none is lost."""
-    window = max(1.0, min(quiet_seconds, float(limits.SQS_DEDUPLICATION_SECONDS.value)))
-    return f"window-{int(now // window)}"
+    """The de-duplication marker of an upload's event: its window. Events of one window make one
+    message; that message is delivered a quiet period after it was sent, so after every upload of its
+    window, and no upload goes unseen."""
+    return f"event-{int(now // _window(quiet_seconds))}"
+
+
+def again_marker(now: float, quiet_seconds: float) -> str:
+    """The marker of a settle's "look again": the window it will be delivered in. Settles of a folder
+    still receiving uploads that look again in the same window make one message (a burst that lasts T
+    costs about 2 T / quiet period settles, not one per window squared)."""
+    return f"again-{int((now + quiet_seconds) // _window(quiet_seconds))}"
 
 
 def settle(bucket: str, folder: str, settings: StartSettings, now: float | None = None) -> list[StartResult]:
@@ -352,8 +363,7 @@ def settle(bucket: str, folder: str, settings: StartSettings, now: float | None 
         return []
     age = now - (newest.mtime or 0.0)
     if settings.settle_queue_url is not None and age < settings.quiet_seconds:
-        # the marker names the newest object: settles that saw the same folder send one message
-        send_settle(bucket, folder, settings, f"newest-{newest.key}-{newest.etag}-{newest.mtime}")
+        send_settle(bucket, folder, settings, again_marker(now, settings.quiet_seconds))
         logger.info("folder not quiet yet", extra={"folder": folder, "newest": newest.key, "age_s": round(age, 1)})
         return [StartResult("queued", f"the folder's newest object is {age:.1f} s old")]
     return _folder_runs(listing, settings)

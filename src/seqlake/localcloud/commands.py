@@ -2,9 +2,9 @@
 
 ``local run`` uploads the way a user uploads to the real bucket, and the app does the rest:
 
-- R1 [R2]: ``incoming/<sample>/<sample>_R1<ext>`` (and ``_R2``): the second mate's event starts the run.
-- ``--samplesheet``: the sheet first, as ``incoming/<sheet>-<hash>/samplesheet.csv`` with its paths made
-  relative, then its FASTQs beside it: the last file's event starts exactly one run.
+- R1 [R2]: ``incoming/<sample>/<sample>_R1<ext>`` (and ``_R2``): the folder starts the run once quiet.
+- ``--samplesheet``: the sheet, as ``incoming/<sheet>-<hash>/samplesheet.csv`` with its paths made
+  relative, and its FASTQs beside it: the folder starts exactly one run once quiet.
 - ``--reference``: the FASTA goes to ``references/<name>/`` and the stack parameter ``ReferenceUri``
   is overridden for this process (what ``sam deploy --parameter-overrides`` does on AWS).
 
