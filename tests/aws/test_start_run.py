@@ -473,3 +473,20 @@ def test_settle_markers_collapse_a_burst_but_never_an_upload_into_a_look_again()
     assert again_marker(t0 - quiet, quiet) != event_marker(t0, quiet)
     # the de-duplication window stays within SQS's 5 minutes however long the quiet period
     assert event_marker(t0, 900) != event_marker(t0 + 301, 900)
+
+
+def test_the_start_response_stays_within_lambda_s_limit_for_any_sheet(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """A 10,000-sample sheet whose files are all missing, with the longest keys S3 allows: the result
+    names the first few and counts the rest."""
+    from seqlake import limits
+    from seqlake.aws.start import WAITING_FOR_SHOWN
+
+    n, stem = 10_000, "x" * 990
+    rows = "".join(f"S{i},{stem}{i:05d}_R1.fastq.gz,{stem}{i:05d}_R2.fastq.gz\n" for i in range(n))
+    deployed.put("incoming/huge/samplesheet.csv", ("sample,fastq_1,fastq_2\n" + rows).encode())
+    out = start(deployed.event_for("incoming/huge/samplesheet.csv"))
+    assert out["status"] == "waiting" and f"waiting for {2 * n} file(s)" in out["reason"]
+    assert len(out["waiting_for"]) == WAITING_FOR_SHOWN
+    assert len(json.dumps(out).encode()) <= limits.LAMBDA_RESPONSE.value

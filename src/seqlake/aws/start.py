@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # the status module imports pyarrow: only a rejection needs i
     from seqlake.aws.status import RunStatus
 
 Status = Literal["started", "duplicate", "waiting", "queued", "ignored", "rejected"]
+#: missing files a result names (its reason counts them all): the response stays small for any sheet
+WAITING_FOR_SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ def _start(build: Any, settings: StartSettings, trigger: str) -> StartResult:
         request: RunRequest = build()
     except _Waiting as w:
         logger.info("waiting for inputs", extra={"missing": w.missing[:20], "trigger": trigger})
-        return StartResult("waiting", w.reason, waiting_for=tuple(w.missing))
+        return StartResult("waiting", w.reason, waiting_for=tuple(w.missing[:WAITING_FOR_SHOWN]))
     except _Rejected as rejected:
         # nothing can start: the sheet or name is wrong; the reason is the one line users see
         logger.warning("input rejected", extra={"reason": rejected.reason, "trigger": trigger})
