@@ -564,7 +564,9 @@ _original_error_equals = ErrorEqualsDecl._eval_body
 
 def _error_equals_not_all_limit(self: Any, env: Any) -> None:
     """``States.ALL`` does not match ``States.DataLimitExceeded`` (AWS: a terminal error); a Catch or
-    Retry that names it does."""
+    Retry that names it does. (AWS's ``States.ALL`` does not match ``States.Runtime`` either; here it still
+    does, because moto reports its own internal errors as ``States.Runtime``, which on AWS would be
+    other, catchable errors.)"""
     error_name = env.stack[-1]
     if getattr(error_name, "typ", None) == _DATA_LIMIT and all(
         getattr(n, "typ", None) == _STATES_ALL for n in self.error_names
