@@ -79,8 +79,8 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.merge import merge_run
     from seqlake.model import Sample
+    from seqlake.naming import sample_from_filename
     from seqlake.plan import make_plan
-    from seqlake.samplesheet import sample_from_filename
 
     r1 = Path(args.r1)
     r2 = Path(args.r2) if args.r2 else None

@@ -1,4 +1,4 @@
-"""Samplesheets (the nf-core ``sample,fastq_1,fastq_2`` convention) and mate recognition by file name.
+"""Samplesheets (the nf-core ``sample,fastq_1,fastq_2`` convention); names of files are :mod:`seqlake.naming`'s.
 
 A sheet is a CSV with a header row naming at least ``sample`` and ``fastq_1`` (``fastq_2`` optional, empty
 for single-end rows). Paths are relative to the sheet's own location (local folder or S3 prefix) or
@@ -26,40 +26,6 @@ from seqlake.errors import BadInputError
 from seqlake.model import Sample
 
 REQUIRED_COLUMNS = ("sample", "fastq_1")
-
-#: ``<sample>_R1_001.fastq.gz``, ``<sample>_1.fq``, ... -> sample and mate (Illumina bcl2fastq / SRA names)
-_MATE_RE = re.compile(
-    r"^(?P<sample>.+?)(?:_S\d+)?(?:_L\d{3})?[._](?:R(?P<r>[12])|(?P<n>[12]))(?:_001)?\.(?:fastq|fq)(?:\.gz)?$"
-)
-_SINGLE_RE = re.compile(r"^(?P<sample>.+?)\.(?:fastq|fq)(?:\.gz)?$")
-
-
-def mate_from_name(name: str) -> tuple[str, int | None] | None:
-    """``("sample", 1 | 2)`` for a mate file name, ``("sample", None)`` for a single FASTQ, None otherwise.
-
-    Recognises ``_R1`` / ``_R2`` and ``_1`` / ``_2`` (also with ``.`` before them), with or without
-    Illumina's ``_S<n>``, ``_L<lane>`` and ``_001`` parts, on ``.fastq`` / ``.fq`` with optional ``.gz``.
-    """
-    base = name.rsplit("/", 1)[-1]
-    m = _MATE_RE.match(base)
-    if m:
-        return m.group("sample"), int(m.group("r") or m.group("n"))
-    m = _SINGLE_RE.match(base)
-    if m:
-        return m.group("sample"), None
-    return None
-
-
-def sample_from_filename(name: str) -> tuple[str, int | None]:
-    """Sample name and mate of a FASTQ file name; an unrecognised name gives its stem and None."""
-    parsed = mate_from_name(name)
-    if parsed is not None:
-        return parsed
-    base = name.rsplit("/", 1)[-1]
-    for ext in (".gz", ".bgz", ".bz2", ".xz"):
-        base = base.removesuffix(ext)
-    return base.rsplit(".", 1)[0] if "." in base else base, None
-
 
 @cache
 def samplesheet_schema() -> dict[str, Any]:

@@ -343,7 +343,9 @@ def test_compute_environments_pin_the_al2023_ecs_image(template: dict[str, Any])
 def test_only_this_stacks_rule_may_dead_letter(template: dict[str, Any]) -> None:
     doc = resources(template)["StartRunDeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]
     [allow] = [st for st in doc["Statement"] if st["Effect"] == "Allow"]
-    [event] = resources(template)["StartRunFunction"]["Properties"]["Events"]
+    # the function's EventBridge event (it also has the settle queue's SQS event source)
+    [event] = [name for name, e in resources(template)["StartRunFunction"]["Properties"]["Events"].items()
+               if e["Type"] == "EventBridgeRule"]
     # SAM names the rule it generates <function logical id><event name>
     assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [f"StartRunFunction{event}", "Arn"]}}}
 

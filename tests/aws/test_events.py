@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from seqlake.aws.events import S3Object, kind_of, object_from_event, run_id
+from seqlake.aws.events import INCOMING, object_from_event, run_id, s3_object
+from seqlake.naming import FASTQ_SUFFIXES, SAMPLESHEET_NAME, folder_of, kind_of
 
 from .conftest import Resolver, load_event
 
@@ -72,8 +73,8 @@ def test_rule_ignores_other_buckets_and_events(template: dict[str, Any]) -> None
 
 def test_object_from_event() -> None:
     obj = object_from_event(load_event("s3-object-created-r2.json"))
-    assert obj == S3Object(BUCKET, "incoming/run42/demo_R2.fastq.gz", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b-2", 2991059)
-    assert obj.folder == "incoming/run42/" and obj.name == "demo_R2.fastq.gz"
+    assert obj == s3_object(BUCKET, "incoming/run42/demo_R2.fastq.gz", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b-2", 2991059)
+    assert folder_of(obj.key) == "incoming/run42/" and obj.name == "demo_R2.fastq.gz"
     assert kind_of(obj.key) == "fastq" and kind_of("incoming/x/samplesheet.csv") == "samplesheet"
     with pytest.raises(ValueError, match="not an S3 Object Created event"):
         object_from_event({**load_event("s3-object-created-r2.json"), "detail-type": "Object Deleted"})
@@ -85,11 +86,23 @@ def test_keys_are_taken_as_spelled() -> None:
 
 
 def test_run_id_is_deterministic_and_content_addressed() -> None:
-    r1 = S3Object(BUCKET, "incoming/x_R1.fastq.gz", "aa", 10)
-    r2 = S3Object(BUCKET, "incoming/x_R2.fastq.gz", "bb", 10)
+    r1 = s3_object(BUCKET, "incoming/x_R1.fastq.gz", "aa", 10)
+    r2 = s3_object(BUCKET, "incoming/x_R2.fastq.gz", "bb", 10)
     a = run_id("x", [r1, r2])
     assert a == run_id("x", [r2, r1])  # either mate's event computes the same id
     assert a.startswith("x-") and len(a) == len("x-") + 16
-    assert a != run_id("x", [r1, S3Object(BUCKET, r2.key, "cc", 10)])  # new content, new run
+    assert a != run_id("x", [r1, s3_object(BUCKET, r2.key, "cc", 10)])  # new content, new run
     assert run_id("a b/c*d" * 20, [r1]).replace("-", "").replace("_", "").isalnum()
     assert len(run_id("n" * 200, [r1])) <= 80
+
+
+def test_rule_wildcards_are_the_names_naming_accepts(template: dict[str, Any]) -> None:
+    """The rule lets through exactly the FASTQ suffixes and the samplesheet name of seqlake.naming."""
+    ev = template["Resources"]["StartRunFunction"]["Properties"]["Events"]["InputUploaded"]["Properties"]
+    wildcards = [w["wildcard"] for w in ev["Pattern"]["detail"]["object"]["key"]]
+    assert sorted(wildcards) == sorted(
+        [f"{INCOMING}*{suffix}" for suffix in FASTQ_SUFFIXES] + [f"{INCOMING}*/{SAMPLESHEET_NAME}"]
+    )
+    for suffix in FASTQ_SUFFIXES:
+        assert kind_of(f"x{suffix}") == "fastq"
+        assert rule_pattern(template).matches_event(with_key(f"incoming/x{suffix}"))

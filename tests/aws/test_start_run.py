@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -11,10 +16,10 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidationError
 
-from seqlake.aws.events import S3Object, run_id
+from seqlake.aws.events import run_id, s3_object
 from seqlake.tables import RESULT_TABLES
 
-from .conftest import REGION, Deployed, execution_request, load_event, partitions, read_status, runs_row
+from .conftest import REGION, REPO, Deployed, execution_request, load_event, partitions, read_status, runs_row
 
 FASTQ = b"@r1\nACGT\n+\nIIII\n"
 
@@ -142,7 +147,7 @@ def uploaded_at(deployed: Deployed, key: str) -> str:
 def assert_rejection_recorded(deployed: Deployed, out: dict[str, Any], key: str, etag: str, label: str) -> None:
     """status.json, the runs row and the runs partition of a rejected input, as the failure step
     records a failed run: state REJECTED, the one-line reason, the object and its ETag."""
-    rid = run_id(label, [S3Object(deployed.bucket, key, etag)])
+    rid = run_id(label, [s3_object(deployed.bucket, key, etag)])
     assert out["run_id"] == rid and executions(deployed) == []
     st = read_status(deployed, rid)
     uri = f"s3://{deployed.bucket}/{key}"
@@ -262,4 +267,225 @@ def test_other_buckets_only_when_allowed(
     assert out["status"] == "rejected" and "samplesheet.csv:2: " in out["reason"]
     assert "'not-listed', which is not in AllowedInputBuckets (another, sequencer-output)" in out["reason"]
     assert read_status(deployed, out["run_id"])["reason"] == out["reason"]
-    assert out["run_id"] == run_id("ext2", [S3Object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])
+    assert out["run_id"] == run_id("ext2", [s3_object(deployed.bucket, "incoming/ext2/samplesheet.csv", etag)])
+
+
+# ---------------------------------------------------------------- folders settled through the queue
+@pytest.fixture
+def settle_queue(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The template's settle queue (FIFO, delay = quiet period; here 0 s: tests deliver its messages
+    when they choose), its URL in the start function's environment."""
+    props = deployed.resolve(deployed.template["Resources"]["StartRunSettleQueue"]["Properties"])
+    attributes = {k: str(v) for k, v in props.items() if k in ("FifoQueue", "VisibilityTimeout")}
+    sqs = boto3.client("sqs", region_name=REGION)
+    url: str = sqs.create_queue(QueueName=f"{uuid.uuid4().hex[:8]}-{props['QueueName']}", Attributes=attributes)[
+        "QueueUrl"]
+    monkeypatch.setenv("SETTLE_QUEUE_URL", url)
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "0")
+    return url
+
+
+def deliver(queue_url: str, start: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Hand the queue's messages to the function as Lambda's SQS event source does; returns how many."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    delivered = 0
+    while True:
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10,
+                                       AttributeNames=["All"]).get("Messages", [])
+        if not messages:
+            return delivered
+        records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                    "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs"} for m in messages]
+        out = start({"Records": records})
+        assert out == {"batchItemFailures": []}
+        for m in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        delivered += len(messages)
+
+
+def _pairs_sheet(n: int) -> bytes:
+    rows = (b"S%d,s%d_R1.fastq.gz,s%d_R2.fastq.gz\n" % (i, i, i) for i in range(n))
+    return b"sample,fastq_1,fastq_2\n" + b"".join(rows)
+
+
+@pytest.mark.parametrize("sheet_first", [False, True], ids=["fastqs then sheet", "sheet then fastqs"])
+def test_a_folder_starts_exactly_one_run_whatever_the_upload_order(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str, sheet_first: bool
+) -> None:
+    # Given a folder of three pairs and their samplesheet, uploaded in either order (as `aws s3 sync` may)
+    keys = [f"incoming/sync/s{i}_R{m}.fastq.gz" for i in range(3) for m in (1, 2)]
+    uploads = [("incoming/sync/samplesheet.csv", _pairs_sheet(3))] + [(k, FASTQ) for k in keys]
+    if not sheet_first:
+        uploads = uploads[1:] + uploads[:1]
+    outs = []
+    for key, body in uploads:
+        deployed.put(key, body)
+        outs.append(start(deployed.event_for(key)))
+    # Then every event only settles the folder: nothing starts while uploads land
+    assert {o["status"] for o in outs} == {"queued"} and executions(deployed) == []
+    # When the queue delivers (after the quiet period)
+    assert deliver(settle_queue, start) >= 1
+    # Then exactly one run starts: the sheet's, with every pair
+    [ex] = executions(deployed)
+    request = execution_request(ex)
+    assert ex["name"].startswith("sync-") and [s["sample"] for s in request["samples"]] == ["S0", "S1", "S2"]
+    assert len(request["inputs"]) == 7
+    # and a redelivered event settles to the same run
+    start(deployed.event_for(keys[0]))
+    deliver(settle_queue, start)
+    assert len(executions(deployed)) == 1
+
+
+def test_a_folder_without_a_sheet_starts_a_run_per_pair_and_single_file(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str
+) -> None:
+    for key in ("incoming/lab/a_R1.fq.gz", "incoming/lab/a_R2.fq.gz", "incoming/lab/b.fastq", "incoming/lab/c_R1.fq"):
+        deployed.put(key, FASTQ)
+        assert start(deployed.event_for(key))["status"] == "queued"
+    deliver(settle_queue, start)
+    # a's pair and b's single file start; c's R1 waits for its mate
+    runs = sorted(execution_request(ex)["samples"][0]["sample"] for ex in executions(deployed))
+    assert runs == ["a", "b"]
+    deployed.put("incoming/lab/c_R2.fq", FASTQ)
+    start(deployed.event_for("incoming/lab/c_R2.fq"))
+    deliver(settle_queue, start)
+    assert sorted(execution_request(ex)["samples"][0]["sample"] for ex in executions(deployed)) == ["a", "b", "c"]
+
+
+def test_a_folder_still_receiving_uploads_is_looked_at_again(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from seqlake.aws.start import StartSettings, settle
+
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "60")
+    deployed.put("incoming/busy/x.fastq", FASTQ)
+    settings = StartSettings.from_env(os.environ)
+    # the newest object is younger than the quiet period: no run, the folder's message goes back
+    assert [r.status for r in settle(deployed.bucket, "incoming/busy/", settings)] == ["queued"]
+    assert executions(deployed) == []
+    sqs = boto3.client("sqs", region_name=REGION)
+    assert sqs.get_queue_attributes(QueueUrl=settle_queue, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "1"
+    # a quiet period later, the same folder starts its run
+    later = settle(deployed.bucket, "incoming/busy/", settings, now=time.time() + 61)
+    assert [r.status for r in later] == ["started"]
+
+
+def test_a_samplesheet_start_costs_o_n_s3_requests(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1,000 paired samples: every event and the settle together cost the folder's listing and one GET
+    of the sheet, counted where moto answers each S3 request (the old start HEADed every file of the
+    sheet on every event: (2N)^2 requests)."""
+    from moto.s3.responses import S3Response
+
+    from seqlake.aws import start as start_module
+    from seqlake.aws.events import object_from_event
+
+    n = 1000
+    s3 = deployed.s3()
+    uploads = [(f"incoming/big/s{i}_R{m}.fastq.gz", FASTQ) for i in range(n) for m in (1, 2)]
+    uploads.append(("incoming/big/samplesheet.csv", _pairs_sheet(n)))
+    events = []
+    for key, body in uploads:
+        etag = s3.put_object(Bucket=deployed.bucket, Key=key, Body=body)["ETag"]
+        event = load_event("s3-object-created-single.json")
+        event["detail"]["bucket"]["name"] = deployed.bucket
+        event["detail"]["object"].update(key=key, size=len(body), etag=etag.strip('"'))
+        events.append(event)
+    requests: list[str] = []
+    original = S3Response.setup_class
+
+    def counting(self: Any, request: Any, *args: Any, **kwargs: Any) -> None:
+        requests.append(f"{request.method} {request.path}")
+        original(self, request, *args, **kwargs)
+
+    class Clock:
+        """The start module's clock: the uploads land within one quiet period, the queue delivers after it."""
+
+        now = time.time()
+
+        @classmethod
+        def time(cls) -> float:
+            return cls.now
+
+    monkeypatch.setattr(S3Response, "setup_class", counting)
+    monkeypatch.setattr(start_module, "time", Clock)
+    monkeypatch.setenv("QUIET_PERIOD_SECONDS", "120")
+    settings = start_module.StartSettings.from_env(os.environ)
+    outs = [start_module.start_run(object_from_event(e), settings) for e in events]
+    assert {o.status for o in outs} == {"queued"}
+    Clock.now += 121
+    assert deliver(settle_queue, start) == 1  # one message for the whole burst
+    [ex] = executions(deployed)
+    assert len(execution_request(ex)["samples"]) == n
+    listing_pages = -(-len(events) // 1000)
+    # the start's own requests (this test read the request back afterwards): the listing, the sheet, and
+    # the request written beside the run
+    started = [r for r in requests if not r.startswith("GET /runs/")]
+    assert len(started) <= listing_pages + 2, started[:20]
+
+
+def test_the_start_lambda_imports_neither_numpy_nor_dnaio_nor_pyarrow() -> None:
+    """Its cold start runs on every upload: a fresh interpreter imports the handler and is checked."""
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import app; "
+        "print(','.join(m for m in ('numpy', 'dnaio', 'pyarrow', 'isal', 'cutadapt') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(REPO / "functions" / "start_run"), str(REPO / "src")],
+                         capture_output=True, text=True, check=True, cwd=REPO / "functions" / "start_run")
+    assert out.stdout.strip() == "", out.stdout
+
+
+def test_a_400_sample_sheet_fits_the_step_functions_input_limit(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str
+) -> None:
+    from seqlake import limits
+
+    n, folder = 400, "incoming/2026-11-30_NB501234_0421_AHXYZ/"
+    s3 = deployed.s3()
+    names = [(f"LIB{i:04d}", *(f"LIB{i:04d}_S{i + 1}_L001_R{m}_001.fastq.gz" for m in (1, 2))) for i in range(n)]
+    for _, r1, r2 in names:
+        for name in (r1, r2):
+            s3.put_object(Bucket=deployed.bucket, Key=folder + name, Body=FASTQ)
+    sheet = "sample,fastq_1,fastq_2\n" + "".join(f"{s},{r1},{r2}\n" for s, r1, r2 in names)
+    deployed.put(folder + "samplesheet.csv", sheet.encode())
+    start(deployed.event_for(folder + "samplesheet.csv"))
+    deliver(settle_queue, start)
+    [ex] = executions(deployed)
+    # the request (every sample and input) is in runs/<id>/request.json; the input only points at it
+    assert len(execution_request(ex)["samples"]) == n
+    size = len(ex["input"].encode())
+    assert size <= 1024 < limits.SFN_PAYLOAD.value, f"{size} bytes"
+
+
+def test_settle_markers_collapse_a_burst_but_never_an_upload_into_a_look_again() -> None:
+    from seqlake.aws.start import again_marker, event_marker
+
+    quiet, t0 = 120.0, 1_800_000_000.0  # t0 starts a window
+    # uploads within one quiet period share a message; the next period's uploads get their own
+    assert event_marker(t0, quiet) == event_marker(t0 + quiet - 1, quiet) != event_marker(t0 + quiet, quiet)
+    # settles looking again in the same window share a message, and never an upload's
+    assert again_marker(t0, quiet) == again_marker(t0 + quiet - 1, quiet)
+    assert again_marker(t0 - quiet, quiet) != event_marker(t0, quiet)
+    # the de-duplication window stays within SQS's 5 minutes however long the quiet period
+    assert event_marker(t0, 900) != event_marker(t0 + 301, 900)
+
+
+def test_the_start_response_stays_within_lambda_s_limit_for_any_sheet(
+    deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """A 10,000-sample sheet whose files are all missing, with the longest keys S3 allows: the result
+    names the first few and counts the rest."""
+    from seqlake import limits
+    from seqlake.aws.start import WAITING_FOR_SHOWN
+
+    n, stem = 10_000, "x" * 990
+    rows = "".join(f"S{i},{stem}{i:05d}_R1.fastq.gz,{stem}{i:05d}_R2.fastq.gz\n" for i in range(n))
+    deployed.put("incoming/huge/samplesheet.csv", ("sample,fastq_1,fastq_2\n" + rows).encode())
+    out = start(deployed.event_for("incoming/huge/samplesheet.csv"))
+    assert out["status"] == "waiting" and f"waiting for {2 * n} file(s)" in out["reason"]
+    assert len(out["waiting_for"]) == WAITING_FOR_SHOWN
+    assert len(json.dumps(out).encode()) <= limits.LAMBDA_RESPONSE.value

@@ -8,7 +8,8 @@ import pytest
 
 from seqlake.errors import BadInputError
 from seqlake.model import Sample
-from seqlake.samplesheet import mate_from_name, parse_samplesheet, read_samplesheet, sample_from_filename
+from seqlake.naming import mate_from_name, sample_from_filename
+from seqlake.samplesheet import parse_samplesheet, read_samplesheet
 
 HEADER = "sample,fastq_1,fastq_2\n"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from seqlake.aws.events import S3Object, run_id
+from seqlake.aws.events import run_id, s3_object
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.commands import athena_query, runs_command
 
@@ -260,7 +260,7 @@ def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
 def rejected_run_id(bad_runs: BadInputRuns, cloud: LocalCloud, c: Upload) -> str:
     """The run id of a rejected sheet: its folder, and the sheet's bucket, key and ETag as uploaded."""
     [key] = c.objects
-    return run_id(key.split("/")[1], [S3Object(cloud.bucket, key, bad_runs.before[key])])
+    return run_id(key.split("/")[1], [s3_object(cloud.bucket, key, bad_runs.before[key])])
 
 
 def _check_rejected(bad_runs: BadInputRuns, cloud: LocalCloud, c: Upload) -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from seqlake import limits
 from seqlake.localcloud import patches
+from seqlake.localcloud.deployer import ACCOUNT
 
 
 def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,3 +203,123 @@ def test_server_lookups_list_moto_once_and_keep_one_loader(fixture_cloud: Any, m
     assert isinstance(loader, moto.core.loaders.Loader)
     # the server still answers (each request goes through the host check)
     assert fixture_cloud.client("s3").list_buckets()["Buckets"]
+
+
+# ---------------------------------------------------------------- 9. AWS's limits
+SFN_LIMIT = limits.SFN_PAYLOAD.value
+
+
+def _finished(sfn: Any, arn: str) -> dict[str, Any]:
+    for _ in range(600):
+        ex: dict[str, Any] = sfn.describe_execution(executionArn=arn)
+        if ex["status"] != "RUNNING":
+            return ex
+        time.sleep(0.1)
+    raise AssertionError("the execution did not finish")
+
+
+def _machine(cloud: Any, name: str, catch: list[str]) -> str:
+    """A Task whose Parameters double its input, caught by ``catch``."""
+    plan = next(f for f in cloud.lambdas.functions.values() if f.name.endswith("PlanFunction"))
+    definition = {
+        "StartAt": "Doubled",
+        "States": {
+            "Doubled": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": plan.arn, "Payload": {"a.$": "$.pad", "b.$": "$.pad"}},
+                "Catch": [{"ErrorEquals": catch, "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+    sfn = cloud.client("stepfunctions")
+    role = f"arn:aws:iam::{ACCOUNT}:role/any"
+    arn: str = sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=role)["stateMachineArn"]
+    return arn
+
+
+def test_step_functions_refuses_an_execution_input_over_the_limit(fixture_cloud: Any) -> None:
+    sfn = fixture_cloud.client("stepfunctions")
+    arn = _machine(fixture_cloud, "limit-input", ["States.ALL"])
+    frame = len(json.dumps({"pad": ""}, separators=(",", ":")))
+    at_limit = json.dumps({"pad": "x" * (SFN_LIMIT - frame)}, separators=(",", ":"))
+    assert len(at_limit) == SFN_LIMIT
+    with pytest.raises(ClientError, match="ValidationException"):
+        sfn.start_execution(stateMachineArn=arn, name="over", input=at_limit[:-2] + 'é"}')  # one byte over, in UTF-8
+    started = sfn.start_execution(stateMachineArn=arn, name="at", input=at_limit)["executionArn"]
+    # its Task's input after Parameters is twice the limit: the run fails, States.ALL does not catch it
+    failed = _finished(sfn, started)
+    assert (failed["status"], failed["error"]) == ("FAILED", "States.DataLimitExceeded"), failed
+
+
+def test_data_limit_is_caught_only_when_named(fixture_cloud: Any) -> None:
+    sfn = fixture_cloud.client("stepfunctions")
+    body = json.dumps({"pad": "x" * (SFN_LIMIT // 2 + 10)})  # the input fits; twice it does not
+    for catch, status in ((["States.ALL"], "FAILED"), (["States.DataLimitExceeded"], "SUCCEEDED")):
+        arn = _machine(fixture_cloud, f"limit-catch-{len(catch[0])}", catch)
+        ex = _finished(sfn, sfn.start_execution(stateMachineArn=arn, input=body)["executionArn"])
+        assert ex["status"] == status, (catch, ex)
+    # and a Parameters result within the limit runs the task (here: the fixture's plan function fails on
+    # the padded event, which States.ALL catches as usual)
+    arn = _machine(fixture_cloud, "limit-small", ["States.ALL"])
+    ex = _finished(sfn, sfn.start_execution(stateMachineArn=arn, input=json.dumps({"pad": "x"}))["executionArn"])
+    assert ex["status"] == "SUCCEEDED"
+
+
+def test_lambda_refuses_requests_over_its_limits(fixture_cloud: Any) -> None:
+    lam = fixture_cloud.client("lambda")
+    name = next(n for n in fixture_cloud.lambdas.functions if n.endswith("PlanFunction"))
+    sync_over = json.dumps({"pad": "x" * limits.LAMBDA_SYNC_REQUEST.value}).encode()
+    with pytest.raises(ClientError, match="RequestEntityTooLargeException"):
+        lam.invoke(FunctionName=name, Payload=sync_over)
+    async_over = json.dumps({"pad": "x" * limits.LAMBDA_ASYNC_REQUEST.value}).encode()
+    with pytest.raises(ClientError, match="RequestEntityTooLargeException"):
+        lam.invoke(FunctionName=name, Payload=async_over, InvocationType="Event")
+
+
+def test_lambda_response_over_the_limit_is_a_function_error(
+    fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lam = fixture_cloud.client("lambda")
+    name = next(n for n in fixture_cloud.lambdas.functions if n.endswith("PlanFunction"))
+    # the runner (not under test here) answers with a response one byte over the limit
+    big = b'"' + b"x" * (limits.LAMBDA_RESPONSE.value - 1) + b'"'
+    monkeypatch.setattr(patches.HOOKS, "lambda_invoke", lambda fn, payload, is_async: (big, False))
+    out = lam.invoke(FunctionName=name, Payload=b"{}")
+    assert out["FunctionError"] == "Unhandled"
+    assert json.loads(out["Payload"].read())["errorType"] == "Function.ResponseSizeTooLarge"
+    # (moto's own check refuses responses over 6,000,000 bytes, a little under AWS's 6 MB: a response
+    # of 5 MB passes both)
+    fits = b'"' + b"x" * (5 << 20) + b'"'
+    monkeypatch.setattr(patches.HOOKS, "lambda_invoke", lambda fn, payload, is_async: (fits, False))
+    ok = lam.invoke(FunctionName=name, Payload=b"{}")
+    assert "FunctionError" not in ok and len(ok["Payload"].read()) == len(fits)
+
+
+def test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib(fixture_cloud: Any) -> None:
+    batch = fixture_cloud.client("batch")
+    queue = batch.describe_job_queues()["jobQueues"][0]["jobQueueArn"]
+    jd = batch.describe_job_definitions()["jobDefinitions"][0]["jobDefinitionArn"]
+    with pytest.raises(ClientError, match=f"Array size {limits.BATCH_ARRAY_MAX.value + 1} is outside"):
+        batch.submit_job(jobName="big", jobQueue=queue, jobDefinition=jd,
+                         arrayProperties={"size": limits.BATCH_ARRAY_MAX.value + 1})
+    env = [{"name": "PAD", "value": "x" * limits.BATCH_SUBMIT_JOB.value}]
+    with pytest.raises(ClientError, match="job payload limit"):
+        batch.submit_job(jobName="fat", jobQueue=queue, jobDefinition=jd, containerOverrides={"environment": env})
+
+
+# ---------------------------------------------------------------- 10. S3 latency
+def test_s3_latency_delays_every_request_when_set(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(patches, "_sleep", slept.append)
+    s3 = fixture_cloud.client("s3")
+    monkeypatch.delenv(patches.S3_LATENCY_ENV, raising=False)
+    s3.list_objects_v2(Bucket=fixture_cloud.bucket)
+    assert slept == []  # off by default
+    monkeypatch.setenv(patches.S3_LATENCY_ENV, str(limits.S3_SCALE_LATENCY_MS.value))
+    _put(fixture_cloud, "data/late.txt", b"x")
+    s3.head_object(Bucket=fixture_cloud.bucket, Key="data/late.txt")
+    s3.get_object(Bucket=fixture_cloud.bucket, Key="data/late.txt")["Body"].read()
+    assert slept == [limits.S3_SCALE_LATENCY_MS.value / 1000] * 3

@@ -1,8 +1,8 @@
 """The AWS steps of the pipeline: the logic behind the thin Lambda handlers in ``functions/``.
 
 - :mod:`seqlake.aws.observability` the shared Powertools Logger, Tracer and Metrics
-- :mod:`seqlake.aws.events` EventBridge S3 events, input grouping (single, mates, samplesheet), run ids
-- :mod:`seqlake.aws.start` ``start_run``: an upload event -> a run -> a Step Functions execution
+- :mod:`seqlake.aws.events` EventBridge S3 events, the objects of a run, run ids (file names: :mod:`seqlake.naming`)
+- :mod:`seqlake.aws.start` ``start_run`` and ``settle``: uploads -> a quiet folder -> its runs -> executions
 - :mod:`seqlake.aws.steps` ``plan_step``, ``commit_step``, ``record_failure`` (the state machine's tasks)
 - :mod:`seqlake.aws.status` ``runs/<run_id>/status.json`` and the ``runs`` table row
 - :mod:`seqlake.aws.catalog` Glue partition registration (``BatchCreatePartition``, last)

@@ -1,53 +1,59 @@
-"""``start_run``: an upload under ``incoming/`` -> the run it completes -> a Step Functions execution.
+"""``start_run``: uploads under ``incoming/`` -> the runs they complete -> Step Functions executions.
 
-Which run an object belongs to:
+How uploads become runs:
 
-- ``incoming/<batch>/samplesheet.csv``, or any FASTQ in a folder that holds a ``samplesheet.csv``: the
-  sheet's samples. The run starts when the sheet and every file it lists exist, so uploading the sheet
-  first and the FASTQs after it (in any order) starts exactly one run, on the last file's event.
-- a mate file (``x_R1.fastq.gz`` / ``x_R2.fastq.gz``, ``_1`` / ``_2``, with or without ``_001``; names as
-  :func:`seqlake.samplesheet.mate_from_name` reads them): the pair, once both exist. The first mate's
-  event records "waiting for mate" and returns; the second starts the run. When both events see both
-  files (simultaneous uploads, or redelivery) they compute the same run id and execution name, and the
-  second ``StartExecution`` is a no-op.
-- any other FASTQ: a single-end run of that file.
+- A file in a folder of ``incoming/`` (``incoming/<batch>/...``) settles its folder: the start function
+  sends one message for the folder to a FIFO queue whose delay is the quiet period, de-duplicated per
+  folder and quiet period, so a burst of uploads costs one message per quiet period, not one per file.
+  The queue's message (:func:`settle`) lists the folder once; while its newest object is younger than
+  the quiet period it sends itself again, and once the folder is quiet it starts the folder's runs:
+  the samplesheet's run when ``samplesheet.csv`` is there, else a run per pair (``x_R1`` + ``x_R2``)
+  and per single FASTQ. Every object comes from that listing (ETag, size): no request per file,
+  except one HEAD for each file the sheet names outside its folder. So a sheet of N pairs costs O(N)
+  requests in all, and its FASTQs and sheet may land in any order within the quiet period: one run.
+- A FASTQ directly under ``incoming/`` starts at once: a single-end run, or its pair once both mates
+  exist (the first mate's event waits; the second starts the pair).
 
-The execution input (:class:`~seqlake.aws.request.RunRequest`) holds no timestamps, so Step Functions
-itself treats a repeated start with the same name and input as idempotent; a closed execution with
-that name raises ``ExecutionAlreadyExists``, which is a duplicate too.
+A run's id is a function of its objects (:func:`~seqlake.aws.events.run_id`), which is also the
+execution's name, and the execution input holds no timestamps: a second start of the same run (a
+redelivered event, a second settle message) is a duplicate, never a second run.
 
 An input that can start no run (a samplesheet that fails its checks, a FASTQ key that names no
 sample) is *rejected*, and recorded like a failed run: ``runs/<run_id>/status.json`` with state
 ``REJECTED`` and the one-line reason (``s3://bucket/key:LINE: problem``), the run's row in the ``runs``
 table and its partition there (:func:`record_rejection`). Its run id is that of the rejected object
-alone (:func:`~seqlake.aws.events.run_id` over the sheet, or the FASTQ, with its ETag; the sheet's
-files may not exist or may be in a bucket the function must not read), with the label the run would
-have had. Every event that leads to the same bad sheet (the sheet's, its FASTQs', a redelivery)
-rewrites the same record: the timestamps are the object's upload time, not the event's arrival.
+alone, with the label the run would have had; every settle of the same bad sheet rewrites the same
+record (the timestamps are the object's upload time, not the event's arrival).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from seqlake import clients
-from seqlake.aws.events import INCOMING, SAMPLESHEET_NAME, S3Object, kind_of, normalise_etag, run_id
+from seqlake import clients, limits, storage
+from seqlake.aws.events import INCOMING, input_record, run_id, s3_object
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest, store_request
-from seqlake.aws.status import RunStatus, record_unsuccessful
 from seqlake.errors import BadInputError
-from seqlake.model import RunState, Sample
-from seqlake.samplesheet import mate_from_name, parse_samplesheet
+from seqlake.model import ObjectRef, RunState, Sample, Step
+from seqlake.naming import SAMPLESHEET_NAME, base_name, folder_of, kind_of, mate_from_name, partner_names
+from seqlake.samplesheet import read_samplesheet
 
-Status = Literal["started", "duplicate", "waiting", "ignored", "rejected"]
-_FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
+if TYPE_CHECKING:  # the status module imports pyarrow: only a rejection needs it
+    from seqlake.aws.status import RunStatus
+
+Status = Literal["started", "duplicate", "waiting", "queued", "ignored", "rejected"]
+#: missing files a result names (its reason counts them all): the response stays small for any sheet
+WAITING_FOR_SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,18 @@ class StartSettings:
     reference: str | None = None
     #: buckets besides the upload's own that samplesheets may name (``s3://`` URIs)
     allowed_buckets: frozenset[str] = frozenset()
+    #: the FIFO queue that settles folders; None: a folder is settled at once, on each event
+    settle_queue_url: str | None = None
+    #: a folder starts its runs once its newest object is this old (the queue's delay)
+    quiet_seconds: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StartSettings:
         buckets = frozenset(b.strip() for b in env.get("ALLOWED_INPUT_BUCKETS", "").split(",") if b.strip())
         return cls(state_machine_arn=env["STATE_MACHINE_ARN"], database=env["GLUE_DATABASE"],
-                   reference=env.get("REFERENCE_URI") or None, allowed_buckets=buckets)
+                   reference=env.get("REFERENCE_URI") or None, allowed_buckets=buckets,
+                   settle_queue_url=env.get("SETTLE_QUEUE_URL") or None,
+                   quiet_seconds=float(env.get("QUIET_PERIOD_SECONDS") or 0))
 
 
 @dataclass(frozen=True)
@@ -90,99 +102,66 @@ class _Rejected(Exception):  # noqa: N818 - a control-flow signal, carrying the 
     """The input can start no run: ``obj`` is the object to blame (the samplesheet, or the FASTQ),
     ``label`` the readable part of the run id the run would have had."""
 
-    def __init__(self, label: str, obj: S3Object, error: BadInputError) -> None:
+    def __init__(self, label: str, obj: ObjectRef, error: BadInputError) -> None:
         super().__init__(str(error))
         self.label = label
         self.obj = obj
         self.reason = str(error)
 
 
-def _head_response(bucket: str, key: str) -> dict[str, Any] | None:
+def _head(uri: str) -> ObjectRef | None:
+    """The object as S3 has it now, or None when it does not exist (yet)."""
     try:
-        r: dict[str, Any] = clients.client("s3").head_object(Bucket=bucket, Key=key)
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return None
-        raise
-    return r
-
-
-def head(bucket: str, key: str) -> S3Object | None:
-    """The object's ETag and size, or None when it does not exist (yet)."""
-    r = _head_response(bucket, key)
-    if r is None:
+        info = storage.head(uri)
+    except FileNotFoundError:
         return None
-    return S3Object(bucket, key, normalise_etag(r["ETag"]), int(r["ContentLength"]))
+    return ObjectRef(uri, size=info.size, etag=info.etag, mtime=info.mtime)
 
 
-def existing_key(obj: S3Object) -> S3Object:
+def existing_key(obj: ObjectRef) -> ObjectRef:
     """``obj`` with the key that exists in the bucket: as given, or URL-decoded (``a+b%C3%A9`` -> ``a bé``)
     when only the decoded one exists. S3's classic notifications encode keys; EventBridge's do not."""
-    if ("%" in obj.key or "+" in obj.key) and head(obj.bucket, obj.key) is None:
+    if ("%" in obj.key or "+" in obj.key) and _head(obj.uri) is None:
         decoded = unquote_plus(obj.key)
-        if head(obj.bucket, decoded) is not None:
-            return replace(obj, key=decoded)
+        if _head(f"s3://{obj.bucket}/{decoded}") is not None:
+            return s3_object(obj.bucket, decoded, obj.etag or "", obj.size)
     return obj
 
 
-def _split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
+class Folder:
+    """One listing of a folder: its objects by URI. Every object a run needs comes from here, or (a file
+    a samplesheet names elsewhere) from one HEAD, remembered."""
 
+    def __init__(self, bucket: str, folder: str, *, listed: bool = True) -> None:
+        self.bucket, self.folder, self.listed = bucket, folder, listed
+        listing = storage.list_folder(f"s3://{bucket}/{folder}") if listed else []
+        self.objects: dict[str, ObjectRef] = {o.uri: o for o in listing}
+        self._elsewhere: dict[str, ObjectRef | None] = {}
 
-def partner_keys(key: str) -> tuple[str, int | None, list[str]]:
-    """``(sample, mate, candidate keys of the other mate)`` for a FASTQ key.
+    @classmethod
+    def unlisted(cls, bucket: str, folder: str) -> Folder:
+        """A folder too shared to list per event (``incoming/`` itself): each object is HEADed once."""
+        return cls(bucket, folder, listed=False)
 
-    The other mate has the same name with ``R1``<->``R2`` (or ``1``<->``2``) swapped in the mate token
-    that :func:`~seqlake.samplesheet.mate_from_name` recognised, and any of the FASTQ extensions (R1 as
-    ``.fastq.gz`` with R2 as ``.fq.gz`` is unusual but legal).
-    """
-    folder, _, name = key.rpartition("/")
-    parsed = mate_from_name(name)
-    if parsed is None:
-        raise BadInputError(key, "not a FASTQ file name (.fastq, .fq, optionally .gz)")
-    sample, mate = parsed
-    if mate is None:
-        return sample, None, []
-    other = 2 if mate == 1 else 1
-    stem = next(name[: -len(e)] for e in _FASTQ_EXTS if name.endswith(e))
-    ext = name[len(stem):]
-    # the mate token is the last R1/_1 occurrence before the optional _001 and the extension
-    candidates: list[str] = []
-    for token, swapped in ((f"R{mate}", f"R{other}"), (f"_{mate}", f"_{other}"), (f".{mate}", f".{other}")):
-        pos = stem.rfind(token)
-        if pos < 0:
-            continue
-        new_stem = stem[:pos] + swapped + stem[pos + len(token):]
-        if mate_from_name(new_stem + ext) == (sample, other):
-            candidates += [new_stem + e for e in (ext, *[x for x in _FASTQ_EXTS if x != ext])]
-            break
-    prefix = f"{folder}/" if folder else ""
-    return sample, mate, [prefix + c for c in candidates]
+    def get(self, uri: str) -> ObjectRef | None:
+        if uri in self.objects:
+            return self.objects[uri]
+        if self.listed and folder_of(uri) == f"s3://{self.bucket}/{self.folder}":
+            return None  # in this folder, not listed: not there (yet)
+        if uri not in self._elsewhere:
+            self._elsewhere[uri] = _head(uri)
+        return self._elsewhere[uri]
 
+    @property
+    def newest(self) -> ObjectRef | None:
+        return max(self.objects.values(), key=lambda o: o.mtime or 0.0, default=None)
 
-def _fastq_request(obj: S3Object, settings: StartSettings) -> RunRequest:
-    try:
-        sample, mate, partners = partner_keys(obj.key)
-    except BadInputError as err:
-        # the reason names the object as the other rejections do: s3://bucket/key
-        raise _Rejected(obj.name, obj, BadInputError(obj.uri, err.message)) from err
-    me = head(obj.bucket, obj.key)
-    if me is None:
-        raise _Waiting([obj.uri], "the object of the event no longer exists")
-    if mate is None:
-        objects = [me]
-        samples = (Sample(sample, me.uri),)
-    else:
-        partner = next((o for o in (head(obj.bucket, k) for k in partners) if o is not None), None)
-        if partner is None:
-            raise _Waiting([f"s3://{obj.bucket}/{partners[0]}"], f"waiting for mate {3 - mate} of {sample}")
-        r1, r2 = (me, partner) if mate == 1 else (partner, me)
-        objects = [r1, r2]
-        samples = (Sample(sample, r1.uri, r2.uri),)
-    return RunRequest(
-        run_id=run_id(sample, objects), bucket=obj.bucket, samples=samples,
-        inputs=tuple(o.to_dict() for o in objects), reference=settings.reference)
+    @property
+    def sheet(self) -> ObjectRef | None:
+        return self.objects.get(f"s3://{self.bucket}/{self.folder}{SAMPLESHEET_NAME}")
+
+    def fastqs(self) -> list[ObjectRef]:
+        return sorted((o for o in self.objects.values() if kind_of(o.key) == "fastq"), key=lambda o: o.key)
 
 
 def _sheet_label(sheet_key: str) -> str:
@@ -190,32 +169,15 @@ def _sheet_label(sheet_key: str) -> str:
     return sheet_key.rstrip("/").rsplit("/", 2)[-2] if sheet_key.count("/") >= 2 else "samplesheet"
 
 
-def _sheet_samples(sheet: S3Object, settings: StartSettings) -> list[Sample]:
-    """The sheet's samples, checked: UTF-8, the schema, and every ``s3://`` path in an allowed bucket."""
-    text = clients.client("s3").get_object(Bucket=sheet.bucket, Key=sheet.key)["Body"].read()
+def _sheet_request(folder: Folder, sheet: ObjectRef, settings: StartSettings) -> RunRequest:
     try:
-        decoded = text.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise BadInputError(sheet.uri, f"not UTF-8 text: {err}") from err
-    return parse_samplesheet(decoded, sheet.uri, allow_other_buckets=settings.allowed_buckets)
-
-
-def _sheet_uris(samples: list[Sample]) -> list[str]:
-    return [u for s in samples for u in (s.r1, s.r2) if u is not None]
-
-
-def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunRequest:
-    sheet = head(bucket, sheet_key)
-    if sheet is None:
-        raise _Waiting([f"s3://{bucket}/{sheet_key}"], "the samplesheet no longer exists")
-    try:
-        samples = _sheet_samples(sheet, settings)
+        samples = read_samplesheet(sheet.uri, allow_other_buckets=settings.allowed_buckets)
     except BadInputError as err:
-        raise _Rejected(_sheet_label(sheet_key), sheet, err) from err
+        raise _Rejected(_sheet_label(sheet.key), sheet, err) from err
     objects = [sheet]
     missing: list[str] = []
-    for uri in _sheet_uris(samples):
-        o = head(*_split(uri))
+    for uri in (u for s in samples for u in s.uris):
+        o = folder.get(uri)
         if o is None:
             missing.append(uri)
         else:
@@ -223,47 +185,56 @@ def _sheet_request(sheet_key: str, bucket: str, settings: StartSettings) -> RunR
     if missing:
         raise _Waiting(missing, f"waiting for {len(missing)} file(s) of samplesheet {sheet.uri}")
     return RunRequest(
-        run_id=run_id(_sheet_label(sheet_key), objects), bucket=bucket,
-        samples=tuple(samples),
-        inputs=tuple(o.to_dict() for o in objects), samplesheet=sheet.uri, reference=settings.reference)
+        run_id=run_id(_sheet_label(sheet.key), objects), bucket=sheet.bucket, samples=tuple(samples),
+        inputs=tuple(input_record(o) for o in objects), samplesheet=sheet.uri, reference=settings.reference)
 
 
-def build_request(obj: S3Object, settings: StartSettings) -> RunRequest:
-    """The run that ``obj``'s arrival completes; raises ``_Waiting`` when files are still missing."""
-    kind = kind_of(obj.key)
-    if kind == "samplesheet":
-        return _sheet_request(obj.key, obj.bucket, settings)
-    sheet_key = obj.folder + SAMPLESHEET_NAME
-    # a FASTQ beside a samplesheet belongs to the sheet's run, not to a run of its own
-    if obj.folder != INCOMING and head(obj.bucket, sheet_key) is not None:
-        return _sheet_request(sheet_key, obj.bucket, settings)
-    return _fastq_request(obj, settings)
+def _fastq_request(folder: Folder, obj: ObjectRef, settings: StartSettings) -> RunRequest:
+    """The run of one FASTQ: single-end, or its pair once the other mate is in the folder."""
+    parsed = mate_from_name(obj.name)
+    if parsed is None:
+        raise _Rejected(obj.name, obj, BadInputError(obj.uri, "not a FASTQ file name (.fastq, .fq, optionally .gz)"))
+    sample, mate = parsed
+    if mate is None:
+        return RunRequest(run_id=run_id(sample, [obj]), bucket=obj.bucket, samples=(Sample(sample, obj.uri),),
+                          inputs=(input_record(obj),), reference=settings.reference)
+    prefix = f"s3://{obj.bucket}/{folder_of(obj.key)}"
+    candidates = [prefix + name for name in partner_names(obj.name)]
+    partner = next((p for p in map(folder.get, candidates) if p is not None), None)
+    if partner is None:
+        raise _Waiting(candidates[:1], f"waiting for mate {3 - mate} of {sample}")
+    r1, r2 = (obj, partner) if mate == 1 else (partner, obj)
+    return RunRequest(run_id=run_id(sample, [r1, r2]), bucket=obj.bucket, samples=(Sample(sample, r1.uri, r2.uri),),
+                      inputs=(input_record(r1), input_record(r2)), reference=settings.reference)
 
 
-def _as_uploaded(obj: S3Object) -> tuple[S3Object, datetime]:
-    """``obj`` with the ETag and size S3 has for it, and when it was uploaded (now, if it is gone)."""
-    r = _head_response(obj.bucket, obj.key)
-    if r is None:
+def _uploaded(obj: ObjectRef) -> tuple[ObjectRef, datetime]:
+    """``obj`` as S3 has it (ETag, size) and when it was uploaded (now, if it is gone)."""
+    described = obj if obj.mtime is not None else _head(obj.uri)
+    if described is None or described.mtime is None:
         return obj, datetime.now(UTC)
-    uploaded: datetime = r["LastModified"]
-    return replace(obj, etag=normalise_etag(r["ETag"]), size=int(r["ContentLength"])), uploaded
+    return described, datetime.fromtimestamp(described.mtime, UTC)
 
 
-def rejection_status(label: str, obj: S3Object, reason: str, uploaded: datetime) -> RunStatus:
+def rejection_status(label: str, obj: ObjectRef, reason: str, uploaded: datetime) -> RunStatus:
     """The record of a rejected input: a function of the object and the reason only, so every
     delivery of its event writes the same document."""
+    from seqlake.aws.status import RunStatus
+
     status = RunStatus(
         run_id=run_id(label, [obj]), state=RunState.REJECTED.value, bucket=obj.bucket, samples=[],
-        inputs=[obj.to_dict()],
+        inputs=[input_record(obj)],
         samplesheet=obj.uri if kind_of(obj.key) == "samplesheet" else None, started_at=uploaded.isoformat(),
-        failed_step="Start", error=BadInputError.__name__, reason=reason)
+        failed_step=Step.START.value, error=BadInputError.__name__, reason=reason)
     status.finish(now=uploaded)
     return status
 
 
-def record_rejection(label: str, obj: S3Object, reason: str, database: str) -> RunStatus:
+def record_rejection(label: str, obj: ObjectRef, reason: str, database: str) -> RunStatus:
     """``status.json``, the ``runs`` row and its partition for an input that starts no run."""
-    described, uploaded = _as_uploaded(obj)
+    from seqlake.aws.status import record_unsuccessful
+
+    described, uploaded = _uploaded(obj)
     status = rejection_status(label, described, reason, uploaded)
     record_unsuccessful(status, database)
     return status
@@ -273,11 +244,18 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
 
 
+def execution_input(request: RunRequest) -> str:
+    """The execution's input: the request grows with the run, so it goes to ``runs/<id>/request.json``
+    and the input is its URI and digest (a few hundred bytes), as compact JSON with sorted keys (the
+    same run, the same text)."""
+    return json.dumps(store_request(request).to_dict(), sort_keys=True, separators=(",", ":"))
+
+
 def start_execution(request: RunRequest, state_machine_arn: str) -> tuple[bool, str]:
     """``(started, execution arn)``; a second start of the same run is not an error.
 
     Step Functions answers a repeated start of a *running* execution (same name, same input) with
-    success, so the handler looks first: an existing execution is a duplicate. Two events racing past
+    success, so the handler looks first: an existing execution is a duplicate. Two starts racing past
     that look both get success from StartExecution and one execution still exists.
     """
     sfn = clients.client("stepfunctions")
@@ -288,10 +266,8 @@ def start_execution(request: RunRequest, state_machine_arn: str) -> tuple[bool, 
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
             raise
-    # the request grows with the run; the execution input is its URI and digest (a few hundred bytes)
-    body = json.dumps(store_request(request).to_dict(), sort_keys=True, separators=(",", ":"))
     try:
-        r = sfn.start_execution(stateMachineArn=state_machine_arn, name=request.run_id, input=body)
+        r = sfn.start_execution(stateMachineArn=state_machine_arn, name=request.run_id, input=execution_input(request))
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
             raise
@@ -299,26 +275,117 @@ def start_execution(request: RunRequest, state_machine_arn: str) -> tuple[bool, 
     return True, str(r["executionArn"])
 
 
-def start_run(obj: S3Object, settings: StartSettings) -> StartResult:
-    """Start the run that ``obj`` completes, or say why not (waiting, duplicate, ignored, rejected)."""
-    if not obj.key.startswith(INCOMING) or kind_of(obj.key) == "other":
-        return StartResult("ignored", f"{obj.uri} is not a FASTQ or samplesheet under {INCOMING}")
-    obj = existing_key(obj)
+def _start(build: Any, settings: StartSettings, trigger: str) -> StartResult:
+    """Build one run's request and start it, or say why not."""
     try:
-        request = build_request(obj, settings)
+        request: RunRequest = build()
     except _Waiting as w:
-        logger.info("waiting for inputs", extra={"missing": w.missing, "trigger": obj.uri})
-        return StartResult("waiting", w.reason, waiting_for=tuple(w.missing))
+        logger.info("waiting for inputs", extra={"missing": w.missing[:20], "trigger": trigger})
+        return StartResult("waiting", w.reason, waiting_for=tuple(w.missing[:WAITING_FOR_SHOWN]))
     except _Rejected as rejected:
         # nothing can start: the sheet or name is wrong; the reason is the one line users see
-        logger.warning("input rejected", extra={"reason": rejected.reason, "trigger": obj.uri})
+        logger.warning("input rejected", extra={"reason": rejected.reason, "trigger": trigger})
         status = record_rejection(rejected.label, rejected.obj, rejected.reason, settings.database)
         logger.info("rejection recorded", extra={"run_id": status.run_id, "status_uri": status.status_uri})
         return StartResult("rejected", rejected.reason, status.run_id)
-    logger.append_keys(run_id=request.run_id)
     started, arn = start_execution(request, settings.state_machine_arn)
     if not started:
-        logger.info("duplicate event: the run was already started", extra={"execution_arn": arn})
+        logger.info("duplicate: the run was already started", extra={"run_id": request.run_id, "execution_arn": arn})
         return StartResult("duplicate", "the run was already started", request.run_id, arn)
-    logger.info("run started", extra={"execution_arn": arn, "samples": [s.name for s in request.samples]})
+    logger.info("run started", extra={"run_id": request.run_id, "execution_arn": arn, "samples": len(request.samples)})
     return StartResult("started", "all inputs present", request.run_id, arn)
+
+
+def _folder_runs(folder: Folder, settings: StartSettings, only: ObjectRef | None = None) -> list[StartResult]:
+    """Start the folder's runs: the sheet's, or (no sheet) each pair's and single file's; with ``only``,
+    just the run ``only`` belongs to."""
+    sheet = folder.sheet
+    trigger = only.uri if only is not None else f"s3://{folder.bucket}/{folder.folder}"
+    if sheet is not None:
+        return [_start(lambda: _sheet_request(folder, sheet, settings), settings, trigger)]
+    if only is not None:
+        listed = folder.get(only.uri)
+        if listed is None:
+            return [StartResult("waiting", "the object of the event no longer exists", waiting_for=(only.uri,))]
+        return [_start(lambda: _fastq_request(folder, listed, settings), settings, trigger)]
+    results: list[StartResult] = []
+    done: set[str] = set()
+    for fq in folder.fastqs():
+        if fq.uri in done:
+            continue
+        result = _start(lambda fq=fq: _fastq_request(folder, fq, settings), settings, fq.uri)
+        results.append(result)
+        done.add(fq.uri)
+        if result.run_id is not None and result.status in ("started", "duplicate"):
+            # the pair's other mate belongs to the same run
+            done.update(p for p in (f"s3://{fq.bucket}/{folder.folder}{n}" for n in partner_names(fq.name)))
+    return results
+
+
+# ---------------------------------------------------------------- the settle queue
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def send_settle(bucket: str, folder: str, settings: StartSettings, marker: str) -> None:
+    """One message for the folder: its group is the folder (one settle at a time per folder) and its
+    de-duplication ID the folder and ``marker``, so the same marker within SQS's 5 minutes is one message."""
+    assert settings.settle_queue_url is not None
+    clients.client("sqs").send_message(
+        QueueUrl=settings.settle_queue_url,
+        MessageBody=json.dumps({"bucket": bucket, "folder": folder}),
+        MessageGroupId=_digest(bucket, folder)[:64],
+        MessageDeduplicationId=_digest(bucket, folder, marker)[:64],
+    )
+
+
+def _window(quiet_seconds: float) -> float:
+    """The de-duplication window: the quiet period, within SQS's de-duplication interval."""
+    return max(1.0, min(quiet_seconds, float(limits.SQS_DEDUPLICATION_SECONDS.value)))
+
+
+def event_marker(now: float, quiet_seconds: float) -> str:
+    """The de-duplication marker of an upload's event: its window. Events of one window make one
+    message; that message is delivered a quiet period after it was sent, so after every upload of its
+    window, and no upload goes unseen."""
+    return f"event-{int(now // _window(quiet_seconds))}"
+
+
+def again_marker(now: float, quiet_seconds: float) -> str:
+    """The marker of a settle's "look again": the window it will be delivered in. Settles of a folder
+    still receiving uploads that look again in the same window make one message (a burst that lasts T
+    costs about 2 T / quiet period settles, not one per window squared)."""
+    return f"again-{int((now + quiet_seconds) // _window(quiet_seconds))}"
+
+
+def settle(bucket: str, folder: str, settings: StartSettings, now: float | None = None) -> list[StartResult]:
+    """A folder's settle message: start its runs if it is quiet, else look again a quiet period later."""
+    now = time.time() if now is None else now
+    listing = Folder(bucket, folder)
+    newest = listing.newest
+    if newest is None:
+        return []
+    age = now - (newest.mtime or 0.0)
+    if settings.settle_queue_url is not None and age < settings.quiet_seconds:
+        send_settle(bucket, folder, settings, again_marker(now, settings.quiet_seconds))
+        logger.info("folder not quiet yet", extra={"folder": folder, "newest": newest.key, "age_s": round(age, 1)})
+        return [StartResult("queued", f"the folder's newest object is {age:.1f} s old")]
+    return _folder_runs(listing, settings)
+
+
+def start_run(obj: ObjectRef, settings: StartSettings, now: float | None = None) -> StartResult:
+    """An upload's event: settle its folder (queued, or at once without a queue), or start the run of a
+    file directly under ``incoming/``."""
+    if not obj.key.startswith(INCOMING) or kind_of(obj.key) == "other":
+        return StartResult("ignored", f"{obj.uri} is not a FASTQ or samplesheet under {INCOMING}")
+    obj = existing_key(obj)
+    folder = folder_of(obj.key)
+    if folder != INCOMING and settings.settle_queue_url is not None:
+        send_settle(obj.bucket, folder, settings, event_marker(time.time() if now is None else now,
+                                                                settings.quiet_seconds))
+        return StartResult("queued", f"settling {folder} once it is quiet for {settings.quiet_seconds:g} s")
+    if folder == INCOMING:
+        if base_name(obj.key) == SAMPLESHEET_NAME:
+            return StartResult("ignored", f"a samplesheet belongs in a folder of {INCOMING}")
+        return _folder_runs(Folder.unlisted(obj.bucket, folder), settings, only=obj)[0]
+    return _folder_runs(Folder(obj.bucket, folder), settings, only=obj)[0]

@@ -31,7 +31,7 @@ from seqlake.layout import RunLayout
 from seqlake.localcloud import athena, patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
-from seqlake.localcloud.events import EventDelivery
+from seqlake.localcloud.events import EventDelivery, SqsEventSource
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
 from seqlake.localcloud.progress import Execution, Watcher
@@ -65,6 +65,9 @@ _DROPPED_ENV = (
     "AWS_WEB_IDENTITY_TOKEN_FILE",
 )
 
+
+#: template parameters the local cloud sets: a folder under incoming/ is quiet after 2 s (minutes on AWS)
+LOCAL_PARAMETERS = {"StartQuietPeriodSeconds": "2"}
 
 #: the wait loop's poll interval while runs are in flight (a Lambda or Batch job returning wakes it sooner)
 _SLOW_POLL_SECONDS = 2.0
@@ -316,7 +319,8 @@ class LocalCloud:
         )
         cfn = self._translate(packaged.template)
         self._cfn = cfn
-        deployer = Deployer(cfn, self._network_parameters(cfn), endpoint_url=self.endpoint, clients=self.client)
+        parameters = {**self._network_parameters(cfn), **LOCAL_PARAMETERS}
+        deployer = Deployer(cfn, parameters, endpoint_url=self.endpoint, clients=self.client)
         self.outputs = deployer.deploy()
         self._physical = deployer.physical
         resources = cfn["Resources"]
@@ -368,6 +372,8 @@ class LocalCloud:
         patches.HOOKS.batch_run = self.batch
         patches.HOOKS.deliver = EventDelivery(self.lambdas)
         patches.HOOKS.athena_query = self._athena_query
+        for mapping in deployer.event_source_mappings:
+            self.lambdas.add_source(SqsEventSource(self.lambdas, mapping).start())
 
     def override_parameter(self, name: str, value: str) -> list[str]:
         """Give template parameter ``name`` a new value in the functions' environments that ``Ref`` it

@@ -2,9 +2,9 @@
 
 ``local run`` uploads the way a user uploads to the real bucket, and the app does the rest:
 
-- R1 [R2]: ``incoming/<sample>/<sample>_R1<ext>`` (and ``_R2``): the second mate's event starts the run.
-- ``--samplesheet``: the sheet first, as ``incoming/<sheet>-<hash>/samplesheet.csv`` with its paths made
-  relative, then its FASTQs beside it: the last file's event starts exactly one run.
+- R1 [R2]: ``incoming/<sample>/<sample>_R1<ext>`` (and ``_R2``): the folder starts the run once quiet.
+- ``--samplesheet``: the sheet, as ``incoming/<sheet>-<hash>/samplesheet.csv`` with its paths made
+  relative, and its FASTQs beside it: the folder starts exactly one run once quiet.
 - ``--reference``: the FASTA goes to ``references/<name>/`` and the stack parameter ``ReferenceUri``
   is overridden for this process (what ``sam deploy --parameter-overrides`` does on AWS).
 
@@ -33,10 +33,8 @@ from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.model import RunState
-from seqlake.samplesheet import mate_from_name
+from seqlake.naming import fastq_suffix, key_safe_sample_name
 
-_FASTQ_EXTS = (".fastq.gz", ".fq.gz", ".fastq", ".fq")
-_MATE_SUFFIX = re.compile(r"([._](R?[12])(_001)?)$", re.IGNORECASE)
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
 #: rows of each named query the demo prints
@@ -53,28 +51,16 @@ def _state(args: argparse.Namespace) -> StateDir:
 
 
 def _ext(path: Path) -> str:
-    name = path.name.lower()
-    for ext in _FASTQ_EXTS:
-        if name.endswith(ext):
-            return ext
+    suffix = fastq_suffix(path.name)
+    if suffix is not None:
+        return suffix.lower()
     with path.open("rb") as f:
         return ".fastq.gz" if f.read(2) == _GZIP_MAGIC else ".fastq"
 
 
 def sample_name(path: Path) -> str:
-    """``reads_R1.fastq.gz`` -> ``reads``: the sample the app's start function will read from the name
-    (:func:`seqlake.samplesheet.mate_from_name`, Illumina's ``_S1_L001`` parts dropped), made key-safe."""
-    parsed = mate_from_name(path.name)
-    if parsed is not None:
-        stem = parsed[0]
-    else:
-        stem = path.name
-        for ext in _FASTQ_EXTS:
-            if stem.lower().endswith(ext):
-                stem = stem[: -len(ext)]
-                break
-        stem = _MATE_SUFFIX.sub("", stem)
-    return re.sub(r"[^0-9A-Za-z_.-]+", "-", stem).strip("-.") or "sample"
+    """``reads_R1.fastq.gz`` -> ``reads``: the sample the app's start function will read from the name."""
+    return key_safe_sample_name(path.name)
 
 
 def _check_file(path: Path) -> Path:

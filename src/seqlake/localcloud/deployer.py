@@ -81,6 +81,8 @@ class Deployer:
             self.values[name] = value
         self.physical: dict[str, Any] = {}
         self.attrs: dict[str, dict[str, Any]] = {}
+        #: resolved properties of each AWS::Lambda::EventSourceMapping: the local cloud polls them itself
+        self.event_source_mappings: list[dict[str, Any]] = []
         self.conditions: dict[str, bool] = {}
         for name, cond in template.get("Conditions", {}).items():
             self.conditions[name] = self._condition(cond)
@@ -321,6 +323,13 @@ def lambda_event_invoke_config(d: Deployer, lid: str, p: dict[str, Any]) -> Crea
     return lid, {}
 
 
+def lambda_event_source_mapping(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    """Recorded, not created in moto: moto would invoke the function as each message is sent, ignoring
+    the queue's delay; the local cloud polls the queue as Lambda does (``localcloud/events.py``)."""
+    d.event_source_mappings.append(p)
+    return lid, {}
+
+
 def events_rule(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     ev, name = d.client("events"), p.get("Name") or d.name(lid)
     kw: dict[str, Any] = {
@@ -446,6 +455,7 @@ CREATORS: dict[str, Callable[[Deployer, str, dict[str, Any]], Created]] = {
     "AWS::Lambda::LayerVersion": lambda_layer,
     "AWS::Lambda::Permission": no_local_effect,
     "AWS::Lambda::EventInvokeConfig": lambda_event_invoke_config,
+    "AWS::Lambda::EventSourceMapping": lambda_event_source_mapping,
     "AWS::Events::Rule": events_rule,
     "AWS::StepFunctions::StateMachine": state_machine,
     "AWS::Batch::ComputeEnvironment": batch_compute_environment,

@@ -1,18 +1,28 @@
-"""EventBridge target delivery that moto drops: Step Functions and Lambda targets.
+"""Event delivery that moto drops: EventBridge's Step Functions and Lambda targets, and SQS event sources.
 
 A rule's target receives the event (or the target's ``Input`` / ``InputPath`` /
 ``InputTransformer`` result). A state machine target starts an execution with a random name, as
 EventBridge does; a Lambda target is invoked asynchronously (:class:`LambdaRunner` retries it). The
 S3 bucket's events reach the rules through moto's own EventBridge notification.
+
+An SQS event source mapping (:class:`SqsEventSource`) polls its queue as Lambda does: batches of
+visible messages (a FIFO queue's delay and message groups as moto keeps them), the function invoked
+synchronously with an SQS event, the batch's messages deleted on success except those it reports in
+``batchItemFailures``. A failed message comes back after :data:`SqsEventSource.RETRY_SECONDS` instead
+of the queue's visibility timeout (minutes on AWS), and after the queue's ``maxReceiveCount`` moto
+moves it to the dead-letter queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import uuid
 from typing import Any
 
 import moto.events.models as _events
+from moto.sqs.models import sqs_backends
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from moto.utilities.arns import parse_arn
 
@@ -61,3 +71,96 @@ class EventDelivery:
             function_name = target["Arn"].split(":")[6]
             self.lambdas(function_name, body.encode(), True)
         self.delivered.append((target["Arn"], str(event.get("id", ""))))
+
+
+class SqsEventSource:
+    """One ``AWS::Lambda::EventSourceMapping`` of an SQS queue, polled in a thread of this process."""
+
+    #: how often an empty queue is looked at (a delayed message becomes visible without a notification)
+    POLL_SECONDS = 0.2
+    #: a failed message is visible again after this (AWS: the queue's visibility timeout)
+    RETRY_SECONDS = 1
+
+    def __init__(self, lambdas: LambdaRunner, mapping: dict[str, Any]) -> None:
+        self.lambdas = lambdas
+        self.queue_arn = str(mapping["EventSourceArn"])
+        arn = parse_arn(self.queue_arn)
+        self.account, self.region, self.queue_name = arn.account, arn.region, arn.resource_id
+        self.function = str(mapping["FunctionName"]).split(":function:")[-1].split(":")[0]
+        self.batch_size = int(mapping.get("BatchSize") or 10)
+        self.partial = "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or [])
+        self.batches = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"sqs-source-{self.queue_name}")
+
+    def start(self) -> SqsEventSource:
+        self._thread.start()
+        return self
+
+    def _backend(self) -> Any:
+        return sqs_backends[self.account][self.region]
+
+    @property
+    def pending(self) -> int:
+        """Messages in the queue: visible, delayed, or being handled."""
+        try:
+            return len(self._backend().get_queue(self.queue_name)._messages)
+        except Exception:  # the queue is gone (moto reset): nothing is pending
+            return 0
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _record(self, m: Any) -> dict[str, Any]:
+        attributes = {
+            "ApproximateReceiveCount": str(m.approximate_receive_count),
+            "SentTimestamp": str(m.sent_timestamp),
+            "SenderId": str(m.sender_id),
+            "ApproximateFirstReceiveTimestamp": str(m.approximate_first_receive_timestamp),
+        }
+        if m.group_id:
+            attributes["MessageGroupId"] = m.group_id
+        if m.deduplication_id:
+            attributes["MessageDeduplicationId"] = m.deduplication_id
+        return {
+            "messageId": m.id,
+            "receiptHandle": m.receipt_handle,
+            "body": m.body,
+            "attributes": attributes,
+            "messageAttributes": {},
+            "md5OfBody": m.body_md5,
+            "eventSource": "aws:sqs",
+            "eventSourceARN": self.queue_arn,
+            "awsRegion": self.region,
+        }
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                backend = self._backend()
+                queue = backend.get_queue(self.queue_name)
+                messages = backend.receive_message(self.queue_name, self.batch_size, 0, queue.visibility_timeout)
+            except Exception:  # the queue is gone (moto reset) or not made yet: look again
+                messages = []
+            if not messages:
+                self._stopped.wait(self.POLL_SECONDS)
+                continue
+            self.batches += 1
+            event = {"Records": [self._record(m) for m in messages]}
+            out, failed = self.lambdas.invoke(self.function, json.dumps(event).encode())
+            failures = {m.id for m in messages} if failed else self._reported_failures(out)
+            with contextlib.suppress(Exception):  # moto was reset meanwhile: the messages are gone
+                for m in messages:
+                    if m.id in failures:
+                        backend.change_message_visibility(self.queue_name, m.receipt_handle, self.RETRY_SECONDS)
+                    else:
+                        backend.delete_message(self.queue_name, m.receipt_handle)
+
+    def _reported_failures(self, out: bytes) -> set[str]:
+        if not self.partial:
+            return set()
+        response = json.loads(out or b"null")
+        items = response.get("batchItemFailures", []) if isinstance(response, dict) else []
+        return {str(i["itemIdentifier"]) for i in items}

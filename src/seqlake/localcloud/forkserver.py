@@ -86,7 +86,7 @@ PRELOAD: tuple[str, ...] = (
 )
 
 #: the services the handlers make clients for: their models are parsed once, in the server
-WARM_SERVICES: tuple[str, ...] = ("s3", "stepfunctions", "glue", "batch", "logs", "sts")
+WARM_SERVICES: tuple[str, ...] = ("s3", "stepfunctions", "glue", "batch", "logs", "sts", "sqs")
 
 
 def available() -> bool:

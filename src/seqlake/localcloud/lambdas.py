@@ -39,7 +39,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from seqlake.localcloud import forkserver
 
@@ -62,6 +62,16 @@ class FunctionSpec:
 
 #: (function, event, last error payload) -> None: called when an asynchronous event fails every attempt
 DeadLetter = Callable[[FunctionSpec, bytes, bytes], None]
+
+
+class EventSource(Protocol):
+    """A poller that invokes functions with what it reads (an SQS queue): the runner counts what it
+    still holds as pending and stops it on close."""
+
+    @property
+    def pending(self) -> int: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass
@@ -108,11 +118,18 @@ class LambdaRunner:
         self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
         self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
+        self._sources: list[EventSource] = []
 
     @property
     def pending(self) -> int:
+        """Asynchronous invocations not finished, and events the event sources hold (queued messages)."""
         with self._cond:
-            return self._pending
+            pending, sources = self._pending, list(self._sources)
+        return pending + sum(s.pending for s in sources)
+
+    def add_source(self, source: EventSource) -> None:
+        with self._cond:
+            self._sources.append(source)
 
     # ---------------------------------------------------------------- sandboxes
     def start_fork_server(self) -> None:
@@ -156,6 +173,9 @@ class LambdaRunner:
         with self._cond:
             self._closed = True
             warm, self._warm = list(self._warm.values()), {}
+            sources, self._sources = self._sources, []
+        for source in sources:
+            source.stop()
         for box in warm:
             box.discard()
         with self._cond:

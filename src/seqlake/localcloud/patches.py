@@ -28,6 +28,17 @@ in the same process are unaffected.
    ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads
    makes a new model loader, which scans botocore's data folders again. Here the folder is listed
    once and moto keeps one loader (the models themselves were already cached per service).
+9. AWS's limits (:mod:`seqlake.limits`), which moto does not hold the app to: Step Functions refuses an
+   execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
+   ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and
+   each task's result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request
+   over 6 MB (synchronous) or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a
+   response over 6 MB (``Function.ResponseSizeTooLarge``; moto's own check already fails one over
+   6,000,000 bytes, slightly stricter); Batch refuses an array size outside
+   2..10,000 and a SubmitJob request over 30 KiB (``ClientException``). Always on: they are AWS's.
+10. S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the demo),
+    every S3 request the server answers waits that long first, so that the scale tests and bench see
+    the round trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
 """
 
 from __future__ import annotations
@@ -35,7 +46,10 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.metadata
+import json
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +57,7 @@ from typing import Any
 import botocore
 import botocore.session
 
+from seqlake import limits
 from seqlake.localcloud import botocore_loader
 
 MOTO_VERSION = "5.2.5"
@@ -66,6 +81,7 @@ import moto.awslambda_simple.models as _lambda  # noqa: E402
 import moto.backends as _backends  # noqa: E402
 import moto.batch.exceptions as _batch_exc  # noqa: E402
 import moto.batch.models as _batch  # noqa: E402
+import moto.batch.responses as _batch_responses  # noqa: E402
 import moto.batch_simple.models as _batch_simple  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
@@ -73,8 +89,18 @@ import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
+import moto.stepfunctions.exceptions as _sfn_exc  # noqa: E402
+import moto.stepfunctions.parser.api as _sfn_api  # noqa: E402
+import moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl as _error_equals  # noqa: E402
+import moto.stepfunctions.parser.asl.component.common.error_name.failure_event as _failure  # noqa: E402
+import moto.stepfunctions.parser.asl.component.common.error_name.states_error_name as _states_error  # noqa: E402
+import moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type as _states_error_type  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service as _sts  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback as _stc  # noqa: E402
+import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task as _state_task  # noqa: E402
+import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
+import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
+import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
 AthenaBackend: Any = _athena.AthenaBackend
@@ -88,6 +114,11 @@ Rule: Any = _events.Rule
 FakeKey: Any = _s3.FakeKey
 S3Response: Any = _s3_responses.S3Response
 StateTaskService: Any = _sts.StateTaskService
+BatchResponse: Any = _batch_responses.BatchResponse
+StepFunctionsParserBackend: Any = _sfn_models.StepFunctionsParserBackend
+ErrorEqualsDecl: Any = _error_equals.ErrorEqualsDecl
+StateTask: Any = _state_task.StateTask
+StateTaskLambda: Any = _state_task_lambda.StateTaskLambda
 
 #: (function name, payload, asynchronous) -> (response payload, failed)
 LambdaHook = Callable[[str, bytes, bool], tuple[bytes, bool]]
@@ -267,7 +298,11 @@ def _invoke(  # noqa: PLR0917 - moto's signature
     fn = self.get_function(function_name, qualifier)
     payload = body if isinstance(body, bytes) else (body or "").encode()
     is_async = (headers or {}).get("X-Amz-Invocation-Type") == "Event"
+    check_lambda_request(payload, is_async)
     result, failed = HOOKS.lambda_invoke(fn.function_name, payload, is_async)
+    too_large = lambda_response_too_large(result)
+    if too_large is not None:
+        result, failed = too_large, True
     if failed:
         response_headers["x-amz-function-error"] = "Unhandled"
     return result
@@ -279,9 +314,6 @@ def _patch_lambda_invoke() -> None:
 
 # ---------------------------------------------------------------- 4. Batch submit
 _original_submit: Any = BatchSimpleBackend.submit_job
-
-#: AWS Batch's array size limits
-ARRAY_MIN, ARRAY_MAX = 2, 10_000
 
 
 def _submit_job(  # noqa: PLR0917 - moto's signature
@@ -297,6 +329,12 @@ def _submit_job(  # noqa: PLR0917 - moto's signature
     parameters: dict[str, str] | None = None,
     tags: dict[str, str] | None = None,
 ) -> tuple[str, str, str]:
+    size = (array_properties or {}).get("size")
+    if size is not None and not limits.BATCH_ARRAY_MIN.value <= int(size) <= limits.BATCH_ARRAY_MAX.value:
+        raise ClientException(
+            f"Array size {size} is outside {limits.BATCH_ARRAY_MIN.value}..{limits.BATCH_ARRAY_MAX.value}"
+            " (a job of one is a plain job)"
+        )
     if HOOKS.batch_run is None:
         submitted: tuple[str, str, str] = _original_submit(
             self,
@@ -318,9 +356,6 @@ def _submit_job(  # noqa: PLR0917 - moto's signature
     queue = self.get_job_queue(job_queue)
     if queue is None:
         raise ClientException(f"Job queue {job_queue} does not exist")
-    size = (array_properties or {}).get("size")
-    if size is not None and not ARRAY_MIN <= int(size) <= ARRAY_MAX:
-        raise ClientException(f"Array size {size} is outside {ARRAY_MIN}..{ARRAY_MAX}: a 1-shard run is a plain job")
 
     def make(props: dict[str, Any], job_id: str | None = None) -> Job:
         job = Job(
@@ -474,6 +509,156 @@ def _patch_server_lookups() -> None:
     _core_utils_module.create_loader = _moto_loader
 
 
+# ---------------------------------------------------------------- 9. AWS's limits
+_failure_mod: Any = _failure
+_states_error_mod: Any = _states_error
+_event_detail_mod: Any = _event_detail
+_sfn_api_mod: Any = _sfn_api
+_DATA_LIMIT: Any = _states_error_type.StatesErrorNameType.StatesStatesDataLimitExceeded
+_STATES_ALL: Any = _states_error_type.StatesErrorNameType.StatesALL
+
+
+def payload_bytes(value: Any) -> int:
+    """A payload's size as Step Functions counts it: its JSON text in UTF-8 (a string as it is)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return len(text.encode("utf-8"))
+
+
+def _data_limit_failure(env: Any, state: str, what: str, size: int) -> Exception:
+    error = _DATA_LIMIT.to_name()
+    cause = (
+        f"The state/task '{state}' has {what} of {size} bytes, over the {limits.SFN_PAYLOAD.value}-byte "
+        "limit of a state's input or output."
+    )
+    details = _event_detail_mod.EventDetails(
+        taskFailedEventDetails=_sfn_api_mod.TaskFailedEventDetails(error=error, cause=cause)
+    )
+    exception: Exception = _failure_mod.FailureEventException(
+        failure_event=_failure_mod.FailureEvent(
+            env=env,
+            error_name=_states_error_mod.StatesErrorName(typ=_DATA_LIMIT),
+            event_type=_sfn_api_mod.HistoryEventType.TaskFailed,
+            event_details=details,
+        )
+    )
+    return exception
+
+
+def _checked_parameters(original: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any], dict[str, Any]]:
+    def _eval_parameters(self: Any, env: Any) -> dict[str, Any]:
+        parameters = original(self, env)
+        # a Lambda task's effective input is its Payload; a service task's, its request parameters
+        payload = parameters.get("Payload", parameters) if isinstance(self, StateTaskLambda) else parameters
+        size = payload_bytes(payload)
+        if size > limits.SFN_PAYLOAD.value:
+            raise _data_limit_failure(env, self.name, "an input after Parameters", size)
+        return parameters
+
+    return _eval_parameters
+
+
+_original_error_equals = ErrorEqualsDecl._eval_body
+
+
+def _error_equals_not_all_limit(self: Any, env: Any) -> None:
+    """``States.ALL`` does not match ``States.DataLimitExceeded`` (AWS: a terminal error); a Catch or
+    Retry that names it does. (AWS's ``States.ALL`` does not match ``States.Runtime`` either; here it still
+    does, because moto reports its own internal errors as ``States.Runtime``, which on AWS would be
+    other, catchable errors.)"""
+    error_name = env.stack[-1]
+    if getattr(error_name, "typ", None) == _DATA_LIMIT and all(
+        getattr(n, "typ", None) == _STATES_ALL for n in self.error_names
+    ):
+        env.stack.pop()
+        env.stack.append(False)
+        return
+    _original_error_equals(self, env)
+
+
+_original_start_execution = StepFunctionsParserBackend.start_execution
+
+
+def _start_execution(self: Any, state_machine_arn: str, name: Any = None, execution_input: Any = None,
+                     trace_header: Any = None) -> Any:
+    size = payload_bytes(execution_input or "{}")
+    if size > limits.SFN_PAYLOAD.value:
+        raise _sfn_exc.ValidationException(
+            f"1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have "
+            f"length less than or equal to {limits.SFN_PAYLOAD.value} (got {size} bytes)"
+        )
+    return _original_start_execution(self, state_machine_arn, name, execution_input, trace_header)
+
+
+class RequestEntityTooLargeError(JsonRESTError):  # type: ignore[misc]
+    code = 413
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RequestEntityTooLargeException", message)
+
+
+def check_lambda_request(payload: bytes, is_async: bool) -> None:
+    limit = limits.LAMBDA_ASYNC_REQUEST if is_async else limits.LAMBDA_SYNC_REQUEST
+    if len(payload) > limit.value:
+        kind = "Invoke (Event)" if is_async else "Invoke"
+        raise RequestEntityTooLargeError(f"Request must be smaller than {limit.value} bytes for the {kind} operation")
+
+
+def lambda_response_too_large(result: bytes) -> bytes | None:
+    """Lambda's error payload for a response over the limit, or None when it fits."""
+    if len(result) <= limits.LAMBDA_RESPONSE.value:
+        return None
+    return json.dumps({
+        "errorType": "Function.ResponseSizeTooLarge",
+        "errorMessage": f"Response payload size ({len(result)} bytes) exceeded maximum allowed payload size "
+                        f"({limits.LAMBDA_RESPONSE.value} bytes).",
+    }).encode()
+
+
+_original_submitjob = BatchResponse.submitjob
+
+
+def _submitjob(self: Any) -> Any:
+    body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
+    if len(body) > limits.BATCH_SUBMIT_JOB.value:
+        raise ClientException(
+            f"SubmitJob request of {len(body)} bytes is over the {limits.BATCH_SUBMIT_JOB.value}-byte job payload limit"
+        )
+    return _original_submitjob(self)
+
+
+def _patch_limits() -> None:
+    StateTask._eval_parameters = _checked_parameters(StateTask._eval_parameters)
+    StateTaskLambda._eval_parameters = _checked_parameters(StateTaskLambda._eval_parameters)
+    ErrorEqualsDecl._eval_body = _error_equals_not_all_limit
+    StepFunctionsParserBackend.start_execution = _start_execution
+    BatchResponse.submitjob = _submitjob
+
+
+# ---------------------------------------------------------------- 10. S3 latency
+#: milliseconds every S3 request waits before it is answered (unset or 0: none)
+S3_LATENCY_ENV = "SEQLAKE_LOCAL_S3_LATENCY_MS"
+_original_s3_setup = S3Response.setup_class
+_sleep = time.sleep
+
+
+def s3_latency_seconds() -> float:
+    return max(0.0, float(os.environ.get(S3_LATENCY_ENV) or 0)) / 1000
+
+
+def _s3_setup_class(self: Any, request: Any, full_url: str | None = None, headers: Any = None) -> None:
+    # every S3 request (bucket, key, or either) sets its response up here once, on its own server thread
+    delay = s3_latency_seconds()
+    if delay:
+        _sleep(delay)
+    _original_s3_setup(self, request, full_url, headers)
+
+
+def _patch_s3_latency() -> None:
+    S3Response.setup_class = _s3_setup_class
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -483,6 +668,8 @@ PATCHES: dict[str, Callable[[], None]] = {
     "athena-results": _patch_athena,
     "sync-wait": _patch_sync_wait,
     "server-lookups": _patch_server_lookups,
+    "aws-limits": _patch_limits,
+    "s3-latency": _patch_s3_latency,
 }
 
 

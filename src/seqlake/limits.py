@@ -1,0 +1,78 @@
+"""AWS's limits that the app must stay inside, each with its documented number and where it is written.
+
+The one home of these numbers: the app plans within them (the array size) and the local cloud enforces
+them (:mod:`seqlake.localcloud.patches`), so a run that would break on AWS breaks locally too, with
+the error AWS gives. Dependency-free: any layer may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limit:
+    value: int
+    #: what the number bounds, as the documentation puts it
+    what: str
+    #: the AWS page that documents it
+    source: str
+
+
+# ---------------------------------------------------------------- Step Functions
+_SFN_QUOTAS = "https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html"
+#: an execution's input, each state's input (after InputPath/Parameters) and output (after
+#: ResultSelector/ResultPath/OutputPath); over it the execution fails with ``States.DataLimitExceeded``,
+#: which ``States.ALL`` does not catch, and ``StartExecution`` refuses the input
+SFN_PAYLOAD = Limit(
+    262_144,
+    "maximum input or output size for a task, state, or execution, in bytes of UTF-8",
+    _SFN_QUOTAS,
+)
+
+# ---------------------------------------------------------------- Lambda
+_LAMBDA_INVOKE = "https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html"
+LAMBDA_SYNC_REQUEST = Limit(6_291_456, "invocation payload, synchronous (RequestResponse): 6 MB", _LAMBDA_INVOKE)
+LAMBDA_ASYNC_REQUEST = Limit(1_048_576, "invocation payload, asynchronous (Event): 1 MB", _LAMBDA_INVOKE)
+LAMBDA_RESPONSE = Limit(6_291_456, "response payload of a synchronous invocation: 6 MB", _LAMBDA_INVOKE)
+
+# ---------------------------------------------------------------- Batch
+_BATCH_QUOTAS = "https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html"
+BATCH_ARRAY_MIN = Limit(2, "smallest array job (a single job has no arrayProperties)", _BATCH_QUOTAS)
+BATCH_ARRAY_MAX = Limit(10_000, "maximum array size for array jobs", _BATCH_QUOTAS)
+BATCH_SUBMIT_JOB = Limit(30_720, "maximum job payload size (for SubmitJob API operations): 30 KiB", _BATCH_QUOTAS)
+
+# ---------------------------------------------------------------- SQS (the start function's settle queue)
+_SQS_GUIDE = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/"
+SQS_DEDUPLICATION_SECONDS = Limit(
+    300, "a FIFO queue drops a message whose deduplication ID it saw in the last 5 minutes",
+    _SQS_GUIDE + "using-messagededuplicationid-property.html",
+)
+SQS_MAX_DELAY_SECONDS = Limit(
+    900, "longest DelaySeconds of a queue (15 minutes)",
+    _SQS_GUIDE + "sqs-delay-queues.html",
+)
+
+# ---------------------------------------------------------------- S3 latency of the scale tests
+#: per-request latency the scale bench and tests give the local S3 (``SEQLAKE_LOCAL_S3_LATENCY_MS``):
+#: "when you make small requests (for example, less than 512 KB), median latencies are often in the
+#: range of tens of milliseconds"
+S3_SCALE_LATENCY_MS = Limit(
+    20,
+    "median latency of a small S3 request, in milliseconds",
+    "https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/"
+    "timeouts-and-retries-for-latency-sensitive-applications.html",
+)
+
+ALL: tuple[Limit, ...] = (
+    SFN_PAYLOAD,
+    LAMBDA_SYNC_REQUEST,
+    LAMBDA_ASYNC_REQUEST,
+    LAMBDA_RESPONSE,
+    BATCH_ARRAY_MIN,
+    BATCH_ARRAY_MAX,
+    BATCH_SUBMIT_JOB,
+    SQS_DEDUPLICATION_SECONDS,
+    SQS_MAX_DELAY_SECONDS,
+    S3_SCALE_LATENCY_MS,
+)
