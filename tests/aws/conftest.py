@@ -110,6 +110,12 @@ def read_status(deployed: Deployed, run_id: str) -> dict[str, Any]:
     return data
 
 
+def execution_request(ex: dict[str, Any]) -> dict[str, Any]:
+    """The run request an execution started with (today its input)."""
+    request: dict[str, Any] = json.loads(ex["input"])
+    return request
+
+
 def runs_row(deployed: Deployed, run_id: str) -> dict[str, Any]:
     """The run's one row in the ``runs`` table's Parquet file."""
     key = f"results/runs/run_id={run_id}/part-00000.parquet"
