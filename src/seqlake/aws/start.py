@@ -28,10 +28,11 @@ record (the timestamps are the object's upload time, not the event's arrival).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -275,10 +276,10 @@ def start_execution(request: RunRequest, state_machine_arn: str) -> tuple[bool, 
     return True, str(r["executionArn"])
 
 
-def _start(build: Any, settings: StartSettings, trigger: str) -> StartResult:
+def _start(build: Callable[[], RunRequest], settings: StartSettings, trigger: str) -> StartResult:
     """Build one run's request and start it, or say why not."""
     try:
-        request: RunRequest = build()
+        request = build()
     except _Waiting as w:
         logger.info("waiting for inputs", extra={"missing": w.missing[:20], "trigger": trigger})
         return StartResult("waiting", w.reason, waiting_for=tuple(w.missing[:WAITING_FOR_SHOWN]))
@@ -304,16 +305,16 @@ def _folder_runs(folder: Folder, settings: StartSettings, only: ObjectRef | None
     if sheet is not None:
         return [_start(lambda: _sheet_request(folder, sheet, settings), settings, trigger)]
     if only is not None:
-        listed = folder.get(only.uri)
-        if listed is None:
+        me = folder.get(only.uri)
+        if me is None:
             return [StartResult("waiting", "the object of the event no longer exists", waiting_for=(only.uri,))]
-        return [_start(lambda: _fastq_request(folder, listed, settings), settings, trigger)]
+        return [_start(lambda: _fastq_request(folder, me, settings), settings, trigger)]
     results: list[StartResult] = []
     done: set[str] = set()
     for fq in folder.fastqs():
         if fq.uri in done:
             continue
-        result = _start(lambda fq=fq: _fastq_request(folder, fq, settings), settings, fq.uri)
+        result = _start(functools.partial(_fastq_request, folder, fq, settings), settings, fq.uri)
         results.append(result)
         done.add(fq.uri)
         if result.run_id is not None and result.status in ("started", "duplicate"):
