@@ -60,6 +60,12 @@ def _add_local_state(p: argparse.ArgumentParser) -> None:
                    help="local cloud state folder (default: $SEQLAKE_HOME or ./.seqlake)")
 
 
+def _add_containers(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--containers", action="store_true",
+                   help="run each Batch attempt as a podman container of the worker image (`make image`); "
+                        "also set by SEQLAKE_CONTAINERS=1")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqlake", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"seqlake {__version__}")
@@ -70,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--reads-per-shard", type=int, default=5000, metavar="N",
                       help="planning target (default 5000: the 20,000 bundled pairs fan out to 4 shards)")
     _add_local_state(demo)
+    _add_containers(demo)
     demo.set_defaults(func=_cmd_demo)
 
     process = sub.add_parser("process", help="the core alone on local files: plan, shards, merge, Parquet")
@@ -102,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
                      help="planning target: the template parameter ReadsPerShard (default: the template's)")
     _add_local_state(run)
+    _add_containers(run)
     run.set_defaults(func=_cmd_local_run)
     query = lsub.add_parser("query", help="Athena SQL over the local results (DuckDB)")
     query.add_argument("sql", nargs="?", default=None)
