@@ -7,7 +7,7 @@
 #
 # The Dockerfile's default base is the public python:*-slim image used on AWS. Here it is a base made once
 # from Debian's packages and kept in podman's image store (localhost/seqlake-python): debootstrap's minbase
-# with python3 and python3-venv, shaped like python:*-slim (a virtualenv first on PATH gives `python` and
+# with python3, python3-venv and python3-dev (python:*-slim has the headers too), shaped like python:*-slim (a virtualenv first on PATH gives `python` and
 # a `pip` free to install). The worker image is tagged with the digest of the files it is built from
 # (python -m seqlake.localcloud.containers), which is how `seqlake local run --containers` finds the image
 # of this checkout. Needs root (debootstrap, podman's store), podman, runc and debootstrap.
@@ -54,7 +54,7 @@ if ! podman image exists "$BASE"; then
   ROOTFS="$(mktemp -d)"
   trap 'rm -rf "$ROOTFS"' EXIT
   echo "making the base image $BASE from Debian $SUITE ($(mirror)), once" >&2
-  debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$ROOTFS" "$(mirror)" >/dev/null \
+  debootstrap --variant=minbase --include=python3,python3-venv,python3-dev "$SUITE" "$ROOTFS" "$(mirror)" >/dev/null \
     || fail "debootstrap $SUITE from $(mirror) failed"
   chroot "$ROOTFS" python3 -m venv /opt/venv
   # what python:*-slim leaves out too: downloaded packages, package lists, documentation
@@ -67,8 +67,13 @@ if ! podman image exists "$BASE"; then
 fi
 
 IMAGE="$("$PYTHON" -m seqlake.localcloud.containers --image)"
-echo "building $IMAGE on $BASE" >&2
-podman build --network host --build-arg "PYTHON_IMAGE=$BASE" \
+# pip inside the build trusts what pip here trusts (a TLS-intercepting proxy's CA, for one)
+CA="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+SECRET=()
+[[ -s "$CA" ]] && SECRET=(--secret "id=pip_cert,src=$CA")
+LOG="$(mktemp -t seqlake-image-build.XXXXXX.log)"
+echo "building $IMAGE on $BASE (output in $LOG)" >&2
+podman build --network host --build-arg "PYTHON_IMAGE=$BASE" "${SECRET[@]}" \
   -f containers/worker/Dockerfile --ignorefile containers/worker/Dockerfile.dockerignore \
-  -t "$IMAGE" . || fail "podman build failed (see above)"
+  -t "$IMAGE" . >"$LOG" 2>&1 || { tail -40 "$LOG" >&2; fail "podman build failed (the end of $LOG is above)"; }
 podman image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' "$IMAGE"
