@@ -57,9 +57,10 @@ if ! podman image exists "$BASE"; then
   debootstrap --variant=minbase --include=python3,python3-venv,python3-dev "$SUITE" "$ROOTFS" "$(mirror)" >/dev/null \
     || fail "debootstrap $SUITE from $(mirror) failed"
   chroot "$ROOTFS" python3 -m venv /opt/venv
-  # what python:*-slim leaves out too: downloaded packages, package lists, documentation
+  # what python:*-slim leaves out too: downloaded packages, package lists, documentation, static libraries
   rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
          "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/locale/*
+  find "$ROOTFS"/usr/lib -name '*.a' -delete
   tar -C "$ROOTFS" -c . | podman import \
     --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
