@@ -62,6 +62,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests functions bench
+	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	scripts/lint-aws.sh

@@ -19,6 +19,7 @@ import os
 import runpy
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
 
@@ -28,8 +29,11 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if not argv:
+        print("seqlake-entrypoint: no command", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _stop)
-    head = os.path.basename(argv[0]) if argv else ""
+    head = Path(argv[0]).name
     if head == "seqlake":
         from seqlake.cli import main as seqlake_main
 
@@ -39,10 +43,7 @@ def main(argv: list[str]) -> int:
         sys.argv = argv[2:]
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
         return 0
-    if not argv:
-        print("seqlake-entrypoint: no command", file=sys.stderr)
-        return 2
-    os.execvp(argv[0], argv)
+    os.execvp(argv[0], argv)  # noqa: S606 - the container's own command, as the runtime would start it
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+import seqlake
 from seqlake import cli
 from seqlake.aws import faults
 from seqlake.demo_data import paths as demo_paths
@@ -141,6 +144,29 @@ def test_containers_requested_where_podman_is_missing_fail_naming_why(tmp_path: 
         containers.require(True)
 
 
+ENTRYPOINT = REPO / "containers" / "worker" / "entrypoint.py"
+
+
+def test_the_entry_point_runs_the_worker_and_the_index_job_in_its_interpreter() -> None:
+    version = subprocess.run([sys.executable, ENTRYPOINT, "seqlake", "--version"], capture_output=True, text=True,
+                             check=True)
+    assert version.stdout.strip() == f"seqlake {seqlake.__version__}"
+    env = {k: v for k, v in os.environ.items() if k != "SEQLAKE_REQUEST_URI"}
+    index = subprocess.run([sys.executable, ENTRYPOINT, "python", "-m", "seqlake.aws.index_job"], capture_output=True,
+                           text=True, env=env, check=False)
+    assert index.returncode == 1 and "SEQLAKE_REQUEST_URI is not set" in index.stderr
+
+
+def test_the_entry_point_turns_sigterm_into_an_orderly_exit() -> None:
+    serve = ["python", "-m", "http.server", "0", "--bind", "127.0.0.1"]
+    proc = subprocess.Popen([sys.executable, "-u", ENTRYPOINT, *serve], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and "Serving HTTP" in proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "seqlake: stopping on SIGTERM" in err
+
+
 # ---------------------------------------------------------------- with podman and the image
 @pytest.fixture(scope="module")
 def image() -> str:
@@ -172,7 +198,7 @@ def test_the_image_holds_the_worker_only_and_runs_as_a_user(image: str) -> None:
 
 
 def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> None:
-    name = "seqlake-test-sigterm"
+    name = f"seqlake-test-sigterm-{os.getpid()}"
     _podman("rm", "--force", name, check=False)
     _podman("run", "--detach", "--name", name, "--network", "none", image, "python", "-m", "http.server", "8000")
     try:
