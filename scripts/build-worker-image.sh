@@ -57,10 +57,11 @@ if ! podman image exists "$BASE"; then
   debootstrap --variant=minbase --include=python3,python3-venv,python3-dev "$SUITE" "$ROOTFS" "$(mirror)" >/dev/null \
     || fail "debootstrap $SUITE from $(mirror) failed"
   chroot "$ROOTFS" python3 -m venv /opt/venv
-  # what python:*-slim leaves out too: downloaded packages, package lists, documentation, static libraries
+  # what python:*-slim leaves out too: downloaded packages, package lists, documentation, Python's static
+  # libraries (extensions link to nothing static; other static libraries stay: -lpthread needs its stub)
   rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
          "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/locale/*
-  find "$ROOTFS"/usr/lib -name '*.a' -delete
+  find "$ROOTFS"/usr/lib -name 'libpython3*.a' -delete
   tar -C "$ROOTFS" -c . | podman import \
     --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
