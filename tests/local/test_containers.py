@@ -131,6 +131,8 @@ def test_the_image_tag_follows_the_files_it_is_built_from_only(tmp_path: Path) -
     repo = _image_inputs(tmp_path)
     before = containers.image_digest(repo)
     (repo / "src/seqlake/localcloud/cloud.py").write_text("# the local cloud is not in the image\n")
+    (repo / "src/seqlake.egg-info").mkdir()
+    (repo / "src/seqlake.egg-info/PKG-INFO").write_text("an editable install's metadata is not either\n")
     assert containers.image_digest(repo) == before
     (repo / "src/seqlake/worker.py").write_text("# the worker is\n")
     assert containers.image_digest(repo) != before

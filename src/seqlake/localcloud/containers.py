@@ -51,8 +51,10 @@ _SIGKILL_STATUS = 128 + signal.SIGKILL
 _IMAGE_FILES = ("pyproject.toml", "README.md", "containers/worker/Dockerfile",
                 "containers/worker/Dockerfile.dockerignore", "containers/worker/entrypoint.py")
 _IMAGE_TREE = "src"
-#: kept out of the build context (Dockerfile.dockerignore): the local cloud, the demo data, bytecode
+#: kept out of the build context (Dockerfile.dockerignore): the local cloud, the demo data, bytecode, and
+#: the metadata of an editable install (``*.egg-info``)
 _NOT_IN_IMAGE = ("localcloud", "demo_data", "__pycache__")
+_NOT_IN_IMAGE_SUFFIX = ".egg-info"
 
 
 def enabled(env: Mapping[str, str]) -> bool:
@@ -63,7 +65,10 @@ def _image_files(repo: Path) -> Iterator[Path]:
     for name in _IMAGE_FILES:
         yield repo / name
     for path in sorted((repo / _IMAGE_TREE).rglob("*")):
-        if path.is_file() and not set(path.relative_to(repo).parts) & set(_NOT_IN_IMAGE):
+        parts = path.relative_to(repo).parts
+        if path.is_file() and not set(parts) & set(_NOT_IN_IMAGE) and not any(
+            p.endswith(_NOT_IN_IMAGE_SUFFIX) for p in parts
+        ):
             yield path
 
 
