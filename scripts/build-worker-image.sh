@@ -78,4 +78,4 @@ echo "building $IMAGE on $BASE (output in $LOG)" >&2
 podman build --network host --build-arg "PYTHON_IMAGE=$BASE" "${SECRET[@]}" \
   -f containers/worker/Dockerfile --ignorefile containers/worker/Dockerfile.dockerignore \
   -t "$IMAGE" . >"$LOG" 2>&1 || { tail -40 "$LOG" >&2; fail "podman build failed (the end of $LOG is above)"; }
-podman image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' "$IMAGE"
+echo "$IMAGE: $(( $(podman image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB"
