@@ -8,12 +8,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: help setup demo test test-fast lint layer-size bench tools docs clean
+.PHONY: container-tools image test-image
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov, the layer's size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
+	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 
 $(STAMP):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
@@ -40,12 +42,30 @@ tools:
 
 test: $(STAMP) tools lint
 	$(BIN)/python -m pytest -n 2 -q
+test: test-image
+
+# podman, runc and debootstrap: the worker image and container mode; the container tests skip without them.
+container-tools:
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null) \
+	      || echo "warning: could not install podman/runc/debootstrap; the container tests will skip"; \
+	    else echo "note: not root: the container tests skip unless podman works and the image is built"; fi; }
+
+# the worker image (scripts/build-worker-image.sh: a Debian base made once and cached, then the Dockerfile)
+image: $(STAMP) container-tools
+	scripts/build-worker-image.sh
+
+# make test builds the image where podman works; elsewhere the container tests skip, naming why
+test-image: $(STAMP) container-tools
+	@scripts/build-worker-image.sh --if-possible
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -x
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests functions bench
+	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	scripts/lint-aws.sh

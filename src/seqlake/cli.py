@@ -91,6 +91,12 @@ _REFERENCE = "reference FASTA (or a minimap2 .mmi index) to align the trimmed re
 _SAMPLE = "sample name (default: from the R1 file name, e.g. x for x_R1.fastq.gz)"
 
 
+def _add_containers(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--containers", action="store_true",
+                   help="run each Batch attempt as a podman container of the worker image (`make image`); "
+                        "also set by SEQLAKE_CONTAINERS=1")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqlake", description=_DESCRIPTION, epilog=_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="reads per shard when the run is planned (default %(default)s: the 20,000 bundled "
                            "pairs become 4 shards)")
     _add_local_state(demo)
+    _add_containers(demo)
     demo.set_defaults(func=_cmd_demo)
 
     process = sub.add_parser(
@@ -162,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
                      help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
     _add_local_state(run)
+    _add_containers(run)
     run.set_defaults(func=_cmd_local_run)
     query = lsub.add_parser(
         "query", help="query the local results with SQL (Athena's dialect, answered by DuckDB)",

@@ -33,6 +33,8 @@ COMMIT_VAR = "SEQLAKE_COMMIT_FAULT"
 CRASH_STATUS = 137
 ACTIONS = ("kill", "exit", "crash")
 _INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code")
+#: what a ``kill`` fault prints as PID 1 of a container, where the local container runner reclaims the instance
+RECLAIM_MARKER = "seqlake fault injection: reclaim this instance"
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,16 @@ def first(faults: list[Fault], **where: Any) -> Fault | None:
 
 
 def die() -> None:
-    """SIGKILL this process: no ``finally``, no flush, no exit handler, as when the host disappears."""
+    """SIGKILL this process: no ``finally``, no flush, no exit handler, as when the host disappears.
+
+    PID 1 of a container cannot SIGKILL itself (the kernel protects a namespace's init): there, ask the
+    local container runner to reclaim the instance (SIGTERM, then SIGKILL, as ECS stops a container) and
+    wait for it."""
+    if os.getpid() == 1:
+        sys.stderr.write(RECLAIM_MARKER + "\n")
+        sys.stderr.flush()
+        while True:
+            signal.pause()
     sys.stderr.write("seqlake fault injection: SIGKILL\n")
     sys.stderr.flush()
     os.kill(os.getpid(), signal.SIGKILL)

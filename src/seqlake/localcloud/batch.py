@@ -24,6 +24,10 @@ a new process.
 A child killed by a signal is reported as a Spot reclaim is: status reason
 ``Host EC2 (instance i-...) terminated.`` and no exit code. That is how the fault tests simulate
 losing an instance: ``kill -9`` the child.
+
+With ``SEQLAKE_CONTAINERS=1`` in the runner's base environment (``--containers``), every attempt is
+instead a container of the worker image (:mod:`seqlake.localcloud.containers`), given only what Batch
+gives a container, with the host volumes mounted rather than substituted.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqlake.localcloud import containers
 from seqlake.localcloud.forkserver import Forked, ForkServer
 
 ESSENTIAL_EXITED = "Essential container in task exited"
@@ -178,6 +183,8 @@ class BatchRunner:
         self._lock = threading.Lock()
         self._procs: dict[int, subprocess.Popen[bytes] | Forked] = {}
         self._active = 0
+        #: attempts run as containers of the worker image (None: as processes)
+        self.containers = containers.ContainerRunner(containers.image_ref()) if containers.enabled(base_env) else None
 
     @property
     def active(self) -> int:
@@ -233,12 +240,18 @@ class BatchRunner:
     def _environment(self, job: Any, attempt: int) -> dict[str, str]:
         props = job.job_definition.container_properties or {}
         env = dict(self.base_env)
-        env.update({e["name"]: str(e["value"]) for e in props.get("environment") or []})
-        env.update({e["name"]: str(e["value"]) for e in job.container_overrides.get("environment") or []})
+        env.update(self._batch_environment(job, attempt))
         for container_path, local in self._host_paths(props).items():
             for name, value in env.items():
                 if value == container_path or value.startswith(container_path + "/"):
                     env[name] = local + value[len(container_path) :]
+        return env
+
+    def _batch_environment(self, job: Any, attempt: int) -> dict[str, str]:
+        """What Batch sets in a container: the job definition's environment, the overrides, ``AWS_BATCH_*``."""
+        props = job.job_definition.container_properties or {}
+        env = {e["name"]: str(e["value"]) for e in props.get("environment") or []}
+        env.update({e["name"]: str(e["value"]) for e in job.container_overrides.get("environment") or []})
         env.update(
             {
                 "AWS_BATCH_JOB_ID": job.job_id,
@@ -256,7 +269,8 @@ class BatchRunner:
         jd = job.job_definition
         props = jd.container_properties or {}
         command = job.container_overrides.get("command") or props.get("command") or []
-        argv = local_command(_substitute(list(command), job.parameters))
+        command = _substitute(list(command), job.parameters)
+        argv = command if self.containers is not None else local_command(command)
         timeout = (job.timeout or jd.timeout or {}).get("attemptDurationSeconds")
         attempt = 0
         while True:
@@ -324,9 +338,12 @@ class BatchRunner:
     ) -> Outcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         args = seqlake_args(argv) if self.fork_server is not None else None
+        proc: subprocess.Popen[bytes] | Forked
         try:
-            if args is not None and self.fork_server is not None:
-                proc: subprocess.Popen[bytes] | Forked = self.fork_server().spawn(
+            if self.containers is not None:
+                proc = self.containers.start(self._container_attempt(job, argv, attempt, log_path))
+            elif args is not None and self.fork_server is not None:
+                proc = self.fork_server().spawn(
                     {"kind": "command", "args": args, "env": env, "log_path": str(log_path), "cwd": str(Path.cwd())}
                 )
             else:
@@ -347,6 +364,17 @@ class BatchRunner:
         if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
             return Outcome(None, f"Host EC2 (instance {instance_id(job.job_id, attempt)}) terminated.")
         return Outcome(code, ESSENTIAL_EXITED)
+
+    def _container_attempt(self, job: Any, command: list[str], attempt: int, log_path: Path) -> containers.Attempt:
+        props = job.job_definition.container_properties or {}
+        return containers.Attempt(
+            name=containers.container_name(job.job_id, attempt),
+            command=command,
+            env={**containers.forwarded(self.base_env), **self._batch_environment(job, attempt)},
+            resources=containers.resources(props, job.container_overrides),
+            volumes=self._host_paths(props),
+            log_path=log_path,
+        )
 
     def _send_log(self, container_properties: dict[str, Any], log_path: Path) -> None:
         """The attempt's output to CloudWatch Logs; the stream is named by the log file's path (a valid

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
-from seqlake.localcloud import athena
+from seqlake.localcloud import athena, containers
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.model import RunState
 from seqlake.naming import fastq_suffix, key_safe_sample_name
@@ -210,6 +210,7 @@ def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto
     from seqlake.localcloud.cloud import LocalCloud
 
+    containers.require(args.containers)
     if not args.samplesheet and not args.r1:
         raise SeqlakeError("give R1 [R2] or --samplesheet CSV")
     if args.samplesheet and args.r1:
@@ -351,6 +352,7 @@ def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.R
 def demo_command(args: argparse.Namespace) -> int:
     from seqlake.localcloud.cloud import LocalCloud
 
+    containers.require(args.containers)
     try:
         from seqlake.demo_data import paths
     except ImportError as err:
