@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from seqlake import __version__
 from seqlake.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
@@ -62,6 +62,12 @@ def _cmd_local_report(args: argparse.Namespace) -> int:
     from seqlake.localcloud.report_command import report_command
 
     return report_command(args)
+
+
+def _cmd_local_rerun(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.rerun import rerun_command
+
+    return rerun_command(args)
 
 
 def _add_local_state(p: argparse.ArgumentParser) -> None:
@@ -145,7 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--shard", type=int, default=None, metavar="I",
                         help="the shard to process, from 0 (default: $AWS_BATCH_JOB_ARRAY_INDEX, else 0)")
     worker.set_defaults(func=_cmd_worker)
+    _add_local_commands(sub)
+    return parser
 
+
+def _add_local_commands(sub: Any) -> None:
+    """``seqlake local ...``."""
     local = sub.add_parser(
         "local", help="the local cloud: run the real app on this machine, query its results",
         description="The local cloud runs the app's real template, state machine, Lambda handlers and Batch "
@@ -193,7 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--open", action="store_true", help="also open the report in the default web browser")
     _add_local_state(report)
     report.set_defaults(func=_cmd_local_report)
-    return parser
+    rerun = lsub.add_parser(
+        "rerun", help="finish a failed run: only the shards that failed are computed again",
+        description="Start a failed run again under its own id: the children that finished keep their work, "
+                    "the others run, and the commit writes the same tables as a run that never failed.")
+    rerun.add_argument("run_id", metavar="RUN_ID", help="the failed run's id (see `seqlake local runs`)")
+    rerun.add_argument("--jobs", type=int, default=2, metavar="N",
+                       help="shards processed at once, each as its own process (default %(default)s)")
+    _add_local_state(rerun)
+    rerun.set_defaults(func=_cmd_local_rerun)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

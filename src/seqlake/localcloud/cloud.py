@@ -538,6 +538,7 @@ class LocalCloud:
         bucket = bucket or self.bucket
         with path.open("rb") as f:
             self.client("s3").put_object(Bucket=bucket, Key=key, Body=f)
+        self.state.record_source(f"s3://{bucket}/{key}", path.resolve())
         return f"s3://{bucket}/{key}"
 
     def _list_executions(self) -> list[dict[str, Any]]:

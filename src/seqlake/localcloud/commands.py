@@ -172,7 +172,7 @@ def all_runs(state: StateDir) -> list[dict[str, Any]]:
     return sorted([*state.runs(), *rejected_runs(state)], key=lambda r: str(r.get("started", "")))
 
 
-def _print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
+def print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
     table = Table(title="runs", title_justify="left")
     for col in ("run", "state", "started (UTC)", "seconds", "shards", "retried", "reads", "error"):
         table.add_column(col, justify="right" if col in ("seconds", "shards", "retried", "reads") else "left")
@@ -245,10 +245,10 @@ def run_command(args: argparse.Namespace) -> int:
         keys = {key for _, key in uploads}
         rejected = [r for r in rejected_runs(state) if keys & {i.get("key") for i in r["inputs"]}]
         if rejected:
-            _print_runs(console, rejected)
+            print_runs(console, rejected)
         console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
         return EXIT_FAILURE
-    _print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}])
+    print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}])
     _print_reports(console, state, finished)
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE
 
@@ -318,7 +318,7 @@ def runs_command(args: argparse.Namespace) -> int:
     if not runs:
         Console(stderr=True).print("no runs yet")
         return EXIT_OK
-    _print_runs(Console(), runs)
+    print_runs(Console(), runs)
     return EXIT_OK
 
 

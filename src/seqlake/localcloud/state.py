@@ -131,6 +131,18 @@ class StateDir:
         self._write("catalog.json", [t.to_dict() for t in tables])
 
     # -------------------------------------------------------------- runs
+    def sources(self) -> dict[str, str]:
+        """``s3://bucket/key`` -> the local file it was uploaded from (bodies under ``incoming/`` are not
+        mirrored: a re-run of a failed run puts its inputs back from these files)."""
+        sources: dict[str, str] = self._read("sources.json", {})
+        return sources
+
+    def record_source(self, uri: str, path: Path) -> None:
+        sources = self.sources()
+        if sources.get(uri) != str(path):
+            sources[uri] = str(path)
+            self._write("sources.json", sources)
+
     def runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self._read("runs.json", [])
         return runs

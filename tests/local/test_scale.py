@@ -1,0 +1,97 @@
+"""The headline scale, held small enough for CI: a run of 1,000 children through the local cloud in
+which three children fail for good, finished by ``seqlake local rerun``.
+
+The run ends FAILED with a reason naming the three shards; the re-run computes exactly those three
+children (the Batch array of the re-run's execution has three children) and ends SUCCEEDED; every
+result table then equals, row for row, the tables of the same input run cleanly (in a state folder
+of its own, with 4 shards: the exact merge makes results independent of the sharding, which
+tests/core/test_worker_merge.py shows on its own).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from seqlake import cli
+from seqlake.aws import faults
+from seqlake.layout import RunLayout
+from seqlake.localcloud.deployer import ACCOUNT, REGION
+from seqlake.localcloud.state import StateDir
+from seqlake.tables import BY_NAME, RESULT_TABLES
+
+pytestmark = pytest.mark.e2e
+
+PAIRS = 2_000
+CHILDREN = 1_000
+FAILING = (17, 230, 999)
+BUCKET = f"seqlake-dev-{ACCOUNT}-{REGION}"
+
+
+def _reads(tmp_path: Path) -> tuple[Path, Path]:
+    """The first PAIRS pairs of the bundled demo library."""
+    import gzip
+
+    out = []
+    for mate in (1, 2):
+        raw = resources.files("seqlake.demo_data").joinpath(f"demo_R{mate}.fastq.gz").read_bytes()
+        lines = gzip.decompress(raw).split(b"\n")[: 4 * PAIRS]
+        path = tmp_path / f"scale_R{mate}.fastq"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        out.append(path)
+    return out[0], out[1]
+
+
+def _run(reads: tuple[Path, Path], home: Path, reads_per_shard: int) -> int:
+    return cli.main(["local", "run", str(reads[0]), str(reads[1]), "--home", str(home),
+                     "--reads-per-shard", str(reads_per_shard)])
+
+
+def _status(home: Path, run_id: str) -> dict[str, Any]:
+    status: dict[str, Any] = json.loads(
+        Path(RunLayout(str(StateDir(home).bucket_dir(BUCKET)), run_id).status).read_text())
+    return status
+
+
+def _rows(home: Path, run_id: str, table: str) -> list[tuple[Any, ...]]:
+    folder = Path(RunLayout(str(StateDir(home).bucket_dir(BUCKET)), run_id).partition(table))
+    names = BY_NAME[table].schema.names
+    t = pq.read_table(sorted(folder.glob("*.parquet")), schema=BY_NAME[table].schema)
+    return sorted((tuple(r[n] for n in names) for r in t.to_pylist()), key=repr)
+
+
+def test_three_failed_children_of_a_thousand_are_rerun_alone(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _reads(tmp_path)
+    failing, clean = tmp_path / "failing", tmp_path / "clean"
+    # Given a run of 1,000 children in which three exit 1 on every attempt (SEQLAKE_FAULT, set for
+    # `seqlake local run`, reaches its Batch children)
+    monkeypatch.setenv(faults.WORKER_VAR, ";".join(f"exit:shard={c}" for c in FAILING))
+    assert _run(reads, failing, PAIRS // CHILDREN) != 0
+    (first,) = StateDir(failing).runs()
+    run_id = first["run_id"]
+    assert first["status"] == "FAILED" and first["shards"] == CHILDREN
+    status = _status(failing, run_id)
+    # Then it is recorded FAILED with a reason naming those three shards
+    assert status["state"] == "FAILED" and status["failed_step"] == "ProcessShards"
+    assert status["failed_shards"] == list(FAILING)
+    assert status["reason"].startswith(f"3 of {CHILDREN} shards failed: ")
+    for child in FAILING:
+        assert f"shard {child}: seqlake fault injection: exit 1 on shard {child}" in status["reason"]
+    # When the failed run is finished (the fault no longer fires)
+    monkeypatch.delenv(faults.WORKER_VAR)
+    assert cli.main(["local", "rerun", run_id, "--home", str(failing)]) == 0
+    # Then exactly three children ran again, and the run, under its own id, SUCCEEDED
+    again = StateDir(failing).runs()[-1]
+    assert again["run_id"] == run_id and again["status"] == "SUCCEEDED" and again["shards"] == len(FAILING)
+    assert _status(failing, run_id)["state"] == "SUCCEEDED"
+    # and every result table equals the same input's, run without failures
+    assert _run(reads, clean, PAIRS // 4) == 0
+    assert StateDir(clean).runs()[0]["run_id"] == run_id
+    for table in RESULT_TABLES:
+        assert _rows(failing, run_id, table) == _rows(clean, run_id, table), table
