@@ -1,0 +1,133 @@
+"""The scale bench: a run of many children (and a samplesheet of many samples) through the local cloud
+with S3 latency on, reporting the critical path, the per-child overhead, the commit's time and peak
+memory, and the largest state payload.
+
+    python bench/scale.py --children 10000 --latency-ms 20 --out bench/work/scale-10000.json
+    python bench/scale.py --children 1000  --latency-ms 20 --out bench/work/scale-1000.json
+
+The input is the bundled demo library (20,000 pairs) cut into ``--children`` shards. State durations
+and payload sizes come from the execution's history (what Step Functions records); the commit's peak
+memory is measured by running the same merge again on the run's mirrored objects in a process of its
+own under ``/usr/bin/time -v`` (the local Lambda shares the local cloud's process tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kw: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kw)
+        events += page["events"]
+        if not page.get("nextToken"):
+            return events
+        kw["nextToken"] = page["nextToken"]
+
+
+def _states(events: list[dict[str, Any]]) -> tuple[dict[str, float], int]:
+    """Seconds in each state (first entry to last exit) and the largest input or output in bytes."""
+    entered: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    largest = 0
+    for e in events:
+        for key in ("stateEnteredEventDetails", "stateExitedEventDetails", "executionStartedEventDetails"):
+            d = e.get(key)
+            if d:
+                largest = max(largest, len(str(d.get("input") or d.get("output") or "").encode()))
+        ts = e["timestamp"].timestamp()
+        if "stateEnteredEventDetails" in e:
+            entered.setdefault(e["stateEnteredEventDetails"]["name"], ts)
+        if "stateExitedEventDetails" in e:
+            name = e["stateExitedEventDetails"]["name"]
+            seconds[name] = round(ts - entered.get(name, ts), 3)
+    return seconds, largest
+
+
+def _merge_peak(bucket_dir: Path, run_id: str) -> dict[str, float]:
+    """Run the commit's merge again on a copy of the run's objects, in a process of its own."""
+    with tempfile.TemporaryDirectory(prefix="seqlake-scale-") as tmp:
+        root = Path(tmp)
+        shutil.copytree(bucket_dir / "runs" / run_id, root / "runs" / run_id)
+        aligned = bucket_dir / "results" / "alignments" / f"run_id={run_id}"
+        if aligned.is_dir():
+            shutil.copytree(aligned, root / "results" / "alignments" / f"run_id={run_id}")
+        plan = json.loads((root / "runs" / run_id / "plan.json").read_text())
+        plan["out_prefix"] = str(root)
+        (root / "runs" / run_id / "plan.json").write_text(json.dumps(plan))
+        code = ("import sys, time; from seqlake.merge import merge_run; from seqlake.plan import load_plan; "
+                "t = time.perf_counter(); merge_run(load_plan(sys.argv[1])); "
+                "print(f'merge_seconds={time.perf_counter() - t:.3f}', file=sys.stderr)")
+        out = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", code,
+                              str(root / "runs" / run_id / "plan.json")],
+                             capture_output=True, text=True, check=True)
+    merge = float(next(line.split("=")[1] for line in out.stderr.splitlines() if line.startswith("merge_seconds")))
+    rss = next(int(line.split()[-1]) for line in out.stderr.splitlines() if "Maximum resident set size" in line)
+    return {"merge_seconds_on_files": merge, "merge_peak_rss_mb": round(rss / 1024, 1)}
+
+
+def run(children: int, latency_ms: int, jobs: int, home: Path) -> dict[str, Any]:
+    os.environ["SEQLAKE_LOCAL_S3_LATENCY_MS"] = str(latency_ms)
+    from seqlake.demo_data import paths
+    from seqlake.localcloud.cloud import LocalCloud
+    from seqlake.localcloud.state import StateDir
+
+    r1, r2, reference = paths()
+    state = StateDir(str(home))
+    with LocalCloud(state=state, jobs=jobs, quiet=True) as cloud:
+        cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/{reference.name}"))
+        cloud.override_parameter("ReadsPerShard", str(max(1, 20_000 // children)))
+        cloud.prewarm()
+        t0 = time.monotonic()
+        for path, key in ((r1, "incoming/scale/scale_R1.fastq.gz"), (r2, "incoming/scale/scale_R2.fastq.gz")):
+            cloud.upload(path, key)
+        finished = cloud.wait(timeout=6 * 3600)
+        wall = time.monotonic() - t0
+        (e,) = finished
+        seconds, largest = _states(_history(cloud.client("stepfunctions"), e.arn))
+        run_id = str(e.input.get("run_id"))
+        status = json.loads((state.bucket_dir(cloud.bucket) / "runs" / run_id / "status.json").read_text())
+        bucket_dir = state.bucket_dir(cloud.bucket)
+    array = seconds.get("ProcessShards", seconds.get("ProcessOneShard", 0.0))
+    return {
+        "children": status.get("shards"), "state": e.status, "latency_ms": latency_ms, "jobs": jobs,
+        "wall_seconds": round(wall, 1), "state_seconds": seconds, "largest_state_payload_bytes": largest,
+        "per_child_seconds": round(array * jobs / max(1, status.get("shards") or 1), 4),
+        "commit_seconds": seconds.get("Commit"),
+        **_merge_peak(bucket_dir, run_id),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--children", type=int, default=1000, help="children of the run (the Batch array's size)")
+    parser.add_argument("--latency-ms", type=int, default=20, help="per-request S3 latency of the local cloud")
+    parser.add_argument("--jobs", type=int, default=4, help="children at once (they mostly wait on the latency)")
+    parser.add_argument("--home", type=Path, default=None, help="state folder (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the result here as JSON")
+    args = parser.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="seqlake-scale-home-"))
+    result = run(args.children, args.latency_ms, args.jobs, home)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0 if result["state"] == "SUCCEEDED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
