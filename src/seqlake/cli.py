@@ -64,6 +64,12 @@ def _cmd_local_report(args: argparse.Namespace) -> int:
     return report_command(args)
 
 
+def _cmd_local_status(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.status_command import status_command
+
+    return status_command(args)
+
+
 def _cmd_local_rerun(args: argparse.Namespace) -> int:
     from seqlake.localcloud.rerun import rerun_command
 
@@ -95,6 +101,29 @@ _FASTQ = "FASTQ file: plain, gzip, BGZF, bz2 or xz (told apart by its first byte
 _R2 = "mate 2 of a paired-end sample (omit for single-end reads)"
 _REFERENCE = "reference FASTA (or a minimap2 .mmi index) to align the trimmed reads to; without it, no alignment"
 _SAMPLE = "sample name (default: from the R1 file name, e.g. x for x_R1.fastq.gz)"
+
+
+def _add_run_parameters(p: argparse.ArgumentParser, *, reads_per_shard: bool = True) -> None:
+    """The run parameters both ``process`` and ``local run`` take, with the same names."""
+    p.add_argument("--no-trim", action="store_true",
+                   help="skip quality and adapter trimming (the trimmed stage then equals the raw one)")
+    p.add_argument("--adapter", action="append", default=None, metavar="SEQ",
+                   help="a 3' adapter to remove (repeat for several; default: the Illumina TruSeq and Nextera "
+                        "adapter prefixes, as cutadapt -a)")
+    p.add_argument("--quality-cutoff", type=int, default=None, metavar="Q",
+                   help="trim 3' ends below this Phred quality (cutadapt -q; default 20)")
+    p.add_argument("--min-length", type=int, default=None, metavar="N",
+                   help="drop reads (pairs) shorter than this after trimming (cutadapt -m; default 20)")
+    if reads_per_shard:
+        p.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
+                       help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
+
+
+def run_parameters(args: argparse.Namespace) -> dict[str, object]:
+    """The run parameters the command line set (the rest keep :class:`seqlake.params.Params`' defaults)."""
+    chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
+              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length}
+    return {k: v for k, v in chosen.items() if v is not None}
 
 
 def _add_containers(p: argparse.ArgumentParser) -> None:
@@ -138,8 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="cut the input into N shards (default: from the number of reads)")
     process.add_argument("--jobs", type=int, default=None, metavar="N",
                          help="shards processed at once (default: the number of CPUs)")
-    process.add_argument("--no-trim", action="store_true",
-                         help="skip quality and adapter trimming (the trimmed stage then equals the raw one)")
+    _add_run_parameters(process, reads_per_shard=False)
     process.set_defaults(func=_cmd_process)
 
     worker = sub.add_parser(
@@ -177,8 +205,7 @@ def _add_local_commands(sub: Any) -> None:
                           "instead of R1 [R2]")
     run.add_argument("--jobs", type=int, default=2, metavar="N",
                      help="shards processed at once, each as its own process (default %(default)s)")
-    run.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
-                     help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
+    _add_run_parameters(run)
     _add_local_state(run)
     _add_containers(run)
     run.set_defaults(func=_cmd_local_run)
@@ -213,6 +240,11 @@ def _add_local_commands(sub: Any) -> None:
                        help="shards processed at once, each as its own process (default %(default)s)")
     _add_local_state(rerun)
     rerun.set_defaults(func=_cmd_local_rerun)
+    status = lsub.add_parser(
+        "status", help="one run: its state and reason, the states it went through, its shards, timings and report")
+    status.add_argument("run_id", metavar="RUN_ID", help="the run's id, or the start of it (see `seqlake local runs`)")
+    _add_local_state(status)
+    status.set_defaults(func=_cmd_local_status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,7 +86,9 @@ def process_command(args: argparse.Namespace) -> int:
     r2 = Path(args.r2) if args.r2 else None
     paths = [r1] + ([r2] if r2 else [])
     sample = args.sample or sample_from_filename(r1.name)[0]
-    params = Params(trim=not args.no_trim)
+    from seqlake.cli import run_parameters
+
+    params = Params.from_dict(run_parameters(args))
     reference = str(Path(args.reference).resolve()) if args.reference else None
     run_id = local_run_id(paths, params, reference)
     out = Path(args.out).resolve()

@@ -116,7 +116,37 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
     assert record["file"] == str(bad) and record["line"] == bad_line
 
 
-def test_commit_side_imports_no_mappy() -> None:
-    # the commit Lambda's layer has no mappy (it has no wheel): merging must not import it
-    code = "import sys, seqlake.merge, seqlake.aws.steps; sys.exit('mappy' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
+    """The Lambda layer carries neither mappy (no wheel) nor cutadapt: the plan, commit and failure steps,
+    the index job, the report and the merge must not import them, nor the shard worker."""
+    code = ("import sys, seqlake.merge, seqlake.plan, seqlake.aws.steps, seqlake.aws.index_job, seqlake.report; "
+            "print(','.join(m for m in ('mappy', 'cutadapt', 'seqlake.worker', 'seqlake.trim', 'seqlake.align') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "", out.stdout
+
+
+def test_the_layers_trimmed_pyarrow_still_reads_and_writes_parquet(tmp_path: Path) -> None:
+    """layers/core/Makefile deletes parts of pyarrow the steps never use; what is left must import and
+    do the steps' Parquet work (the same deletions, applied to this interpreter's pyarrow)."""
+    import re
+    import shutil
+
+    import pyarrow
+
+    makefile = (Path(__file__).resolve().parents[2] / "layers" / "core" / "Makefile").read_text()
+    lines = re.findall(r'cd "\$\(OUT\)/pyarrow" && rm -r?f ((?:[^\n]|\\\n)+)', makefile)
+    patterns = [p for line in lines for p in line.replace("\\\n", " ").split() if p != "\\"]
+    assert "_s3fs.*.so" in patterns and "libarrow_s3.so.*" in patterns
+    copy = tmp_path / "pyarrow"
+    shutil.copytree(Path(pyarrow.__file__).parent, copy)
+    removed = [f for pattern in patterns for f in copy.glob(pattern)]
+    assert removed
+    for f in removed:
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
+    code = ("import io, sys, pyarrow as pa, pyarrow.parquet as pq, pyarrow.compute as pc, pyarrow.fs; "
+            "assert pa.__file__.startswith(sys.argv[1]); t = pa.table({'a': [1, 2, 3]}); b = io.BytesIO(); "
+            "pq.write_table(t, b, compression='zstd'); "
+            "assert pc.sum(pq.read_table(pa.BufferReader(b.getvalue()))['a']).as_py() == 6")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env)

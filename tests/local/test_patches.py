@@ -114,6 +114,14 @@ def test_batch_submit_runs_children_and_refuses_array_of_one(fixture_cloud: Any)
         Bucket=fixture_cloud.bucket, Prefix="results/counts/run_id=direct/"
     )["Contents"]
     assert len(keys) == 2
+    # describing a job (the array's parent, its children) never changes it: each description is the same
+    first = batch.describe_jobs(jobs=[job_id, f"{job_id}:0", f"{job_id}:1"])["jobs"]
+    for _ in range(3):
+        batch.describe_jobs(jobs=[job_id, f"{job_id}:0", f"{job_id}:1"])
+    again = batch.describe_jobs(jobs=[job_id, f"{job_id}:0", f"{job_id}:1"])["jobs"]
+    assert [j["container"]["environment"] for j in again] == [j["container"]["environment"] for j in first]
+    names = [e["name"] for e in again[0]["container"]["environment"]]
+    assert names.count("AWS_BATCH_JOB_ID") == 1 and names.count("RUN_ID") == 1, names
 
 
 def test_event_rule_delivers_only_matching_uploads(fixture_cloud: Any) -> None:

@@ -23,6 +23,7 @@ from seqlake.aws import faults
 from seqlake.layout import RunLayout
 from seqlake.localcloud.deployer import ACCOUNT, REGION
 from seqlake.localcloud.state import StateDir
+from seqlake.localcloud.status_command import describe
 from seqlake.tables import BY_NAME, RESULT_TABLES
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +77,8 @@ def test_three_failed_children_of_a_thousand_are_rerun_alone(tmp_path: Path,
     (first,) = StateDir(failing).runs()
     run_id = first["run_id"]
     assert first["status"] == "FAILED" and first["shards"] == CHILDREN
+    # no state's input or output grows with the run: far below Step Functions' 256 KiB
+    assert first["largest_payload_bytes"] < 32 << 10, first["largest_payload_bytes"]
     status = _status(failing, run_id)
     # Then it is recorded FAILED with a reason naming those three shards
     assert status["state"] == "FAILED" and status["failed_step"] == "ProcessShards"
@@ -90,6 +93,11 @@ def test_three_failed_children_of_a_thousand_are_rerun_alone(tmp_path: Path,
     again = StateDir(failing).runs()[-1]
     assert again["run_id"] == run_id and again["status"] == "SUCCEEDED" and again["shards"] == len(FAILING)
     assert _status(failing, run_id)["state"] == "SUCCEEDED"
+    # and `seqlake local status` tells the story: both executions, all shards done
+    told = describe(StateDir(failing), run_id[:12])
+    executions = [value for label, value in told if label == "execution"]
+    assert len(executions) == 2 and "FAILED" in executions[0] and "SUCCEEDED" in executions[1], executions
+    assert ("shards", f"{CHILDREN} of {CHILDREN} done") in told and ("state", "SUCCEEDED") in told
     # and every result table equals the same input's, run without failures
     assert _run(reads, clean, PAIRS // 4) == 0
     assert StateDir(clean).runs()[0]["run_id"] == run_id

@@ -10,7 +10,9 @@ so starts a new run; the old run's results stay.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
@@ -55,17 +57,21 @@ def slug(text: str, maxlen: int = 40) -> str:
     return (s or "run")[:maxlen].rstrip("-_") or "run"
 
 
-def run_id(label: str, objects: list[ObjectRef]) -> str:
-    """Deterministic run id: ``<slug(label)>-<sha256(bucket, sorted (key, etag))[:16]>``.
+def run_id(label: str, objects: list[ObjectRef], parameters: Mapping[str, Any] | None = None) -> str:
+    """Deterministic run id: ``<slug(label)>-<sha256(bucket, sorted (key, etag)[, parameters])[:16]>``.
 
     The label only makes the id readable; identity comes from the hash, which covers every input
-    object (a samplesheet run includes the sheet itself).
+    object (a samplesheet run includes the sheet itself) and the run's parameters when any are set
+    (the same files processed with other parameters are another run; with none set, the id is the
+    objects' alone).
     """
     if not objects:
         raise ValueError("a run needs at least one input object")
     h = hashlib.sha256()
     for o in sorted(objects, key=lambda o: (o.bucket, o.key)):
         h.update(f"{o.bucket}\0{o.key}\0{o.etag or ''}\n".encode())
+    if parameters:
+        h.update(json.dumps(dict(parameters), sort_keys=True, separators=(",", ":")).encode())
     rid = f"{slug(label)}-{h.hexdigest()[:16]}"
     assert len(rid) <= _NAME_MAX
     return rid

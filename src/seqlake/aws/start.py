@@ -57,6 +57,19 @@ Status = Literal["started", "duplicate", "waiting", "queued", "ignored", "reject
 WAITING_FOR_SHOWN = 100
 
 
+def run_parameters(text: str) -> dict[str, Any]:
+    """``RunParameters`` (a JSON object of :class:`seqlake.params.Params` fields), checked: a typo in a
+    parameter name fails every start loudly instead of being ignored."""
+    from seqlake.params import Params
+
+    value = json.loads(text)
+    known = {f for f in Params().to_dict() if f != "extra"}
+    if not isinstance(value, dict) or set(value) - known:
+        raise ValueError(f"RunParameters must be a JSON object of {sorted(known)}; got {text!r}")
+    Params.from_dict(value)
+    return value
+
+
 @dataclass(frozen=True)
 class StartSettings:
     state_machine_arn: str
@@ -69,12 +82,15 @@ class StartSettings:
     settle_queue_url: str | None = None
     #: a folder starts its runs once its newest object is this old (the queue's delay)
     quiet_seconds: float = 0.0
+    #: the run parameters of every run this function starts (the stack parameter ``RunParameters``)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StartSettings:
         buckets = frozenset(b.strip() for b in env.get("ALLOWED_INPUT_BUCKETS", "").split(",") if b.strip())
         return cls(state_machine_arn=env["STATE_MACHINE_ARN"], database=env["GLUE_DATABASE"],
                    reference=env.get("REFERENCE_URI") or None, allowed_buckets=buckets,
+                   parameters=run_parameters(env.get("RUN_PARAMETERS") or "{}"),
                    settle_queue_url=env.get("SETTLE_QUEUE_URL") or None,
                    quiet_seconds=float(env.get("QUIET_PERIOD_SECONDS") or 0))
 
@@ -186,8 +202,9 @@ def _sheet_request(folder: Folder, sheet: ObjectRef, settings: StartSettings) ->
     if missing:
         raise _Waiting(missing, f"waiting for {len(missing)} file(s) of samplesheet {sheet.uri}")
     return RunRequest(
-        run_id=run_id(_sheet_label(sheet.key), objects), bucket=sheet.bucket, samples=tuple(samples),
-        inputs=tuple(input_record(o) for o in objects), samplesheet=sheet.uri, reference=settings.reference)
+        run_id=run_id(_sheet_label(sheet.key), objects, settings.parameters), bucket=sheet.bucket,
+        samples=tuple(samples), inputs=tuple(input_record(o) for o in objects), samplesheet=sheet.uri,
+        reference=settings.reference, parameters=dict(settings.parameters))
 
 
 def _fastq_request(folder: Folder, obj: ObjectRef, settings: StartSettings) -> RunRequest:
@@ -197,16 +214,18 @@ def _fastq_request(folder: Folder, obj: ObjectRef, settings: StartSettings) -> R
         raise _Rejected(obj.name, obj, BadInputError(obj.uri, "not a FASTQ file name (.fastq, .fq, optionally .gz)"))
     sample, mate = parsed
     if mate is None:
-        return RunRequest(run_id=run_id(sample, [obj]), bucket=obj.bucket, samples=(Sample(sample, obj.uri),),
-                          inputs=(input_record(obj),), reference=settings.reference)
+        return RunRequest(run_id=run_id(sample, [obj], settings.parameters), bucket=obj.bucket,
+                          samples=(Sample(sample, obj.uri),), inputs=(input_record(obj),),
+                          reference=settings.reference, parameters=dict(settings.parameters))
     prefix = f"s3://{obj.bucket}/{folder_of(obj.key)}"
     candidates = [prefix + name for name in partner_names(obj.name)]
     partner = next((p for p in map(folder.get, candidates) if p is not None), None)
     if partner is None:
         raise _Waiting(candidates[:1], f"waiting for mate {3 - mate} of {sample}")
     r1, r2 = (obj, partner) if mate == 1 else (partner, obj)
-    return RunRequest(run_id=run_id(sample, [r1, r2]), bucket=obj.bucket, samples=(Sample(sample, r1.uri, r2.uri),),
-                      inputs=(input_record(r1), input_record(r2)), reference=settings.reference)
+    return RunRequest(run_id=run_id(sample, [r1, r2], settings.parameters), bucket=obj.bucket,
+                      samples=(Sample(sample, r1.uri, r2.uri),), inputs=(input_record(r1), input_record(r2)),
+                      reference=settings.reference, parameters=dict(settings.parameters))
 
 
 def _uploaded(obj: ObjectRef) -> tuple[ObjectRef, datetime]:

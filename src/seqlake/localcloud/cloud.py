@@ -608,7 +608,25 @@ class LocalCloud:
             "retried": sum(a.retries for a in e.arrays),
             "failed_shards": sum(a.failed for a in e.arrays),
             "status_json": status_doc,
+            "largest_payload_bytes": self._largest_payload(e.arn),
         }
+
+    def _largest_payload(self, arn: str) -> int:
+        """The largest input or output of any state of the execution, in bytes, as Step Functions
+        records them in its history: what its 256 KiB limit applies to, kept far below it by design."""
+        sfn = self.client("stepfunctions")
+        largest = 0
+        kw: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+        while True:
+            page = sfn.get_execution_history(**kw)
+            for event in page["events"]:
+                for key, details in event.items():
+                    if key.endswith("EventDetails") and isinstance(details, dict):
+                        for field in ("input", "output"):
+                            largest = max(largest, len(str(details.get(field) or "").encode()))
+            if not page.get("nextToken"):
+                return largest
+            kw["nextToken"] = page["nextToken"]
 
     @contextlib.contextmanager
     def events_paused(self) -> Iterator[None]:

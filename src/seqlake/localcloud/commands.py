@@ -34,6 +34,7 @@ from seqlake.localcloud import athena, containers
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.model import RunState
 from seqlake.naming import fastq_suffix, key_safe_sample_name
+from seqlake.params import Params
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
@@ -120,15 +121,23 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
     ]
 
 
-def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None) -> dict[str, Any] | None:
-    """A succeeded run of exactly these objects (key and MD5 ETag) and reference, if there is one."""
+#: the parameters ``seqlake local run`` sets (a run with other values of these is another run)
+_TRIM_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length")
+
+
+def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
+                 parameters: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A succeeded run of exactly these objects (key and MD5 ETag), reference and parameters, if any."""
     wanted = {(key, md5_file(path)) for path, key in uploads}
+    wanted_params = Params.from_dict(parameters or {}).to_dict()
     runs: list[dict[str, Any]] = state.runs()
     for run in reversed(runs):
         inputs = {(i.get("key"), i.get("etag")) for i in run.get("inputs") or []}
         ref = run.get("reference") or ""
         same_ref = str(ref).endswith("/" + reference_key) if reference_key else not ref
-        if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref:
+        ran_with = (run.get("status_json") or {}).get("parameters") or {}
+        same_params = all(ran_with.get(k, wanted_params[k]) == wanted_params[k] for k in _TRIM_PARAMETERS)
+        if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref and same_params:
             found: dict[str, Any] = run
             return found
     return None
@@ -223,7 +232,10 @@ def run_command(args: argparse.Namespace) -> int:
         r2 = _check_file(Path(args.r2)) if args.r2 else None
         uploads = plan_reads(_check_file(Path(args.r1)), r2, args.sample)
     reference = _check_file(Path(args.reference)) if args.reference else None
-    done = previous_run(state, uploads, _reference_key(reference) if reference else None)
+    from seqlake.cli import run_parameters
+
+    parameters = run_parameters(args)
+    done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:
         # the same objects would get the same run id: on AWS, StartExecution would say ExecutionAlreadyExists
         console.print(
@@ -236,6 +248,8 @@ def run_command(args: argparse.Namespace) -> int:
             cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
         if args.reads_per_shard is not None:
             cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
+        if parameters:
+            cloud.override_parameter("RunParameters", json.dumps(parameters, sort_keys=True))
         cloud.prewarm()
         for path, key in uploads:
             cloud.upload(path, key)

@@ -39,6 +39,11 @@ in the same process are unaffected.
 10. S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the demo),
     every S3 request the server answers waits that long first, so that the scale tests and bench see
     the round trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
+11. Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to the
+    job's own ``containerOverrides.environment`` list each time it describes a job, and an array's
+    children share their parent's overrides: every describe made every later description longer (an
+    array job of 1,000 children failed with a ``Cause`` of 89 KB). Here a description is built on a
+    copy, as AWS describes a job without changing it.
 """
 
 from __future__ import annotations
@@ -659,6 +664,25 @@ def _patch_s3_latency() -> None:
     S3Response.setup_class = _s3_setup_class
 
 
+# ---------------------------------------------------------------- 11. Batch describe without mutation
+_original_container_property = Job._get_container_property
+
+
+def _container_property(self: Any, p: str, default: Any) -> Any:
+    if p != "environment":
+        return _original_container_property(self, p, default)
+    overrides = self.container_overrides
+    self.container_overrides = {**overrides, "environment": list(overrides.get("environment") or [])}
+    try:
+        return _original_container_property(self, p, [])
+    finally:
+        self.container_overrides = overrides
+
+
+def _patch_batch_describe() -> None:
+    Job._get_container_property = _container_property
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -670,6 +694,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "server-lookups": _patch_server_lookups,
     "aws-limits": _patch_limits,
     "s3-latency": _patch_s3_latency,
+    "batch-describe": _patch_batch_describe,
 }
 
 

@@ -1,0 +1,29 @@
+"""The stack's ``RunParameters``: every run the start function starts carries them, they are part of
+the run's id, and a parameter the pipeline does not know fails loudly."""
+
+from __future__ import annotations
+
+import pytest
+
+from seqlake.aws.events import run_id
+from seqlake.aws.start import StartSettings, run_parameters
+from seqlake.model import ObjectRef
+from seqlake.params import Params
+
+ENV = {"STATE_MACHINE_ARN": "arn:aws:states:us-east-1:1:stateMachine:x", "GLUE_DATABASE": "db"}
+
+
+def test_run_parameters_reach_the_settings_and_the_run_id() -> None:
+    settings = StartSettings.from_env({**ENV, "RUN_PARAMETERS": '{"trim": false, "min_length": 50}'})
+    assert dict(settings.parameters) == {"trim": False, "min_length": 50}
+    assert Params.from_dict(dict(settings.parameters)).trim is False
+    objects = [ObjectRef(f"s3://b/incoming/x_R{m}.fastq.gz", 10, f"e{m}") for m in (1, 2)]
+    # the same files with other parameters are another run; with none set, the id is the files' alone
+    assert run_id("x", objects, settings.parameters) != run_id("x", objects) == run_id("x", objects, {})
+    assert StartSettings.from_env(ENV).parameters == {}
+
+
+@pytest.mark.parametrize("text", ['{"trimm": false}', "[1]", '{"extra": {}}'])
+def test_an_unknown_run_parameter_is_an_error(text: str) -> None:
+    with pytest.raises(ValueError, match="RunParameters"):
+        run_parameters(text)
