@@ -33,10 +33,12 @@ from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
 from seqlake.localcloud.events import EventDelivery, SqsEventSource
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+from seqlake.localcloud.launcher import Launcher
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
 from seqlake.localcloud.progress import Execution, Watcher
 from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body, user_cache_dir
 from seqlake.localcloud.translate import translate
+from seqlake.localcloud.warm import INIT, PRELOAD
 
 REPO = Path(__file__).resolve().parents[3]
 SRC = Path(__file__).resolve().parents[2]
@@ -145,6 +147,7 @@ class LocalCloud:
         self._saved_env: dict[str, str | None] = {}
         self.lambdas: LambdaRunner | None = None
         self.batch: BatchRunner | None = None
+        self.launcher: Launcher | None = None
         self._seen: set[str] = set()
         self._cfn: dict[str, Any] = {}
         self._physical: dict[str, Any] = {}
@@ -211,8 +214,10 @@ class LocalCloud:
         )
         self._reset_moto()  # moto's backends are process-wide: a second cloud in this process starts empty
         # the fork server (Lambdas, Batch children) imports its libraries while the template deploys
-        self.lambdas = LambdaRunner({}, self.child_env(), self.state.logs_dir, dead_letter=self._dead_letter)
-        self.lambdas.start_fork_server()
+        env = self.child_env()
+        self.launcher = Launcher(env, preload=PRELOAD, init=INIT, server_log=self.state.logs_dir / "forkserver.log")
+        self.launcher.prepare()
+        self.lambdas = LambdaRunner({}, env, self.state.logs_dir, dead_letter=self._dead_letter, launcher=self.launcher)
         self.deploy()
         self.restore()
         self._seen = {e["executionArn"] for e in self._list_executions()}
@@ -228,6 +233,8 @@ class LocalCloud:
             self.batch.shutdown()
         if self.lambdas is not None:
             self.lambdas.close()
+        if self.launcher is not None:
+            self.launcher.close()
         patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
         patches.HOOKS.deliver = patches.HOOKS.athena_query = None
         if self._server is not None:
@@ -366,7 +373,7 @@ class LocalCloud:
             self.state.logs_dir,
             on_change=self._batch_changed,
             log_sink=self._put_log,
-            fork_server=self.lambdas.fork_server if self.lambdas.forks else None,
+            launcher=self.lambdas.launcher,
         )
         patches.HOOKS.lambda_invoke = self._invoke
         patches.HOOKS.batch_run = self.batch
