@@ -31,6 +31,7 @@ from rich.table import Table
 
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena, containers
+from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.model import RunState
 from seqlake.naming import fastq_suffix, key_safe_sample_name
@@ -39,11 +40,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
 #: rows of each named query the demo prints
 DEMO_ROWS = 12
-
-
-def _repo() -> Path:
-    """The checkout: ``template.yaml`` and ``queries/`` live there."""
-    return Path(__file__).resolve().parents[3]
 
 
 def _state(args: argparse.Namespace) -> StateDir:
@@ -254,9 +250,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def named_query_sql(name: str) -> str:
-    path = _repo() / "queries" / f"{name}.sql"
+    path = queries_dir() / f"{name}.sql"
     if not path.is_file():
-        known = sorted(p.stem for p in (_repo() / "queries").glob("*.sql"))
+        known = sorted(p.stem for p in queries_dir().glob("*.sql"))
         raise SeqlakeError(f"no named query {name!r} (known: {', '.join(known) or 'none'})")
     return path.read_text()
 
@@ -328,7 +324,7 @@ def _named_queries(cloud: Any) -> list[tuple[str, str]]:
     ids = a.list_named_queries().get("NamedQueryIds", [])
     out = [(q["Name"], q["QueryString"]) for q in (a.get_named_query(NamedQueryId=i)["NamedQuery"] for i in ids)]
     if not out:
-        out = [(p.stem, p.read_text()) for p in sorted((_repo() / "queries").glob("*.sql"))]
+        out = [(p.stem, p.read_text()) for p in sorted(queries_dir().glob("*.sql"))]
     return sorted(out)
 
 
