@@ -48,7 +48,7 @@ PRELOAD: tuple[str, ...] = (
     "cutadapt.adapters",
     "cutadapt.qualtrim",
     # the Lambda children's side
-    "seqlake.localcloud.lambdas",
+    "seqlake.localcloud.lambda_runtime",
 )
 
 #: the services the handlers make clients for: their models are parsed once, in the server
