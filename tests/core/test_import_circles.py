@@ -57,3 +57,14 @@ def test_a_package_face_that_hands_names_on_is_no_circle(tmp_path: Path) -> None
 def test_the_package_has_no_import_circle() -> None:
     check = _script()
     assert check.circles(check.import_graph(ROOT / "src")) == []
+
+
+def test_the_local_cloud_is_the_top_floor() -> None:
+    """Only the command line imports the local cloud, and its launcher and fork server import nothing else of
+    seqlake (they are told what to run)."""
+    graph = _script().import_graph(ROOT / "src")
+    local = "seqlake.localcloud"
+    users = {m for m, targets in graph.items() if not m.startswith(local) and any(t.startswith(local) for t in targets)}
+    assert users == {"seqlake.cli"}
+    transport = {f"{local}.launcher", f"{local}.forkserver"}
+    assert all(graph[m] <= transport for m in transport)
