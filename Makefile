@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
-	@echo "make lint   - ruff, mypy, sam validate --lint, asl-validator, checkov, the layer's size"
+	@echo "make lint   - no import circle, ruff, mypy, sam validate --lint, asl-validator, checkov, the layer's size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 
@@ -64,6 +64,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -x
 
 lint: $(STAMP)
+	$(BIN)/python scripts/import_circles.py
 	$(BIN)/ruff check src tests functions bench
 	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy

@@ -124,7 +124,7 @@ def end_to_end(ctx: Ctx, inputs: Inputs) -> None:
             "CPU seconds of the whole process tree (less moved by other jobs than wall time)"))
     if ctx.quick:
         return
-    from seqlake.simulate import DEMO_PAIRS
+    from seqlake.demo_data import DEMO_PAIRS
 
     label = f"seqlake demo (bundled {DEMO_PAIRS:,} simulated pairs, --jobs 2, both cores)"
     home = fresh(ctx.work / "out" / "demo")

@@ -119,13 +119,6 @@ def _add_run_parameters(p: argparse.ArgumentParser, *, reads_per_shard: bool = T
                        help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
 
 
-def run_parameters(args: argparse.Namespace) -> dict[str, object]:
-    """The run parameters the command line set (the rest keep :class:`seqlake.params.Params`' defaults)."""
-    chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
-              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length}
-    return {k: v for k, v in chosen.items() if v is not None}
-
-
 def _add_containers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--containers", action="store_true",
                    help="run each Batch attempt as a podman container of the worker image (`make image`); "

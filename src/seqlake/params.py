@@ -45,3 +45,12 @@ class Params:
         if "adapters" in kw:
             kw["adapters"] = tuple(kw["adapters"])
         return cls(**kw)
+
+
+def chosen_parameters(args: Any) -> dict[str, Any]:
+    """The run parameters a command line set (``--no-trim``, ``--adapter``, ``--quality-cutoff``,
+    ``--min-length``: ``seqlake process`` and ``seqlake local run`` take the same); the others keep
+    :class:`Params`' defaults."""
+    chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
+              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length}
+    return {k: v for k, v in chosen.items() if v is not None}

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from seqlake import __version__
 from seqlake.model import RunState
-from seqlake.params import Params
+from seqlake.params import Params, chosen_parameters
 
 console = Console(stderr=True)
 
@@ -86,9 +86,7 @@ def process_command(args: argparse.Namespace) -> int:
     r2 = Path(args.r2) if args.r2 else None
     paths = [r1] + ([r2] if r2 else [])
     sample = args.sample or sample_from_filename(r1.name)[0]
-    from seqlake.cli import run_parameters
-
-    params = Params.from_dict(run_parameters(args))
+    params = Params.from_dict(chosen_parameters(args))
     reference = str(Path(args.reference).resolve()) if args.reference else None
     run_id = local_run_id(paths, params, reference)
     out = Path(args.out).resolve()

@@ -34,7 +34,8 @@ Output is gzip (level 6) with a zero mtime and no file name in the header, so th
 the parameters, the seed and the zlib build. Pairs are generated in chunks of :data:`CHUNK_PAIRS`, each
 with its own generator seeded by ``(seed, chunk number)``, so memory stays flat for any number of pairs.
 
-Regenerate the bundled demo reads with ``python -m seqlake.simulate --out src/seqlake/demo_data``.
+The bundled demo reads are made with it by ``python -m seqlake.demo_data`` (:mod:`seqlake.demo_data` holds
+their seed and size).
 """
 
 from __future__ import annotations
@@ -56,9 +57,6 @@ Bool = npt.NDArray[np.bool_]
 
 #: pairs per generator chunk; changing it changes the output for a given seed
 CHUNK_PAIRS = 8192
-#: defaults of the bundled demo data
-DEMO_PAIRS = 20_000
-DEMO_SEED = 20_240_229
 
 #: the read-through sequences after the insert (TruSeq adapter, i7 / i5 index and flow-cell binding site)
 ADAPTER_R1 = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCACATCACGATCTCGTATGCCGTCTTCTGCTTG"
@@ -336,13 +334,11 @@ def _concat_truth(truths: Sequence[Truth]) -> Truth:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from seqlake.demo_data import reference_path
-
     ap = argparse.ArgumentParser(prog="python -m seqlake.simulate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="output folder")
-    ap.add_argument("--pairs", type=int, default=DEMO_PAIRS, help=f"read pairs (default {DEMO_PAIRS})")
-    ap.add_argument("--seed", type=int, default=DEMO_SEED, help=f"random seed (default {DEMO_SEED})")
-    ap.add_argument("--reference", type=Path, default=None, help="FASTA (default: the bundled MN908947.3)")
+    ap.add_argument("--pairs", type=int, required=True, help="read pairs")
+    ap.add_argument("--seed", type=int, required=True, help="random seed (the same seed, the same reads)")
+    ap.add_argument("--reference", type=Path, required=True, help="FASTA the fragments are drawn from")
     ap.add_argument("--read-length", type=int, default=SimConfig.read_length,
                     help=f"bases per read (default {SimConfig.read_length})")
     ap.add_argument("--prefix", default="demo", help="files are PREFIX_R1.fastq.gz and PREFIX_R2.fastq.gz")
@@ -350,9 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pairs < 0 or args.read_length < 1:
         ap.error("--pairs must be >= 0 and --read-length >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    ref = args.reference or reference_path()
     r1, r2 = args.out / f"{args.prefix}_R1.fastq.gz", args.out / f"{args.prefix}_R2.fastq.gz"
-    write_pairs(ref, r1, r2, args.pairs, seed=args.seed, config=SimConfig(read_length=args.read_length))
+    write_pairs(args.reference, r1, r2, args.pairs, seed=args.seed, config=SimConfig(read_length=args.read_length))
     print(f"wrote {args.pairs} pairs to {r1} and {r2}")
     return 0
 

@@ -14,7 +14,6 @@ import pytest
 from seqlake import demo_data
 from seqlake.simulate import (
     ADAPTER_R1,
-    DEMO_PAIRS,
     SimConfig,
     main,
     read_reference,
@@ -52,8 +51,8 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 
 
 def test_bundled_demo_reads_are_what_the_simulator_makes(tmp_path: Path) -> None:
-    """The committed demo files must be regenerable: `python -m seqlake.simulate --out DIR` with defaults."""
-    assert main(["--out", str(tmp_path)]) == 0
+    """The committed demo files must be regenerable: `python -m seqlake.demo_data DIR`."""
+    assert main(demo_data.simulate_args(tmp_path)) == 0
     r1, r2, _ = demo_data.paths()
     for bundled, fresh in ((r1, tmp_path / "demo_R1.fastq.gz"), (r2, tmp_path / "demo_R2.fastq.gz")):
         # compare the text, not the gzip bytes, which may differ between zlib builds
@@ -70,7 +69,7 @@ def test_bundled_demo_shape() -> None:
             assert ma and mb and ma.group(3) == "1" and mb.group(3) == "2"
             assert int(ma.group(1)) == n and ma.group(1, 2) == mb.group(1, 2)
             assert len(a.sequence) == len(b.sequence) == 150
-    assert n == DEMO_PAIRS
+    assert n == demo_data.DEMO_PAIRS
 
 
 def test_reads_map_back_to_where_they_were_simulated(tmp_path: Path) -> None:
@@ -167,6 +166,8 @@ def test_cli_writes_the_named_pair(tmp_path: Path) -> None:
         "x",
         "--read-length",
         "50",
+        "--reference",
+        str(REF),
     ]
     assert main(argv) == 0
     with dnaio.open(tmp_path / "o" / "x_R1.fastq.gz", tmp_path / "o" / "x_R2.fastq.gz") as reader:

@@ -24,7 +24,7 @@ from seqlake.localcloud.batch import (
     log_lines,
     seqlake_args,
 )
-from seqlake.localcloud.forkserver import ForkServer
+from seqlake.localcloud.launcher import Launcher
 
 #: the template's strategy (first match wins; no match = RETRY)
 TEMPLATE_STRATEGY = {
@@ -263,19 +263,21 @@ def test_log_tail_drops_the_partial_first_line(tmp_path: Path) -> None:
 def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's command (``seqlake ...``) runs in a child of the fork server: no new interpreter is
     started (Popen would fail here), yet it has the job's environment, its own log and its exit code."""
-    server = ForkServer(
+    server = Launcher(
         {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        fork=True,
         preload=("seqlake.cli",),
     )
+    server.prepare()  # the server itself is a new interpreter
 
     def no_popen(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a seqlake command started a new interpreter")
 
-    monkeypatch.setattr("seqlake.localcloud.batch.subprocess.Popen", no_popen)
+    monkeypatch.setattr("seqlake.localcloud.launcher.subprocess.Popen", no_popen)
     missing = tmp_path / "no-such-plan.json"
     failing = Job("f:0", ["seqlake", "worker"], SPOT_ONLY, index=0, env={"SEQLAKE_PLAN_URI": str(missing)})
     version = Job("v:1", ["python", "-m", "seqlake", "--version"], SPOT_ONLY, index=1)
-    runner = BatchRunner(2, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", fork_server=lambda: server)
+    runner = BatchRunner(2, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", launcher=server)
     try:
         runner(Job("parent", [], {}), [failing, version])
         deadline = time.monotonic() + 60
@@ -299,15 +301,14 @@ def test_seqlake_args() -> None:
 
 
 def test_a_closed_fork_server_fails_the_attempt_as_a_container_that_cannot_start(tmp_path: Path) -> None:
-    def closed() -> ForkServer:
-        raise RuntimeError("the Lambda runner is closed")
-
+    closed = Launcher({"PATH": "/usr/bin:/bin"}, fork=True)
+    closed.close()
     job = Job("c:0", ["seqlake", "worker"], SPOT_ONLY, index=0)
-    runner = BatchRunner(1, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", fork_server=closed)
+    runner = BatchRunner(1, {"PATH": "/usr/bin:/bin"}, tmp_path / "logs", launcher=closed)
     runner(Job("parent", [], {}), [job])
     deadline = time.monotonic() + 60
     while runner.active and time.monotonic() < deadline:
         time.sleep(0.02)
     runner.shutdown()
     assert job.status == "FAILED" and len(job.attempts) == 1  # SPOT_ONLY: any reason but a reclaim exits
-    assert job.attempts[0]["statusReason"] == "CannotStartContainerError: the Lambda runner is closed"
+    assert job.attempts[0]["statusReason"] == "CannotStartContainerError: the launcher is closed"

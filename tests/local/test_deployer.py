@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from seqlake.localcloud.cloud import state_machine_functions
 from seqlake.localcloud.deployer import Deployer
+from seqlake.localcloud.deployment import state_machine_functions
 from seqlake.localcloud.packaging import load_template, package, zip_folder
 from seqlake.localcloud.translate import translate
 

@@ -1,4 +1,7 @@
-"""The fork server: a process per Lambda invocation or Batch attempt, forked from one that imported the libraries."""
+"""The fork server: a process per Lambda invocation or Batch attempt, forked from one that imported the libraries.
+
+Its children here run the local Lambda's child side (:mod:`seqlake.localcloud.lambda_runtime`), as the
+launcher asks the server to: a function named ``module:function`` with ``sys.argv``, the event on stdin."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 
 from seqlake.localcloud import forkserver
-from seqlake.localcloud.lambdas import run_child
+from seqlake.localcloud.lambda_runtime import TARGET
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="no fork here")
 
@@ -36,13 +39,26 @@ def _request(tmp_path: Path, n: int, who: str, event: dict[str, Any]) -> dict[st
         code.mkdir()
         (code / "app.py").write_text(HANDLER)
     return {
+        "target": TARGET,
+        "argv": ["lambda", str(code), "app.handler", str(tmp_path / f"result-{n}.json")],
         "env": {"WHO": who, "PATH": os.environ.get("PATH", "")},
-        "code_dir": str(code),
-        "handler": "app.handler",
-        "result_file": str(tmp_path / f"result-{n}.json"),
+        "cwd": str(code),
         "log_path": str(tmp_path / f"log-{n}.txt"),
+        "append": True,
         "event": json.dumps(event),
     }
+
+
+def _spawn(server: forkserver.ForkServer, request: dict[str, Any]) -> forkserver.Forked:
+    """A child for ``request``, its event written to its stdin."""
+    stdin_r, stdin_w = os.pipe()
+    try:
+        child = server.spawn(request, stdin=stdin_r)
+    finally:
+        os.close(stdin_r)
+    os.write(stdin_w, request["event"].encode())
+    os.close(stdin_w)
+    return child
 
 
 @pytest.fixture
@@ -54,7 +70,7 @@ def server(tmp_path: Path) -> Any:
 
 
 def test_each_request_is_its_own_process_with_its_own_environment(server: Any, tmp_path: Path) -> None:
-    children = [server.spawn(_request(tmp_path, n, who, {})) for n, who in enumerate(["a", "b", "a"])]
+    children = [_spawn(server, _request(tmp_path, n, who, {})) for n, who in enumerate(["a", "b", "a"])]
     assert all(c.wait(60) for c in children)
     assert [c.returncode for c in children] == [0, 0, 0]
     results = [json.loads((tmp_path / f"result-{n}.json").read_text())["result"] for n in range(3)]
@@ -67,14 +83,14 @@ def test_each_request_is_its_own_process_with_its_own_environment(server: Any, t
 
 
 def test_a_killed_or_exiting_child_is_seen_to_end(server: Any, tmp_path: Path) -> None:
-    sleeper = server.spawn(_request(tmp_path, 0, "a", {"sleep": 60}))
+    sleeper = _spawn(server, _request(tmp_path, 0, "a", {"sleep": 60}))
     assert not sleeper.wait(0.2)
     t0 = time.monotonic()
     sleeper.kill()
     assert sleeper.wait(0) and time.monotonic() - t0 < 10
     assert sleeper.returncode == -signal.SIGKILL  # as subprocess reports a killed child
     assert not (tmp_path / "result-0.json").exists()
-    quitter = server.spawn(_request(tmp_path, 1, "a", {"exit": 3}))
+    quitter = _spawn(server, _request(tmp_path, 1, "a", {"exit": 3}))
     assert quitter.wait(60)
     assert quitter.returncode == 3
     assert not (tmp_path / "result-1.json").exists()
@@ -88,30 +104,23 @@ def test_close_stops_the_server(tmp_path: Path) -> None:
     srv.close()
     assert proc.returncode == 0
     with pytest.raises(OSError):
-        srv.spawn(_request(tmp_path, 0, "a", {}))
+        _spawn(srv, _request(tmp_path, 0, "a", {}))
 
 
-def test_run_child_reports_an_import_error_as_the_invocations_error(tmp_path: Path) -> None:
+def test_an_import_error_is_the_invocations_error(server: Any, tmp_path: Path) -> None:
     req = _request(tmp_path, 0, "a", {})
-    (Path(req["code_dir"]) / "app.py").write_text("raise ImportError('no such library')\n")
-    pid = os.fork()
-    if pid == 0:  # run_child redirects this process's stdout and environment: do it in a child
-        code = 1
-        try:
-            code = run_child(req)
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    out = json.loads(Path(req["result_file"]).read_text())
+    (tmp_path / "code" / "app.py").write_text("raise ImportError('no such library')\n")
+    child = _spawn(server, req)
+    assert child.wait(60) and child.returncode == 0
+    out = json.loads((tmp_path / "result-0.json").read_text())
     assert out["errorType"] == "ImportError" and out["errorMessage"] == "no such library"
     assert "ImportError: no such library" in Path(req["log_path"]).read_text()
 
 
 def test_the_server_ignores_ctrl_c(server: Any, tmp_path: Path) -> None:
-    assert server.spawn(_request(tmp_path, 0, "a", {})).wait(60)  # up and serving
+    assert _spawn(server, _request(tmp_path, 0, "a", {})).wait(60)  # up and serving
     assert os.getpgid(server._proc.pid) != os.getpgid(0)  # a terminal's Ctrl-C does not reach it
     os.kill(server._proc.pid, signal.SIGINT)  # nor does a direct one: the parent handles interrupts
-    child = server.spawn(_request(tmp_path, 1, "b", {}))
+    child = _spawn(server, _request(tmp_path, 1, "b", {}))
     assert child.wait(60)
     assert json.loads((tmp_path / "result-1.json").read_text())["result"]["who"] == "b"

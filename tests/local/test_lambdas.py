@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud import forkserver
+from seqlake.localcloud import launcher
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
 
 @pytest.fixture(autouse=True, params=["forked", "interpreter"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with the fork server and with a new interpreter per invocation (its fallback)."""
-    if request.param == "forked" and not forkserver.available():
+    if request.param == "forked" and not launcher.fork_enabled({}):
         pytest.skip("no fork here")
-    monkeypatch.setenv("SEQLAKE_FORK_SERVER", "1" if request.param == "forked" else "0")
+    monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
     return str(request.param)
 
 HANDLER = """

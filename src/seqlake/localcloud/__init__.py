@@ -4,12 +4,14 @@
 aws-sam-translator (:mod:`.translate`) and created in moto by a small deployer (:mod:`.deployer`).
 moto runs in this process as a threaded HTTP server on a free loopback port, so Lambda handlers and
 Batch children, each a separate OS process, reach it through ``AWS_ENDPOINT_URL``. What moto does not
-do is added by small, version-pinned patches (:mod:`.patches`) that call back into the runners:
-:mod:`.lambdas` (a fresh process per invocation), :mod:`.batch` (a process per child, ``--jobs`` at a
-time, the job definition's retry strategy), :mod:`.events` (EventBridge -> Lambda / Step Functions)
-and :mod:`.athena` (DuckDB over the registered partitions). :mod:`.state` keeps objects, the catalog
-and the run history in one folder between processes; :mod:`.cloud` puts it together and
-:mod:`.commands` are the CLI's ``local run / query / runs`` and ``demo``.
+do is added by small, version-pinned patches (:mod:`.patches`) that call back into the runners
+(:mod:`.hooks`): :mod:`.lambdas` (a fresh process per invocation), :mod:`.batch` (a process per child,
+``--jobs`` at a time, the job definition's retry strategy), both started by one :mod:`.launcher`,
+:mod:`.events` (EventBridge -> Lambda / Step Functions) and :mod:`.athena` (DuckDB over the registered
+partitions). :mod:`.state` keeps objects, the catalog and the run history in one folder between
+processes (:mod:`.mirror`); :mod:`.cloud` puts it together, one module per job, and :mod:`.commands`
+are the CLI's ``local run / query / runs`` and ``demo``. The template and what it names are found by
+:mod:`.appdir` (a checkout, the wheel's copy, or ``SEQLAKE_APP_DIR``).
 
 Faithful: the real template (resources, names, environment, parameters), the real state machine with
 its Retry/Catch, the real handlers and worker entry point, S3 -> EventBridge rule matching (wildcards),

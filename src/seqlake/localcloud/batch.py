@@ -15,11 +15,11 @@ status reason, ``onReason`` against the container's reason; when no entry matche
 retried, while attempts remain. A job that exceeds ``attemptDurationSeconds`` is not retried
 (https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html).
 
-A container command that is ``seqlake ...`` or ``python -m seqlake ...`` (the worker's) is forked from
-the local cloud's fork server (:mod:`seqlake.localcloud.forkserver`), which imported the worker's
-libraries once: the child still is its own process with the job's environment, its own log, and the
-worker's real entry point, without a second of imports per attempt. Any other command is started as
-a new process.
+A container command that is ``seqlake ...`` or ``python -m seqlake ...`` (the worker's) is run as the
+worker's real entry point, :func:`seqlake.cli.run`, by the local cloud's :class:`.launcher.Launcher`:
+forked from its fork server, which imported the worker's libraries once, the child still is its own
+process with the job's environment and its own log, without a second of imports per attempt. Any other
+command is started as a new process.
 
 A child killed by a signal is reported as a Spot reclaim is: status reason
 ``Host EC2 (instance i-...) terminated.`` and no exit code. That is how the fault tests simulate
@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -46,8 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from seqlake.localcloud import containers
-from seqlake.localcloud.forkserver import Forked, ForkServer
+from seqlake.localcloud.launcher import Child, Launcher, Popened, Program
 
+#: the worker's entry point: what ``python -m seqlake ARGS`` runs
+SEQLAKE_MAIN = "seqlake.cli:run"
 ESSENTIAL_EXITED = "Essential container in task exited"
 TIMED_OUT = "Job attempt duration exceeded timeout"
 #: AWS Batch allows 1..10 attempts
@@ -168,11 +169,12 @@ class BatchRunner:
         *,
         on_change: Callable[[ArrayProgress], None] | None = None,
         log_sink: LogSink | None = None,
-        fork_server: Callable[[], ForkServer] | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
-        #: where ``seqlake`` commands are forked from (None: every attempt is a new interpreter)
-        self.fork_server = fork_server
+        #: where the attempts' processes come from (shared with the local Lambda; by default its own)
+        self._owns_launcher = launcher is None
+        self.launcher = launcher or Launcher(base_env, server_log=logs_dir / "batch" / "forkserver.log")
         #: where an attempt's output goes after the attempt, as the awslogs driver sends it to CloudWatch
         self.log_sink = log_sink
         self.base_env = base_env
@@ -181,7 +183,7 @@ class BatchRunner:
         self.progress: dict[str, ArrayProgress] = {}
         self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch-child")
         self._lock = threading.Lock()
-        self._procs: dict[int, subprocess.Popen[bytes] | Forked] = {}
+        self._procs: dict[int, Child] = {}
         self._active = 0
         #: attempts run as containers of the worker image (None: as processes)
         self.containers = containers.ContainerRunner(containers.image_ref()) if containers.enabled(base_env) else None
@@ -337,20 +339,14 @@ class BatchRunner:
         attempt: int,
     ) -> Outcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        args = seqlake_args(argv) if self.fork_server is not None else None
-        proc: subprocess.Popen[bytes] | Forked
+        proc: Child
         try:
             if self.containers is not None:
-                proc = self.containers.start(self._container_attempt(job, argv, attempt, log_path))
-            elif args is not None and self.fork_server is not None:
-                proc = self.fork_server().spawn(
-                    {"kind": "command", "args": args, "env": env, "log_path": str(log_path), "cwd": str(Path.cwd())}
-                )
+                proc = Popened(self.containers.start(self._container_attempt(job, argv, attempt, log_path)))
             else:
-                with log_path.open("wb") as log:
-                    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+                proc = self.launcher.start(_program(argv, env, log_path))
         except (OSError, RuntimeError) as err:  # what Batch reports when the container cannot start
-            # (RuntimeError: the fork server is closed, the cloud stopping under a running job)
+            # (RuntimeError: the launcher is closed, the cloud stopping under a running job)
             return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
         with self._lock:
             self._procs[proc.pid] = proc
@@ -393,22 +389,25 @@ class BatchRunner:
         for proc in procs:
             proc.kill()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._owns_launcher:
+            self.launcher.close()
 
 
-def _wait(proc: subprocess.Popen[bytes] | Forked, timeout: float | None) -> int | None:
+def _program(argv: list[str], env: dict[str, str], log_path: Path) -> Program:
+    """The attempt's process: the worker's entry point for a ``seqlake`` command, else the command itself."""
+    args = seqlake_args(argv)
+    if args is None:
+        return Program(argv, env, str(Path.cwd()), log_path)
+    return Program(["seqlake", *args], env, str(Path.cwd()), log_path, target=SEQLAKE_MAIN)
+
+
+def _wait(proc: Child, timeout: float | None) -> int | None:
     """The attempt's exit code (negative: the signal that killed it); None if it ran out of time, and
-    was killed. A forked child whose server went away without reporting counts as killed."""
-    if isinstance(proc, Forked):
-        if not proc.wait(timeout):
-            proc.kill()
-            return None
-        return -signal.SIGKILL if proc.returncode is None else proc.returncode
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    was killed. A child whose exit code is unknown (its fork server went away) counts as killed."""
+    if not proc.wait(timeout):
         proc.kill()
-        proc.wait()
         return None
+    return -signal.SIGKILL if proc.returncode is None else proc.returncode
 
 
 def _dt(seconds: float) -> datetime.datetime:

@@ -31,20 +31,16 @@ from rich.table import Table
 
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.localcloud import athena, containers
+from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.model import RunState
 from seqlake.naming import fastq_suffix, key_safe_sample_name
-from seqlake.params import Params
+from seqlake.params import Params, chosen_parameters
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
 #: rows of each named query the demo prints
 DEMO_ROWS = 12
-
-
-def _repo() -> Path:
-    """The checkout: ``template.yaml`` and ``queries/`` live there."""
-    return Path(__file__).resolve().parents[3]
 
 
 def _state(args: argparse.Namespace) -> StateDir:
@@ -232,9 +228,7 @@ def run_command(args: argparse.Namespace) -> int:
         r2 = _check_file(Path(args.r2)) if args.r2 else None
         uploads = plan_reads(_check_file(Path(args.r1)), r2, args.sample)
     reference = _check_file(Path(args.reference)) if args.reference else None
-    from seqlake.cli import run_parameters
-
-    parameters = run_parameters(args)
+    parameters = chosen_parameters(args)
     done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:
         # the same objects would get the same run id: on AWS, StartExecution would say ExecutionAlreadyExists
@@ -268,9 +262,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def named_query_sql(name: str) -> str:
-    path = _repo() / "queries" / f"{name}.sql"
+    path = queries_dir() / f"{name}.sql"
     if not path.is_file():
-        known = sorted(p.stem for p in (_repo() / "queries").glob("*.sql"))
+        known = sorted(p.stem for p in queries_dir().glob("*.sql"))
         raise SeqlakeError(f"no named query {name!r} (known: {', '.join(known) or 'none'})")
     return path.read_text()
 
@@ -342,7 +336,7 @@ def _named_queries(cloud: Any) -> list[tuple[str, str]]:
     ids = a.list_named_queries().get("NamedQueryIds", [])
     out = [(q["Name"], q["QueryString"]) for q in (a.get_named_query(NamedQueryId=i)["NamedQuery"] for i in ids)]
     if not out:
-        out = [(p.stem, p.read_text()) for p in sorted((_repo() / "queries").glob("*.sql"))]
+        out = [(p.stem, p.read_text()) for p in sorted(queries_dir().glob("*.sql"))]
     return sorted(out)
 
 

@@ -1,30 +1,29 @@
-"""A fork server for the local cloud's Lambda invocations and Batch children: import the heavy libraries
-once, fork a process per event or per job attempt.
+"""A fork server for the local cloud's child processes (:mod:`.launcher` is its only client): import the
+heavy libraries once, fork a process per Lambda invocation or Batch attempt.
 
-Each invocation and each attempt still gets a process of its own (its own ``os.environ``, its own
-``app`` module, its own log as stdout and stderr, no state left by an earlier one), but it no longer pays
-for importing boto3, Powertools, pyarrow, numpy, mappy and cutadapt: the server imported them before the
-first request, and ``fork`` shares them copy-on-write. Those imports take seconds per process, and a
-run starts four Lambda invocations and one process per Batch child: without the server they would be
-most of the local cloud's overhead.
+Each child still is a process of its own (its own ``os.environ``, its own modules, its own log as stdout
+and stderr, no state left by an earlier one), but it no longer pays for importing boto3, Powertools,
+pyarrow, numpy, mappy and cutadapt: the server imported them before the first request, and ``fork``
+shares them copy-on-write. Those imports take seconds per process, and a run starts four Lambda
+invocations and one process per Batch child: without the server they would be most of the local
+cloud's overhead. What to import, and what each child runs, the client says: this module imports
+nothing of the application.
 
-A Batch child runs the worker's real entry point, :func:`seqlake.cli.run` with the container's
-arguments, exactly what ``python -m seqlake ...`` runs after its imports (:func:`run_command`).
+Only modules that read nothing from the environment at import time may be preloaded: a child's
+environment is set after the fork, before it imports its own modules.
 
-Only modules that read nothing from the environment at import time are preloaded: Powertools' ``Logger``,
-``Tracer`` and ``Metrics`` objects (``seqlake.aws.observability``) read the function's environment when
-they are made, so the handler's own module, imported in the child after its environment is set, makes them.
+Protocol (one ``AF_UNIX`` stream socket): the client sends one JSON line per request, naming the
+function to run (``"module:function"``), its ``argv``, environment, working folder and log, together
+with three descriptors (``SCM_RIGHTS``): the write ends of two pipes and the child's stdin (or -1 for
+/dev/null); the server forks and answers ``{"pid": N}``. The child keeps the first pipe, *done*, open
+for its whole life: the client sees the child end when its read end reports EOF, whatever the cause
+(return, exception, ``os._exit``, SIGKILL), and until then the pid cannot have been reused, so killing
+it is safe. The server keeps the second, *status*: when it reaps the child (woken by ``SIGCHLD``) it
+writes the exit code there, as :mod:`subprocess` reports it (negative: the signal that killed it), and
+closes it. Reaping in the server accounts the children's CPU time to it, and to whoever waits for it.
+The server exits when the socket closes, after its last child.
 
-Protocol (one ``AF_UNIX`` stream socket): the client sends one JSON line per request together with the
-write ends of two pipes (``SCM_RIGHTS``); the server forks and answers ``{"pid": N}``. The child keeps
-the first, *done*, open for its whole life: the client sees the child end when its read end reports EOF,
-whatever the cause (return, exception, ``os._exit``, SIGKILL), and until then the pid cannot have been
-reused, so killing it is safe. The server keeps the second, *status*: when it reaps the child (woken by
-``SIGCHLD``) it writes the exit code there, as :mod:`subprocess` reports it (negative: the signal that
-killed it), and closes it. Reaping in the server accounts the children's CPU time to it, and to whoever
-waits for it. The server exits when the socket closes, after its last child.
-
-``python -m seqlake.localcloud.forkserver FD`` is the server side.
+``python -m seqlake.localcloud.forkserver FD MODULES [INIT]`` is the server side.
 """
 
 from __future__ import annotations
@@ -45,58 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: imported once by the server; none of them reads the environment or makes a client at import time
-PRELOAD: tuple[str, ...] = (
-    "boto3",
-    "botocore.session",
-    "botocore.client",
-    "jsonschema",
-    "fastjsonschema",
-    "numpy",
-    "pyarrow",
-    "pyarrow.parquet",
-    "pyarrow.compute",
-    "dnaio",
-    "isal.igzip",
-    "aws_lambda_powertools.logging",
-    "aws_lambda_powertools.metrics",
-    "aws_lambda_powertools.tracing.tracer",
-    "aws_lambda_powertools.utilities.validation",
-    "aws_lambda_powertools.utilities.typing",
-    "aws_lambda_powertools.utilities.data_classes",
-    "seqlake.plan",
-    "seqlake.storage",
-    "seqlake.samplesheet",
-    "seqlake.tables",
-    "seqlake.parquet_io",
-    "seqlake.merge",
-    "seqlake.gzindex",
-    # the worker (Batch children): its entry point and what a shard needs
-    "seqlake.cli",
-    "seqlake.worker_main",
-    "seqlake.worker",
-    "seqlake.align",
-    "seqlake.trim",
-    "seqlake.qc",
-    "seqlake.coverage",
-    "seqlake.shards",
-    "mappy",
-    "cutadapt.adapters",
-    "cutadapt.qualtrim",
-)
-
-#: the services the handlers make clients for: their models are parsed once, in the server
-WARM_SERVICES: tuple[str, ...] = ("s3", "stepfunctions", "glue", "batch", "logs", "sts", "sqs")
-
 
 def available() -> bool:
     """Fork and descriptor passing exist here (not on Windows)."""
     return hasattr(os, "fork") and hasattr(socket, "send_fds") and hasattr(os, "register_at_fork")
-
-
-def enabled() -> bool:
-    """Use the fork server: it is available and ``SEQLAKE_FORK_SERVER`` is not ``0``."""
-    return available() and os.environ.get("SEQLAKE_FORK_SERVER", "1") != "0"
 
 
 @dataclass(eq=False)  # identity: a set of live children
@@ -163,12 +114,15 @@ def _drain(fd: int) -> bytes:
 class ForkServer:
     """The client side: starts the server process and asks it for children."""
 
-    def __init__(self, env: dict[str, str], preload: tuple[str, ...] = PRELOAD, log_path: Path | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], preload: tuple[str, ...] = (), init: str | None = None, log_path: Path | None = None
+    ) -> None:
+        """``preload``: modules the server imports once; ``init``: ``"module:function"`` it calls first."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log = log_path.open("ab") if log_path else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "seqlake.localcloud.forkserver", str(theirs.fileno()), ",".join(preload)],
+                [sys.executable, "-m", __name__, str(theirs.fileno()), ",".join(preload), init or ""],
                 pass_fds=[theirs.fileno()],
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -185,15 +139,17 @@ class ForkServer:
         self._lock = threading.Lock()
         self._buffer = b""
 
-    def spawn(self, request: dict[str, Any]) -> Forked:
-        """Fork a child that serves ``request``: ``{"kind": "lambda", ...}`` runs
-        :func:`seqlake.localcloud.lambdas.run_child`, ``{"kind": "command", ...}`` :func:`run_command`."""
+    def spawn(self, request: dict[str, Any], stdin: int = -1) -> Forked:
+        """Fork a child that runs ``request`` (:func:`run_program`), reading ``stdin`` (a descriptor the
+        caller keeps; -1: /dev/null)."""
         done_r, done_w = os.pipe()
         status_r, status_w = os.pipe()
         theirs = [done_w, status_w]
+        sent = [*theirs, stdin] if stdin >= 0 else theirs
         try:
             with self._lock:
-                socket.send_fds(self._sock, [json.dumps(request).encode() + b"\n"], theirs)
+                message = json.dumps({**request, "stdin": stdin >= 0}).encode() + b"\n"
+                socket.send_fds(self._sock, [message], sent)
                 for fd in theirs:
                     os.close(fd)
                 theirs = []
@@ -232,7 +188,8 @@ class ForkServer:
 
 
 # ------------------------------------------------------------------------------------------ server side
-#: descriptors a request brings: the child's end-of-life pipe, then the server's exit-status pipe
+#: descriptors every request brings: the child's end-of-life pipe, then the server's exit-status pipe
+#: (and a third, the child's stdin, when the request says ``"stdin": true``)
 FDS_PER_REQUEST = 2
 
 
@@ -279,12 +236,18 @@ def serve(sock: socket.socket, child: Callable[[dict[str, Any]], int]) -> None:
         if not data:
             break
         buffer += data
-        while b"\n" in buffer and len(fds) >= FDS_PER_REQUEST:
-            line, _, buffer = buffer.partition(b"\n")
-            done, status = fds[:FDS_PER_REQUEST]
-            del fds[:FDS_PER_REQUEST]
+        while b"\n" in buffer:
+            line, _, rest = buffer.partition(b"\n")
+            request = json.loads(line)
+            wanted = FDS_PER_REQUEST + (1 if request.get("stdin") else 0)
+            if len(fds) < wanted:
+                break
+            buffer = rest
+            done, status, *stdin = fds[:wanted]
+            del fds[:wanted]
+            request["stdin_fd"] = stdin[0] if stdin else -1
             _fork(
-                sock, child, json.loads(line), done=done, status=status, children=children,
+                sock, child, request, done=done, status=status, children=children,
                 server_fds=(wake_r, wake_w, *fds),
             )
     for fd in fds:
@@ -305,11 +268,13 @@ def _fork(
     """Fork one child for ``request`` and tell the client its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
+    stdin = int(request.get("stdin_fd", -1))
     try:
         pid = os.fork()
     except OSError as err:
-        os.close(done)
-        os.close(status)
+        for fd in (done, status, stdin):
+            if fd >= 0:
+                os.close(fd)
         sock.sendall(json.dumps({"error": str(err)}).encode() + b"\n")
         return
     if pid == 0:  # the child: keeps `done` open until it ends, and none of the server's own descriptors
@@ -331,6 +296,8 @@ def _fork(
                     stream.flush()
             os._exit(code)
     os.close(done)
+    if stdin >= 0:
+        os.close(stdin)
     children[pid] = status
     sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
 
@@ -345,43 +312,40 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def redirect_output(log_path: str, append: bool) -> None:
-    """This (forked) process's stdin from /dev/null, stdout and stderr into ``log_path``."""
+def redirect_output(log_path: str, append: bool, stdin: int = -1) -> None:
+    """This (forked) process's stdin from ``stdin`` (or /dev/null), stdout and stderr into ``log_path``."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     log = os.open(log_path, flags, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    source = stdin if stdin >= 0 else os.open(os.devnull, os.O_RDONLY)
+    os.dup2(source, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    os.close(null)
+    os.close(source)
     # new text streams on the redirected descriptors: the inherited objects may not write to fd 1 and 2
+    sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
 
 
-def run_command(request: dict[str, Any]) -> int:
-    """A Batch child's whole life: ``python -m seqlake ARGS`` with the job's environment, in ``cwd``,
-    stdout and stderr into the attempt's log. Runs the same :func:`seqlake.cli.run` that
-    ``python -m seqlake`` runs, which exits the process."""
+def run_program(request: dict[str, Any]) -> int:
+    """A child's whole life, as ``python -m`` would run the function: the request's environment, its log
+    as stdout and stderr, its working folder and ``sys.argv``, then ``module:function()``."""
     os.environ.clear()
     os.environ.update(request["env"])
-    redirect_output(request["log_path"], append=False)
+    redirect_output(request["log_path"], append=bool(request.get("append")), stdin=int(request.get("stdin_fd", -1)))
     os.chdir(request["cwd"])
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a new interpreter
-    sys.argv = [sys.argv[0], *request["args"]]
-    from seqlake.cli import run
+    sys.argv = list(request["argv"])
+    code = resolve(request["target"])()
+    return 0 if code is None else int(code)
 
-    run()
 
-
-def _serve_request(request: dict[str, Any]) -> int:
-    kind = request.get("kind", "lambda")
-    if kind == "command":
-        return run_command(request)
-    from seqlake.localcloud.lambdas import run_child
-
-    return run_child(request)
+def resolve(target: str) -> Callable[[], Any]:
+    """The function ``"module:function"`` names, its module imported."""
+    module, _, name = target.partition(":")
+    function: Callable[[], Any] = getattr(importlib.import_module(module), name)
+    return function
 
 
 def _preload(modules: list[str]) -> None:
@@ -394,13 +358,12 @@ def _preload(modules: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     fd, modules = int(argv[0]), [m for m in (argv[1] if len(argv) > 1 else "").split(",") if m]
+    init = argv[2] if len(argv) > 2 else ""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles interrupts (and closes the server)
-    from seqlake.localcloud import botocore_loader
-
-    botocore_loader.share()
+    if init:
+        resolve(init)()
     _preload(modules)
-    botocore_loader.warm(WARM_SERVICES)
-    serve(socket.socket(fileno=fd), _serve_request)
+    serve(socket.socket(fileno=fd), run_program)
     return 0
 
 

@@ -1,19 +1,23 @@
-"""What the user watches while the local cloud works: each execution's states and shard progress."""
+"""The run watcher: what the user watches while the local cloud works, each execution's states and shards.
+
+It follows the state machine's executions through the Step Functions API and the shard arrays through
+the local Batch runner, and keeps what it has reported: the executions that were there when it was
+made, or that an earlier round already returned, are not reported again.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from seqlake.localcloud.batch import ArrayProgress
-
-if TYPE_CHECKING:
-    from seqlake.localcloud.cloud import LocalCloud
 
 
 @dataclass
@@ -34,31 +38,61 @@ def _ts(value: Any) -> float:
     return value.timestamp() if isinstance(value, datetime.datetime) else float(value or 0)
 
 
+#: the shard arrays the local Batch runner is running or has run, by job id
+Arrays = Callable[[], Mapping[str, ArrayProgress]]
+
+
 class Watcher:
-    def __init__(self, cloud: LocalCloud, quiet: bool = False) -> None:
-        self.cloud = cloud
+    """Reports a state machine's executions, one round (:meth:`__enter__` .. :meth:`finished`) at a time."""
+
+    def __init__(
+        self, sfn: Any, state_machine_arn: str, arrays: Arrays, console: Console, quiet: bool = False
+    ) -> None:
+        """``sfn``: a Step Functions client; the executions the state machine has now are not reported."""
+        self.sfn = sfn
+        self.state_machine_arn = state_machine_arn
+        self.arrays = arrays
+        self.console = console
         self.quiet = quiet
+        self._seen = {e["executionArn"] for e in self._list_executions()}
+        #: this round's executions, by ARN
         self.executions: dict[str, Execution] = {}
         #: something happened since the caller last cleared this (a run started, a state, an end)
         self.changed = False
         self._bars: dict[str, TaskID] = {}
-        self._progress = Progress(
+        self._progress = self._new_progress()
+
+    def _new_progress(self) -> Progress:
+        return Progress(
             TextColumn("  {task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
-            console=cloud.console,
-            disable=quiet,
+            console=self.console,
+            disable=self.quiet,
             refresh_per_second=2,  # the CPU belongs to the shards
         )
 
     def __enter__(self) -> Watcher:
+        self.executions, self._bars, self.changed = {}, {}, False
+        self._progress = self._new_progress()
         self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+
+    def finished(self) -> list[Execution]:
+        """The executions this round saw start (no later round reports them)."""
+        out = [e for arn, e in self.executions.items() if arn not in self._seen]
+        self._seen.update(self.executions)
+        return out
+
+    def _list_executions(self) -> list[dict[str, Any]]:
+        pages = self.sfn.get_paginator("list_executions").paginate(stateMachineArn=self.state_machine_arn)
+        executions: list[dict[str, Any]] = pages.build_full_result()["executions"]
+        return executions
 
     def _print(self, text: str) -> None:
         self.changed = True
@@ -67,11 +101,11 @@ class Watcher:
 
     def poll(self) -> bool:
         """Report what changed; True while any execution of the state machine is running."""
-        sfn = self.cloud.client("stepfunctions")
-        items = self.cloud._list_executions()
+        sfn = self.sfn
+        items = self._list_executions()
         for item in items:
             arn = item["executionArn"]
-            if arn in self.cloud._seen:
+            if arn in self._seen:
                 continue
             ex = self.executions.get(arn)
             if ex is None:
@@ -117,10 +151,7 @@ class Watcher:
 
     def update_arrays(self) -> None:
         """The shard bars, from the local Batch runner (no request to moto)."""
-        batch = self.cloud.batch
-        if batch is None:
-            return
-        for job_id, array in list(batch.progress.items()):
+        for job_id, array in list(self.arrays().items()):
             owner = self._owner(array)
             if owner is None:
                 continue

@@ -1,0 +1,86 @@
+"""The local cloud's environment: fake credentials and the moto endpoint, for this process (restored on
+stop) and for every Lambda and Batch child. Nothing here can reach a real AWS account."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from seqlake.localcloud.deployer import REGION
+
+#: the package's parent folder: on the children's PYTHONPATH (locally it stands in for the Lambda layer)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_SESSION_TOKEN": "local",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    # loopback transfers cannot be corrupted: skip the CRC32 pass botocore adds to every upload and
+    # download by default (moto keeps its own MD5 ETags)
+    "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+    "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+}
+#: settings that could point a client at a real account
+DROPPED_ENV = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CA_BUNDLE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+)
+
+
+def process_env(endpoint: str, port: int) -> dict[str, str | None]:
+    """What this process's ``os.environ`` gets while the cloud runs (None: removed)."""
+    return {
+        **FAKE_ENV,
+        "AWS_ENDPOINT_URL": endpoint,
+        # moto's state machine interpreter calls back to localhost:$MOTO_PORT for service integrations
+        "MOTO_PORT": str(port),
+        # moto's EC2 backend (made for the compute environments' subnets) loads 1,300 AMIs by
+        # default, a noticeable part of the start-up; none is needed, as no instance is launched
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+        **dict.fromkeys(DROPPED_ENV),
+    }
+
+
+def child_env(endpoint: str) -> dict[str, str]:
+    """The environment every Lambda and Batch child starts from."""
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    path = [str(PACKAGE_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(FAKE_ENV)
+    env.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys(path)),
+            "SEQLAKE_LOCAL": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+class SavedEnv:
+    """Changes to ``os.environ`` that :meth:`restore` undoes."""
+
+    def __init__(self) -> None:
+        self._saved: dict[str, str | None] = {}
+
+    def set(self, values: dict[str, str | None]) -> None:
+        for k, v in values.items():
+            self._saved.setdefault(k, os.environ.get(k))
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def restore(self) -> None:
+        saved, self._saved = self._saved, {}
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

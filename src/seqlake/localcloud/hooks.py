@@ -1,0 +1,89 @@
+"""What moto calls back into (:data:`.patches.HOOKS`): Lambda invocations, Batch submissions, event
+delivery and Athena queries go to the local runners; a Batch attempt's log goes to CloudWatch Logs and a
+failed asynchronous event to its function's dead-letter queue. Every returning Lambda or Batch job sets
+:attr:`Hooks.activity`, which wakes the wait loop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from seqlake.localcloud import patches
+from seqlake.localcloud.batch import ArrayProgress, BatchRunner
+from seqlake.localcloud.events import EventDelivery
+from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+
+#: service name -> a client of the local cloud
+Clients = Callable[[str], Any]
+#: (sql, database) -> (columns, rows as text)
+AthenaQuery = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
+
+
+class Hooks:
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+        self.lambdas: LambdaRunner | None = None
+        #: set when a Lambda or Batch job returns: the state machine may have moved
+        self.activity = threading.Event()
+
+    def install(self, lambdas: LambdaRunner, batch: BatchRunner, athena_query: AthenaQuery) -> None:
+        self.lambdas = lambdas
+        patches.HOOKS.lambda_invoke = self.invoke
+        patches.HOOKS.batch_run = batch
+        patches.HOOKS.deliver = EventDelivery(lambdas)
+        patches.HOOKS.athena_query = athena_query
+
+    @staticmethod
+    def uninstall() -> None:
+        patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
+        patches.HOOKS.deliver = patches.HOOKS.athena_query = None
+
+    def invoke(self, name: str, payload: bytes, is_async: bool) -> tuple[bytes, bool]:
+        assert self.lambdas is not None
+        try:
+            return self.lambdas(name, payload, is_async)
+        finally:
+            self.activity.set()
+
+    def batch_changed(self, progress: ArrayProgress) -> None:
+        # a job that stops wakes the state machine's .sync wait at once (patch 7) instead of its next poll
+        patches.wake_sync_waiters()
+        self.activity.set()
+
+    def put_log(self, group: str, stream: str, lines: list[str]) -> None:
+        """A Batch attempt's output into CloudWatch Logs (moto), where the failure step reads its last line."""
+        logs = self.clients("logs")
+        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_group(logGroupName=group)
+        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        now = int(time.time() * 1000)
+        events = [{"timestamp": now, "message": line} for line in lines if line.strip()]  # no empty events
+        for i in range(0, len(events), 5000):
+            logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events[i : i + 5000])
+
+    def dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
+        """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""
+        sqs = self.clients("sqs")
+        url = sqs.get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        err = json.loads(error or b"{}")
+        attributes = {
+            "RequestID": {"DataType": "String", "StringValue": "local"},
+            "ErrorCode": {"DataType": "String", "StringValue": str(err.get("errorType", "Unhandled"))},
+            "ErrorMessage": {"DataType": "String", "StringValue": str(err.get("errorMessage", ""))[:1000] or "-"},
+        }
+        sqs.send_message(QueueUrl=url, MessageBody=event.decode(), MessageAttributes=attributes)
+
+
+@contextlib.contextmanager
+def events_paused() -> Iterator[None]:
+    """S3 events are not delivered meanwhile (objects put back, or put without starting a run)."""
+    patches.HOOKS.events_enabled = False
+    try:
+        yield
+    finally:
+        patches.HOOKS.events_enabled = True

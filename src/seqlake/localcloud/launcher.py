@@ -1,0 +1,237 @@
+"""Starting the local cloud's child processes: one way for a Lambda invocation and a Batch attempt alike.
+
+The caller says what to run as a :class:`Program`: a Python function named ``"module:function"``, called
+with no arguments in a process of its own with ``sys.argv``, the environment, the working folder and the
+log (stdout and stderr) the program names, exactly as ``python -m`` would run it; or any other command,
+which is always a new process. The :class:`Launcher` decides how the process is made: forked from a fork
+server (:mod:`.forkserver`) that imported the heavy libraries once, where ``fork`` exists and
+``SEQLAKE_FORK_SERVER`` is not ``0``; otherwise a new interpreter, ``python -m`` this module. Either way
+the caller gets a :class:`Child` to feed (stdin), wait for and kill.
+
+This module and its fork server import nothing else of seqlake: what to preload and what to run are given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from seqlake.localcloud import forkserver
+
+#: the setting: ``0`` starts every child as a new interpreter even where ``fork`` exists
+FORK_VAR = "SEQLAKE_FORK_SERVER"
+
+
+def fork_enabled(env: dict[str, str] | None = None) -> bool:
+    """Fork children from a server: ``fork`` exists here and ``SEQLAKE_FORK_SERVER`` is not ``0``."""
+    return forkserver.available() and (os.environ if env is None else env).get(FORK_VAR, "1") != "0"
+
+
+@dataclass(frozen=True)
+class Program:
+    """What one child process runs."""
+
+    #: ``sys.argv`` of a function (``argv[0]`` is the name it sees), or the command line of any other program
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    log_path: Path
+    #: ``"module:function"`` to call in the child (returns its exit code, or None for 0); None: ``argv``
+    #: is a command of its own, started as a new process
+    target: str | None = None
+    #: the log is appended to, not truncated
+    append_log: bool = False
+    #: the child's stdin is a pipe the caller writes once (:meth:`Child.send`); otherwise /dev/null
+    takes_input: bool = False
+
+
+class Child(Protocol):
+    """A started child process."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, or minus the signal that killed it; None until it has ended (or if unknown)."""
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the child's stdin and close it (a child that already ended is no error)."""
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once the child has ended; False if ``timeout`` seconds passed first."""
+
+    def kill(self) -> None:
+        """SIGKILL the child if it still runs, and wait for it."""
+
+
+@dataclass(eq=False)
+class Popened:
+    """A :class:`subprocess.Popen` as a :class:`Child`."""
+
+    proc: subprocess.Popen[bytes]
+    pid: int = field(init=False)
+    returncode: int | None = None
+
+    def __post_init__(self) -> None:
+        self.pid = self.proc.pid
+
+    def send(self, data: bytes) -> None:
+        _send(self.proc.stdin.fileno() if self.proc.stdin else -1, data)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def wait(self, timeout: float | None) -> bool:
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.returncode = self.proc.wait()
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    with contextlib.suppress(BrokenPipeError):  # the child ended without reading: its outcome says why
+        while view and fd >= 0:
+            view = view[os.write(fd, view) :]
+
+
+@dataclass(eq=False)
+class _ForkedChild:
+    """A child of the fork server, with the write end of its stdin pipe."""
+
+    forked: forkserver.Forked
+    stdin: int
+    pid: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pid = self.forked.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.forked.returncode
+
+    def send(self, data: bytes) -> None:
+        if self.stdin >= 0:
+            _send(self.stdin, data)
+            os.close(self.stdin)
+            self.stdin = -1
+
+    def wait(self, timeout: float | None) -> bool:
+        return self.forked.wait(timeout)
+
+    def kill(self) -> None:
+        self.forked.kill()
+        if self.stdin >= 0:
+            os.close(self.stdin)
+            self.stdin = -1
+
+
+class Launcher:
+    """Makes the child processes: forked from one server (started on first use), or new interpreters."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        fork: bool | None = None,
+        preload: tuple[str, ...] = (),
+        init: str | None = None,
+        server_log: Path | None = None,
+    ) -> None:
+        #: the fork server's environment, modules it imports once and ``"module:function"`` it calls first
+        self._env, self._preload, self._init, self._server_log = env, preload, init, server_log
+        self.forks = fork_enabled() if fork is None else fork
+        self._server: forkserver.ForkServer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def starts_cold(self) -> bool:
+        """A child pays for its own imports (a new interpreter): worth starting ahead of its work."""
+        return not self.forks
+
+    def prepare(self) -> None:
+        """Start the fork server now (nothing without one): its imports overlap whatever comes next."""
+        if self.forks:
+            self._fork_server()
+
+    def _fork_server(self) -> forkserver.ForkServer:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the launcher is closed")
+            if self._server is None:
+                if self._server_log is not None:
+                    self._server_log.parent.mkdir(parents=True, exist_ok=True)
+                self._server = forkserver.ForkServer(
+                    self._env, preload=self._preload, init=self._init, log_path=self._server_log
+                )
+            return self._server
+
+    def start(self, program: Program) -> Child:
+        """Start ``program``; raises :class:`OSError` (or :class:`RuntimeError` once closed) if it cannot."""
+        program.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if program.target is not None and self.forks:
+            return self._fork(program)
+        argv = program.argv if program.target is None else [sys.executable, "-m", __name__, program.target,
+                                                             *program.argv]
+        with program.log_path.open("ab" if program.append_log else "wb") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if program.takes_input else subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=program.env,
+                cwd=program.cwd,
+            )
+        return Popened(proc)
+
+    def _fork(self, program: Program) -> Child:
+        stdin_r, stdin_w = os.pipe() if program.takes_input else (-1, -1)
+        request = {
+            "target": program.target,
+            "argv": program.argv,
+            "env": program.env,
+            "cwd": program.cwd,
+            "log_path": str(program.log_path),
+            "append": program.append_log,
+        }
+        try:
+            forked = self._fork_server().spawn(request, stdin=stdin_r)
+        except BaseException:
+            if stdin_w >= 0:
+                os.close(stdin_w)
+            raise
+        finally:
+            if stdin_r >= 0:
+                os.close(stdin_r)
+        return _ForkedChild(forked, stdin_w)
+
+    def close(self) -> None:
+        """Stop the fork server (after its last child; the callers kill theirs first)."""
+        with self._lock:
+            self._closed, server, self._server = True, self._server, None
+        if server is not None:
+            server.close()
+
+
+def main(argv: list[str]) -> int:
+    """A new interpreter's side: ``python -m seqlake.localcloud.launcher MODULE:FUNCTION ARGV0 ARGS...``."""
+    target, sys.argv = argv[0], argv[1:]
+    code = forkserver.resolve(target)()
+    return 0 if code is None else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,93 @@
+"""The state folder's mirror of moto: objects and Glue partitions put back on start, the data bucket and
+the catalog saved after a wait (and before each Athena query, which reads the saved copy)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from seqlake.localcloud import athena
+from seqlake.localcloud.hooks import events_paused
+from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body
+
+#: service name -> a client of the local cloud
+Clients = Callable[[str], Any]
+
+
+def restore(state: StateDir, clients: Clients) -> None:
+    """Put the saved objects and partitions back, without starting runs for them."""
+    s3, glue = clients("s3"), clients("glue")
+    existing = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    with events_paused():
+        for bucket, keys in state.objects().items():
+            if bucket not in existing:
+                continue
+            for key, meta in keys.items():
+                path = state.local_path(bucket, key)
+                if meta.body and not key.startswith(NOT_RESTORED_PREFIXES) and path.is_file():
+                    s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+        tables = {
+            (t["DatabaseName"], t["Name"])
+            for db in glue.get_databases()["DatabaseList"]
+            for t in glue.get_tables(DatabaseName=db["Name"])["TableList"]
+        }
+        for t in state.catalog():
+            if (t.database, t.name) not in tables or not t.partitions:
+                continue
+            parts = [{"Values": list(p.values), "StorageDescriptor": {"Location": p.location}} for p in t.partitions]
+            for i in range(0, len(parts), 100):
+                glue.batch_create_partition(
+                    DatabaseName=t.database, TableName=t.name, PartitionInputList=parts[i : i + 100]
+                )
+
+
+def catalog(clients: Clients) -> list[athena.TableDef]:
+    """The Glue catalog as it is now (tables and registered partitions)."""
+    glue = clients("glue")
+    out = []
+    for db in glue.get_databases()["DatabaseList"]:
+        for t in glue.get_paginator("get_tables").paginate(DatabaseName=db["Name"]).build_full_result()["TableList"]:
+            sd = t.get("StorageDescriptor", {})
+            parts = (
+                glue.get_paginator("get_partitions")
+                .paginate(DatabaseName=db["Name"], TableName=t["Name"])
+                .build_full_result()["Partitions"]
+            )
+            out.append(
+                athena.TableDef(
+                    database=db["Name"],
+                    name=t["Name"],
+                    location=sd.get("Location", ""),
+                    columns=tuple((c["Name"], c["Type"]) for c in sd.get("Columns", [])),
+                    partition_keys=tuple((k["Name"], k["Type"]) for k in t.get("PartitionKeys", [])),
+                    partitions=tuple(
+                        athena.Partition(tuple(p["Values"]), p["StorageDescriptor"]["Location"])
+                        for p in sorted(parts, key=lambda p: p["Values"])
+                    ),
+                )
+            )
+    return out
+
+
+def persist(state: StateDir, clients: Clients, bucket: str) -> int:
+    """Mirror ``bucket``'s new or changed objects and the catalog into the state folder; returns the
+    bodies written."""
+    s3 = clients("s3")
+    saved = state.objects()
+    known = saved.setdefault(bucket, {})
+    written = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            key, etag = obj["Key"], obj["ETag"].strip('"')
+            meta = ObjectMeta(etag=etag, size=int(obj["Size"]), body=keeps_body(key))
+            path = state.local_path(bucket, key)
+            if meta.body and (known.get(key) != meta or not path.is_file()):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                s3.download_file(bucket, key, str(tmp))
+                tmp.replace(path)
+                written += 1
+            known[key] = meta
+    state.save_objects(saved)
+    state.save_catalog(catalog(clients))
+    return written

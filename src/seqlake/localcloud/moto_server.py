@@ -1,0 +1,46 @@
+"""moto's lifecycle: a threaded HTTP server in this process on a free loopback port, so the Lambda handlers
+and Batch children (separate processes) reach the same backends through ``AWS_ENDPOINT_URL``."""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+import warnings
+from typing import Any
+
+from seqlake.localcloud import patches
+
+
+class MotoServer:
+    def __init__(self) -> None:
+        self._server: Any = None
+        self.endpoint = ""
+        self.port = 0
+
+    def start(self) -> str:
+        """Start moto (patched) and empty its backends; returns the endpoint URL."""
+        # moto warns that its server wants every optional dependency; flask is the one it uses here
+        warnings.filterwarnings("ignore", message="When using MotoServer", category=UserWarning)
+        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # the interpreter logs every state failure it handles (Catch) as an error: runs report their own
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
+        patches.apply_all()
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, self.port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{self.port}"
+        return self.endpoint
+
+    def reset(self) -> None:
+        """Empty moto's backends: they are process-wide, so a second cloud in this process starts empty."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=60):  # noqa: S310
+            pass
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self.reset()  # frees the objects held in memory
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,59 @@
+"""The app's files ship in the wheel, so that an installed ``seqlake[local]`` runs the local cloud."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from seqlake.errors import SeqlakeError
+from seqlake.localcloud import appdir
+from seqlake.localcloud.packaging import load_template, package
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_IN_WHEEL = "seqlake/localcloud/app/"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (found,) = out.glob("seqlake-*.whl")
+    return found
+
+
+def test_the_wheel_carries_a_deployable_app(wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if n.startswith(APP_IN_WHEEL)]
+        z.extractall(tmp_path, names)
+    app = tmp_path / APP_IN_WHEEL
+    # everything the template names is there: the functions' folders and the state machine
+    packaged = package(load_template(app / appdir.TEMPLATE), app)
+    functions = {r["Properties"]["CodeUri"] for r in load_template(ROOT / appdir.TEMPLATE)["Resources"].values()
+                 if r["Type"] == "AWS::Serverless::Function"}
+    assert {p.relative_to(app).as_posix() + "/" for p in packaged.code_dirs.values()} == functions
+    assert all((d / "app.py").is_file() for d in packaged.code_dirs.values())
+    assert any("Definition" in r.get("Properties", {}) for r in packaged.template["Resources"].values())
+    queries = sorted(p.name for p in (ROOT / appdir.QUERIES).glob("*.sql"))
+    assert queries and sorted(p.name for p in (app / appdir.QUERIES).glob("*.sql")) == queries
+    assert not [n for n in names if "__pycache__" in n]
+    # SEQLAKE_APP_DIR names such a folder
+    monkeypatch.setenv(appdir.VAR, str(app))
+    assert appdir.app_dir() == app and appdir.queries_dir() == app / appdir.QUERIES
+
+
+def test_app_dir_is_the_checkout_here_and_refuses_a_folder_without_a_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(appdir.VAR, raising=False)
+    assert appdir.app_dir() == ROOT
+    monkeypatch.setenv(appdir.VAR, str(tmp_path))
+    with pytest.raises(SeqlakeError, match=r"no template\.yaml"):
+        appdir.app_dir()
