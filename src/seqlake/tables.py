@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from seqlake.depth import DEPTH_CAP, THRESHOLDS
 from seqlake.model import FINAL_STATES
 
 #: Glue / Athena (Hive DDL) names of the Arrow types used here.
@@ -182,6 +183,13 @@ ALIGNMENTS = Table(
         _c("nm", _I32, "edit distance to the reference (NM)"),
         _c("is_primary", _B, "true for the primary alignment of the read", False),
         _c("read_len", _I32, "length of the (trimmed) read"),
+        _c("mate_contig", _S, "the mate's reference sequence name (SAM RNEXT, written out); null without a "
+           "mapped mate"),
+        _c("mate_pos", _I64, "1-based leftmost position of the mate's primary alignment (SAM PNEXT); a mapped "
+           "read whose mate is unmapped carries its own position, as minimap2 writes it"),
+        _c("tlen", _I64, "template length as minimap2 writes SAM TLEN: signed distance between the 5' ends of "
+           "this alignment and the mate's primary, 0 on different contigs or with an unmapped mate; null for "
+           "single-end reads"),
     ),
 )
 
@@ -198,6 +206,75 @@ COVERAGE = Table(
         _c("covered_bases", _I64, "bases in the bin with depth >= 1", False),
     ),
     key=("sample", "contig", "bin_start"),
+)
+
+_PCT_AT = tuple(
+    _c(f"pct_genome_{t}x", _F64, f"percentage of the reference's bases with depth >= {t} (as `samtools depth -a`)")
+    for t in THRESHOLDS
+)
+
+SAMPLE_SUMMARY = Table(
+    "sample_summary",
+    "One row per run and sample: the figures a lab reads first. Quality figures are of the raw reads "
+    "(both mates); alignment figures follow `samtools stats` (primary alignments), depth `samtools depth -a`.",
+    (
+        _SAMPLE,
+        _c("read_pairs_raw", _I64, "read pairs before trimming (reads for single-end samples)", False),
+        _c("bases_raw", _I64, "bases before trimming, both mates", False),
+        _c("read_pairs_trimmed", _I64, "read pairs kept by trimming and the length filter", False),
+        _c("bases_trimmed", _I64, "bases kept by trimming, both mates", False),
+        _c("pct_q30", _F64, "percentage of raw bases with Phred quality >= 30"),
+        _c("pct_gc", _F64, "percentage of G and C among raw bases"),
+        _c("mean_quality", _F64, "arithmetic mean of the raw bases' Phred scores (as FastQC, fastp, MultiQC)"),
+        _c("mean_error_quality", _F64, "Phred value of the raw bases' mean error probability (seqkit's "
+           "AvgQual; lower than mean_quality)"),
+        _c("reads_adapter_8bp", _I64, "reads (both mates) with at least 8 bases of adapter removed"),
+        _c("pct_mapped", _F64, "percentage of raw reads (both mates) with a primary alignment"),
+        _c("pct_properly_paired", _F64, "percentage of raw reads flagged proper pair (0x2)"),
+        _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
+        _c("mean_depth", _F64, "mean depth over the reference (`samtools depth -a`: aligned bases, no "
+           "deletions; overlapping mates both count)"),
+        *_PCT_AT,
+        _c("median_insert_size", _F64, "median |TLEN| of primary reads of mapped pairs (samtools stats' IS "
+           "histogram)"),
+        _c("error_rate", _F64, "mismatches (NM) / bases mapped (M, I, =, X) of primary and supplementary "
+           "alignments, as samtools stats"),
+        _c("soft_clipped_bases", _I64, "soft-clipped bases of primary alignments"),
+        _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls)"),
+        _c("run_name", _S, "the samplesheet's `run_name`, else the run parsed from Illumina read names"),
+        _c("lanes", _S, "comma-separated lanes (samplesheet `lane`, else the Illumina read names)"),
+    ),
+    key=("sample",),
+)
+
+CONTIG_COVERAGE = Table(
+    "contig_coverage",
+    "Depth per sample and contig, exact (`samtools depth -a` semantics): mean depth and the percentage of "
+    "bases at each threshold.",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("length", _I64, "contig length", False),
+        _c("mean_depth", _F64, "mean depth over the contig"),
+        *(_c(f"pct_{t}x", _F64, f"percentage of the contig's bases with depth >= {t}") for t in THRESHOLDS),
+    ),
+    key=("sample", "contig"),
+)
+
+LOW_COVERAGE = Table(
+    "low_coverage",
+    "Merged intervals with depth below each threshold, per sample and contig (exact, `samtools depth -a` "
+    "semantics; positions 1-based inclusive as SAM, IGV and samtools regions).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("threshold", _I32, f"depth threshold ({', '.join(map(str, THRESHOLDS))}): every base of the "
+           "interval has a lower depth", False),
+        _c("pos", _I64, "1-based first base of the interval", False),
+        _c("end_pos", _I64, "1-based last base of the interval (inclusive)", False),
+        _c("length", _I64, "bases in the interval (end_pos - pos + 1)", False),
+    ),
+    key=("sample", "contig", "threshold", "pos"),
 )
 
 RUNS = Table(
@@ -228,7 +305,8 @@ RUNS = Table(
     ),
 )
 
-TABLES: tuple[Table, ...] = (QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS, COVERAGE, RUNS)
+TABLES: tuple[Table, ...] = (SAMPLE_SUMMARY, QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS,
+                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, RUNS)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 #: the tables a failed run never gets a partition in (``runs`` records the failure itself)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
@@ -256,8 +334,21 @@ COVERED_INTERVALS = Table(
     ),
 )
 
+DEPTH_RUNS = Table(
+    "depth_runs",
+    f"Staging only: a child's exact depth per sample and contig as runs of constant depth, capped at "
+    f"{DEPTH_CAP} (the commit sums them; see seqlake.depth).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("start", _I64, "0-based start", False),
+        _c("stop", _I64, "0-based exclusive end", False),
+        _c("depth", _I32, "depth over the run (>= 1)", False),
+    ),
+)
+
 #: parts a child writes for the commit only: never cataloged, never queried
-STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS)
+STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
 
 
 def markdown() -> str:
