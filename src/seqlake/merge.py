@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from seqlake.alignqc import median_of_hist
 from seqlake.coverage import CoverageAccumulator
 from seqlake.depth import THRESHOLDS, DepthAccumulator, Profile
 from seqlake.errors import SeqlakeError
+from seqlake.metadata import lane_row, sample_fields
 from seqlake.parquet_io import to_arrow, write_table
 from seqlake.plan import Plan
 from seqlake.qc import QCAccumulator, summarize
@@ -78,6 +80,8 @@ class _SampleFold:
         self.trim: dict[int, TrimStats] = {}
         self.align: dict[int, AlignStats] | None = None
         self.align_qc: AlignQC | None = None
+        #: shard -> Illumina fields of its first read name
+        self.headers: dict[int, dict[str, str]] = {}
 
     def add(self, r: ShardResult) -> None:
         if not self.mates:
@@ -94,6 +98,7 @@ class _SampleFold:
             self.align = self.align or {m: AlignStats() for m in self.mates}
             for m in self.mates:
                 self.align[m].merge(r.align[m])
+        self.headers[r.shard] = r.header
         if r.align_qc is not None:
             self.align_qc = self.align_qc or AlignQC()
             self.align_qc.merge(r.align_qc)
@@ -178,13 +183,15 @@ def merge_run(plan: Plan) -> RunTotals:
     if not alignments:  # every table gets a partition, even an empty one (no reference)
         write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
     out: dict[str, list[pa.Table]] = {t: [] for t in RESULT_TABLES if t != "alignments"}
+    committed_at = datetime.now(UTC)
     for sample, fold in folds.items():
         accs = fold.accumulators()
         summary = summary_rows(sample, accs, fold.trim, fold.align, coverage.get(sample))
         out["qc_summary"].append(to_arrow("qc_summary", summary))
         exact = ExactCoverage(contigs, depth[sample], fold.align_qc) if sample in depth else None
         out["sample_summary"].append(to_arrow("sample_summary", sample_summary_row(
-            sample, fold, exact, {})))
+            sample, fold, exact, {"committed_at": committed_at, **sample_metadata(plan, sample, fold)})))
+        out["samples"].append(to_arrow("samples", _columns("samples", lane_rows(plan, sample, fold))))
         if exact is not None:
             out["contig_coverage"].append(to_arrow("contig_coverage", exact.contig_rows(sample)))
             out["low_coverage"].append(to_arrow("low_coverage", exact.low_rows(sample)))
@@ -219,6 +226,8 @@ def summary_rows(
     for (mate, stage), acc in accs:
         s = summarize(acc)
         s.pop("sum_gap")
+        s["mean_error_quality"] = s.pop("avg_qual")
+        s["mean_quality"] = mean_quality(acc)
         row: dict[str, Any] = {"sample": sample, "mate": mate, "stage": stage, **s}
         trimmed = stage == "trimmed"
         row.update({k: (v if trimmed else None) for k, v in trim_stats[mate].as_dict().items()})
@@ -227,7 +236,7 @@ def summary_rows(
         row["properly_paired"] = a.properly_paired if a else None
         row["mean_mapq"] = (a.mapq_sum / a.mapped_reads if a.mapped_reads else None) if a else None
         row["mean_depth"] = depth if a else None
-        row["breadth"] = breadth if a else None
+        row["pct_breadth"] = 100 * breadth if a and breadth is not None else None
         rows.append(row)
     return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
 
@@ -276,6 +285,32 @@ class ExactCoverage:
         return cols
 
 
+def lane_rows(plan: Plan, sample: str, fold: _SampleFold) -> list[dict[str, Any]]:
+    """The ``samples`` rows of a sample: one per input row (lane), in samplesheet order."""
+    first_shard: dict[int, int] = {}
+    for shard in plan.shards:
+        first_shard.setdefault(shard.spans[0].input, shard.index)
+    rows = []
+    for i, f in enumerate(plan.inputs):
+        if f.sample != sample or f.mate != 1:
+            continue
+        nxt = plan.inputs[i + 1] if i + 1 < len(plan.inputs) else None
+        r2 = nxt.uri if nxt is not None and nxt.sample == sample and nxt.mate == 2 else None
+        header = fold.headers.get(first_shard.get(i, -1), {})
+        rows.append({"sample": sample, "fastq_1": f.uri, "fastq_2": r2, **lane_row(f.metadata, header)})
+    return rows
+
+
+def sample_metadata(plan: Plan, sample: str, fold: _SampleFold) -> dict[str, Any]:
+    return sample_fields(lane_rows(plan, sample, fold))
+
+
+def mean_quality(acc: QCAccumulator) -> float | None:
+    """The arithmetic mean of the bases' Phred scores (FastQC's and fastp's mean quality)."""
+    bases = int(acc.qual_counts.sum())
+    return float((acc.qual_counts * np.arange(len(acc.qual_counts))).sum()) / bases if bases else None
+
+
 def _columns(table: str, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {c.name: [r.get(c.name) for r in rows] for c in BY_NAME[table].columns}
 
@@ -295,7 +330,6 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     both = summarize(raw_acc) if fold.mates else {}
     bases = both.get("bases", 0)
     raw_reads = sum(s["reads"] for s in raw)
-    quals = np.arange(len(raw_acc.qual_counts))
     row: dict[str, Any] = {
         "sample": sample,
         "read_pairs_raw": raw[0]["reads"] if raw else 0,
@@ -304,7 +338,7 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
         "bases_trimmed": sum(s["bases"] for s in trimmed),
         "pct_q30": _pct(both.get("q30_bases", 0), bases),
         "pct_gc": _pct(both.get("gc_bases", 0), bases),
-        "mean_quality": float((raw_acc.qual_counts * quals).sum()) / bases if bases else None,
+        "mean_quality": mean_quality(raw_acc),
         "mean_error_quality": both.get("avg_qual"),
         "reads_adapter_8bp": sum(t.reads_adapter_8bp for t in fold.trim.values()),
         **metadata,

@@ -164,6 +164,8 @@ class ShardResult:
     trim: dict[int, TrimStats]
     align: dict[int, AlignStats] | None = None
     align_qc: AlignQC | None = None
+    #: Illumina fields of the shard's first read name (:func:`seqlake.metadata.illumina_fields`)
+    header: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,6 +176,7 @@ class ShardResult:
             "trim": {str(m): t.as_dict() for m, t in self.trim.items()},
             "align": None if self.align is None else {str(m): asdict(a) for m, a in self.align.items()},
             "align_qc": None if self.align_qc is None else self.align_qc.to_json(),
+            "header": self.header,
         }
 
     @classmethod
@@ -183,7 +186,8 @@ class ShardResult:
         align = None if d.get("align") is None else {m: AlignStats(**d["align"][str(m)]) for m in mates}
         align_qc = None if d.get("align_qc") is None else AlignQC.from_json(d["align_qc"])
         return cls(int(d["shard"]), str(d["sample"]), mates, qc,
-                   {m: TrimStats(**d["trim"][str(m)]) for m in mates}, align, align_qc)
+                   {m: TrimStats(**d["trim"][str(m)]) for m in mates}, align, align_qc,
+                   {str(k): str(v) for k, v in d.get("header", {}).items()})
 
 
 @dataclass(frozen=True)

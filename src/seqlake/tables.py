@@ -113,7 +113,9 @@ QC_SUMMARY = Table(
         _c("q30_bases", _I64, "bases with Phred quality >= 30", False),
         _c("gc_bases", _I64, "G, C, g, c bases", False),
         _c("n_bases", _I64, "N or other IUPAC ambiguity codes (anything but ACGT, either case)", False),
-        _c("avg_qual", _F64, "mean Phred quality over all bases (as seqkit AvgQual)"),
+        _c("mean_quality", _F64, "arithmetic mean of the bases' Phred scores (as FastQC, fastp and MultiQC)"),
+        _c("mean_error_quality", _F64, "Phred value of the bases' mean error probability (seqkit's AvgQual, "
+           "several points below mean_quality: not the mean score)"),
         _c("reads_adapter_trimmed", _I64, "reads from which an adapter was removed (trimmed stage)"),
         _c("bases_quality_trimmed", _I64, "bases removed by 3'/5' quality trimming (trimmed stage)"),
         _c("bases_adapter_trimmed", _I64, "bases removed with adapters (trimmed stage)"),
@@ -123,7 +125,7 @@ QC_SUMMARY = Table(
         _c("properly_paired", _I64, "reads flagged proper pair, 0x2 (paired-end with a reference)"),
         _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
         _c("mean_depth", _F64, "mean depth over the whole reference (primary + supplementary spans)"),
-        _c("breadth", _F64, "fraction of reference bases with depth >= 1"),
+        _c("pct_breadth", _F64, "percentage of reference bases with depth >= 1 (whole spans, as mean_depth)"),
     ),
     key=("sample", "mate", "stage"),
 )
@@ -240,9 +242,14 @@ SAMPLE_SUMMARY = Table(
         _c("error_rate", _F64, "mismatches (NM) / bases mapped (M, I, =, X) of primary and supplementary "
            "alignments, as samtools stats"),
         _c("soft_clipped_bases", _I64, "soft-clipped bases of primary alignments"),
-        _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls)"),
-        _c("run_name", _S, "the samplesheet's `run_name`, else the run parsed from Illumina read names"),
-        _c("lanes", _S, "comma-separated lanes (samplesheet `lane`, else the Illumina read names)"),
+        _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls); null "
+           "without one"),
+        _c("run_name", _S, "the samplesheet's `run_name`, else the run number in the Illumina read names"),
+        _c("flowcell", _S, "flowcell ID from the Illumina read names (comma-separated if several)"),
+        _c("lanes", _S, "comma-separated lanes (samplesheet `lane`, else from the Illumina read names)"),
+        _c("instrument", _S, "instrument ID from the Illumina read names (comma-separated if several)"),
+        _c("committed_at", _TS, "when the run's results were committed (the latest row per sample is the "
+           "latest processing)", False),
     ),
     key=("sample",),
 )
@@ -277,6 +284,23 @@ LOW_COVERAGE = Table(
     key=("sample", "contig", "threshold", "pos"),
 )
 
+SAMPLES = Table(
+    "samples",
+    "One row per run, sample and samplesheet row (a lane): its files and metadata. Several rows of one "
+    "sample are processed as one sample.",
+    (
+        _SAMPLE,
+        _c("fastq_1", _S, "the row's read 1 (or single-end) file URI", False),
+        _c("fastq_2", _S, "the row's read 2 file URI; null for single-end"),
+        _c("control", _B, "the samplesheet's `control` (true / false; null when absent or empty)"),
+        _c("run_name", _S, "the samplesheet's `run_name`, else the run number in the Illumina read names"),
+        _c("lane", _S, "the samplesheet's `lane`, else the lane in the Illumina read names"),
+        _c("instrument", _S, "instrument ID from the Illumina read names"),
+        _c("flowcell", _S, "flowcell ID from the Illumina read names (CASAVA 1.8+ names only)"),
+        _c("metadata", _S, "JSON object of the row's other samplesheet columns (strings); null without any"),
+    ),
+)
+
 RUNS = Table(
     "runs",
     "One row per run (and per input the start function rejected): inputs, parameters, software version, "
@@ -306,8 +330,10 @@ RUNS = Table(
 )
 
 TABLES: tuple[Table, ...] = (SAMPLE_SUMMARY, QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS,
-                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, RUNS)
+                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, SAMPLES, RUNS)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+#: columns that differ between two commits of the same data (everything else is a function of the inputs)
+COMMIT_TIME_COLUMNS: tuple[str, ...] = ("committed_at",)
 #: the tables a failed run never gets a partition in (``runs`` records the failure itself)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
 

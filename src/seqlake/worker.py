@@ -30,6 +30,7 @@ from seqlake.alignqc import alignment_qc
 from seqlake.coverage import CoverageAccumulator
 from seqlake.depth import DepthAccumulator
 from seqlake.errors import BadInputError
+from seqlake.metadata import illumina_fields
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
 from seqlake.plan import Plan
 from seqlake.qc import ChunkRecords, QCAccumulator, parse_chunk
@@ -126,6 +127,7 @@ class _ShardRun:
         self.trim_stats = {m: TrimStats() for m in self.mates}
         self.align_stats = {m: AlignStats() for m in self.mates}
         self.align_qc = AlignQC()
+        self.header: dict[str, str] | None = None
         self.trimmer = Trimmer(self.params)
         self.aligning = aligning
         self.pending = AlignmentColumns()
@@ -142,6 +144,8 @@ class _ShardRun:
             for m, r in zip(self.mates, recs, strict=True):
                 self.raw[m].add_chunk(r)
             names = recs[0].names()
+            if self.header is None and names:
+                self.header = illumina_fields(names[0])
             if len(recs) == 2:
                 bad = _mate_names_match(names, recs[1].names())
                 if bad is not None:
@@ -199,11 +203,12 @@ class _ShardRun:
 
     def result(self) -> ShardResult:
         qc = {(m, s): (self.raw if s == "raw" else self.trimmed)[m] for m in self.mates for s in STAGES}
+        header = self.header or {}
         if self.aligning is None:
-            return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats)
+            return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, header=header)
         self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
         return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
-                           self.align_qc)
+                           self.align_qc, header)
 
 
 def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:

@@ -11,15 +11,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import sqlglot
 
 from seqlake import merge, worker
 from seqlake.depth import THRESHOLDS
 from seqlake.model import Sample
 from seqlake.plan import Plan, make_plan
+from seqlake.samplesheet import read_samplesheet
+from seqlake.simulate import write_pairs
+from seqlake.tables import TABLES
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -160,3 +167,74 @@ def test_mean_quality_equals_fastp_per_cycle_means(miseq: tuple[Path, Path], mis
     assert len(curve) == len(ours)
     for cycle, mean in enumerate(curve, start=1):
         assert ours[cycle] == pytest.approx(mean, abs=5e-5)  # fastp prints 4 decimals
+
+
+def _first_pairs(src: Path, dst: Path, start: int, stop: int) -> None:
+    lines = gzip.decompress(src.read_bytes()).split(b"\n")
+    dst.write_bytes(gzip.compress(b"\n".join(lines[4 * start : 4 * stop]) + b"\n", mtime=0))
+
+
+@pytest.fixture(scope="module")
+def lanes_run(miseq: tuple[Path, Path], reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """A samplesheet with a control column: the MiSeq pair split into two lanes of sample ``s1``, a
+    negative control of 20 pairs, and 3,000 simulated pairs covering the whole genome (``sim``)."""
+    d = tmp_path_factory.mktemp("lanes")
+    half = 2881
+    for mate, src in enumerate(miseq, start=1):
+        _first_pairs(src, d / f"s1_L001_R{mate}.fastq.gz", 0, half)
+        _first_pairs(src, d / f"s1_L002_R{mate}.fastq.gz", half, 5762)
+        _first_pairs(src, d / f"neg_R{mate}.fastq.gz", 0, 20)
+    write_pairs(reference, d / "sim_R1.fastq.gz", d / "sim_R2.fastq.gz", 3000, seed=7)
+    sheet = d / "samplesheet.csv"
+    sheet.write_text("sample,fastq_1,fastq_2,control,lane,run_name,batch\n"
+                     "s1,s1_L001_R1.fastq.gz,s1_L001_R2.fastq.gz,false,1,RUN7,b1\n"
+                     "neg,neg_R1.fastq.gz,neg_R2.fastq.gz,true,1,RUN7,b1\n"
+                     "s1,s1_L002_R1.fastq.gz,s1_L002_R2.fastq.gz,false,2,RUN7,b1\n"
+                     "sim,sim_R1.fastq.gz,sim_R2.fastq.gz,,,,\n")
+    samples = read_samplesheet(str(sheet))
+    plan = make_plan("lanes", samples, out_prefix=str(d / "lake"), reference=str(reference), shards=4)
+    for child in range(plan.array_size):
+        worker.process_child(plan, child)
+    merge.merge_run(plan)
+    return plan
+
+
+@pytest.mark.external_data
+def test_a_sample_on_two_lanes_is_one_sample_row_with_its_metadata(lanes_run: Plan, miseq_run: Plan) -> None:
+    rows = {r["sample"]: r for r in table(lanes_run, "sample_summary")}
+    assert sorted(rows) == ["neg", "s1", "sim"]
+    s1, neg = rows["s1"], rows["neg"]
+    assert (s1["control"], s1["lanes"], s1["run_name"]) == (False, "1,2", "RUN7")
+    assert (neg["control"], neg["read_pairs_raw"]) == (True, 20)
+    assert rows["sim"]["control"] is None
+    # the two lanes together are exactly the pair processed as one file
+    whole = table(miseq_run, "sample_summary")[0]
+    same = [c for c in whole if c not in ("sample", "control", "run_name", "lanes", "committed_at")]
+    assert {c: s1[c] for c in same} == {c: whole[c] for c in same}
+    lanes = sorted((r["lane"], r["fastq_1"].rsplit("/", 1)[1], r["metadata"])
+                   for r in table(lanes_run, "samples") if r["sample"] == "s1")
+    assert lanes == [("1", "s1_L001_R1.fastq.gz", '{"batch": "b1"}'), ("2", "s1_L002_R1.fastq.gz", '{"batch": "b1"}')]
+
+
+def run_named_query(plan: Plan, name: str) -> list[dict[str, object]]:
+    """A named query (Athena SQL) over a run's results with DuckDB, as the local cloud runs it."""
+    con = duckdb.connect()
+    results = Path(plan.layout.lake.results_root)
+    for t in TABLES:
+        if (results / t.name).is_dir():
+            con.execute(f"CREATE VIEW {t.name} AS SELECT * FROM read_parquet('{results / t.name}/**/*.parquet', "
+                        "hive_partitioning = true, hive_types = {'run_id': VARCHAR})")
+    [sql] = sqlglot.transpile((REPO / "queries" / f"{name}.sql").read_text(), read="trino", write="duckdb")
+    rows: list[dict[str, object]] = con.sql(sql).to_arrow_table().to_pylist()
+    return rows
+
+
+@pytest.mark.external_data
+def test_samples_reaching_90_pct_at_10x_is_one_named_query(lanes_run: Plan, samtools: str,
+                                                          tmp_path: Path) -> None:
+    answer = run_named_query(lanes_run, "samples_at_10x")
+    assert [r["sample"] for r in answer] == ["sim"]
+    pct = {r["sample"]: r["pct_genome_10x"] for r in table(lanes_run, "sample_summary")}
+    assert pct["sim"] >= 90 > pct["s1"]
+    regions = run_named_query(lanes_run, "low_coverage_regions")
+    assert {r["sample"] for r in regions} == {"neg", "s1", "sim"} - ({"sim"} if pct["sim"] == 100 else set())

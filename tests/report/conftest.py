@@ -42,7 +42,7 @@ SELECT sample,
        sum(mean_mapq * mapped_reads) FILTER (WHERE stage = 'trimmed')
              / sum(mapped_reads) FILTER (WHERE stage = 'trimmed') AS mean_mapq,
        max(mean_depth) FILTER (WHERE stage = 'trimmed') AS mean_depth,
-       100.0 * max(breadth) FILTER (WHERE stage = 'trimmed') AS breadth_pct
+       max(pct_breadth) FILTER (WHERE stage = 'trimmed') AS breadth_pct
 FROM read_parquet('{glob}')
 GROUP BY sample ORDER BY sample
 """

@@ -210,7 +210,7 @@ def sample_rows(qc_summary: pa.Table) -> list[SampleRow]:
         mapq = [(r["mean_mapq"], r["mapped_reads"]) for r in trimmed if r.get("mean_mapq") is not None]
         mapped = sum(n for _, n in mapq)
         depth = next((r["mean_depth"] for r in trimmed if r.get("mean_depth") is not None), None)
-        breadth = next((r["breadth"] for r in trimmed if r.get("breadth") is not None), None)
+        breadth = next((r["pct_breadth"] for r in trimmed if r.get("pct_breadth") is not None), None)
         out.append(SampleRow(
             sample=sample,
             reads=reads,
@@ -223,7 +223,7 @@ def sample_rows(qc_summary: pa.Table) -> list[SampleRow]:
             properly_paired_pct=_pct(_sum(trimmed, "properly_paired"), t_reads),
             mean_mapq=sum(q * n for q, n in mapq) / mapped if mapped else None,
             mean_depth=depth,
-            breadth_pct=100.0 * breadth if breadth is not None else None,
+            breadth_pct=breadth,
         ))
     return out
 
