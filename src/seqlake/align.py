@@ -451,6 +451,22 @@ def _collect_spans(out: AlignmentColumns, first: int, spans: list[tuple[str, int
         spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end_pos"], strict=True) if g is not None)
 
 
+def contig_md5(aligner: ReadAligner) -> dict[str, str]:
+    """Each contig's MD5 as SAM ``@SQ M5`` (of the uppercase sequence), from the index; kept in
+    ``<index>.md5.json`` beside a cached index (a human genome takes seconds to hash)."""
+    sidecar = Path(aligner.index_path + ".md5.json")
+    if sidecar.exists():
+        return {str(k): str(v) for k, v in json.loads(sidecar.read_text()).items()}
+    seq = aligner._aligner.seq
+    out = {name: hashlib.md5((seq(name) or "").upper().encode(), usedforsecurity=False).hexdigest()
+           for name, _ in aligner.contigs}
+    with contextlib.suppress(OSError):
+        tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(out))
+        tmp.replace(sidecar)
+    return out
+
+
 # -- the reference index ------------------------------------------------------------------------
 
 

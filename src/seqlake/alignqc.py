@@ -3,9 +3,9 @@
 Rules (samtools ``stats.c``):
 
 - MAPQ histogram: one count per mapped read (its primary alignment);
-- insert size: ``|TLEN|`` of the primary alignments of reads whose pair has both mates mapped,
-  counted when the mates face opposite ways at different positions or the same way (samtools'
-  inward + outward + other pairs), capped at samtools' default maximum (``-i 8000``, the last bin);
+- insert size: one count per pair with both mates mapped, ``|TLEN|`` of its primary alignments
+  (samtools' ``IS`` rows: inward + outward + other pairs), on one contig or with a non-zero TLEN,
+  capped at samtools' default maximum (``-i 8000``);
 - error rate: the sum of NM over ``bases mapped (cigar)`` (M, I, = and X operations), both over
   primary and supplementary alignments (samtools skips only secondary ones, which are not rows here);
 - soft-clipped bases: the S operations of primary alignments.
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from seqlake.depth import depth_blocks
 from seqlake.staging import AlignQC
 
-#: samtools stats' default maximum insert size (``-i``): larger ones land in its last bin
+#: samtools stats' default maximum insert size (``-i``): larger ones count as this size
 MAX_INSERT = 8000
 _OP = re.compile(r"(\d+)([MIDNSHP=XB])")
 
@@ -75,11 +75,9 @@ def _insert_hist(rows: pa.Table) -> dict[int, int]:
     tlen = rows.column("tlen").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     same_contig = pc.fill_null(pc.equal(rows.column("contig"), rows.column("mate_contig")), False)
     same = same_contig.to_numpy(zero_copy_only=False)
-    pos = rows.column("pos").to_numpy().astype(np.int64)
-    mate_pos = rows.column("mate_pos").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    size = np.minimum(np.abs(tlen), MAX_INSERT - 1)
-    same_way = ((f & 0x10) != 0) == ((f & 0x20) != 0)
-    counted = pair & ((size > 0) | same) & (same_way | (mate_pos != pos))
+    size = np.minimum(np.abs(tlen), MAX_INSERT)
+    # samtools counts both mates and prints pairs; a pair's two primaries have the same |TLEN|
+    counted = pair & ((f & 0x40) != 0) & ((size > 0) | same)
     sizes, counts = np.unique(size[counted], return_counts=True)
     return {int(s): int(n) for s, n in zip(sizes, counts, strict=True)}
 

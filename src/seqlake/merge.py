@@ -66,6 +66,10 @@ class RunTotals:
     bases: int = 0
     #: rows written per result table
     rows: dict[str, int] = field(default_factory=dict)
+    #: contig -> MD5 of the reference's sequence (SAM ``@SQ M5``); empty without a reference
+    reference_md5: dict[str, str] = field(default_factory=dict)
+    #: library versions the children ran (cutadapt, mappy)
+    software: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,7 +173,11 @@ def merge_run(plan: Plan) -> RunTotals:
     alignments: dict[int, PartInfo] = {}
     coverage_rows: dict[int, dict[str, int]] = {}
     contigs: list[tuple[str, int]] = []
+    reference_md5: dict[str, str] = {}
+    software: dict[str, str] = {}
     for m in read_manifests(plan):
+        reference_md5 = m.reference_md5 or reference_md5
+        software = {**software, **m.software}
         for r in m.shards:
             folds[r.sample].add(r)
         if m.alignments is not None:
@@ -179,7 +187,7 @@ def merge_run(plan: Plan) -> RunTotals:
     align_rows = _check_alignment_parts(plan, alignments)
     coverage, depth = _fold_coverage(plan, coverage_rows, contigs) if plan.reference else ({}, {})
     # every child checked out: only now is anything written under results/
-    totals = RunTotals(plan.run_id, plan.array_size)
+    totals = RunTotals(plan.run_id, plan.array_size, reference_md5=reference_md5, software=software)
     if not alignments:  # every table gets a partition, even an empty one (no reference)
         write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
     out: dict[str, list[pa.Table]] = {t: [] for t in RESULT_TABLES if t != "alignments"}
@@ -192,6 +200,8 @@ def merge_run(plan: Plan) -> RunTotals:
         out["sample_summary"].append(to_arrow("sample_summary", sample_summary_row(
             sample, fold, exact, {"committed_at": committed_at, **sample_metadata(plan, sample, fold)})))
         out["samples"].append(to_arrow("samples", _columns("samples", lane_rows(plan, sample, fold))))
+        if fold.align_qc is not None:
+            out["alignment_hist"].append(to_arrow("alignment_hist", histogram_rows(sample, fold.align_qc)))
         if exact is not None:
             out["contig_coverage"].append(to_arrow("contig_coverage", exact.contig_rows(sample)))
             out["low_coverage"].append(to_arrow("low_coverage", exact.low_rows(sample)))
@@ -283,6 +293,14 @@ class ExactCoverage:
                 cols["end_pos"] += ends.tolist()
                 cols["length"] += (ends - starts).tolist()
         return cols
+
+
+def histogram_rows(sample: str, qc: AlignQC) -> dict[str, list[Any]]:
+    """``alignment_hist`` columns of a sample."""
+    rows = [{"sample": sample, "metric": metric, "value": value, "frequency": n}
+            for metric, hist in (("insert_size", qc.insert_hist), ("mapq", qc.mapq_hist))
+            for value, n in sorted(hist.items())]
+    return _columns("alignment_hist", rows)
 
 
 def lane_rows(plan: Plan, sample: str, fold: _SampleFold) -> list[dict[str, Any]]:

@@ -83,7 +83,7 @@ class AlignQC:
 
     #: MAPQ -> primary mapped reads
     mapq_hist: dict[int, int] = field(default_factory=dict)
-    #: |TLEN| -> primary reads of pairs with both mates mapped (samtools stats' ``IS`` rule)
+    #: |TLEN| -> pairs with both mates mapped (samtools stats' ``IS`` rows)
     insert_hist: dict[int, int] = field(default_factory=dict)
     #: sum of NM (samtools ``mismatches``)
     mismatches: int = 0
@@ -212,6 +212,10 @@ class ChildManifest:
     coverage_rows: dict[str, int] = field(default_factory=dict)
     #: reference contigs and lengths (the coverage parts hold non-zero bins only)
     contigs: list[tuple[str, int]] = field(default_factory=list)
+    #: contig -> MD5 of its sequence (SAM ``@SQ M5``); empty without a reference
+    reference_md5: dict[str, str] = field(default_factory=dict)
+    #: versions of the libraries that made the numbers (cutadapt, mappy)
+    software: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     version: int = MANIFEST_VERSION
 
@@ -228,6 +232,8 @@ class ChildManifest:
             "alignments": None if self.alignments is None else asdict(self.alignments),
             "coverage_rows": self.coverage_rows,
             "contigs": [list(c) for c in self.contigs],
+            "reference_md5": self.reference_md5,
+            "software": self.software,
             "seconds": self.seconds,
         }
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
@@ -243,6 +249,8 @@ class ChildManifest:
             alignments=None if a is None else PartInfo(int(a["rows"]), int(a["bytes"])),
             coverage_rows={k: int(v) for k, v in d.get("coverage_rows", {}).items()},
             contigs=[(str(n), int(length)) for n, length in d.get("contigs", [])],
+            reference_md5={str(k): str(v) for k, v in d.get("reference_md5", {}).items()},
+            software={str(k): str(v) for k, v in d.get("software", {}).items()},
             seconds=float(d.get("seconds", 0.0)), version=int(d["version"]))
 
     def belongs_to(self, run_id: str, child: int, shards: Iterable[int]) -> bool:

@@ -237,7 +237,7 @@ SAMPLE_SUMMARY = Table(
         _c("mean_depth", _F64, "mean depth over the reference (`samtools depth -a`: aligned bases, no "
            "deletions; overlapping mates both count)"),
         *_PCT_AT,
-        _c("median_insert_size", _F64, "median |TLEN| of primary reads of mapped pairs (samtools stats' IS "
+        _c("median_insert_size", _F64, "median |TLEN| of pairs with both mates mapped (samtools stats' IS "
            "histogram)"),
         _c("error_rate", _F64, "mismatches (NM) / bases mapped (M, I, =, X) of primary and supplementary "
            "alignments, as samtools stats"),
@@ -284,6 +284,19 @@ LOW_COVERAGE = Table(
     key=("sample", "contig", "threshold", "pos"),
 )
 
+ALIGNMENT_HIST = Table(
+    "alignment_hist",
+    "Alignment histograms per sample, as samtools stats counts them: `insert_size` (pairs with both mates "
+    "mapped by |TLEN|, samtools' IS rows, capped at 8000) and `mapq` (mapped reads by the MAPQ of their primary).",
+    (
+        _SAMPLE,
+        _c("metric", _S, "`insert_size` or `mapq`", False),
+        _c("value", _I64, "the insert size or the MAPQ", False),
+        _c("frequency", _I64, "pairs (`insert_size`) or reads (`mapq`) with this value", False),
+    ),
+    key=("sample", "metric", "value"),
+)
+
 SAMPLES = Table(
     "samples",
     "One row per run, sample and samplesheet row (a lane): its files and metadata. Several rows of one "
@@ -309,10 +322,16 @@ RUNS = Table(
         _c("state", _S, f"{', '.join(s.value for s in FINAL_STATES[:-1])} or {FINAL_STATES[-1].value} (refused by "
                         "the start function: no execution ran)", False),
         _c("samples", _S, "comma-separated sample names"),
-        _c("inputs", _S, "JSON list of {uri, etag, size, mate, sample}"),
+        _c("inputs", _S, "JSON list of the input objects as the run saw them: {uri, bucket, key, etag, size} "
+           "(FASTQ files and the samplesheet; which file is which mate of which sample is in the samples table)"),
         _c("parameters", _S, "JSON object of the run's parameters (trimming, reference, shards)"),
         _c("reference", _S, "reference URI, or null"),
         _c("software_version", _S, "seqlake version"),
+        _c("cutadapt_version", _S, "version of cutadapt (the trimming library)"),
+        _c("mappy_version", _S, "version of mappy, minimap2's Python binding (the same version as minimap2's); "
+           "null without a reference"),
+        _c("reference_md5", _S, "JSON object: each reference contig's MD5 as SAM @SQ M5 (of the uppercase "
+           "sequence); null without a reference"),
         _c("started_at", _TS, "when the run started (REJECTED: when the rejected object was uploaded)"),
         _c("finished_at", _TS, "when the run was committed, failed or rejected"),
         _c("duration_s", _F64, "wall-clock seconds"),
@@ -330,7 +349,7 @@ RUNS = Table(
 )
 
 TABLES: tuple[Table, ...] = (SAMPLE_SUMMARY, QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS,
-                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, SAMPLES, RUNS)
+                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, ALIGNMENT_HIST, SAMPLES, RUNS)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 #: columns that differ between two commits of the same data (everything else is a function of the inputs)
 COMMIT_TIME_COLUMNS: tuple[str, ...] = ("committed_at",)

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference
+from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.alignqc import alignment_qc
 from seqlake.coverage import CoverageAccumulator
 from seqlake.depth import DepthAccumulator
@@ -211,6 +211,18 @@ class _ShardRun:
                            self.align_qc, header)
 
 
+def library_versions(aligned: bool) -> dict[str, str]:
+    """The versions of the libraries whose results a child writes (for the ``runs`` table)."""
+    import cutadapt
+
+    out = {"cutadapt": cutadapt.__version__}
+    if aligned:
+        import mappy
+
+        out["mappy"] = mappy.__version__
+    return out
+
+
 def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
     aligning = _Aligning(plan, child, tmp) if plan.reference else None
@@ -219,8 +231,9 @@ def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
         run = _ShardRun(plan, index, aligning)
         run.run()
         results.append(run.result())
-    manifest = ChildManifest(plan.run_id, child, results)
+    manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
     if aligning is not None:
+        manifest.reference_md5 = contig_md5(aligning.aligner)
         aligning.part.close()
         manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
         manifest.contigs = list(aligning.aligner.contigs)

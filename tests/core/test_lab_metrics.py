@@ -5,6 +5,7 @@ alignments seqlake wrote (exported to SAM), and the arithmetic mean quality of F
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 import shutil
@@ -128,6 +129,15 @@ def test_insert_size_and_error_rate_equal_samtools_stats(miseq_run: Plan, refere
     summary = table(miseq_run, "sample_summary")[0]
     sizes = np.repeat(list(insert), list(insert.values()))
     assert summary["median_insert_size"] == float(np.median(sizes))
+    hist = {r["value"]: r["frequency"] for r in table(miseq_run, "alignment_hist") if r["metric"] == "insert_size"}
+    # samtools prints the IS rows of the main 99 % of pairs only: there, every size and its count
+    assert {size: n for size, n in hist.items() if size <= max(insert)} == insert
+    assert sum(hist.values()) - sum(insert.values()) < 0.01 * sum(hist.values())
+    view = subprocess.run([samtools, "view", "-F", "0x904", str(bam)], capture_output=True, text=True,
+                          check=True).stdout
+    mapq = np.unique([int(line.split("\t")[4]) for line in view.splitlines()], return_counts=True)
+    ours = {r["value"]: r["frequency"] for r in table(miseq_run, "alignment_hist") if r["metric"] == "mapq"}
+    assert ours == {int(q): int(n) for q, n in zip(*mapq, strict=True)}
     assert summary["error_rate"] == pytest.approx(float(sn["error rate"]), rel=1e-5)
     assert 0 < summary["error_rate"] < 0.1
     assert summary["soft_clipped_bases"] > 0
@@ -238,3 +248,18 @@ def test_samples_reaching_90_pct_at_10x_is_one_named_query(lanes_run: Plan, samt
     assert pct["sim"] >= 90 > pct["s1"]
     regions = run_named_query(lanes_run, "low_coverage_regions")
     assert {r["sample"] for r in regions} == {"neg", "s1", "sim"} - ({"sim"} if pct["sim"] == 100 else set())
+
+
+@pytest.mark.external_data
+def test_the_run_records_the_reference_md5_and_library_versions(miseq_run: Plan, reference: Path) -> None:
+    import cutadapt
+    import mappy
+
+    from seqlake.aws.status import software_columns
+
+    lines = reference.read_text().splitlines()
+    sequence = "".join(line.strip() for line in lines if not line.startswith(">")).upper()
+    name = lines[0][1:].split()[0]
+    columns = software_columns(merge.merge_run(miseq_run).to_dict())
+    assert json.loads(columns["reference_md5"]) == {name: hashlib.md5(sequence.encode()).hexdigest()}
+    assert (columns["cutadapt_version"], columns["mappy_version"]) == (cutadapt.__version__, mappy.__version__)
