@@ -135,22 +135,26 @@ def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
     """Per contig, the aligned blocks of an ``alignments`` table's mapped rows. Alignments without a
     deletion or skip are one block (``pos`` .. ``end_pos``); only the others have their CIGAR parsed."""
     mapped = table.select(["contig", "pos", "end_pos", "cigar"]).filter(pc.is_valid(table.column("contig")))
-    out: dict[str, tuple[list[I64], list[I64]]] = {}
     if mapped.num_rows == 0:
         return {}
-    gapped = pc.match_substring_regex(mapped.column("cigar"), r"[DN]")
-    simple = mapped.filter(pc.invert(gapped))
-    for contig in pc.unique(mapped.column("contig")).to_pylist():
-        rows = simple.filter(pc.equal(simple.column("contig"), contig))
-        starts = rows.column("pos").to_numpy().astype(np.int64) - 1
-        ends = rows.column("end_pos").to_numpy().astype(np.int64)
-        out[contig] = ([starts], [ends])
-    for row in mapped.filter(gapped).to_pylist():
-        blocks = cigar_blocks(int(row["pos"]), str(row["cigar"]))
-        lists = out[row["contig"]]
-        lists[0].append(np.asarray([b[0] for b in blocks], dtype=np.int64))
-        lists[1].append(np.asarray([b[1] for b in blocks], dtype=np.int64))
-    return {c: (np.concatenate(s), np.concatenate(e)) for c, (s, e) in out.items()}
+    contig = mapped.column("contig").combine_chunks().dictionary_encode()
+    names: list[str] = contig.dictionary.to_pylist()
+    codes = contig.indices.to_numpy()
+    starts = mapped.column("pos").to_numpy().astype(np.int64) - 1
+    ends = mapped.column("end_pos").to_numpy().astype(np.int64)
+    gapped = pc.match_substring_regex(mapped.column("cigar"), r"[DN]").to_numpy(zero_copy_only=False)
+    codes_out, starts_out, ends_out = [codes[~gapped]], [starts[~gapped]], [ends[~gapped]]
+    cigars = mapped.column("cigar").to_pylist()
+    for i in np.flatnonzero(gapped).tolist():
+        blocks = cigar_blocks(int(starts[i]) + 1, str(cigars[i]))
+        codes_out.append(np.full(len(blocks), codes[i]))
+        starts_out.append(np.asarray([b[0] for b in blocks], dtype=np.int64))
+        ends_out.append(np.asarray([b[1] for b in blocks], dtype=np.int64))
+    all_codes, all_starts, all_ends = (np.concatenate(x) for x in (codes_out, starts_out, ends_out))
+    order = np.argsort(all_codes, kind="stable")
+    bounds = np.searchsorted(all_codes[order], np.arange(len(names) + 1))
+    return {name: (all_starts[order[bounds[k]:bounds[k + 1]]], all_ends[order[bounds[k]:bounds[k + 1]]])
+            for k, name in enumerate(names) if bounds[k + 1] > bounds[k]}
 
 
 class DepthAccumulator:

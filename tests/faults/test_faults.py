@@ -185,6 +185,9 @@ def test_lost_instance_is_retried_and_changes_nothing(cloud: LocalCloud, scenari
     # (byte for byte where the files hold neither)
     ours, theirs = _tables(cloud, lost.run_id), _tables(cloud, clean.run_id)
     swap = {clean.run_id: lost.run_id, "demo": "lost"}
+    bucket = f"s3://{cloud.bucket}/incoming"
+    swap.update({f"{bucket}/lost-clean/demo_R{m}.fastq.gz": f"{bucket}/lost-killed/lost_R{m}.fastq.gz"
+                 for m in (1, 2)})  # the samples table names the files
     for table in RESULT_TABLES:
         assert len(ours[table]) == len(theirs[table]), table
         if ours[table] != theirs[table]:
