@@ -351,6 +351,7 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     row: dict[str, Any] = {
         "sample": sample,
         "read_pairs_raw": raw[0]["reads"] if raw else 0,
+        "reads_raw": raw_reads,
         "bases_raw": bases,
         "read_pairs_trimmed": trimmed[0]["reads"] if trimmed else 0,
         "bases_trimmed": sum(s["bases"] for s in trimmed),

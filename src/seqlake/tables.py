@@ -225,6 +225,7 @@ SAMPLE_SUMMARY = Table(
     (
         _SAMPLE,
         _c("read_pairs_raw", _I64, "read pairs before trimming (reads for single-end samples)", False),
+        _c("reads_raw", _I64, "reads before trimming, both mates (the denominator of pct_mapped)", False),
         _c("bases_raw", _I64, "bases before trimming, both mates", False),
         _c("read_pairs_trimmed", _I64, "read pairs kept by trimming and the length filter", False),
         _c("bases_trimmed", _I64, "bases kept by trimming, both mates", False),
