@@ -124,7 +124,8 @@ QC_SUMMARY = Table(
         _c("mapped_reads", _I64, "reads with a primary alignment (with a reference; trimmed stage)"),
         _c("properly_paired", _I64, "reads flagged proper pair, 0x2 (paired-end with a reference)"),
         _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
-        _c("mean_depth", _F64, "mean depth over the whole reference (primary + supplementary spans)"),
+        _c("mean_depth", _F64, "mean depth over the whole reference, whole spans (deletions count, as mosdepth "
+           "--fast-mode); a per-sample figure repeated on both mates' rows: sample_summary has one per sample"),
         _c("pct_breadth", _F64, "percentage of reference bases with depth >= 1 (whole spans, as mean_depth)"),
     ),
     key=("sample", "mate", "stage"),
