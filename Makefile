@@ -31,7 +31,7 @@ demo: $(STAMP)
 
 # seqkit and minimap2 are the tools whose numbers the tests compare against; Chromium opens the run
 # reports in the browser tests. Tests skip without them.
-TOOLS := seqkit minimap2 chromium
+TOOLS := seqkit minimap2 samtools fastp chromium
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || \

@@ -119,8 +119,50 @@ class AlignmentColumns:
             types["strand"]
         )
         arrays["is_primary"] = pa.array((flag & 0x800) == 0, type=types["is_primary"])
+        arrays.update(mate_columns(arrays, types))
         arrays["sample"] = pa.array([sample], type=types["sample"]).take(np.zeros(n, dtype=np.int64))
         return pa.table([arrays[f.name] for f in schema], schema=schema)
+
+
+def mate_columns(arrays: dict[str, pa.Array], types: dict[str, pa.DataType]) -> dict[str, pa.Array]:
+    """RNEXT, PNEXT and TLEN of a batch's rows as minimap2 ``format.c`` writes them: the mate is the
+    other mate's SAM primary (for supplementary rows too); TLEN is the signed distance between the
+    two 5' ends (reverse hits: their last base), one added away from zero, 0 on different contigs;
+    a mapped read with an unmapped mate gets its own position. The rows of a pair are in one batch
+    and a pair is keyed by its read index."""
+    n = len(arrays["flag"])
+    flag = arrays["flag"].to_numpy(zero_copy_only=False).astype(np.int64)
+    mate = arrays["mate"].to_numpy(zero_copy_only=False).astype(np.int64)
+    index = arrays["read_index"].fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    contig = arrays["contig"].dictionary_encode()
+    code = contig.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    start = arrays["pos"].fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) - 1
+    end = arrays["end_pos"].fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    rev = (flag & 0x10) != 0
+    paired = ((flag & 0x1) != 0) & (index >= 0)
+    key = index * 2 + (mate - 1)
+    prim = np.flatnonzero(paired & ((flag & 0x800) == 0))
+    order = prim[np.argsort(key[prim], kind="stable")]
+    want = index * 2 + (2 - mate)
+    at = np.minimum(np.searchsorted(key[order], want), max(len(order) - 1, 0))
+    m = order[at] if len(order) else np.zeros(n, dtype=np.int64)
+    has_mate = paired & (key[m] == want) if len(order) else np.zeros(n, dtype=np.bool_)
+    mapped, mate_mapped = code >= 0, has_mate & (code[m] >= 0)
+    # the mate's contig and position; a mapped read whose mate is unmapped points at itself
+    own = mapped & has_mate & ~mate_mapped
+    mate_code = np.where(mate_mapped, code[m], np.where(own, code, -1))
+    mate_pos = np.where(mate_mapped, start[m] + 1, np.where(own, start + 1, 0))
+    same = mapped & mate_mapped & (code == code[m])
+    tlen = np.where(rev[m], end[m] - 1, start[m]) - np.where(rev, end - 1, start)
+    tlen = np.where(same, tlen + np.sign(tlen), 0)
+    dictionary = contig.dictionary
+    mate_contig = pa.DictionaryArray.from_arrays(pa.array(mate_code, mask=mate_code < 0), dictionary).cast(
+        types["mate_contig"])
+    return {
+        "mate_contig": mate_contig,
+        "mate_pos": pa.array(mate_pos, mask=mate_code < 0, type=types["mate_pos"]),
+        "tlen": pa.array(np.where(paired, tlen, 0), mask=~paired, type=types["tlen"]),
+    }
 
 
 def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
@@ -407,6 +449,22 @@ def _collect_spans(out: AlignmentColumns, first: int, spans: list[tuple[str, int
     if spans is not None:
         c = {name: out.values[first * _WIDTH + k :: _WIDTH] for k, name in enumerate(_STORED)}
         spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end_pos"], strict=True) if g is not None)
+
+
+def contig_md5(aligner: ReadAligner) -> dict[str, str]:
+    """Each contig's MD5 as SAM ``@SQ M5`` (of the uppercase sequence), from the index; kept in
+    ``<index>.md5.json`` beside a cached index (a human genome takes seconds to hash)."""
+    sidecar = Path(aligner.index_path + ".md5.json")
+    if sidecar.exists():
+        return {str(k): str(v) for k, v in json.loads(sidecar.read_text()).items()}
+    seq = aligner._aligner.seq
+    out = {name: hashlib.md5((seq(name) or "").upper().encode(), usedforsecurity=False).hexdigest()
+           for name, _ in aligner.contigs}
+    with contextlib.suppress(OSError):
+        tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(out))
+        tmp.replace(sidecar)
+    return out
 
 
 # -- the reference index ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from seqlake import storage
+from seqlake.alignqc import median_of_hist
 from seqlake.coverage import CoverageAccumulator
+from seqlake.depth import THRESHOLDS, DepthAccumulator, Profile
 from seqlake.errors import SeqlakeError
+from seqlake.metadata import lane_row, sample_fields
 from seqlake.parquet_io import to_arrow, write_table
 from seqlake.plan import Plan
 from seqlake.qc import QCAccumulator, summarize
-from seqlake.staging import STAGES, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, add_coverage_parts
+from seqlake.staging import (
+    STAGES,
+    AlignQC,
+    AlignStats,
+    ChildManifest,
+    PartInfo,
+    ShardResult,
+    TrimStats,
+    add_coverage_parts,
+)
 from seqlake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
@@ -53,6 +66,10 @@ class RunTotals:
     bases: int = 0
     #: rows written per result table
     rows: dict[str, int] = field(default_factory=dict)
+    #: contig -> MD5 of the reference's sequence (SAM ``@SQ M5``); empty without a reference
+    reference_md5: dict[str, str] = field(default_factory=dict)
+    #: library versions the children ran (cutadapt, mappy)
+    software: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +83,9 @@ class _SampleFold:
         self.qc: dict[tuple[int, str], QCAccumulator] = {}
         self.trim: dict[int, TrimStats] = {}
         self.align: dict[int, AlignStats] | None = None
+        self.align_qc: AlignQC | None = None
+        #: shard -> Illumina fields of its first read name
+        self.headers: dict[int, dict[str, str]] = {}
 
     def add(self, r: ShardResult) -> None:
         if not self.mates:
@@ -82,6 +102,10 @@ class _SampleFold:
             self.align = self.align or {m: AlignStats() for m in self.mates}
             for m in self.mates:
                 self.align[m].merge(r.align[m])
+        self.headers[r.shard] = r.header
+        if r.align_qc is not None:
+            self.align_qc = self.align_qc or AlignQC()
+            self.align_qc.merge(r.align_qc)
 
     def accumulators(self) -> Accs:
         return [((m, s), self.qc[(m, s)]) for m in self.mates for s in STAGES]
@@ -124,9 +148,10 @@ def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
     return sum(i.rows for i in expected.values())
 
 
-def _fold_coverage(plan: Plan, manifests: dict[int, dict[str, int]],
-                   contigs: list[tuple[str, int]]) -> dict[str, CoverageAccumulator]:
+def _fold_coverage(plan: Plan, manifests: dict[int, dict[str, int]], contigs: list[tuple[str, int]]
+                   ) -> tuple[dict[str, CoverageAccumulator], dict[str, DepthAccumulator]]:
     cov = {s: CoverageAccumulator(contigs, plan.params.coverage_bin) for s in plan.samples}
+    depth = {s: DepthAccumulator() for s in plan.samples}
     uris = [(c, spec, plan.layout.staging_part(c, spec.name)) for c in manifests for spec in STAGING_TABLES]
     parts: dict[int, list[pa.Table]] = {}
     for (child, spec, uri), (_, data) in zip(uris, storage.read_many(u for _, _, u in uris), strict=True):
@@ -138,8 +163,8 @@ def _fold_coverage(plan: Plan, manifests: dict[int, dict[str, int]],
                                f"says {manifests[child].get(spec.name)}")
         parts.setdefault(child, []).append(table)
         if len(parts[child]) == len(STAGING_TABLES):
-            add_coverage_parts(cov, *parts.pop(child))
-    return cov
+            add_coverage_parts(cov, depth, *parts.pop(child))
+    return cov, depth
 
 
 def merge_run(plan: Plan) -> RunTotals:
@@ -148,7 +173,11 @@ def merge_run(plan: Plan) -> RunTotals:
     alignments: dict[int, PartInfo] = {}
     coverage_rows: dict[int, dict[str, int]] = {}
     contigs: list[tuple[str, int]] = []
+    reference_md5: dict[str, str] = {}
+    software: dict[str, str] = {}
     for m in read_manifests(plan):
+        reference_md5 = m.reference_md5 or reference_md5
+        software = {**software, **m.software}
         for r in m.shards:
             folds[r.sample].add(r)
         if m.alignments is not None:
@@ -156,16 +185,26 @@ def merge_run(plan: Plan) -> RunTotals:
             coverage_rows[m.child] = m.coverage_rows
             contigs = m.contigs
     align_rows = _check_alignment_parts(plan, alignments)
-    coverage = _fold_coverage(plan, coverage_rows, contigs) if plan.reference else {}
+    coverage, depth = _fold_coverage(plan, coverage_rows, contigs) if plan.reference else ({}, {})
     # every child checked out: only now is anything written under results/
-    totals = RunTotals(plan.run_id, plan.array_size)
+    totals = RunTotals(plan.run_id, plan.array_size, reference_md5=reference_md5, software=software)
     if not alignments:  # every table gets a partition, even an empty one (no reference)
         write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
     out: dict[str, list[pa.Table]] = {t: [] for t in RESULT_TABLES if t != "alignments"}
+    committed_at = datetime.now(UTC)
     for sample, fold in folds.items():
         accs = fold.accumulators()
         summary = summary_rows(sample, accs, fold.trim, fold.align, coverage.get(sample))
         out["qc_summary"].append(to_arrow("qc_summary", summary))
+        exact = ExactCoverage(contigs, depth[sample], fold.align_qc) if sample in depth else None
+        out["sample_summary"].append(to_arrow("sample_summary", sample_summary_row(
+            sample, fold, exact, {"committed_at": committed_at, **sample_metadata(plan, sample, fold)})))
+        out["samples"].append(to_arrow("samples", _columns("samples", lane_rows(plan, sample, fold))))
+        if fold.align_qc is not None:
+            out["alignment_hist"].append(to_arrow("alignment_hist", histogram_rows(sample, fold.align_qc)))
+        if exact is not None:
+            out["contig_coverage"].append(to_arrow("contig_coverage", exact.contig_rows(sample)))
+            out["low_coverage"].append(to_arrow("low_coverage", exact.low_rows(sample)))
         for table, cols in qc_tables(sample, accs):
             out[table].append(to_arrow(table, cols))
         if sample in coverage:
@@ -197,6 +236,8 @@ def summary_rows(
     for (mate, stage), acc in accs:
         s = summarize(acc)
         s.pop("sum_gap")
+        s["mean_error_quality"] = s.pop("avg_qual")
+        s["mean_quality"] = mean_quality(acc)
         row: dict[str, Any] = {"sample": sample, "mate": mate, "stage": stage, **s}
         trimmed = stage == "trimmed"
         row.update({k: (v if trimmed else None) for k, v in trim_stats[mate].as_dict().items()})
@@ -205,9 +246,136 @@ def summary_rows(
         row["properly_paired"] = a.properly_paired if a else None
         row["mean_mapq"] = (a.mapq_sum / a.mapped_reads if a.mapped_reads else None) if a else None
         row["mean_depth"] = depth if a else None
-        row["breadth"] = breadth if a else None
+        row["pct_breadth"] = 100 * breadth if a and breadth is not None else None
         rows.append(row)
     return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
+
+
+class ExactCoverage:
+    """A sample's merged depth profiles over the reference: thresholds and low-coverage intervals."""
+
+    def __init__(self, contigs: list[tuple[str, int]], depth: DepthAccumulator, qc: AlignQC | None) -> None:
+        self.contigs = contigs
+        self.profiles = {name: depth.profiles.get(name, Profile()) for name, _ in contigs}
+        self.depth_bases = qc.depth_bases if qc is not None else {}
+
+    @property
+    def length(self) -> int:
+        return sum(n for _, n in self.contigs)
+
+    def mean_depth(self) -> float | None:
+        return sum(self.depth_bases.values()) / self.length if self.length else None
+
+    def pct_at(self, threshold: int) -> float | None:
+        at = sum(p.bases_at_least(threshold) for p in self.profiles.values())
+        return 100 * at / self.length if self.length else None
+
+    def contig_rows(self, sample: str) -> dict[str, list[Any]]:
+        rows: list[dict[str, Any]] = []
+        for name, length in self.contigs:
+            p = self.profiles[name]
+            row: dict[str, Any] = {"sample": sample, "contig": name, "length": length,
+                                   "mean_depth": self.depth_bases.get(name, 0) / length if length else None}
+            row.update({f"pct_{t}x": 100 * p.bases_at_least(t) / length if length else None for t in THRESHOLDS})
+            rows.append(row)
+        return _columns("contig_coverage", rows)
+
+    def low_rows(self, sample: str) -> dict[str, list[Any]]:
+        cols: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["low_coverage"].columns}
+        for name, length in self.contigs:
+            for t in THRESHOLDS:
+                starts, ends = self.profiles[name].below(t, length)
+                n = len(starts)
+                cols["sample"] += [sample] * n
+                cols["contig"] += [name] * n
+                cols["threshold"] += [t] * n
+                cols["pos"] += (starts + 1).tolist()
+                cols["end_pos"] += ends.tolist()
+                cols["length"] += (ends - starts).tolist()
+        return cols
+
+
+def histogram_rows(sample: str, qc: AlignQC) -> dict[str, list[Any]]:
+    """``alignment_hist`` columns of a sample."""
+    rows = [{"sample": sample, "metric": metric, "value": value, "frequency": n}
+            for metric, hist in (("insert_size", qc.insert_hist), ("mapq", qc.mapq_hist))
+            for value, n in sorted(hist.items())]
+    return _columns("alignment_hist", rows)
+
+
+def lane_rows(plan: Plan, sample: str, fold: _SampleFold) -> list[dict[str, Any]]:
+    """The ``samples`` rows of a sample: one per input row (lane), in samplesheet order."""
+    first_shard: dict[int, int] = {}
+    for shard in plan.shards:
+        first_shard.setdefault(shard.spans[0].input, shard.index)
+    rows = []
+    for i, f in enumerate(plan.inputs):
+        if f.sample != sample or f.mate != 1:
+            continue
+        nxt = plan.inputs[i + 1] if i + 1 < len(plan.inputs) else None
+        r2 = nxt.uri if nxt is not None and nxt.sample == sample and nxt.mate == 2 else None
+        header = fold.headers.get(first_shard.get(i, -1), {})
+        rows.append({"sample": sample, "fastq_1": f.uri, "fastq_2": r2, **lane_row(f.metadata, header)})
+    return rows
+
+
+def sample_metadata(plan: Plan, sample: str, fold: _SampleFold) -> dict[str, Any]:
+    return sample_fields(lane_rows(plan, sample, fold))
+
+
+def mean_quality(acc: QCAccumulator) -> float | None:
+    """The arithmetic mean of the bases' Phred scores (FastQC's and fastp's mean quality)."""
+    bases = int(acc.qual_counts.sum())
+    return float((acc.qual_counts * np.arange(len(acc.qual_counts))).sum()) / bases if bases else None
+
+
+def _columns(table: str, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {c.name: [r.get(c.name) for r in rows] for c in BY_NAME[table].columns}
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return 100 * part / whole if whole else None
+
+
+def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | None,
+                       metadata: dict[str, Any]) -> dict[str, list[Any]]:
+    """The ``sample_summary`` row of a sample (see the table's columns)."""
+    raw = [summarize(fold.qc[(m, "raw")]) for m in fold.mates]
+    trimmed = [summarize(fold.qc[(m, "trimmed")]) for m in fold.mates]
+    raw_acc = QCAccumulator()
+    for m in fold.mates:
+        raw_acc.merge(fold.qc[(m, "raw")])
+    both = summarize(raw_acc) if fold.mates else {}
+    bases = both.get("bases", 0)
+    raw_reads = sum(s["reads"] for s in raw)
+    row: dict[str, Any] = {
+        "sample": sample,
+        "read_pairs_raw": raw[0]["reads"] if raw else 0,
+        "reads_raw": raw_reads,
+        "bases_raw": bases,
+        "read_pairs_trimmed": trimmed[0]["reads"] if trimmed else 0,
+        "bases_trimmed": sum(s["bases"] for s in trimmed),
+        "pct_q30": _pct(both.get("q30_bases", 0), bases),
+        "pct_gc": _pct(both.get("gc_bases", 0), bases),
+        "mean_quality": mean_quality(raw_acc),
+        "mean_error_quality": both.get("avg_qual"),
+        "reads_adapter_8bp": sum(t.reads_adapter_8bp for t in fold.trim.values()),
+        **metadata,
+    }
+    if fold.align is not None:
+        mapped = sum(a.mapped_reads for a in fold.align.values())
+        row["pct_mapped"] = _pct(mapped, raw_reads)
+        row["pct_properly_paired"] = _pct(sum(a.properly_paired for a in fold.align.values()), raw_reads)
+        row["mean_mapq"] = sum(a.mapq_sum for a in fold.align.values()) / mapped if mapped else None
+    qc = fold.align_qc
+    if qc is not None:
+        row["median_insert_size"] = median_of_hist(qc.insert_hist)
+        row["error_rate"] = qc.mismatches / qc.bases_mapped_cigar if qc.bases_mapped_cigar else None
+        row["soft_clipped_bases"] = qc.soft_clipped_bases
+    if exact is not None:
+        row["mean_depth"] = exact.mean_depth()
+        row.update({f"pct_genome_{t}x": exact.pct_at(t) for t in THRESHOLDS})
+    return _columns("sample_summary", [row])
 
 
 def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]:

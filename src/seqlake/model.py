@@ -7,7 +7,7 @@ steps, local cloud) can import this module without pulling in another.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -54,22 +54,29 @@ class Step(StrEnum):
 
 @dataclass(frozen=True)
 class Sample:
-    """A sample and its input files (URIs: ``s3://...`` or local paths); ``r2`` is None for single-end."""
+    """A sample's input files (URIs: ``s3://...`` or local paths); ``r2`` is None for single-end.
+
+    A sample sequenced on several lanes is several of these with one name (a samplesheet row each);
+    ``metadata`` holds the row's other columns (:mod:`seqlake.metadata`)."""
 
     name: str
     r1: str
     r2: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def uris(self) -> tuple[str, ...]:
         return (self.r1,) if self.r2 is None else (self.r1, self.r2)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sample": self.name, "r1": self.r1, "r2": self.r2}
+        d: dict[str, Any] = {"sample": self.name, "r1": self.r1, "r2": self.r2}
+        if self.metadata:
+            d["metadata"] = dict(self.metadata)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Sample:
-        return cls(d["sample"], d["r1"], d.get("r2"))
+        return cls(d["sample"], d["r1"], d.get("r2"), {str(k): str(v) for k, v in d.get("metadata", {}).items()})
 
 
 @dataclass(frozen=True)

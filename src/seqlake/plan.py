@@ -69,6 +69,8 @@ class InputFile:
     index_uri: str | None = None
     #: the checkpoint table, beside the index (for inspection; the plan's spans are self-contained)
     checkpoints_uri: str | None = None
+    #: the samplesheet row's other columns (lane, run_name, control, ...)
+    metadata: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ class Plan:
         return tuple(sorted((i for i in self.inputs if i.sample == sample), key=lambda i: i.mate))
 
     def paired(self, sample: str) -> bool:
-        return len(self.sample_inputs(sample)) == 2
+        return any(i.mate == 2 for i in self.sample_inputs(sample))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -451,6 +453,19 @@ def _sample_spans(scans: list[_Scanned], first_idx: int, k: int) -> list[tuple[S
     return list(zip(*per_mate, strict=True))
 
 
+def _check_lanes(samples: list[Sample]) -> None:
+    """Rows of one sample (its lanes) are one sample: all paired or all single-end, no file twice."""
+    paired: dict[str, bool] = {}
+    files: set[str] = set()
+    for s in samples:
+        if paired.setdefault(s.name, s.r2 is not None) != (s.r2 is not None):
+            raise BadInputError(s.r1, f"sample {s.name!r} mixes paired-end and single-end files")
+        for uri in s.uris:
+            if uri in files:
+                raise BadInputError(uri, f"{uri} is listed twice")
+            files.add(uri)
+
+
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
               params: Params | None = None, shards: int | None = None,
               count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
@@ -458,15 +473,13 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
-    names = [s.name for s in samples]
-    if len(set(names)) != len(names):
-        raise ValueError(f"duplicate sample names: {names}")
     for s in samples:
         if not SAMPLE_NAME.fullmatch(s.name):
             raise BadInputError(s.r1, f"invalid sample name {s.name!r}: use letters, digits, '.', '_' "
                                 "and '-' (it names folders and table rows)")
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
+    _check_lanes(samples)
     layout = RunLayout(out_prefix, run_id)
     scanned: list[list[_Scanned]] = []
     idx = 0
@@ -477,6 +490,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         for mate, uri in enumerate(uris, start=1):
             group.append(_scan_input(uri, s.name, mate, idx=idx, layout=layout,
                                      count_below=None if paired else count_plain_below))
+            group[-1].info = replace(group[-1].info, metadata=dict(s.metadata))
             idx += 1
         if paired:
             n1, n2 = group[0].info.records, group[1].info.records

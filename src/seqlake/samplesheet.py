@@ -4,8 +4,12 @@ A sheet is a CSV with a header row naming at least ``sample`` and ``fastq_1`` (`
 for single-end rows). Paths are relative to the sheet's own location (local folder or S3 prefix) or
 absolute ``s3://`` URIs. Each row is checked against ``schemas/samplesheet.schema.json`` (the same rules
 as nf-core's ``assets/schema_input.json``: sample names without spaces, FASTQ file names) and then for
-what a schema cannot say: duplicate samples, ``..`` in paths, URIs in another bucket (unless allowed).
-Every error names the sheet, the line and the problem.
+what a schema cannot say: a sample mixing paired and single-end rows, a file listed twice, ``..`` in
+paths, URIs in another bucket (unless allowed). Every error names the sheet, the line and the problem.
+
+Several rows of one sample are its lanes (as nf-core pipelines read them): one sample, its files
+read one after the other. Other columns are kept per row (:mod:`seqlake.metadata`: ``control``,
+``run_name`` and ``lane`` are typed and checked).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 from seqlake import storage
 from seqlake.errors import BadInputError
+from seqlake.metadata import check_row
 from seqlake.model import Sample
 
 REQUIRED_COLUMNS = ("sample", "fastq_1")
@@ -99,7 +104,8 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
     if len(set(header)) != len(header):
         raise BadInputError(sheet_uri, f"duplicate column names in header {header}", line=1)
     validator = jsonschema.Draft202012Validator(samplesheet_schema())
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, bool]] = {}
+    files: dict[str, int] = {}
     out: list[Sample] = []
     line = 1
     for line, raw in _numbered(text):
@@ -113,18 +119,34 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
             raise BadInputError(sheet_uri, f"column {col}: {custom or err.message} (got {doc.get(col)!r})",
                                 line=line)
         sample = doc["sample"]
-        if sample in seen:
-            raise BadInputError(sheet_uri, f"duplicate sample {sample!r} (first on line {seen[sample]})",
-                                line=line)
-        seen[sample] = line
+        extra = _lane_metadata(sheet_uri, row, line, seen)
         r1 = _resolve(sheet_uri, doc["fastq_1"], line, allow_other_buckets)
         r2 = _resolve(sheet_uri, doc["fastq_2"], line, allow_other_buckets) if doc["fastq_2"] else None
         if r2 is not None and r2 == r1:
             raise BadInputError(sheet_uri, "fastq_1 and fastq_2 are the same file", line=line)
-        out.append(Sample(sample, r1, r2))
+        for uri in (r1, r2):
+            if uri is not None and files.setdefault(uri, line) != line:
+                raise BadInputError(sheet_uri, f"{uri} is already listed on line {files[uri]}", line=line)
+        out.append(Sample(sample, r1, r2, extra))
     if not out:
         raise BadInputError(sheet_uri, "the samplesheet has a header but no samples", line=line + 1)
     return out
+
+
+def _lane_metadata(sheet_uri: str, row: dict[str, str], line: int, seen: dict[str, tuple[int, bool]]
+                   ) -> dict[str, str]:
+    """The row's other columns, checked; rows of one sample (lanes) must agree on paired-end."""
+    sample, paired_row = row["sample"], bool(row.get("fastq_2"))
+    first, paired = seen.setdefault(sample, (line, paired_row))
+    if paired != paired_row:
+        raise BadInputError(sheet_uri, f"sample {sample!r} mixes paired-end and single-end rows (first on "
+                            f"line {first})", line=line)
+    extra = {k: v for k, v in row.items() if k not in ("sample", "fastq_1", "fastq_2")}
+    try:
+        check_row(extra)
+    except ValueError as err:
+        raise BadInputError(sheet_uri, str(err), line=line) from None
+    return extra
 
 
 def _numbered(text: str) -> list[tuple[int, list[str]]]:

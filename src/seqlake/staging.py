@@ -8,12 +8,13 @@ leaves, under ``runs/<id>/staging/child=NNNNN/`` (:class:`seqlake.layout.RunLayo
   stage, trimming and alignment counters), the alignments part's row count and size, and the
   coverage parts' row counts. Everything but coverage travels in this one object, so the commit
   reads one small object per child.
-- with a reference, two coverage parts (schemas in :data:`seqlake.tables.STAGING_TABLES`): the
-  non-zero depth bins and the covered-interval union of each of the child's samples.
+- with a reference, three coverage parts (schemas in :data:`seqlake.tables.STAGING_TABLES`): the
+  non-zero depth bins, the covered-interval union and the exact depth runs (:mod:`seqlake.depth`)
+  of each of the child's samples.
 - its alignments, in the result partition (``results/alignments/run_id=<id>/child=NNNNN.parquet``).
 
 Every number is an integer count or sum, so merging children is addition (covered intervals: a
-union), exact and independent of the order children are read in. Nothing here depends on the
+union; depth runs: a capped sweep), exact and independent of the order children are read in. Nothing here depends on the
 worker's libraries (cutadapt, mappy, dnaio): the commit imports this module, not the worker.
 """
 
@@ -28,10 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from seqlake.coverage import CoverageAccumulator
+from seqlake.depth import DepthAccumulator, Profile
 from seqlake.qc import NQ, QCAccumulator
-from seqlake.tables import COVERAGE_BINS, COVERED_INTERVALS
+from seqlake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 STAGES = ("raw", "trimmed")
 
 
@@ -40,6 +42,8 @@ class TrimStats:
     """Additive trimming counts of one (sample, mate); the ``qc_summary`` trimmed-stage columns."""
 
     reads_adapter_trimmed: int = 0
+    #: reads with at least :data:`seqlake.trim.ADAPTER_QC_MIN` adapter bases removed
+    reads_adapter_8bp: int = 0
     bases_quality_trimmed: int = 0
     bases_adapter_trimmed: int = 0
     reads_too_short: int = 0
@@ -65,6 +69,50 @@ class AlignStats:
         self.mapped_reads += other.mapped_reads
         self.properly_paired += other.properly_paired
         self.mapq_sum += other.mapq_sum
+
+
+def _add_counts(a: dict[Any, int], b: Mapping[Any, int]) -> None:
+    for k, v in b.items():
+        a[k] = a.get(k, 0) + v
+
+
+@dataclass
+class AlignQC:
+    """Additive alignment QC of one sample, as ``samtools stats`` counts it (rules in
+    :mod:`seqlake.alignqc`), and the depth bases of every contig (primary + supplementary blocks)."""
+
+    #: MAPQ -> primary mapped reads
+    mapq_hist: dict[int, int] = field(default_factory=dict)
+    #: |TLEN| -> pairs with both mates mapped (samtools stats' ``IS`` rows)
+    insert_hist: dict[int, int] = field(default_factory=dict)
+    #: sum of NM (samtools ``mismatches``)
+    mismatches: int = 0
+    #: M, I, = and X bases (samtools ``bases mapped (cigar)``)
+    bases_mapped_cigar: int = 0
+    soft_clipped_bases: int = 0
+    #: contig -> sum of per-base depth (``samtools depth`` semantics)
+    depth_bases: dict[str, int] = field(default_factory=dict)
+
+    def merge(self, other: AlignQC) -> None:
+        _add_counts(self.mapq_hist, other.mapq_hist)
+        _add_counts(self.insert_hist, other.insert_hist)
+        _add_counts(self.depth_bases, other.depth_bases)
+        self.mismatches += other.mismatches
+        self.bases_mapped_cigar += other.bases_mapped_cigar
+        self.soft_clipped_bases += other.soft_clipped_bases
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("mapq_hist", "insert_hist"):
+            d[k] = {str(q): n for q, n in sorted(d[k].items())}
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> AlignQC:
+        return cls({int(k): int(v) for k, v in d["mapq_hist"].items()},
+                   {int(k): int(v) for k, v in d["insert_hist"].items()},
+                   int(d["mismatches"]), int(d["bases_mapped_cigar"]), int(d["soft_clipped_bases"]),
+                   {str(k): int(v) for k, v in d["depth_bases"].items()})
 
 
 # ------------------------------------------------------------------------------- QC in JSON
@@ -115,6 +163,9 @@ class ShardResult:
     qc: dict[tuple[int, str], QCAccumulator]
     trim: dict[int, TrimStats]
     align: dict[int, AlignStats] | None = None
+    align_qc: AlignQC | None = None
+    #: Illumina fields of the shard's first read name (:func:`seqlake.metadata.illumina_fields`)
+    header: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +175,8 @@ class ShardResult:
             "qc": {f"{mate}/{stage}": qc_to_json(acc) for (mate, stage), acc in self.qc.items()},
             "trim": {str(m): t.as_dict() for m, t in self.trim.items()},
             "align": None if self.align is None else {str(m): asdict(a) for m, a in self.align.items()},
+            "align_qc": None if self.align_qc is None else self.align_qc.to_json(),
+            "header": self.header,
         }
 
     @classmethod
@@ -131,8 +184,10 @@ class ShardResult:
         mates = [int(m) for m in d["mates"]]
         qc = {(m, s): qc_from_json(d["qc"][f"{m}/{s}"]) for m in mates for s in STAGES}
         align = None if d.get("align") is None else {m: AlignStats(**d["align"][str(m)]) for m in mates}
+        align_qc = None if d.get("align_qc") is None else AlignQC.from_json(d["align_qc"])
         return cls(int(d["shard"]), str(d["sample"]), mates, qc,
-                   {m: TrimStats(**d["trim"][str(m)]) for m in mates}, align)
+                   {m: TrimStats(**d["trim"][str(m)]) for m in mates}, align, align_qc,
+                   {str(k): str(v) for k, v in d.get("header", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -157,6 +212,10 @@ class ChildManifest:
     coverage_rows: dict[str, int] = field(default_factory=dict)
     #: reference contigs and lengths (the coverage parts hold non-zero bins only)
     contigs: list[tuple[str, int]] = field(default_factory=list)
+    #: contig -> MD5 of its sequence (SAM ``@SQ M5``); empty without a reference
+    reference_md5: dict[str, str] = field(default_factory=dict)
+    #: versions of the libraries that made the numbers (cutadapt, mappy)
+    software: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     version: int = MANIFEST_VERSION
 
@@ -173,6 +232,8 @@ class ChildManifest:
             "alignments": None if self.alignments is None else asdict(self.alignments),
             "coverage_rows": self.coverage_rows,
             "contigs": [list(c) for c in self.contigs],
+            "reference_md5": self.reference_md5,
+            "software": self.software,
             "seconds": self.seconds,
         }
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
@@ -188,6 +249,8 @@ class ChildManifest:
             alignments=None if a is None else PartInfo(int(a["rows"]), int(a["bytes"])),
             coverage_rows={k: int(v) for k, v in d.get("coverage_rows", {}).items()},
             contigs=[(str(n), int(length)) for n, length in d.get("contigs", [])],
+            reference_md5={str(k): str(v) for k, v in d.get("reference_md5", {}).items()},
+            software={str(k): str(v) for k, v in d.get("software", {}).items()},
             seconds=float(d.get("seconds", 0.0)), version=int(d["version"]))
 
     def belongs_to(self, run_id: str, child: int, shards: Iterable[int]) -> bool:
@@ -196,10 +259,12 @@ class ChildManifest:
 
 
 # ------------------------------------------------------------------------------- coverage parts
-def coverage_parts(by_sample: Mapping[str, CoverageAccumulator]) -> tuple[pa.Table, pa.Table]:
-    """The non-zero depth bins and the covered-interval unions of a child's samples."""
+def coverage_parts(by_sample: Mapping[str, CoverageAccumulator],
+                   depth: Mapping[str, DepthAccumulator]) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The non-zero depth bins, the covered-interval unions and the exact depth runs of a child's samples."""
     bins: dict[str, list[Any]] = {c.name: [] for c in COVERAGE_BINS.columns}
     ivl: dict[str, list[Any]] = {c.name: [] for c in COVERED_INTERVALS.columns}
+    runs: dict[str, list[Any]] = {c.name: [] for c in DEPTH_RUNS.columns}
     for sample, cov in by_sample.items():
         for contig, cc in cov.contigs.items():
             nz = np.flatnonzero(cc.depth_sum)
@@ -212,22 +277,39 @@ def coverage_parts(by_sample: Mapping[str, CoverageAccumulator]) -> tuple[pa.Tab
             ivl["contig"] += [contig] * n
             ivl["start"] += cc.union_start.tolist()
             ivl["stop"] += cc.union_end.tolist()
-    return (pa.table(bins, schema=COVERAGE_BINS.schema), pa.table(ivl, schema=COVERED_INTERVALS.schema))
+    for sample, acc in depth.items():
+        for contig, p in acc.profiles.items():
+            runs["sample"] += [sample] * len(p)
+            runs["contig"] += [contig] * len(p)
+            runs["start"] += p.start.tolist()
+            runs["stop"] += p.end.tolist()
+            runs["depth"] += p.depth.tolist()
+    return (pa.table(bins, schema=COVERAGE_BINS.schema), pa.table(ivl, schema=COVERED_INTERVALS.schema),
+            pa.table(runs, schema=DEPTH_RUNS.schema))
 
 
-def add_coverage_parts(by_sample: Mapping[str, CoverageAccumulator], bins: pa.Table, intervals: pa.Table) -> None:
+def add_coverage_parts(by_sample: Mapping[str, CoverageAccumulator], depth: Mapping[str, DepthAccumulator],
+                       bins: pa.Table, intervals: pa.Table, runs: pa.Table) -> None:
     """Add a child's coverage parts to per-sample accumulators (which hold every sample it names)."""
     for table, add in ((bins, _add_bins), (intervals, _add_intervals)):
-        if table.num_rows == 0:
-            continue
-        keys = table.select(["sample", "contig"]).to_pylist()
-        cols = {name: table.column(name).to_numpy() for name in table.column_names if name not in ("sample", "contig")}
-        start = 0
-        for i in range(1, len(keys) + 1):
-            if i == len(keys) or keys[i] != keys[start]:
-                cc = by_sample[keys[start]["sample"]].contigs[keys[start]["contig"]]
-                add(cc, {k: v[start:i] for k, v in cols.items()})
-                start = i
+        for sample, contig, cols in _groups(table):
+            add(by_sample[sample].contigs[contig], cols)
+    for sample, contig, cols in _groups(runs):
+        depth[sample].add(contig, Profile(cols["start"].astype(np.int64), cols["stop"].astype(np.int64),
+                                          cols["depth"].astype(np.int64)))
+
+
+def _groups(table: pa.Table) -> Iterable[tuple[str, str, dict[str, Any]]]:
+    """The rows of a staging part per (sample, contig), as numpy columns (rows are grouped)."""
+    if table.num_rows == 0:
+        return
+    keys = table.select(["sample", "contig"]).to_pylist()
+    cols = {name: table.column(name).to_numpy() for name in table.column_names if name not in ("sample", "contig")}
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            yield keys[start]["sample"], keys[start]["contig"], {k: v[start:i] for k, v in cols.items()}
+            start = i
 
 
 def _add_bins(cc: Any, cols: Mapping[str, Any]) -> None:

@@ -111,6 +111,12 @@ class MinimumLengthFilter:
         return keep
 
 
+#: adapter bases a read must lose to count in ``reads_adapter_8bp``: cutadapt removes matches from 3
+#: bases (its minimum overlap), most of them chance matches at read ends; 8 bases of adapter are
+#: rarely chance (4^-8), so this count is comparable to fastp's and FastQC's adapter figures
+ADAPTER_QC_MIN = 8
+
+
 @dataclass
 class MateTrim:
     """The trimmed interval of every read of one mate's chunk (relative to each read)."""
@@ -120,6 +126,8 @@ class MateTrim:
     adapter_hits: int
     bases_quality: int
     bases_adapter: int
+    #: reads with at least :data:`ADAPTER_QC_MIN` adapter bases removed
+    adapter_hits_qc: int = 0
     #: the trimmed sequences (``sequence[start:stop]`` of each read)
     sequences: list[str] = field(default_factory=list)
 
@@ -153,12 +161,12 @@ class Trimmer:
         if not self.enabled:
             start = np.zeros(n, dtype=np.int64)
             stop = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
-            return MateTrim(start, stop, 0, 0, 0, list(sequences))
+            return MateTrim(start, stop, 0, 0, 0, 0, list(sequences))
         qtrim, front, back, base = quality_trim_index, self.quality.cutoff_front, self.quality.cutoff_back, \
             self.quality.base
         # AdapterTrimmer.__call__, inline: a Python call per read is a tenth of the loop's time
         finders = self.adapters.finders if self.adapters is not None else ()
-        hits = adapter_bases = 0
+        hits = hits_qc = adapter_bases = 0
         starts: list[int] = []
         stops: list[int] = []
         trimmed: list[str] = []
@@ -177,7 +185,9 @@ class Trimmer:
                 if best is not None:
                     cut = best[2]
                     hits += 1
-                    adapter_bases += b - a - cut
+                    removed = b - a - cut
+                    adapter_bases += removed
+                    hits_qc += removed >= ADAPTER_QC_MIN
                     b = a + cut
                     sub = sub[:cut]
             starts.append(a)
@@ -187,7 +197,7 @@ class Trimmer:
         start = np.asarray(starts, dtype=np.int64).reshape(n)
         stop = np.asarray(stops, dtype=np.int64).reshape(n)
         kept = int((stop - start).sum())
-        return MateTrim(start, stop, hits, raw_bases - kept - adapter_bases, adapter_bases, trimmed)
+        return MateTrim(start, stop, hits, raw_bases - kept - adapter_bases, adapter_bases, hits_qc, trimmed)
 
     def filter(self, mates: Sequence[MateTrim]) -> npt.NDArray[np.bool_]:
         """Reads (pairs) kept by the minimum length filter (all of them when trimming is off)."""
@@ -199,6 +209,7 @@ class Trimmer:
 def add_stats(stats: TrimStats, mate: MateTrim, keep: npt.NDArray[np.bool_]) -> None:
     """Fold one mate's chunk into its :class:`TrimStats` (``keep`` from :meth:`Trimmer.filter`)."""
     stats.reads_adapter_trimmed += mate.adapter_hits
+    stats.reads_adapter_8bp += mate.adapter_hits_qc
     stats.bases_quality_trimmed += mate.bases_quality
     stats.bases_adapter_trimmed += mate.bases_adapter
     dropped = ~keep

@@ -22,16 +22,20 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference
+from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.alignqc import alignment_qc
 from seqlake.coverage import CoverageAccumulator
+from seqlake.depth import DepthAccumulator
 from seqlake.errors import BadInputError
+from seqlake.metadata import illumina_fields
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
 from seqlake.plan import Plan
 from seqlake.qc import ChunkRecords, QCAccumulator, parse_chunk
 from seqlake.shards import Chunk
-from seqlake.staging import STAGES, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, coverage_parts
+from seqlake.staging import STAGES, AlignQC, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, coverage_parts
 from seqlake.tables import STAGING_TABLES
 from seqlake.trim import Trimmer, add_stats
 
@@ -93,12 +97,21 @@ class _Aligning:
         self.aligner = ReadAligner(index, plan.params.preset)
         self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
         self.coverage: dict[str, CoverageAccumulator] = {}
+        self.depth: dict[str, DepthAccumulator] = {}
         self.bin_width = plan.params.coverage_bin
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
             self.coverage[sample] = CoverageAccumulator(self.aligner.contigs, self.bin_width)
+            self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
+
+    def add_batch(self, sample: str, table: pa.Table) -> None:
+        """One batch of a sample's alignment rows into its coverage bins and exact depth."""
+        coverage = self.coverage_of(sample)
+        for contig, starts, ends in alignment_spans(table):
+            coverage.add_intervals(contig, starts, ends)
+        self.depth[sample].add_table(table)
 
 
 class _ShardRun:
@@ -113,6 +126,8 @@ class _ShardRun:
         self.trimmed = {m: QCAccumulator() for m in self.mates}
         self.trim_stats = {m: TrimStats() for m in self.mates}
         self.align_stats = {m: AlignStats() for m in self.mates}
+        self.align_qc = AlignQC()
+        self.header: dict[str, str] | None = None
         self.trimmer = Trimmer(self.params)
         self.aligning = aligning
         self.pending = AlignmentColumns()
@@ -129,6 +144,8 @@ class _ShardRun:
             for m, r in zip(self.mates, recs, strict=True):
                 self.raw[m].add_chunk(r)
             names = recs[0].names()
+            if self.header is None and names:
+                self.header = illumina_fields(names[0])
             if len(recs) == 2:
                 bad = _mate_names_match(names, recs[1].names())
                 if bad is not None:
@@ -179,16 +196,31 @@ class _ShardRun:
         if len(self.pending) >= ALIGN_BATCH_ROWS or (final and len(self.pending)):
             assert self.aligning is not None
             table = self.pending.to_arrow(self.sample, self.aligning.part.schema)
-            coverage = self.aligning.coverage_of(self.sample)
-            for contig, starts, ends in alignment_spans(table):
-                coverage.add_intervals(contig, starts, ends)
+            self.aligning.add_batch(self.sample, table)
+            self.align_qc.merge(alignment_qc(table))
             self.aligning.part.write_arrow(table)
             self.pending = AlignmentColumns()
 
     def result(self) -> ShardResult:
         qc = {(m, s): (self.raw if s == "raw" else self.trimmed)[m] for m in self.mates for s in STAGES}
-        return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats,
-                           self.align_stats if self.aligning is not None else None)
+        header = self.header or {}
+        if self.aligning is None:
+            return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, header=header)
+        self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
+        return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
+                           self.align_qc, header)
+
+
+def library_versions(aligned: bool) -> dict[str, str]:
+    """The versions of the libraries whose results a child writes (for the ``runs`` table)."""
+    import cutadapt
+
+    out = {"cutadapt": cutadapt.__version__}
+    if aligned:
+        import mappy
+
+        out["mappy"] = mappy.__version__
+    return out
 
 
 def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
@@ -199,12 +231,13 @@ def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
         run = _ShardRun(plan, index, aligning)
         run.run()
         results.append(run.result())
-    manifest = ChildManifest(plan.run_id, child, results)
+    manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
     if aligning is not None:
+        manifest.reference_md5 = contig_md5(aligning.aligner)
         aligning.part.close()
         manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
         manifest.contigs = list(aligning.aligner.contigs)
-        for spec, table in zip(STAGING_TABLES, coverage_parts(aligning.coverage), strict=True):
+        for spec, table in zip(STAGING_TABLES, coverage_parts(aligning.coverage, aligning.depth), strict=True):
             write_table(plan.layout.staging_part(child, spec.name), table)
             manifest.coverage_rows[spec.name] = table.num_rows
     return manifest

@@ -169,11 +169,11 @@ def assert_rejection_recorded(deployed: Deployed, out: dict[str, Any], key: str,
     ("sheet", "message"),
     [
         (b"sample,fastq_2\nA,a.fastq.gz\n", "samplesheet.csv:1: missing column 'fastq_1'"),
-        (b"sample,fastq_1\nA,a.fastq.gz\nA,b.fastq.gz\n", "samplesheet.csv:3: duplicate sample 'A'"),
+        (b"sample,fastq_1\nA,a.fastq.gz\nB,a.fastq.gz\n", "samplesheet.csv:3: s3://"),
         (b"sample,fastq_1\nA,s3://elsewhere/a.fastq.gz\n", "samplesheet.csv:2: 's3://elsewhere/a.fastq.gz' is in"),
         (b"sample,fastq_1\nA,../a.fastq.gz\n", "samplesheet.csv:2: path '../a.fastq.gz'"),
     ],
-    ids=["missing column", "duplicate sample", "other bucket", "dots"],
+    ids=["missing column", "file twice", "other bucket", "dots"],
 )
 def test_bad_samplesheet_is_rejected_and_recorded_with_its_line(
     deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], sheet: bytes, message: str
@@ -204,7 +204,7 @@ def test_redelivered_rejection_rewrites_the_same_record(
 ) -> None:
     # Given a bad sheet and a FASTQ beside it (whose event leads to the sheet too)
     key = "incoming/dup/samplesheet.csv"
-    etag = deployed.put(key, b"sample,fastq_1\ns,a.fastq\ns,b.fastq\n")
+    etag = deployed.put(key, b"sample,fastq_1\ns,a.fastq\nt,a.fastq\n")
     deployed.put("incoming/dup/a.fastq", FASTQ)
     first = start(deployed.event_for(key))
     rid = first["run_id"]

@@ -20,7 +20,7 @@ from seqlake.model import Sample
 from seqlake.params import Params
 from seqlake.plan import Plan, make_plan
 from seqlake.shards import Chunk
-from seqlake.tables import BY_NAME, RESULT_TABLES
+from seqlake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +36,7 @@ def run_all(plan: Plan) -> merge.RunTotals:
 
 def result(plan: Plan, table: str, drop: tuple[str, ...] = ()) -> pa.Table:
     t = pq.read_table(plan.layout.partition(table))
-    keep = [c for c in BY_NAME[table].schema.names if c not in drop]
+    keep = [c for c in BY_NAME[table].schema.names if c not in drop and c not in COMMIT_TIME_COLUMNS]
     return t.select(keep).sort_by([(c, "ascending") for c in keep])
 
 
@@ -77,7 +77,7 @@ def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, 
         trimmed = next(r for r in summary if r["mate"] == mate and r["stage"] == "trimmed")
         assert trimmed["reads"] == row["reads"] - trimmed["reads_too_short"]
         assert trimmed["mapped_reads"] > 0.98 * trimmed["reads"]
-        assert 0 < trimmed["breadth"] <= 1 and trimmed["mean_depth"] > 0
+        assert 0 < trimmed["pct_breadth"] <= 100 and trimmed["mean_depth"] > 0
 
 
 def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
@@ -252,5 +252,5 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     covered = np.add.reduceat((per_base > 0).astype(np.int64), np.arange(0, len(per_base), width))
     assert cov["covered_bases"].to_pylist() == covered.tolist()
     trimmed = next(r for r in result(plan, "qc_summary").to_pylist() if r["stage"] == "trimmed")
-    assert trimmed["breadth"] == np.count_nonzero(per_base) / len(per_base)
+    assert trimmed["pct_breadth"] == 100 * np.count_nonzero(per_base) / len(per_base)
     assert trimmed["mean_depth"] == pytest.approx(per_base.sum() / len(per_base))

@@ -28,23 +28,23 @@ REPO = Path(__file__).resolve().parents[2]
 #: one row per sample, as the report's summary table and MultiQC's general statistics show it
 EXPECTED_SQL = """
 SELECT sample,
-       sum(reads) FILTER (WHERE stage = 'raw') AS reads,
-       sum(bases) FILTER (WHERE stage = 'raw') AS bases,
-       100.0 * sum(q30_bases) FILTER (WHERE stage = 'raw') / sum(bases) FILTER (WHERE stage = 'raw') AS q30_pct,
-       100.0 * sum(gc_bases) FILTER (WHERE stage = 'raw') / sum(bases) FILTER (WHERE stage = 'raw') AS gc_pct,
-       sum(reads) FILTER (WHERE stage = 'trimmed') AS trimmed_reads,
-       100.0 * (sum(bases) FILTER (WHERE stage = 'raw') - sum(bases) FILTER (WHERE stage = 'trimmed'))
-             / sum(bases) FILTER (WHERE stage = 'raw') AS trimmed_bases_pct,
-       100.0 * sum(mapped_reads) FILTER (WHERE stage = 'trimmed') / sum(reads) FILTER (WHERE stage = 'trimmed')
-             AS mapped_pct,
-       100.0 * sum(properly_paired) FILTER (WHERE stage = 'trimmed')
-             / sum(reads) FILTER (WHERE stage = 'trimmed') AS properly_paired_pct,
-       sum(mean_mapq * mapped_reads) FILTER (WHERE stage = 'trimmed')
-             / sum(mapped_reads) FILTER (WHERE stage = 'trimmed') AS mean_mapq,
-       max(mean_depth) FILTER (WHERE stage = 'trimmed') AS mean_depth,
-       100.0 * max(breadth) FILTER (WHERE stage = 'trimmed') AS breadth_pct
+       reads_raw AS reads,
+       bases_raw AS bases,
+       pct_q30 AS q30_pct,
+       pct_gc AS gc_pct,
+       mean_quality,
+       read_pairs_trimmed AS trimmed_reads,
+       100.0 * (bases_raw - bases_trimmed) / bases_raw AS trimmed_bases_pct,
+       pct_mapped AS mapped_pct,
+       pct_properly_paired AS properly_paired_pct,
+       mean_mapq,
+       mean_depth,
+       pct_genome_1x AS breadth_pct,
+       pct_genome_10x AS pct_10x,
+       median_insert_size,
+       100.0 * error_rate AS error_rate_pct
 FROM read_parquet('{glob}')
-GROUP BY sample ORDER BY sample
+ORDER BY sample
 """
 
 
@@ -54,10 +54,10 @@ class Run:
     run_id: str
 
     def expected_rows(self) -> dict[str, dict[str, Any]]:
-        """Sample -> the summary numbers, by SQL over the run's ``qc_summary`` partition."""
+        """Sample -> the summary numbers, by SQL over the run's ``sample_summary`` partition."""
         import duckdb
 
-        glob = self.root / "results" / "qc_summary" / f"run_id={self.run_id}" / "*.parquet"
+        glob = self.root / "results" / "sample_summary" / f"run_id={self.run_id}" / "*.parquet"
         con = duckdb.connect()
         cur = con.execute(EXPECTED_SQL.format(glob=glob))
         names = [d[0] for d in cur.description]

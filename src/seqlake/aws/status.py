@@ -86,6 +86,7 @@ class RunStatus:
             "parameters": json.dumps(params, sort_keys=True),
             "reference": self.reference,
             "software_version": self.software_version,
+            **software_columns(self.totals),
             "started_at": parse_time(self.started_at) if self.started_at else None,
             "finished_at": parse_time(self.finished_at) if self.finished_at else None,
             "duration_s": self.duration_s,
@@ -98,6 +99,13 @@ class RunStatus:
             "cost_estimate_usd": self.cost_estimate_usd,
             "report_uri": self.report_uri,
         }
+
+
+def software_columns(totals: dict[str, Any]) -> dict[str, Any]:
+    """The ``runs`` columns of the libraries and reference a committed run used (from its totals)."""
+    software, md5 = totals.get("software") or {}, totals.get("reference_md5")
+    return {"cutadapt_version": software.get("cutadapt"), "mappy_version": software.get("mappy"),
+            "reference_md5": json.dumps(md5, sort_keys=True) if md5 else None}
 
 
 def parse_time(text: str) -> datetime:

@@ -21,11 +21,21 @@ import pyarrow as pa
 
 from seqlake import storage
 from seqlake.parquet_io import read_table
-from seqlake.tables import BY_NAME, COVERAGE, LENGTH_HIST, QC_POSITION, QC_SUMMARY, QUALITY_HIST, RUNS
+from seqlake.tables import (
+    BY_NAME,
+    COVERAGE,
+    LENGTH_HIST,
+    QC_POSITION,
+    QC_SUMMARY,
+    QUALITY_HIST,
+    RUNS,
+    SAMPLE_SUMMARY,
+)
 
 #: the tables a report reads
 REPORT_TABLES: tuple[str, ...] = (
-    QC_SUMMARY.name, QC_POSITION.name, LENGTH_HIST.name, QUALITY_HIST.name, COVERAGE.name, RUNS.name,
+    SAMPLE_SUMMARY.name, QC_SUMMARY.name, QC_POSITION.name, LENGTH_HIST.name, QUALITY_HIST.name, COVERAGE.name,
+    RUNS.name,
 )
 #: points on one axis (cycles, lengths) before they are grouped into equal bins
 MAX_POINTS = 200
@@ -69,13 +79,15 @@ class Track:
 
 @dataclass
 class SampleRow:
-    """One sample's line in the summary table (and in MultiQC's general statistics)."""
+    """One sample's line in the summary table (and in MultiQC's general statistics): its
+    ``sample_summary`` row."""
 
     sample: str
     reads: int
     bases: int
     q30_pct: float | None
     gc_pct: float | None
+    mean_quality: float | None
     trimmed_reads: int | None
     trimmed_bases_pct: float | None
     mapped_pct: float | None
@@ -83,6 +95,9 @@ class SampleRow:
     mean_mapq: float | None
     mean_depth: float | None
     breadth_pct: float | None
+    pct_10x: float | None
+    median_insert_size: float | None
+    error_rate_pct: float | None
 
 
 @dataclass(frozen=True)
@@ -103,16 +118,22 @@ SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
     SummaryColumn("bases", "Bases", "raw bases, both mates", ",d", general_stats=False),
     SummaryColumn("q30_pct", "Q30 %", "raw bases with Phred quality >= 30, % of raw bases", ".2f"),
     SummaryColumn("gc_pct", "GC %", "G and C, % of raw bases", ".2f"),
-    SummaryColumn("trimmed_reads", "Reads kept", "reads left after trimming and the length filter", ",d",
+    SummaryColumn("mean_quality", "Mean Q", "arithmetic mean of the raw bases' Phred scores (as FastQC)", ".1f",
                   general_stats=False),
+    SummaryColumn("trimmed_reads", "Pairs kept", "read pairs (single-end: reads) left after trimming and the "
+                  "length filter", ",d", general_stats=False),
     SummaryColumn("trimmed_bases_pct", "Trimmed %", "bases removed by trimming and filtering, % of raw bases",
                   ".2f"),
-    SummaryColumn("mapped_pct", "Mapped %", "trimmed reads with a primary alignment, % of trimmed reads", ".2f"),
-    SummaryColumn("properly_paired_pct", "Proper pairs %", "trimmed reads flagged proper pair, % of trimmed reads",
-                  ".2f"),
+    SummaryColumn("mapped_pct", "Mapped %", "reads with a primary alignment, % of raw reads", ".2f"),
+    SummaryColumn("properly_paired_pct", "Proper pairs %", "reads flagged proper pair, % of raw reads", ".2f"),
     SummaryColumn("mean_mapq", "MAPQ", "mean MAPQ of primary alignments", ".1f", general_stats=False),
-    SummaryColumn("mean_depth", "Mean depth", "mean depth over the whole reference", ".1f"),
-    SummaryColumn("breadth_pct", "Breadth %", "reference bases with depth >= 1, % of the reference", ".2f"),
+    SummaryColumn("mean_depth", "Mean depth", "mean depth over the whole reference (samtools depth -a)", ".1f"),
+    SummaryColumn("breadth_pct", "≥1x %", "reference bases with depth >= 1, % of the reference", ".2f"),
+    SummaryColumn("pct_10x", "≥10x %", "reference bases with depth >= 10, % of the reference", ".2f"),
+    SummaryColumn("median_insert_size", "Insert", "median insert size (samtools stats)", ".0f",
+                  general_stats=False),
+    SummaryColumn("error_rate_pct", "Error %", "mismatches per aligned base, % (samtools stats' error rate)",
+                  ".3f", general_stats=False),
 )
 
 
@@ -185,45 +206,35 @@ def _col(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
 
 
-def _sum(rows: list[dict[str, Any]], key: str) -> int | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return int(sum(values)) if values else None
-
-
 def _pct(part: int | None, whole: int | None) -> float | None:
     if part is None or not whole:
         return None
     return 100.0 * part / whole
 
 
-def sample_rows(qc_summary: pa.Table) -> list[SampleRow]:
-    """One summary row per sample from ``qc_summary`` (mates added up; the trimmed stage for what
-    trimming and alignment did)."""
-    by_sample: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for r in qc_summary.to_pylist():
-        by_sample.setdefault(r["sample"], {}).setdefault(r["stage"], []).append(r)
+def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
+    """One summary row per sample: its ``sample_summary`` row."""
     out = []
-    for sample in sorted(by_sample):
-        raw, trimmed = by_sample[sample].get("raw", []), by_sample[sample].get("trimmed", [])
-        reads, bases = _sum(raw, "reads") or 0, _sum(raw, "bases") or 0
-        t_reads, t_bases = _sum(trimmed, "reads"), _sum(trimmed, "bases")
-        mapq = [(r["mean_mapq"], r["mapped_reads"]) for r in trimmed if r.get("mean_mapq") is not None]
-        mapped = sum(n for _, n in mapq)
-        depth = next((r["mean_depth"] for r in trimmed if r.get("mean_depth") is not None), None)
-        breadth = next((r["breadth"] for r in trimmed if r.get("breadth") is not None), None)
+    for r in sorted(sample_summary.to_pylist(), key=lambda r: r["sample"]):
+        bases, kept = r["bases_raw"], r["bases_trimmed"]
+        error = r["error_rate"]
         out.append(SampleRow(
-            sample=sample,
-            reads=reads,
+            sample=r["sample"],
+            reads=r["reads_raw"],
             bases=bases,
-            q30_pct=_pct(_sum(raw, "q30_bases"), bases),
-            gc_pct=_pct(_sum(raw, "gc_bases"), bases),
-            trimmed_reads=t_reads,
-            trimmed_bases_pct=_pct(bases - t_bases, bases) if t_bases is not None else None,
-            mapped_pct=_pct(_sum(trimmed, "mapped_reads"), t_reads),
-            properly_paired_pct=_pct(_sum(trimmed, "properly_paired"), t_reads),
-            mean_mapq=sum(q * n for q, n in mapq) / mapped if mapped else None,
-            mean_depth=depth,
-            breadth_pct=100.0 * breadth if breadth is not None else None,
+            q30_pct=r["pct_q30"],
+            gc_pct=r["pct_gc"],
+            mean_quality=r["mean_quality"],
+            trimmed_reads=r["read_pairs_trimmed"],
+            trimmed_bases_pct=_pct(bases - kept, bases),
+            mapped_pct=r["pct_mapped"],
+            properly_paired_pct=r["pct_properly_paired"],
+            mean_mapq=r["mean_mapq"],
+            mean_depth=r["mean_depth"],
+            breadth_pct=r["pct_genome_1x"],
+            pct_10x=r["pct_genome_10x"],
+            median_insert_size=r["median_insert_size"],
+            error_rate_pct=100 * error if error is not None else None,
         ))
     return out
 
@@ -376,7 +387,7 @@ def _coverage(table: pa.Table, samples: list[str]) -> Plot | None:
 def build_report(run_id: str, tables: dict[str, pa.Table]) -> Report:
     """Everything the page and the MultiQC files show, from the run's tables."""
     summary = tables[QC_SUMMARY.name]
-    rows = sample_rows(summary)
+    rows = sample_rows(tables[SAMPLE_SUMMARY.name])
     samples = [r.sample for r in rows]
     run_tracks = tracks(summary)
     plots: list[Plot] = [*_per_cycle(tables[QC_POSITION.name], samples, run_tracks),

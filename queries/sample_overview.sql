@@ -1,0 +1,24 @@
+-- One row per sample, from its latest run (the run that committed last): the figures a lab reads first.
+SELECT
+  run_id,
+  sample,
+  committed_at,
+  read_pairs_raw,
+  round(pct_q30, 2) AS pct_q30,
+  round(mean_quality, 2) AS mean_quality,
+  reads_adapter_8bp,
+  round(pct_mapped, 2) AS pct_mapped,
+  round(pct_properly_paired, 2) AS pct_properly_paired,
+  round(mean_depth, 1) AS mean_depth,
+  round(pct_genome_1x, 2) AS pct_genome_1x,
+  round(pct_genome_10x, 2) AS pct_genome_10x,
+  round(pct_genome_30x, 2) AS pct_genome_30x,
+  median_insert_size,
+  round(100 * error_rate, 3) AS pct_error_rate,
+  control
+FROM (
+  SELECT *, row_number() OVER (PARTITION BY sample ORDER BY committed_at DESC, run_id DESC) AS newest
+  FROM sample_summary
+)
+WHERE newest = 1
+ORDER BY sample

@@ -1,0 +1,94 @@
+"""Alignment QC of a batch of ``alignments`` rows, counted as ``samtools stats`` counts it.
+
+Rules (samtools ``stats.c``):
+
+- MAPQ histogram: one count per mapped read (its primary alignment);
+- insert size: one count per pair with both mates mapped, ``|TLEN|`` of its primary alignments
+  (samtools' ``IS`` rows: inward + outward + other pairs), on one contig or with a non-zero TLEN,
+  capped at samtools' default maximum (``-i 8000``);
+- error rate: the sum of NM over ``bases mapped (cigar)`` (M, I, = and X operations), both over
+  primary and supplementary alignments (samtools skips only secondary ones, which are not rows here);
+- soft-clipped bases: the S operations of primary alignments.
+
+Depth bases per contig (the numerator of the mean depth) follow :mod:`seqlake.depth`: aligned
+blocks of primary and supplementary alignments.
+
+mappy picks the primary alignment as minimap2 does (see :mod:`seqlake.align`), so these equal
+``samtools stats`` on the same alignments; against the minimap2 command line they differ only where
+minimap2 hard-clips supplementary alignments (their bases are not counted here either).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from seqlake.depth import depth_blocks
+from seqlake.staging import AlignQC
+
+#: samtools stats' default maximum insert size (``-i``): larger ones count as this size
+MAX_INSERT = 8000
+_OP = re.compile(r"(\d+)([MIDNSHP=XB])")
+
+
+@lru_cache(maxsize=4096)
+def _cigar_sums(cigar: str) -> tuple[int, int]:
+    """(bases mapped as samtools counts them: M, I, =, X; soft-clipped bases) of a CIGAR."""
+    mapped = clipped = 0
+    for n, op in _OP.findall(cigar):
+        if op in "MI=X":
+            mapped += int(n)
+        elif op == "S":
+            clipped += int(n)
+    return mapped, clipped
+
+
+def alignment_qc(table: pa.Table) -> AlignQC:
+    """The :class:`AlignQC` of some ``alignments`` rows (with ``tlen``, ``mate_pos``)."""
+    qc = AlignQC()
+    flag = table.column("flag").to_numpy().astype(np.int64)
+    aligned = table.filter(pa.array((flag & 0x104) == 0))
+    qc.mismatches = int(pc.sum(aligned.column("nm")).as_py() or 0)
+    is_primary = aligned.column("is_primary").to_pylist()
+    for (cigar, primary), count in Counter(zip(aligned.column("cigar").to_pylist(), is_primary, strict=False)).items():
+        mapped, clipped = _cigar_sums(cigar)
+        qc.bases_mapped_cigar += mapped * count
+        qc.soft_clipped_bases += clipped * count if primary else 0
+    rows = aligned.filter(aligned.column("is_primary"))
+    if rows.num_rows:
+        mapq = rows.column("mapq").to_numpy().astype(np.int64)
+        qc.mapq_hist = {int(q): int(n) for q, n in zip(*np.unique(mapq, return_counts=True), strict=True)}
+        qc.insert_hist = _insert_hist(rows)
+    for contig, (starts, ends) in depth_blocks(table).items():
+        qc.depth_bases[contig] = int((ends - starts).sum())
+    return qc
+
+
+def _insert_hist(rows: pa.Table) -> dict[int, int]:
+    f = rows.column("flag").to_numpy().astype(np.int64)
+    pair = ((f & 0x1) != 0) & ((f & 0x8) == 0)
+    tlen = rows.column("tlen").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    same_contig = pc.fill_null(pc.equal(rows.column("contig"), rows.column("mate_contig")), False)
+    same = same_contig.to_numpy(zero_copy_only=False)
+    size = np.minimum(np.abs(tlen), MAX_INSERT)
+    # samtools counts both mates and prints pairs; a pair's two primaries have the same |TLEN|
+    counted = pair & ((f & 0x40) != 0) & ((size > 0) | same)
+    sizes, counts = np.unique(size[counted], return_counts=True)
+    return {int(s): int(n) for s, n in zip(sizes, counts, strict=True)}
+
+
+def median_of_hist(hist: dict[int, int]) -> float | None:
+    """The median of a histogram (the mean of the two middle values for an even count)."""
+    total = sum(hist.values())
+    if total == 0:
+        return None
+    keys = sorted(hist)
+    cum = np.cumsum([hist[k] for k in keys])
+    lo = keys[int(np.searchsorted(cum, (total + 1) // 2))]
+    hi = keys[int(np.searchsorted(cum, total // 2 + 1))]
+    return (lo + hi) / 2

@@ -1,0 +1,72 @@
+"""Exact depth profiles (seqlake.depth) against a per-base array, and the read-name metadata."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from seqlake.depth import DEPTH_CAP, THRESHOLDS, Profile, add_profiles, cigar_blocks, profile_of_blocks
+from seqlake.metadata import illumina_fields, parse_control
+
+
+def per_base(profile: Profile, length: int) -> np.ndarray:
+    depth = np.zeros(length, dtype=np.int64)
+    for s, e, d in zip(profile.start, profile.end, profile.depth, strict=True):
+        depth[s:e] = d
+    return depth
+
+
+def test_summed_profiles_equal_the_capped_per_base_depth_whatever_the_split() -> None:
+    rng = np.random.default_rng(3)
+    length = 5000
+    starts = rng.integers(0, length - 150, 4000)
+    ends = starts + rng.integers(1, 150, 4000)
+    truth = np.zeros(length, dtype=np.int64)
+    for s, e in zip(starts, ends, strict=True):
+        truth[s:e] += 1
+    assert truth.max() > DEPTH_CAP > truth.min()  # both sides of the cap are exercised
+    cuts = [0, 17, 1000, 2500, 4000]
+    parts = [profile_of_blocks(starts[a:b], ends[a:b]) for a, b in itertools.pairwise(cuts)]
+    summed = add_profiles(*reversed(parts))
+    assert (per_base(summed, length) == np.minimum(truth, DEPTH_CAP)).all()
+    touching = summed.start[1:] == summed.end[:-1]
+    assert (summed.depth[1:][touching] != summed.depth[:-1][touching]).all()  # runs are maximal
+    for t in THRESHOLDS:
+        assert summed.bases_at_least(t) == np.count_nonzero(truth >= t)
+        low = np.zeros(length, dtype=np.bool_)
+        s, e = summed.below(t, length)
+        for a, b in zip(s, e, strict=True):
+            low[a:b] = True
+        assert (low == (truth < t)).all()
+        assert (s[1:] > e[:-1]).all()  # merged: no two intervals touch
+
+
+def test_an_empty_profile_is_one_interval_below_every_threshold() -> None:
+    s, e = Profile().below(10, 300)
+    assert (s.tolist(), e.tolist()) == ([0], [300])
+    assert add_profiles(Profile(), Profile()).bases_at_least(1) == 0
+
+
+@pytest.mark.parametrize(
+    ("pos", "cigar", "blocks"),
+    [
+        (1, "100M", [(0, 100)]),
+        (11, "5S20M2D30M3I10M", [(10, 30), (32, 72)]),
+        (5, "10=1X9=", [(4, 24)]),
+        (1, "10M100N10M", [(0, 10), (110, 120)]),
+    ],
+)
+def test_cigar_blocks_leave_out_deletions_and_skips(pos: int, cigar: str, blocks: list[tuple[int, int]]) -> None:
+    assert cigar_blocks(pos, cigar) == blocks
+
+
+def test_illumina_read_names_and_control_values() -> None:
+    assert illumina_fields("A00123:8:HABCDEFXX:2:1101:1000:2000 1:N:0:ACGT") == {
+        "instrument": "A00123", "run": "8", "flowcell": "HABCDEFXX", "lane": "2"}
+    assert illumina_fields("MS2_34001:1:1101:11301:5707") == {"instrument": "MS2_34001", "lane": "1"}
+    assert illumina_fields("SRR123.1 length=150") == {}
+    assert [parse_control(v) for v in ("TRUE", "no", "1", "")] == [True, False, True, None]
+    with pytest.raises(ValueError, match="true or false"):
+        parse_control("neg")
