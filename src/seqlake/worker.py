@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference
+from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference, threads_from_env
 from seqlake.coverage import CoverageAccumulator
 from seqlake.errors import BadInputError
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
@@ -90,7 +90,7 @@ class _Aligning:
     def __init__(self, plan: Plan, child: int, tmp: str) -> None:
         assert plan.reference is not None
         index = resolve_reference(plan.reference, plan.params.preset)
-        self.aligner = ReadAligner(index, plan.params.preset)
+        self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
         self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.bin_width = plan.params.coverage_bin

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from samtranslator.translator.transform import transform
 
+from seqlake.align import THREADS_VAR
 from seqlake.aws import render_template
 from seqlake.tables import RESULT_TABLES, TABLES
 
@@ -242,6 +243,9 @@ def test_spot_first_then_on_demand(template: dict[str, Any]) -> None:
     mounts = jd["ContainerProperties"]["MountPoints"]
     env = {e["Name"]: e["Value"] for e in jd["ContainerProperties"]["Environment"]}
     assert mounts[0]["ContainerPath"] == env["SEQLAKE_REF_CACHE"]
+    # the worker aligns on as many threads as the job has vCPUs
+    vcpus = next(r["Value"] for r in jd["ContainerProperties"]["ResourceRequirements"] if r["Type"] == "VCPU")
+    assert env[THREADS_VAR] == vcpus == {"Ref": "WorkerVcpus"}
 
 
 # ------------------------------------------------------------------------------------------------- ASL

@@ -120,3 +120,19 @@ def test_commit_side_imports_no_mappy() -> None:
     # the commit Lambda's layer has no mappy (it has no wheel): merging must not import it
     code = "import sys, seqlake.merge, seqlake.aws.steps; sys.exit('mappy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_process_threads_write_the_same_tables(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
+    # Given the same reads processed with 1 and with 2 alignment threads per shard
+    tables = {}
+    for threads in ("1", "2"):
+        out = tmp_path / f"t{threads}"
+        proc = run("process", *map(str, miseq), "--reference", str(reference), "--out", str(out), "--jobs", "1",
+                   "--shards", "1", "--threads", threads)
+        assert proc.returncode == 0, proc.stderr
+        tables[threads] = {t.name: pq.read_table(t) for t in (out / "results").iterdir()}
+    # Then every table is identical, row order included
+    assert tables["1"].keys() == tables["2"].keys() and "alignments" in tables["1"]
+    assert tables["1"]["alignments"].num_rows > 2 * 5762
+    for name, table in tables["1"].items():
+        assert table.equals(tables["2"][name]), name
