@@ -180,29 +180,15 @@ def _proper(a: Any, b: Any, max_gap: int) -> bool:
 PE_BONUS = 33
 #: minimap2 ``sr`` ``max_gap``, the floor of the pairing distance
 SR_MAX_GAP = 100
-#: the environment variable that gives a child its alignment threads: the job definition sets it to
-#: the vCPUs it gives the child (template parameter ``WorkerVcpus``), ``seqlake process --threads`` to
-#: its value
-THREADS_VAR = "SEQLAKE_THREADS"
 #: reads per thread below which a call is not cut into parts (the cut costs more than it saves)
 MIN_READS_PER_THREAD = 256
-
-
-def threads_from_env() -> int:
-    """A child's alignment threads: ``$SEQLAKE_THREADS`` when set (at least 1), else 1."""
-    value = os.environ.get(THREADS_VAR, "").strip()
-    if not value:
-        return 1
-    try:
-        return max(1, int(value))
-    except ValueError:
-        raise ValueError(f"{THREADS_VAR}={value!r} is not a whole number of threads") from None
 
 
 class ReadAligner:
     """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts.
 
-    With ``threads`` > 1 each call cuts its reads into ``threads`` consecutive parts aligned at once,
+    A child's threads are the vCPUs its job gives it (:func:`seqlake.cpus.threads_from_env`). With
+    ``threads`` > 1 each call cuts its reads into ``threads`` consecutive parts aligned at once,
     one on the calling thread and the others on a pool, all sharing the one index in memory (mappy
     releases the GIL while it maps; each thread has its own ``ThreadBuffer``). A read's rows depend on
     that read alone and the parts are joined in order, so the rows and counts are the same, row order

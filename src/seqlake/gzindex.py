@@ -2,7 +2,8 @@
 
 One streaming pass over the decompressed data counts the records and keeps a *checkpoint* every
 ``spacing`` bytes of plain data: ``(plain offset of a record start, records before it)``. For gzip and
-BGZF the pass decompresses with rapidgzip (``RapidgzipFile(parallelization=1, chunk_size=1 MiB)``) and
+BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``) on every vCPU the process
+was given (:func:`index_threads`: the index job's ``IndexJobVcpus``, or the plan Lambda's vCPUs) and
 exports its seek index in the GZTOOL format (~3 MB per GB of plain data); a shard's reader imports that
 index with the same ``chunk_size`` (rapidgzip re-chunks the index points to the reader's chunk size),
 seeks to the checkpoint before its first record and skips at most ``spacing`` bytes of records. No copy
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from seqlake import storage
+from seqlake.cpus import available_cpus, threads_from_env
 from seqlake.errors import BadInputError
 
 #: plain bytes between checkpoints: a shard skips ~half of this on average (~250 records of 2x250 bp)
@@ -248,18 +250,25 @@ class _Checked:
         self._f.export_index(path, fmt)
 
 
+def index_threads() -> int:
+    """Threads of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
+    process may use (a Lambda function: the vCPUs of its memory size)."""
+    return threads_from_env(default=available_cpus())
+
+
 @contextlib.contextmanager
-def open_indexed(uri: str, index: bytes | None = None) -> Iterator[Any]:
+def open_indexed(uri: str, index: bytes | None = None, threads: int = 1) -> Iterator[Any]:
     """A seekable decompressed view of a gzip / BGZF file; ``index`` is an exported GZTOOL index.
 
-    Yields a reader with read, readinto, seek and tell (over ``rapidgzip.RapidgzipFile``).
+    Yields a reader with read, readinto, seek and tell (over ``rapidgzip.RapidgzipFile``), decoding on
+    ``threads`` threads (a shard's reader: one; the index pass: :func:`index_threads`).
     """
     import rapidgzip
 
     with storage.open_read(uri, buffer_size=CHUNK_SIZE) as raw:
         latch = _Latch(raw)
         try:
-            f = rapidgzip.RapidgzipFile(latch, parallelization=1, chunk_size=CHUNK_SIZE)
+            f = rapidgzip.RapidgzipFile(latch, parallelization=threads, chunk_size=CHUNK_SIZE)
         except (RuntimeError, ValueError) as err:
             if latch.error is not None:
                 raise OSError(f"{uri}: reading failed: {latch.error}") from latch.error
@@ -281,8 +290,9 @@ class IndexResult:
     index: bytes | None
 
 
-def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
-    """One pass over a gzip / BGZF file: count records, take checkpoints, export the seek index.
+def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> IndexResult:
+    """One pass over a gzip / BGZF file on ``threads`` threads (default :func:`index_threads`): count
+    records, take checkpoints, export the seek index.
 
     A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
     record, whichever way rapidgzip met the cut.
@@ -290,7 +300,7 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
     from seqlake.fastq import find_truncation
 
     try:
-        return _index_gzip(uri, spacing)
+        return _index_gzip(uri, spacing, index_threads() if threads is None else threads)
     except BadInputError as err:
         truncated = find_truncation(uri)
         if truncated is not None:
@@ -298,10 +308,10 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
         raise
 
 
-def _index_gzip(uri: str, spacing: int) -> IndexResult:
+def _index_gzip(uri: str, spacing: int, threads: int) -> IndexResult:
     import rapidgzip
 
-    with open_indexed(uri) as f:
+    with open_indexed(uri, threads=threads) as f:
         result = scan_records(f, uri, spacing)
         with storage.open_read(uri) as raw:
             _check_gzip_end(f, raw, result.plain_size, uri)

@@ -77,7 +77,7 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 
 def process_command(args: argparse.Namespace) -> int:
-    from seqlake.align import THREADS_VAR
+    from seqlake.cpus import THREADS_VAR
     from seqlake.merge import merge_run
     from seqlake.model import Sample
     from seqlake.naming import sample_from_filename

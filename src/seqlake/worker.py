@@ -24,8 +24,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference, threads_from_env
+from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, resolve_reference
 from seqlake.coverage import CoverageAccumulator
+from seqlake.cpus import threads_from_env
 from seqlake.errors import BadInputError
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
 from seqlake.plan import Plan

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from samtranslator.translator.transform import transform
 
-from seqlake.align import THREADS_VAR
 from seqlake.aws import render_template
+from seqlake.cpus import THREADS_VAR
 from seqlake.tables import RESULT_TABLES, TABLES
 
 from .conftest import REPO
@@ -369,3 +369,13 @@ def test_samconfig_environment_sets_every_required_parameter(template: dict[str,
     assert required <= set(overrides), required - set(overrides)
     assert overrides["Stage"] == env and deploy["stack_name"] == f"seqlake-{env}"
     assert "CAPABILITY_IAM" in deploy["capabilities"] and "CAPABILITY_AUTO_EXPAND" in deploy["capabilities"]
+
+
+def test_index_job_decodes_on_the_vcpus_it_is_given(template: dict[str, Any]) -> None:
+    overrides = json.loads(ASL_PATH.read_text())["States"]["IndexJob"]["Parameters"]["ContainerOverrides"]
+    vcpus = next(r["Value"] for r in overrides["ResourceRequirements"] if r["Type"] == "VCPU")
+    env = {e["Name"]: e.get("Value") for e in overrides["Environment"]}
+    assert vcpus == env[THREADS_VAR] == "${IndexJobVcpus}"
+    subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    assert subs["IndexJobVcpus"] == {"Ref": "IndexJobVcpus"}
+    assert template["Parameters"]["IndexJobVcpus"]["Default"] >= 2

@@ -170,18 +170,6 @@ def test_threads_give_the_same_rows_in_the_same_order(
     assert outs[0][1].mapped_reads > 0.9 * len(recs)
 
 
-def test_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(align.THREADS_VAR, raising=False)
-    assert align.threads_from_env() == 1
-    monkeypatch.setenv(align.THREADS_VAR, "4")
-    assert align.threads_from_env() == 4
-    monkeypatch.setenv(align.THREADS_VAR, "0")
-    assert align.threads_from_env() == 1
-    monkeypatch.setenv(align.THREADS_VAR, "two")
-    with pytest.raises(ValueError, match="SEQLAKE_THREADS"):
-        align.threads_from_env()
-
-
 # -- coverage ---------------------------------------------------------------------------------------
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from seqlake import cpus, shards
 from seqlake import plan as planmod
-from seqlake import shards
 from seqlake.errors import BadInputError
 from seqlake.model import Sample
 from seqlake.params import Params
@@ -116,6 +116,22 @@ def test_bgzf_and_multimember(miseq_plain: tuple[bytes, bytes], tmp_path: Path) 
         plan = make_plan(f"r{n}", [Sample("a", uri)], out_prefix=str(tmp_path / "out"), shards=7)
         assert plan.array_size == 7
         assert reassemble(plan) == {1: data}
+
+
+def test_index_pass_on_several_threads_gives_the_same_plan(miseq_plain: tuple[bytes, bytes], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    data = miseq_plain[0] * 3  # several rapidgzip chunks of compressed data, decoded in parallel
+    gz = tmp_path / "r.fastq.gz"
+    gz.write_bytes(gzip.compress(data, compresslevel=1))
+    assert gz.stat().st_size > 2 * planmod.gzindex.CHUNK_SIZE
+    plans = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv(cpus.THREADS_VAR, threads)
+        assert planmod.gzindex.index_threads() == int(threads)
+        plan = make_plan(f"t{threads}", [Sample("a", str(gz))], out_prefix=str(tmp_path / threads), shards=7)
+        assert reassemble(plan) == {1: data}
+        plans.append(plan)
+    assert [s.spans for s in plans[0].shards] == [s.spans for s in plans[1].shards]
 
 
 def test_bz2_is_one_shard(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:
