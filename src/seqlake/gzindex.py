@@ -348,3 +348,90 @@ def skip_records(f: Any, offset: int, count: int, block: int = 1 << 16) -> int:
             p = b.index(b"\n", p + 1)
         return pos + p + 1
     return pos
+
+
+# -- BGZF without an index pass ---------------------------------------------------------------------
+# A BGZF file is a series of gzip members ("blocks") of at most 64 KiB, each naming its own compressed
+# size in its header (the ``BC`` extra subfield, SAM/BAM specification section 4.1) and its plain size
+# in its footer: a reader can start at any block. A single-end BGZF input is therefore cut like a plain
+# file, by byte ranges, with no pass over its data: a shard is the records whose first byte lies in
+# its range of blocks (see seqlake.shards).
+
+#: a BGZF block header up to its BSIZE field: gzip magic, deflate, FEXTRA, ..., XLEN 6, ``BC``, SLEN 2
+_BGZF_MAGIC = b"\x1f\x8b\x08\x04"
+_BGZF_HEADER = 18
+#: bytes read to find the first block at or after an offset (blocks are at most 64 KiB)
+BGZF_WINDOW = 256 << 10
+
+
+def bgzf_block_size(buf: bytes, p: int) -> int | None:
+    """The whole size of the BGZF block whose header starts at ``buf[p]``, or None when none does."""
+    head = buf[p:p + _BGZF_HEADER]
+    if len(head) < _BGZF_HEADER or head[:4] != _BGZF_MAGIC or head[10:16] != b"\x06\x00BC\x02\x00":
+        return None
+    size: int = struct.unpack_from("<H", head, 16)[0] + 1
+    return size
+
+
+def next_bgzf_block(f: Any, offset: int, size: int, path: str) -> int:
+    """The compressed offset of the first BGZF block starting at or after ``offset`` (``size`` when
+    none does). A candidate header counts when the blocks it chains to are headers too, up to the end
+    of the window or of the file, so deflate data that happens to look like a header is passed over."""
+    if offset <= 0:
+        return 0
+    f.seek(offset)
+    buf: bytes = f.read(BGZF_WINDOW)
+    at_eof = offset + len(buf) >= size
+    p = buf.find(_BGZF_MAGIC)
+    while p >= 0:
+        q, chained = p, 0
+        while (n := bgzf_block_size(buf, q)) is not None:
+            q += n
+            chained += 1
+        if chained and ((at_eof and q == len(buf)) or (chained >= 2 and q + _BGZF_HEADER > len(buf))):
+            return offset + p
+        p = buf.find(_BGZF_MAGIC, p + 1)
+    if at_eof:
+        return size
+    raise BadInputError(path, f"not BGZF: no block header within {BGZF_WINDOW} bytes after byte {offset}")
+
+
+def bgzf_plain_ratio(f: Any, size: int) -> float:
+    """Plain bytes per compressed byte of the file's first blocks (from their headers and footers)."""
+    f.seek(0)
+    buf: bytes = f.read(min(size, BGZF_WINDOW))
+    q = compressed = plain = 0
+    while (n := bgzf_block_size(buf, q)) is not None and q + n <= len(buf):
+        plain += struct.unpack_from("<I", buf, q + n - 4)[0]
+        compressed += n
+        q += n
+    return plain / compressed if compressed and plain else 1.0
+
+
+def iter_bgzf_blocks(f: Any, start: int, stop: int | None, path: str) -> Iterator[bytes]:
+    """The plain data of the BGZF blocks from compressed offset ``start`` (a block start) up to ``stop``
+    (None: the end of the file), block by block, each checked against its CRC32 and size."""
+    from isal import isal_zlib
+
+    f.seek(start)
+    pos = start
+    while stop is None or pos < stop:
+        head: bytes = f.read(_BGZF_HEADER)
+        if not head:
+            return
+        n = bgzf_block_size(head, 0)
+        if n is None:
+            raise BadInputError(path, f"not BGZF: no block header at byte {pos}")
+        body: bytes = f.read(n - _BGZF_HEADER)
+        if len(body) != n - _BGZF_HEADER:
+            raise BadInputError(path, f"truncated BGZF block at byte {pos}")
+        crc, isize = struct.unpack_from("<II", body, len(body) - 8)
+        try:
+            data = isal_zlib.decompress(body[:-8], wbits=-15)
+        except isal_zlib.error as err:  # type: ignore[misc]  # IsalError, an Exception
+            raise BadInputError(path, f"corrupt BGZF block at byte {pos}: {err}") from err
+        if len(data) != isize or isal_zlib.crc32(data) != crc:
+            raise BadInputError(path, f"corrupt BGZF block at byte {pos}: its CRC32 or size does not match")
+        pos += n
+        if data:
+            yield data
