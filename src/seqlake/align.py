@@ -29,7 +29,8 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,14 @@ SR_MAX_GAP = 100
 MIN_READS_PER_THREAD = 256
 
 
+@dataclass(frozen=True)
+class AlignedBatch:
+    """The rows and per-mate counts of one submitted call (:meth:`ReadAligner.submit_pairs`)."""
+
+    rows: AlignmentColumns
+    stats: tuple[AlignStats, ...]
+
+
 class ReadAligner:
     """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts.
 
@@ -193,6 +202,11 @@ class ReadAligner:
     releases the GIL while it maps; each thread has its own ``ThreadBuffer``). A read's rows depend on
     that read alone and the parts are joined in order, so the rows and counts are the same, row order
     included, whatever the thread count.
+
+    :meth:`submit_pairs` / :meth:`submit_single` return at once and align behind the caller (in order,
+    one call at a time, on the same threads), so that a child reads, checks and trims its next chunk
+    while this one aligns; with one thread they align before returning. Submitted work and the direct
+    :meth:`align_pairs` / :meth:`align_single` are not meant to run at the same time.
     """
 
     def __init__(
@@ -213,6 +227,7 @@ class ReadAligner:
         self._pool = (
             ThreadPoolExecutor(self.threads - 1, thread_name_prefix="seqlake-align") if self.threads > 1 else None
         )
+        self._behind = ThreadPoolExecutor(1, thread_name_prefix="seqlake-align-behind") if self._pool else None
 
     def __repr__(self) -> str:
         return f"ReadAligner(index={self.index_path!r}, preset={self.preset!r})"
@@ -266,6 +281,38 @@ class ReadAligner:
         first = len(out)
         self._in_parts(self._pairs, (names, seqs1, seqs2, read_index), out, stats)
         _collect_spans(out, first, spans)
+
+    def submit_pairs(
+        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int]
+    ) -> Future[AlignedBatch]:
+        """:meth:`align_pairs` behind the caller: the rows and counts of mates 1 and 2, when done."""
+        return self._submit(self._pairs, (names, seqs1, seqs2, read_index), mates=2)
+
+    def submit_single(
+        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int]
+    ) -> Future[AlignedBatch]:
+        """:meth:`align_single` behind the caller."""
+        return self._submit(self._single, (names, seqs, read_index), mates=1)
+
+    def _submit(
+        self,
+        align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+        reads: tuple[Sequence[Any], ...],
+        mates: int,
+    ) -> Future[AlignedBatch]:
+        def run() -> AlignedBatch:
+            batch = AlignedBatch(AlignmentColumns(), tuple(AlignStats() for _ in range(mates)))
+            self._in_parts(align, reads, batch.rows, batch.stats)
+            return batch
+
+        if self._behind is not None:
+            return self._behind.submit(run)
+        done: Future[AlignedBatch] = Future()
+        try:
+            done.set_result(run())
+        except Exception as err:
+            done.set_exception(err)
+        return done
 
     def _in_parts(
         self,

@@ -136,3 +136,6 @@ def test_process_threads_write_the_same_tables(miseq: tuple[Path, Path], referen
     assert tables["1"]["alignments"].num_rows > 2 * 5762
     for name, table in tables["1"].items():
         assert table.equals(tables["2"][name]), name
+    # the child's alignments part too, row groups included (the same bytes)
+    parts = [sorted((tmp_path / f"t{t}" / "results" / "alignments").rglob("*.parquet")) for t in ("1", "2")]
+    assert len(parts[0]) == 1 and parts[0][0].read_bytes() == parts[1][0].read_bytes()

@@ -168,6 +168,15 @@ def test_threads_give_the_same_rows_in_the_same_order(
         outs.append((out.values, st, spans))
     assert outs[0] == outs[1]
     assert outs[0][1].mapped_reads > 0.9 * len(recs)
+    # submitted calls (aligned behind the caller) give the same rows and counts, in the order submitted
+    for threads in (1, 2):
+        aligner = align.ReadAligner(index, threads=threads)
+        half = len(recs) // 2
+        futures = [aligner.submit_single(recs.names()[a:b], seqs[a:b], range(a, b))
+                   for a, b in ((0, half), (half, len(recs)))]
+        batches = [f.result() for f in futures]
+        assert [v for b in batches for v in b.rows.values] == outs[0][0]
+        assert sum(b.stats[0].mapped_reads for b in batches) == outs[0][1].mapped_reads
 
 
 # -- coverage ---------------------------------------------------------------------------------------
