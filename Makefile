@@ -29,9 +29,9 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/seqlake demo
 
-# seqkit and minimap2 are the tools whose numbers the tests compare against; Chromium opens the run
-# reports in the browser tests. Tests skip without them.
-TOOLS := seqkit minimap2 samtools fastp chromium
+# seqkit, minimap2, samtools and fastp are the tools whose numbers the tests compare against; tabix brings
+# bgzip (the BGZF input tests); Chromium opens the run reports in the browser tests. Tests skip without them.
+TOOLS := seqkit minimap2 samtools fastp tabix chromium
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || \

@@ -30,6 +30,8 @@ class BuildPyWithApp(build_py):
     def run(self) -> None:
         super().run()
         target = Path(self.build_lib) / APP_PACKAGE_DIR
+        # a build folder left by an earlier build may hold files the checkout no longer has
+        shutil.rmtree(target, ignore_errors=True)
         for pattern in APP_FILES:
             for path in sorted(ROOT.glob(pattern)):
                 dest = target / path.relative_to(ROOT)

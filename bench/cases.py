@@ -32,6 +32,7 @@ from harness import (
     paths,
     run_group,
     seqlake,
+    speed_ratio,
 )
 
 SINGLE_FILE = Group(
@@ -160,6 +161,35 @@ def memory(ctx: Ctx, inputs: Inputs) -> None:
                             "peak RSS big / small"))
 
 
+# ------------------------------------------------------------------ a child: its fixed cost, its threads
+CHILD = "A child: its fixed cost, and its alignment threads (full worker, paired)"
+#: a small shard: the child's fixed cost (start, imports, plan, index, Parquet writers, exit) is most of it
+SMALL_SHARD_READS = 1000
+CHILD_FIXED_TARGET_S = 0.5
+#: a child with 2 vCPUs (2 alignment threads on one index in memory) against one with 1
+THREADS_TARGET = 1.7
+
+
+def child(ctx: Ctx, inputs: Inputs) -> None:
+    print(CHILD)
+    small = inputs.head(SMALL_SHARD_READS)
+    n = small.reads_per_mate
+    row = measure_worker(ctx, "child_small", CHILD, f"full worker on a shard of {n:,} pairs (start to exit)",
+                         small, paired=True, trim=True, align=True)
+    ctx.ratios.append(Ratio(f"child on a {n:,}-read shard, start to exit", row.seconds, "s",
+                            f"< {CHILD_FIXED_TARGET_S} s", None if row.seconds is None else
+                            row.seconds < CHILD_FIXED_TARGET_S, "wall time, one core"))
+    for threads in (1, 2):
+        measure_worker(ctx, f"child_t{threads}", CHILD, f"full worker, {threads} alignment thread(s), not pinned",
+                       inputs.main, paired=True, trim=True, align=True, threads=threads)
+    speed_ratio(ctx, "child with 2 vCPUs vs 1 (alignment threads)", "child_t2", "child_t1", THREADS_TARGET,
+                "paired, reads/s, both cores free")
+    for threads in (1, 2):
+        r = ctx.results[f"child_t{threads}"]
+        if r.peak_mb:
+            r.note = ", ".join(filter(None, [r.note, f"peak RSS {r.peak_mb:.0f} MB"]))
+
+
 # ------------------------------------------------------------------ many shards: planning and merging
 SHARDS = "Many tiny shards: planning and merging"
 
@@ -216,6 +246,7 @@ def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], N
         "paired": lambda ctx, inputs: run_group(ctx, PAIRED, inputs.main),
         "e2e": end_to_end,
         "memory": memory,
+        "child": child,
         "shards": lambda ctx, inputs: many_shards(ctx, inputs, shard_counts),
     }
 

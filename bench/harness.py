@@ -158,10 +158,7 @@ def build_input(work: Path, source: Source, copies: int) -> Input:
     sizes = []
     reads = 0
     for mate, src in ((1, source.r1), (2, source.r2)):
-        with src.open("rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-        with gzip.open(src, "rb") if gzipped else src.open("rb") as f:
-            plain = f.read()
+        plain = read_plain(src)
         reads = plain.count(b"\n") // 4
         sizes.append(len(plain) * copies)
         target = folder / f"R{mate}.fastq.gz"
@@ -177,6 +174,31 @@ def build_input(work: Path, source: Source, copies: int) -> Input:
     meta = {"reads_per_mate": reads * copies, "plain_r1": sizes[0], "plain_r2": sizes[1]}
     meta_path.write_text(json.dumps(meta))
     return Input(folder / "R1.fastq.gz", folder / "R2.fastq.gz", copies, **meta)
+
+
+def read_plain(src: Path) -> bytes:
+    """A FASTQ file's plain bytes, gzip or not."""
+    with src.open("rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    with gzip.open(src, "rb") if gzipped else src.open("rb") as f:
+        return f.read()
+
+
+def head_input(work: Path, source: Source, records: int) -> Input:
+    """The first ``records`` pairs of the source (all of them when it has fewer), gzip-compressed
+    (cached): a small shard."""
+    folder = work / "-".join(filter(None, ["input", source.tag, f"head{records}"]))
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    for mate, src in ((1, source.r1), (2, source.r2)):
+        lines = read_plain(src).split(b"\n")
+        records = min(records, len(lines) // 4)
+        plain = b"\n".join(lines[: 4 * records]) + b"\n"
+        sizes.append(len(plain))
+        target = folder / f"R{mate}.fastq.gz"
+        if not target.exists():
+            target.write_bytes(gzip.compress(plain, mtime=0))
+    return Input(folder / "R1.fastq.gz", folder / "R2.fastq.gz", 0, records, sizes[0], sizes[1])
 
 
 def warm(paths_: Sequence[Path]) -> None:
@@ -303,8 +325,9 @@ def paths(*args: str) -> list[str]:
 
 
 def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
-                   paired: bool, trim: bool, align: bool) -> Row:
-    """Plan a one-shard run (not timed), then time the worker's real entry point, as AWS Batch runs it."""
+                   paired: bool, trim: bool, align: bool, threads: int | None = None) -> Row:
+    """Plan a one-shard run (not timed), then time the worker's real entry point, as AWS Batch runs it;
+    ``threads``: as a job with that many vCPUs (``SEQLAKE_THREADS``), not pinned to one core."""
     out = fresh(ctx.work / "out" / key)
     args = ["plan", str(out), str(inp.r1)] + ([str(inp.r2)] if paired else []) + ["--shards", "1"]
     args += (["--reference", str(ctx.reference)] if align else []) + ([] if trim else ["--no-trim"])
@@ -320,8 +343,11 @@ def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
         print(f"  {label}: {row.note}")
         return row
     plan_uri = json_out(ctx, f"{key}_plan")["plan_uri"]
-    return measure(ctx, key, group, label, seqlake("worker", "--plan", plan_uri, "--shard", "0"),
-                   reads=reads, plain_bytes=size, shown=shown)
+    argv = seqlake("worker", "--plan", plan_uri, "--shard", "0")
+    if threads is not None:
+        argv, shown = ["env", f"SEQLAKE_THREADS={threads}", *argv], f"SEQLAKE_THREADS={threads} {shown}"
+    return measure(ctx, key, group, label, argv, reads=reads, plain_bytes=size, shown=shown,
+                   pin=threads is None)
 
 
 def speed_ratio(ctx: Ctx, label: str, ours: str, theirs: str, target: float | None, how: str) -> None:
@@ -517,3 +543,6 @@ class Inputs:
 
     def sized(self, copies: int) -> Input:
         return self.main if copies == self.main.copies else build_input(self.work, self.source, copies)
+
+    def head(self, records: int) -> Input:
+        return head_input(self.work, self.source, records)

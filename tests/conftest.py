@@ -67,5 +67,10 @@ def seqkit() -> str:
 
 
 @pytest.fixture(scope="session")
+def bgzip() -> str:
+    return _tool("bgzip")
+
+
+@pytest.fixture(scope="session")
 def minimap2() -> str:
     return _tool("minimap2")

@@ -29,6 +29,8 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,15 +223,41 @@ def _proper(a: Any, b: Any, max_gap: int) -> bool:
 PE_BONUS = 33
 #: minimap2 ``sr`` ``max_gap``, the floor of the pairing distance
 SR_MAX_GAP = 100
+#: reads per thread below which a call is not cut into parts (the cut costs more than it saves)
+MIN_READS_PER_THREAD = 256
+
+
+@dataclass(frozen=True)
+class AlignedBatch:
+    """The rows and per-mate counts of one submitted call (:meth:`ReadAligner.submit_pairs`)."""
+
+    rows: AlignmentColumns
+    stats: tuple[AlignStats, ...]
 
 
 class ReadAligner:
-    """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts."""
+    """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts.
 
-    def __init__(self, index_path: str, preset: str = "sr", max_frag_len: int = SR_MAX_FRAG_LEN) -> None:
+    A child's threads are the vCPUs its job gives it (:func:`seqlake.cpus.threads_from_env`). With
+    ``threads`` > 1 each call cuts its reads into ``threads`` consecutive parts aligned at once,
+    one on the calling thread and the others on a pool, all sharing the one index in memory (mappy
+    releases the GIL while it maps; each thread has its own ``ThreadBuffer``). A read's rows depend on
+    that read alone and the parts are joined in order, so the rows and counts are the same, row order
+    included, whatever the thread count.
+
+    :meth:`submit_pairs` / :meth:`submit_single` return at once and align behind the caller (in order,
+    one call at a time, on the same threads), so that a child reads, checks and trims its next chunk
+    while this one aligns; with one thread they align before returning. Submitted work and the direct
+    :meth:`align_pairs` / :meth:`align_single` are not meant to run at the same time.
+    """
+
+    def __init__(
+        self, index_path: str, preset: str = "sr", max_frag_len: int = SR_MAX_FRAG_LEN, threads: int = 1
+    ) -> None:
         self.index_path = index_path
         self.preset = preset
         self.max_frag_len = max_frag_len
+        self.threads = max(1, threads)
         # imported here, not at module level: the commit Lambda imports this module (through merge) for
         # its counters, and mappy has no wheel, so it is not in the Lambda layer
         import mappy
@@ -237,7 +265,11 @@ class ReadAligner:
         self._aligner = mappy.Aligner(index_path, preset=preset, n_threads=1)
         if not self._aligner:
             raise ValueError(f"could not load the minimap2 index {index_path}")
-        self._buf = mappy.ThreadBuffer()
+        self._buffers = [mappy.ThreadBuffer() for _ in range(self.threads)]
+        self._pool = (
+            ThreadPoolExecutor(self.threads - 1, thread_name_prefix="seqlake-align") if self.threads > 1 else None
+        )
+        self._behind = ThreadPoolExecutor(1, thread_name_prefix="seqlake-align-behind") if self._pool else None
 
     def __repr__(self) -> str:
         return f"ReadAligner(index={self.index_path!r}, preset={self.preset!r})"
@@ -272,11 +304,8 @@ class ReadAligner:
     ) -> None:
         """Align single-end reads. ``spans``, when given, collects (contig, start, end) of primary +
         supplementary alignments (0-based, end exclusive)."""
-        amap, buf = self._aligner.map, self._buf
         first = len(out)
-        for name, seq, idx in zip(names, seqs, read_index, strict=True):
-            hits = [h for h in amap(seq, buf=buf) if h.is_primary] if seq else []
-            _emit(out.values, stats, (name, 1, idx, len(seq)), hits, 0, None, 0, False)
+        self._in_parts(self._single, (names, seqs, read_index), out, (stats,))
         _collect_spans(out, first, spans)
 
     def align_pairs(
@@ -290,16 +319,93 @@ class ReadAligner:
         stats: tuple[AlignStats, AlignStats],
         spans: list[tuple[str, int, int]] | None = None,
     ) -> None:
-        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags).
-
-        Most pairs give exactly one hit per mate, mate 1's first (mappy returns mate 1's hits, then
-        mate 2's): that case is written inline, with the counts kept in locals; anything else (an
-        unmapped mate, supplementary or secondary hits, an empty mate) goes through :func:`_emit`.
-        """
-        amap, buf, frag = self._aligner.map, self._buf, self.max_frag_len
-        values = out.values
-        extend = values.extend
+        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags)."""
         first = len(out)
+        self._in_parts(self._pairs, (names, seqs1, seqs2, read_index), out, stats)
+        _collect_spans(out, first, spans)
+
+    def submit_pairs(
+        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int]
+    ) -> Future[AlignedBatch]:
+        """:meth:`align_pairs` behind the caller: the rows and counts of mates 1 and 2, when done."""
+        return self._submit(self._pairs, (names, seqs1, seqs2, read_index), mates=2)
+
+    def submit_single(
+        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int]
+    ) -> Future[AlignedBatch]:
+        """:meth:`align_single` behind the caller."""
+        return self._submit(self._single, (names, seqs, read_index), mates=1)
+
+    def _submit(
+        self,
+        align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+        reads: tuple[Sequence[Any], ...],
+        mates: int,
+    ) -> Future[AlignedBatch]:
+        def run() -> AlignedBatch:
+            batch = AlignedBatch(AlignmentColumns(), tuple(AlignStats() for _ in range(mates)))
+            self._in_parts(align, reads, batch.rows, batch.stats)
+            return batch
+
+        if self._behind is not None:
+            return self._behind.submit(run)
+        done: Future[AlignedBatch] = Future()
+        try:
+            done.set_result(run())
+        except Exception as err:
+            done.set_exception(err)
+        return done
+
+    def _in_parts(
+        self,
+        align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+        reads: tuple[Sequence[Any], ...],
+        out: AlignmentColumns,
+        stats: tuple[AlignStats, ...],
+    ) -> None:
+        """``align`` over ``reads`` (parallel sequences), cut into one consecutive part per thread; the
+        first part runs on this thread straight into ``out`` and ``stats``, the others into their own
+        rows and counts, appended in order once all are done."""
+        n = len(reads[0])
+        parts = min(self.threads, max(1, n // MIN_READS_PER_THREAD))
+        if parts == 1 or self._pool is None:
+            align(reads, out.values, stats, self._buffers[0])
+            return
+        cuts = [n * k // parts for k in range(parts + 1)]
+        rest: list[tuple[list[Any], tuple[AlignStats, ...]]] = [
+            ([], tuple(AlignStats() for _ in stats)) for _ in range(1, parts)
+        ]
+        futures = [
+            self._pool.submit(align, tuple(r[cuts[k + 1] : cuts[k + 2]] for r in reads), values, counts,
+                              self._buffers[k + 1])
+            for k, (values, counts) in enumerate(rest)
+        ]
+        try:
+            align(tuple(r[: cuts[1]] for r in reads), out.values, stats, self._buffers[0])
+        finally:
+            for f in futures:
+                f.result()
+        for values, counts in rest:
+            out.values.extend(values)
+            for total, part in zip(stats, counts, strict=True):
+                total.merge(part)
+
+    def _single(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
+                buf: Any) -> None:
+        amap = self._aligner.map
+        names, seqs, read_index = reads
+        for name, seq, idx in zip(names, seqs, read_index, strict=True):
+            hits = [h for h in amap(seq, buf=buf) if h.is_primary] if seq else []
+            _emit(values, stats[0], (name, 1, idx, len(seq)), hits, 0, None, 0, False)
+
+    def _pairs(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
+               buf: Any) -> None:
+        """Most pairs give exactly one hit per mate, mate 1's first (mappy returns mate 1's hits, then
+        mate 2's): that case is written inline, with the counts kept in locals; anything else (an
+        unmapped mate, supplementary or secondary hits, an empty mate) goes through :func:`_emit`."""
+        amap, frag = self._aligner.map, self.max_frag_len
+        extend = values.extend
+        names, seqs1, seqs2, read_index = reads
         both = proper_pairs = mapq1 = mapq2 = 0
         for name, s1, s2, idx in zip(names, seqs1, seqs2, read_index, strict=True):
             l1, l2 = len(s1), len(s2)
@@ -331,7 +437,7 @@ class ReadAligner:
             st.mapped_reads += both
             st.properly_paired += proper_pairs
             st.mapq_sum += q
-        _collect_spans(out, first, spans)
+
 
 def _cigar_ops(cigar: list[list[int]]) -> str:
     """mappy's ``cigar`` as a string (its ``cigar_str`` builds one through a lambda per operation)."""

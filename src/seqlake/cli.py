@@ -125,6 +125,28 @@ def _add_containers(p: argparse.ArgumentParser) -> None:
                         "also set by SEQLAKE_CONTAINERS=1")
 
 
+def _add_process(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    process = sub.add_parser(
+        "process", help="process local FASTQ files into Parquet, without any cloud",
+        description="Plan, process each shard in parallel (QC, trimming, QC again, alignment) and merge, on "
+                    "this machine; writes the result tables as Hive-partitioned Parquet under --out.")
+    process.add_argument("r1", metavar="R1", help=_FASTQ)
+    process.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
+    process.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
+    process.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
+    process.add_argument("--out", required=True, metavar="DIR",
+                         help="output folder for the Parquet tables (one subfolder per table)")
+    process.add_argument("--shards", type=int, default=None, metavar="N",
+                         help="cut the input into N shards (default: from the number of reads)")
+    process.add_argument("--jobs", type=int, default=None, metavar="N",
+                         help="shards processed at once (default: the number of CPUs)")
+    process.add_argument("--threads", type=int, default=None, metavar="N",
+                         help="alignment threads of each shard, sharing one reference index in memory (default: "
+                              "$SEQLAKE_THREADS, else 1); the results are the same whatever the number")
+    _add_run_parameters(process, reads_per_shard=False)
+    process.set_defaults(func=_cmd_process)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqlake", description=_DESCRIPTION, epilog=_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,22 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_containers(demo)
     demo.set_defaults(func=_cmd_demo)
 
-    process = sub.add_parser(
-        "process", help="process local FASTQ files into Parquet, without any cloud",
-        description="Plan, process each shard in parallel (QC, trimming, QC again, alignment) and merge, on "
-                    "this machine; writes the result tables as Hive-partitioned Parquet under --out.")
-    process.add_argument("r1", metavar="R1", help=_FASTQ)
-    process.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
-    process.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
-    process.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
-    process.add_argument("--out", required=True, metavar="DIR",
-                         help="output folder for the Parquet tables (one subfolder per table)")
-    process.add_argument("--shards", type=int, default=None, metavar="N",
-                         help="cut the input into N shards (default: from the number of reads)")
-    process.add_argument("--jobs", type=int, default=None, metavar="N",
-                         help="shards processed at once (default: the number of CPUs)")
-    _add_run_parameters(process, reads_per_shard=False)
-    process.set_defaults(func=_cmd_process)
+    _add_process(sub)
 
     worker = sub.add_parser(
         "worker", help="process one shard of a planned run (what each AWS Batch child runs)",

@@ -2,8 +2,10 @@
 
 One streaming pass over the decompressed data counts the records and keeps a *checkpoint* every
 ``spacing`` bytes of plain data: ``(plain offset of a record start, records before it)``. For gzip and
-BGZF the pass decompresses with rapidgzip (``RapidgzipFile(parallelization=1, chunk_size=1 MiB)``) and
-exports its seek index in the GZTOOL format (~3 MB per GB of plain data); a shard's reader imports that
+BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``), in parallel on every vCPU
+the process was given when they are enough to pay for it (:func:`index_threads`: the index job's
+``IndexJobVcpus``, or the plan Lambda's vCPUs), and exports its seek index in the GZTOOL format (~3 MB
+per GB of plain data); a shard's reader imports that
 index with the same ``chunk_size`` (rapidgzip re-chunks the index points to the reader's chunk size),
 seeks to the checkpoint before its first record and skips at most ``spacing`` bytes of records. No copy
 of the data is written. rapidgzip is used because it both decompresses faster than ``gzip -dc`` on one
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from seqlake import storage
+from seqlake.cpus import available_cpus, threads_from_env
 from seqlake.errors import BadInputError
 
 #: plain bytes between checkpoints: a shard skips ~half of this on average (~250 records of 2x250 bp)
@@ -42,6 +45,10 @@ CHECKPOINT_SPACING = 256 << 10
 CHUNK_SIZE = 1 << 20
 #: read size of the counting pass
 SCAN_BLOCK = 4 << 20
+#: fewest vCPUs on which the index pass decodes in parallel. rapidgzip's parallel decoding spends about
+#: 2.3x the CPU per byte of its sequential (ISA-L) decoding, whatever the thread count (1.8 against 0.78
+#: CPU seconds for 436 MB of FASTQ here): it is slower on 2 vCPUs, about even on 3, ~1.7x on 4, ~3.4x on 8
+PARALLEL_FROM = 4
 
 _NL = 10
 
@@ -248,18 +255,27 @@ class _Checked:
         self._f.export_index(path, fmt)
 
 
+def index_threads() -> int:
+    """Threads of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
+    process may use (a Lambda function: the vCPUs of its memory size); one below
+    :data:`PARALLEL_FROM`."""
+    given = threads_from_env(default=available_cpus())
+    return given if given >= PARALLEL_FROM else 1
+
+
 @contextlib.contextmanager
-def open_indexed(uri: str, index: bytes | None = None) -> Iterator[Any]:
+def open_indexed(uri: str, index: bytes | None = None, threads: int = 1) -> Iterator[Any]:
     """A seekable decompressed view of a gzip / BGZF file; ``index`` is an exported GZTOOL index.
 
-    Yields a reader with read, readinto, seek and tell (over ``rapidgzip.RapidgzipFile``).
+    Yields a reader with read, readinto, seek and tell (over ``rapidgzip.RapidgzipFile``), decoding on
+    ``threads`` threads (a shard's reader: one; the index pass: :func:`index_threads`).
     """
     import rapidgzip
 
     with storage.open_read(uri, buffer_size=CHUNK_SIZE) as raw:
         latch = _Latch(raw)
         try:
-            f = rapidgzip.RapidgzipFile(latch, parallelization=1, chunk_size=CHUNK_SIZE)
+            f = rapidgzip.RapidgzipFile(latch, parallelization=threads, chunk_size=CHUNK_SIZE)
         except (RuntimeError, ValueError) as err:
             if latch.error is not None:
                 raise OSError(f"{uri}: reading failed: {latch.error}") from latch.error
@@ -281,8 +297,9 @@ class IndexResult:
     index: bytes | None
 
 
-def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
-    """One pass over a gzip / BGZF file: count records, take checkpoints, export the seek index.
+def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> IndexResult:
+    """One pass over a gzip / BGZF file on ``threads`` threads (default :func:`index_threads`): count
+    records, take checkpoints, export the seek index.
 
     A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
     record, whichever way rapidgzip met the cut.
@@ -290,7 +307,7 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
     from seqlake.fastq import find_truncation
 
     try:
-        return _index_gzip(uri, spacing)
+        return _index_gzip(uri, spacing, index_threads() if threads is None else threads)
     except BadInputError as err:
         truncated = find_truncation(uri)
         if truncated is not None:
@@ -298,10 +315,10 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING) -> IndexResult:
         raise
 
 
-def _index_gzip(uri: str, spacing: int) -> IndexResult:
+def _index_gzip(uri: str, spacing: int, threads: int) -> IndexResult:
     import rapidgzip
 
-    with open_indexed(uri) as f:
+    with open_indexed(uri, threads=threads) as f:
         result = scan_records(f, uri, spacing)
         with storage.open_read(uri) as raw:
             _check_gzip_end(f, raw, result.plain_size, uri)
@@ -338,3 +355,90 @@ def skip_records(f: Any, offset: int, count: int, block: int = 1 << 16) -> int:
             p = b.index(b"\n", p + 1)
         return pos + p + 1
     return pos
+
+
+# -- BGZF without an index pass ---------------------------------------------------------------------
+# A BGZF file is a series of gzip members ("blocks") of at most 64 KiB, each naming its own compressed
+# size in its header (the ``BC`` extra subfield, SAM/BAM specification section 4.1) and its plain size
+# in its footer: a reader can start at any block. A single-end BGZF input is therefore cut like a plain
+# file, by byte ranges, with no pass over its data: a shard is the records whose first byte lies in
+# its range of blocks (see seqlake.shards).
+
+#: a BGZF block header up to its BSIZE field: gzip magic, deflate, FEXTRA, ..., XLEN 6, ``BC``, SLEN 2
+_BGZF_MAGIC = b"\x1f\x8b\x08\x04"
+_BGZF_HEADER = 18
+#: bytes read to find the first block at or after an offset (blocks are at most 64 KiB)
+BGZF_WINDOW = 256 << 10
+
+
+def bgzf_block_size(buf: bytes, p: int) -> int | None:
+    """The whole size of the BGZF block whose header starts at ``buf[p]``, or None when none does."""
+    head = buf[p:p + _BGZF_HEADER]
+    if len(head) < _BGZF_HEADER or head[:4] != _BGZF_MAGIC or head[10:16] != b"\x06\x00BC\x02\x00":
+        return None
+    size: int = struct.unpack_from("<H", head, 16)[0] + 1
+    return size
+
+
+def next_bgzf_block(f: Any, offset: int, size: int, path: str) -> int:
+    """The compressed offset of the first BGZF block starting at or after ``offset`` (``size`` when
+    none does). A candidate header counts when the blocks it chains to are headers too, up to the end
+    of the window or of the file, so deflate data that happens to look like a header is passed over."""
+    if offset <= 0:
+        return 0
+    f.seek(offset)
+    buf: bytes = f.read(BGZF_WINDOW)
+    at_eof = offset + len(buf) >= size
+    p = buf.find(_BGZF_MAGIC)
+    while p >= 0:
+        q, chained = p, 0
+        while (n := bgzf_block_size(buf, q)) is not None:
+            q += n
+            chained += 1
+        if chained and ((at_eof and q == len(buf)) or (chained >= 2 and q + _BGZF_HEADER > len(buf))):
+            return offset + p
+        p = buf.find(_BGZF_MAGIC, p + 1)
+    if at_eof:
+        return size
+    raise BadInputError(path, f"not BGZF: no block header within {BGZF_WINDOW} bytes after byte {offset}")
+
+
+def bgzf_plain_ratio(f: Any, size: int) -> float:
+    """Plain bytes per compressed byte of the file's first blocks (from their headers and footers)."""
+    f.seek(0)
+    buf: bytes = f.read(min(size, BGZF_WINDOW))
+    q = compressed = plain = 0
+    while (n := bgzf_block_size(buf, q)) is not None and q + n <= len(buf):
+        plain += struct.unpack_from("<I", buf, q + n - 4)[0]
+        compressed += n
+        q += n
+    return plain / compressed if compressed and plain else 1.0
+
+
+def iter_bgzf_blocks(f: Any, start: int, stop: int | None, path: str) -> Iterator[bytes]:
+    """The plain data of the BGZF blocks from compressed offset ``start`` (a block start) up to ``stop``
+    (None: the end of the file), block by block, each checked against its CRC32 and size."""
+    from isal import isal_zlib
+
+    f.seek(start)
+    pos = start
+    while stop is None or pos < stop:
+        head: bytes = f.read(_BGZF_HEADER)
+        if not head:
+            return
+        n = bgzf_block_size(head, 0)
+        if n is None:
+            raise BadInputError(path, f"not BGZF: no block header at byte {pos}")
+        body: bytes = f.read(n - _BGZF_HEADER)
+        if len(body) != n - _BGZF_HEADER:
+            raise BadInputError(path, f"truncated BGZF block at byte {pos}")
+        crc, isize = struct.unpack_from("<II", body, len(body) - 8)
+        try:
+            data = isal_zlib.decompress(body[:-8], wbits=-15)
+        except isal_zlib.error as err:  # type: ignore[misc]  # IsalError, an Exception
+            raise BadInputError(path, f"corrupt BGZF block at byte {pos}: {err}") from err
+        if len(data) != isize or isal_zlib.crc32(data) != crc:
+            raise BadInputError(path, f"corrupt BGZF block at byte {pos}: its CRC32 or size does not match")
+        pos += n
+        if data:
+            yield data

@@ -9,6 +9,11 @@ How each input is cut (no copy of the data is ever written; each child reads its
   does the skip).
 - **plain, paired**: the same checkpoint table from a counting pass over the file (~2 GB/s), because R1
   and R2 shards must hold the same read numbers and byte offsets differ between mates.
+- **BGZF, single-end**, above ``count_below``: no pass over the data. BGZF blocks are random access, so
+  shards are byte ranges of the compressed file starting at block headers (:func:`_bgzf_spans`); a child
+  reads the records whose first byte lies in its blocks (``seqlake.shards``). As for plain byte ranges,
+  record numbers are unknown. Paired BGZF files are indexed like gzip: R1 and R2 shards must hold the
+  same read numbers.
 - **plain, single-end**: byte ranges snapped to record starts with one small ranged read per boundary (no
   full pass; :func:`snap_to_record`). Record numbers of such shards are unknown until read, so error lines
   are resolved when an error happens (``seqlake.shards``). Files up to ``count_plain_below`` bytes are
@@ -79,7 +84,8 @@ class Span:
 
     input: int
     mate: int
-    #: plain offset of a record start where reading begins (a checkpoint or a snapped boundary)
+    #: plain offset of a record start where reading begins (a checkpoint or a snapped boundary); for a
+    #: BGZF input without a seek index, the compressed offset of a block (and so is ``end_offset``)
     offset: int
     #: records to skip after ``offset``
     skip: int = 0
@@ -253,6 +259,8 @@ class _Scanned:
     info: InputFile
     sniff: fastq.Sniff
     checkpoints: list[tuple[int, int]] | None = None
+    #: plain bytes per stored byte (a BGZF file cut without a pass: from its first blocks)
+    expansion: float = 1.0
 
     @property
     def estimated_records(self) -> int:
@@ -261,7 +269,7 @@ class _Scanned:
         if self.sniff.records == 0:
             return 0
         per_record = self.sniff.plain_bytes / self.sniff.records
-        return max(self.sniff.records, round(self.info.size / per_record))
+        return max(self.sniff.records, round(self.info.size * self.expansion / per_record))
 
 
 def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout,
@@ -272,6 +280,10 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout
     sniff = fastq.sniff_fastq(uri)
     info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
                      etag=meta.etag, mtime=None if meta.etag else meta.mtime)
+    if sniff.compression == "bgzf" and count_below is not None and meta.size > count_below:
+        with storage.open_read(uri, buffer_size=gzindex.BGZF_WINDOW) as f:
+            expansion = gzindex.bgzf_plain_ratio(f, meta.size)
+        return _Scanned(info, sniff, None, expansion)
     if sniff.compression in ("gzip", "bgzf"):
         res = gzindex.index_gzip(uri)
         assert res.index is not None
@@ -342,7 +354,7 @@ def pack_children(shard_reads: list[int], whole_sample: list[bool], reads_per_ch
 # ---------------------------------------------------------------- byte-range snapping
 
 
-def _is_record_start(buf: bytes, p: int, at_eof: bool) -> bool | None:
+def is_record_start(buf: bytes, p: int, at_eof: bool) -> bool | None:
     """Does a FASTQ record start at ``buf[p]``? None when ``buf`` ends too early to tell.
 
     A ``@`` at a line start can also begin a quality line, so check the 4-line shape: ``@`` header,
@@ -399,7 +411,7 @@ def snap_to_record(f: Any, offset: int, size: int, path: str) -> int:
                     return size
                 undecided = True
                 break
-            ok = _is_record_start(buf, cand, at_eof)
+            ok = is_record_start(buf, cand, at_eof)
             if ok:
                 return start + cand
             if ok is None:
@@ -428,9 +440,14 @@ def _record_spans(sc: _Scanned, idx: int, bounds: list[int]) -> list[Span]:
 
 
 def _byte_spans(sc: _Scanned, idx: int, k: int) -> list[Span]:
+    """``k`` byte ranges (fewer when they collapse), each from the first record start at or after
+    ``i * size / k``; for BGZF, from the first block header (:func:`gzindex.next_bgzf_block`)."""
     size = sc.info.size
-    with storage.open_read(sc.info.uri, buffer_size=SNAP_WINDOW, block_size=SNAP_WINDOW) as f:
-        starts = sorted({snap_to_record(f, i * size // k, size, sc.info.uri) for i in range(k)} | {0})
+    bgzf = sc.info.compression == "bgzf"
+    snap = gzindex.next_bgzf_block if bgzf else snap_to_record
+    window = gzindex.BGZF_WINDOW if bgzf else SNAP_WINDOW
+    with storage.open_read(sc.info.uri, buffer_size=window, block_size=window) as f:
+        starts = sorted({snap(f, i * size // k, size, sc.info.uri) for i in range(k)} | {0})
     starts = [s for s in starts if s < size] or [0]
     ends = [*starts[1:], size]
     return [Span(input=idx, mate=sc.info.mate, offset=s, first_record=None, records=None, end_offset=e)

@@ -77,6 +77,7 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 
 def process_command(args: argparse.Namespace) -> int:
+    from seqlake.cpus import THREADS_VAR
     from seqlake.merge import merge_run
     from seqlake.model import Sample
     from seqlake.naming import sample_from_filename
@@ -91,6 +92,8 @@ def process_command(args: argparse.Namespace) -> int:
     run_id = local_run_id(paths, params, reference)
     out = Path(args.out).resolve()
     jobs = args.jobs or os.cpu_count() or 1
+    if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
+        os.environ[THREADS_VAR] = str(args.threads)
 
     t0 = time.perf_counter()
     plan = make_plan(

@@ -2,7 +2,8 @@
 
 For each span of the shard (one per mate) a reader opens the input (plain: a ranged reader; gzip / BGZF:
 rapidgzip with the run's seek index, or isal's stream for a span that starts at the file's start;
-bz2 / xz: a stream from the start), seeks to the span's offset,
+BGZF without a seek index: its range of blocks, see :func:`_bgzf_span`; bz2 / xz: a stream from the
+start), seeks to the span's offset,
 skips its ``skip`` records and then hands out whole records in chunks of about ``CHUNK_BYTES``. For a
 paired shard the mate 2 chunk is cut to exactly as many records as the mate 1 chunk, so the worker can
 zip them; a file that runs out first is a read count mismatch (BadInputError naming both files).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dnaio
@@ -22,7 +23,7 @@ import numpy as np
 
 from seqlake import fastq, gzindex, storage
 from seqlake.errors import BadInputError
-from seqlake.plan import InputFile, Plan, Span
+from seqlake.plan import InputFile, Plan, Span, is_record_start
 
 #: target size of one chunk of plain FASTQ
 CHUNK_BYTES = 2 << 20
@@ -172,6 +173,75 @@ def _check_unchanged(inp: InputFile) -> None:
                             "differ); start a new run")
 
 
+class _Pieces:
+    """``read(size)`` over an iterator of byte strings."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._rest = b""
+
+    def read(self, size: int = -1) -> bytes:
+        parts, have = [self._rest], len(self._rest)
+        while size < 0 or have < size:
+            piece = next(self._pieces, None)
+            if piece is None:
+                break
+            parts.append(piece)
+            have += len(piece)
+        data = b"".join(parts)
+        cut = len(data) if size < 0 else size
+        self._rest = data[cut:]
+        return data[:cut]
+
+
+def _first_record_start(blocks: Iterator[bytes]) -> int:
+    """Plain offset, from the first block's start, of the first record start that follows a newline
+    (offset 0 is never one: whether a record starts there depends on the block before). The length of
+    the data when no record starts before its end."""
+    buf, p, at_eof = b"", 0, False
+    while True:
+        nl = buf.find(b"\n", p)
+        if nl >= 0 and (nl + 1 < len(buf) or at_eof):
+            if nl + 1 == len(buf):
+                return len(buf)
+            ok = is_record_start(buf, nl + 1, at_eof)
+            if ok:
+                return nl + 1
+            if ok is False:
+                p = nl + 1
+                continue
+        elif at_eof:
+            return len(buf)
+        more = next(blocks, None)
+        if more is None:
+            at_eof = True
+        else:
+            buf += more
+
+
+def _bgzf_span(f: Any, span: Span, size: int, path: str) -> Iterator[bytes]:
+    """The plain data of the records whose first byte lies in the span's blocks (``offset`` to
+    ``end_offset``, compressed offsets of block starts). Where a span starts and where the one before
+    it ends is the same function of the same bytes (:func:`_first_record_start` from the span's first
+    block), so consecutive spans cover every record once."""
+    start, stop = span.offset, span.end_offset if span.end_offset is not None else size
+    skip = _first_record_start(gzindex.iter_bgzf_blocks(f, start, None, path)) if start else 0
+    tail = _first_record_start(gzindex.iter_bgzf_blocks(f, stop, None, path)) if stop < size else 0
+    pos = 0
+    for data in gzindex.iter_bgzf_blocks(f, start, stop, path):
+        if pos + len(data) > skip:
+            yield data[max(0, skip - pos):]
+        pos += len(data)
+    skip = max(0, skip - pos)  # past the span's blocks when no record starts in them
+    pos = 0
+    for data in gzindex.iter_bgzf_blocks(f, stop, None, path) if tail > skip else ():
+        if pos + len(data) > skip:
+            yield data[max(0, skip - pos):tail - pos]
+        pos += len(data)
+        if pos >= tail:
+            break
+
+
 @contextlib.contextmanager
 def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]]:
     inp = plan.inputs[span.input]
@@ -179,6 +249,10 @@ def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]
     if inp.compression == "plain":
         with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
             yield _SpanReader(f, span, inp.uri), inp
+    elif inp.compression == "bgzf" and inp.index_uri is None and span.end_offset is not None:
+        with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
+            data = _Pieces(_bgzf_span(f, span, inp.size, inp.uri))
+            yield _SpanReader(data, replace(span, offset=0, end_offset=None), inp.uri), inp
     elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None and (span.offset or span.skip):
         index = storage.read_bytes(inp.index_uri)
         with gzindex.open_indexed(inp.uri, index) as f:
@@ -228,6 +302,13 @@ iter_shard_records = iter_shard_chunks
 def _records_before(plan: Plan, span: Span) -> int:
     """Records before a byte-range span's start (counted only to report an error's absolute line)."""
     inp = plan.inputs[span.input]
+    if inp.compression == "bgzf":
+        with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
+            lines = sum(b.count(b"\n") for b in gzindex.iter_bgzf_blocks(f, 0, span.offset, inp.uri))
+            if span.offset:
+                skip = _first_record_start(gzindex.iter_bgzf_blocks(f, span.offset, None, inp.uri))
+                lines += _Pieces(gzindex.iter_bgzf_blocks(f, span.offset, None, inp.uri)).read(skip).count(b"\n")
+        return lines // 4
     with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
         left, lines = span.offset, 0
         while left and (b := f.read(min(left, 8 << 20))):

@@ -347,7 +347,8 @@ RUNS = Table(
                          "succeeded"),
         _c("reads", _I64, "raw reads over all samples and mates"),
         _c("bases", _I64, "raw bases over all samples and mates"),
-        _c("cost_estimate_usd", _F64, "rough compute cost estimate (vCPU-seconds x Spot price)"),
+        _c("cost_estimate_usd", _F64, "compute cost estimate: the shard jobs' vCPU-seconds at the Spot price "
+                                       "(docs/COST.md)"),
         _c("report_uri", _S, "the run's QC report (reports/<run_id>/index.html); null when it failed to render "
                              "(status.json says why) or the input was rejected"),
     ),

@@ -19,15 +19,18 @@ queries need not know how a run was made.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 import pyarrow as pa
 
 from seqlake import shards, storage
-from seqlake.align import AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.align import AlignedBatch, AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.alignqc import alignment_qc
 from seqlake.coverage import CoverageAccumulator
+from seqlake.cpus import threads_from_env
 from seqlake.depth import DepthAccumulator
 from seqlake.errors import BadInputError
 from seqlake.metadata import illumina_fields
@@ -94,7 +97,7 @@ class _Aligning:
     def __init__(self, plan: Plan, child: int, tmp: str) -> None:
         assert plan.reference is not None
         index = resolve_reference(plan.reference, plan.params.preset)
-        self.aligner = ReadAligner(index, plan.params.preset)
+        self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
         self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
@@ -131,11 +134,14 @@ class _ShardRun:
         self.trimmer = Trimmer(self.params)
         self.aligning = aligning
         self.pending = AlignmentColumns()
+        #: chunks aligning behind this one (ReadAligner.submit_*), collected in order
+        self.aligning_chunks: deque[Future[AlignedBatch]] = deque()
 
     def run(self) -> None:
         for big in shards.iter_shard_chunks(self.plan, self.shard.index):
             for chunks in split_chunks(big):
                 self._process(chunks)
+        self._collect(behind=0)
         self._flush(final=True)
 
     def _process(self, chunks: Sequence[Chunk]) -> None:
@@ -181,15 +187,22 @@ class _ShardRun:
             kept_names = [names[i] for i in kept]
             index = [first_record + i for i in kept]
             seqs = [[t.sequences[i] for i in kept] for t in trims]
+        aligner = self.aligning.aligner
         if len(recs) == 2:
-            self.aligning.aligner.align_pairs(
-                kept_names, seqs[0], seqs[1], index, out=self.pending, stats=(self.align_stats[1], self.align_stats[2])
-            )
+            self.aligning_chunks.append(aligner.submit_pairs(kept_names, seqs[0], seqs[1], index))
         else:
-            self.aligning.aligner.align_single(
-                kept_names, seqs[0], index, out=self.pending, stats=self.align_stats[self.mates[0]]
-            )
-        self._flush()
+            self.aligning_chunks.append(aligner.submit_single(kept_names, seqs[0], index))
+        self._collect(behind=1)
+
+    def _collect(self, behind: int) -> None:
+        """Aligned chunks, oldest first, into the pending rows and the counts, leaving ``behind`` chunks
+        aligning while the next one is read and trimmed (the same rows and row groups either way)."""
+        while len(self.aligning_chunks) > behind:
+            batch = self.aligning_chunks.popleft().result()
+            self.pending.values.extend(batch.rows.values)
+            for m, counts in zip(self.mates, batch.stats, strict=True):
+                self.align_stats[m].merge(counts)
+            self._flush()
 
     def _flush(self, final: bool = False) -> None:
         """Pending alignment rows -> one Arrow batch -> the coverage bins and the Parquet part."""

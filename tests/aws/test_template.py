@@ -12,6 +12,7 @@ import pytest
 from samtranslator.translator.transform import transform
 
 from seqlake.aws import render_template
+from seqlake.cpus import THREADS_VAR
 from seqlake.tables import RESULT_TABLES, TABLES
 
 from .conftest import REPO
@@ -242,6 +243,9 @@ def test_spot_first_then_on_demand(template: dict[str, Any]) -> None:
     mounts = jd["ContainerProperties"]["MountPoints"]
     env = {e["Name"]: e["Value"] for e in jd["ContainerProperties"]["Environment"]}
     assert mounts[0]["ContainerPath"] == env["SEQLAKE_REF_CACHE"]
+    # the worker aligns on as many threads as the job has vCPUs
+    vcpus = next(r["Value"] for r in jd["ContainerProperties"]["ResourceRequirements"] if r["Type"] == "VCPU")
+    assert env[THREADS_VAR] == vcpus == {"Ref": "WorkerVcpus"}
 
 
 # ------------------------------------------------------------------------------------------------- ASL
@@ -365,3 +369,13 @@ def test_samconfig_environment_sets_every_required_parameter(template: dict[str,
     assert required <= set(overrides), required - set(overrides)
     assert overrides["Stage"] == env and deploy["stack_name"] == f"seqlake-{env}"
     assert "CAPABILITY_IAM" in deploy["capabilities"] and "CAPABILITY_AUTO_EXPAND" in deploy["capabilities"]
+
+
+def test_index_job_decodes_on_the_vcpus_it_is_given(template: dict[str, Any]) -> None:
+    overrides = json.loads(ASL_PATH.read_text())["States"]["IndexJob"]["Parameters"]["ContainerOverrides"]
+    vcpus = next(r["Value"] for r in overrides["ResourceRequirements"] if r["Type"] == "VCPU")
+    env = {e["Name"]: e.get("Value") for e in overrides["Environment"]}
+    assert vcpus == env[THREADS_VAR] == "${IndexJobVcpus}"
+    subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    assert subs["IndexJobVcpus"] == {"Ref": "IndexJobVcpus"}
+    assert template["Parameters"]["IndexJobVcpus"]["Default"] >= 2

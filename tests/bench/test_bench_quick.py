@@ -24,6 +24,7 @@ SECTIONS = (
     "## Paired-end (R1 + R2): trimming and alignment",
     "## End to end: the core alone vs the local cloud (same input, same machine)",
     "## Child memory as the input grows 10x (full worker, one shard)",
+    "## A child: its fixed cost, and its alignment threads (full worker, paired)",
     "## Many tiny shards: planning and merging",
     "## Ratios",
     "## Machine",
@@ -50,7 +51,7 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dic
 
 def test_every_group_ran(quick_bench: tuple[dict[str, dict], str]) -> None:
     results, _ = quick_bench
-    assert list(results) == ["single", "paired", "e2e", "memory", "shards"]
+    assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards"]
     assert all(g["rows"] for g in results.values())
     assert not [r["label"] for g in results.values() for r in g["rows"] if r["note"].startswith("failed")]
 
@@ -72,5 +73,5 @@ def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], 
     assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
     assert "Reference: MN908947.3 (29,903 bp)." in report
     ratios = [r["label"] for g in results.values() for r in g["ratios"]]
-    assert len(ratios) == 13
+    assert len(ratios) == 15
     assert all(f"| {label} |" in report for label in ratios)

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from seqlake.errors import EXIT_BAD_INPUT
+from seqlake.tables import COMMIT_TIME_COLUMNS
 
 SEQLAKE = [sys.executable, "-m", "seqlake"]
 
@@ -150,3 +152,25 @@ def test_the_layers_trimmed_pyarrow_still_reads_and_writes_parquet(tmp_path: Pat
             "assert pc.sum(pq.read_table(pa.BufferReader(b.getvalue()))['a']).as_py() == 6")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env)
+
+
+def test_process_threads_write_the_same_tables(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
+    # Given the same reads processed with 1 and with 2 alignment threads per shard
+    tables = {}
+    for threads in ("1", "2"):
+        out = tmp_path / f"t{threads}"
+        proc = run("process", *map(str, miseq), "--reference", str(reference), "--out", str(out), "--jobs", "1",
+                   "--shards", "1", "--threads", threads)
+        assert proc.returncode == 0, proc.stderr
+        tables[threads] = {t.name: pq.read_table(t) for t in (out / "results").iterdir()}
+    # Then every table is identical, row order included
+    assert tables["1"].keys() == tables["2"].keys() and "alignments" in tables["1"]
+    assert tables["1"]["alignments"].num_rows > 2 * 5762
+    for name, table in tables["1"].items():
+        def rows(t: pa.Table) -> list[dict[str, object]]:
+            return t.drop_columns([c for c in COMMIT_TIME_COLUMNS if c in t.column_names]).to_pylist()
+
+        assert rows(table) == rows(tables["2"][name]), name
+    # the child's alignments part too, row groups included (the same bytes)
+    parts = [sorted((tmp_path / f"t{t}" / "results" / "alignments").rglob("*.parquet")) for t in ("1", "2")]
+    assert len(parts[0]) == 1 and parts[0][0].read_bytes() == parts[1][0].read_bytes()

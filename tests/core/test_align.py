@@ -6,6 +6,7 @@ import collections
 import os
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,10 @@ def ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _align_miseq(miseq: tuple[Path, Path], index: str) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
-    aligner = align.ReadAligner(index)
+def _align_miseq(
+    miseq: tuple[Path, Path], index: str, threads: int = 1
+) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
+    aligner = align.ReadAligner(index, threads=threads)
     out = align.AlignmentColumns()
     stats = [align.AlignStats(), align.AlignStats()]
     spans: list[tuple[str, int, int]] = []
@@ -132,6 +135,48 @@ def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -
     assert cols["contig"] == ["MN908947.3", None, None]
     assert cols["pos"][0] == 1 and cols["end_pos"][0] == len(seq) and cols["cigar"][0] == f"{len(seq)}M"
     assert stats.mapped_reads == 1 and spans == [("MN908947.3", 0, len(seq))]
+
+
+def test_threads_give_the_same_rows_in_the_same_order(
+    miseq: tuple[Path, Path], reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = align.resolve_reference(str(reference))
+    ran_on: set[str] = set()
+    pairs = align.ReadAligner._pairs
+
+    def recorded(self: align.ReadAligner, *args: object) -> None:
+        ran_on.add(threading.current_thread().name)
+        pairs(self, *args)  # type: ignore[arg-type]
+
+    one, stats_one = _align_miseq(miseq, index)
+    monkeypatch.setattr(align.ReadAligner, "_pairs", recorded)
+    three, stats_three = _align_miseq(miseq, index, threads=3)
+    assert len(ran_on) == 3, "the reads were aligned on the calling thread and two others"
+    assert len(one) > 2 * 5762
+    assert three.values == one.values
+    assert stats_three == stats_one
+    # single-end reads, including an empty one, cut into parts the same way
+    c1 = next(qc.iter_file_chunks(str(miseq[0])))
+    recs = qc.parse_chunk(c1, "R1", 0)
+    seqs = [*recs.sequences()[:-1], ""]
+    outs = []
+    for threads in (1, 4):
+        aligner = align.ReadAligner(index, threads=threads)
+        out, st = align.AlignmentColumns(), align.AlignStats()
+        spans: list[tuple[str, int, int]] = []
+        aligner.align_single(recs.names(), seqs, range(len(recs)), out=out, stats=st, spans=spans)
+        outs.append((out.values, st, spans))
+    assert outs[0] == outs[1]
+    assert outs[0][1].mapped_reads > 0.9 * len(recs)
+    # submitted calls (aligned behind the caller) give the same rows and counts, in the order submitted
+    for threads in (1, 2):
+        aligner = align.ReadAligner(index, threads=threads)
+        half = len(recs) // 2
+        futures = [aligner.submit_single(recs.names()[a:b], seqs[a:b], range(a, b))
+                   for a, b in ((0, half), (half, len(recs)))]
+        batches = [f.result() for f in futures]
+        assert [v for b in batches for v in b.rows.values] == outs[0][0]
+        assert sum(b.stats[0].mapped_reads for b in batches) == outs[0][1].mapped_reads
 
 
 # -- coverage ---------------------------------------------------------------------------------------

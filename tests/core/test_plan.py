@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from seqlake import cpus, shards
 from seqlake import plan as planmod
-from seqlake import shards
 from seqlake.errors import BadInputError
 from seqlake.model import Sample
 from seqlake.params import Params
@@ -116,6 +116,43 @@ def test_bgzf_and_multimember(miseq_plain: tuple[bytes, bytes], tmp_path: Path) 
         plan = make_plan(f"r{n}", [Sample("a", uri)], out_prefix=str(tmp_path / "out"), shards=7)
         assert plan.array_size == 7
         assert reassemble(plan) == {1: data}
+
+
+def test_index_pass_on_several_threads_gives_the_same_plan(miseq_plain: tuple[bytes, bytes], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    data = miseq_plain[0] * 3  # several rapidgzip chunks of compressed data, decoded in parallel
+    gz = tmp_path / "r.fastq.gz"
+    gz.write_bytes(gzip.compress(data, compresslevel=1))
+    assert gz.stat().st_size > 2 * planmod.gzindex.CHUNK_SIZE
+    plans = []
+    monkeypatch.setenv(cpus.THREADS_VAR, "2")
+    assert planmod.gzindex.index_threads() == 1, "on 2 vCPUs parallel decoding costs more than it saves"
+    for threads in ("1", "4"):
+        monkeypatch.setenv(cpus.THREADS_VAR, threads)
+        assert planmod.gzindex.index_threads() == int(threads)
+        plan = make_plan(f"t{threads}", [Sample("a", str(gz))], out_prefix=str(tmp_path / threads), shards=7)
+        assert reassemble(plan) == {1: data}
+        plans.append(plan)
+    assert [s.spans for s in plans[0].shards] == [s.spans for s in plans[1].shards]
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_bgzf_single_end_is_cut_at_blocks_without_an_index_pass(miseq_plain: tuple[bytes, bytes], tmp_path: Path,
+                                                                 bgzip: str, k: int) -> None:
+    data = miseq_plain[0]
+    bg = tmp_path / "bg.fastq"
+    bg.write_bytes(data)
+    subprocess.run([bgzip, "-f", str(bg)], check=True)
+    plan = make_plan("bg", [Sample("a", f"{bg}.gz")], out_prefix=str(tmp_path / "out"), shards=k,
+                     count_plain_below=0)
+    assert plan.inputs[0].compression == "bgzf" and plan.inputs[0].index_uri is None
+    assert plan.array_size == k or k > 5 < plan.array_size  # ranges of ~20 KB may share a block
+    assert all(s.spans[0].first_record is None for s in plan.shards)
+    assert reassemble(plan) == {1: data}
+    # a shard's first record starts at a record boundary, whatever byte its first block starts with
+    for i in range(plan.array_size):
+        first = next(shards.iter_shard_chunks(plan, i), None)
+        assert first is None or first[0].data.startswith(b"@M")
 
 
 def test_bz2_is_one_shard(miseq_plain: tuple[bytes, bytes], tmp_path: Path) -> None:

@@ -15,13 +15,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from seqlake import __version__, storage
+from seqlake import __version__, cost, storage
 from seqlake.aws import catalog
 from seqlake.layout import RunLayout
 from seqlake.tables import RUNS
-
-#: rough Spot price per vCPU-hour (USD) of the compute environment's families (c/m/r 6-7th gen, 2026)
-SPOT_USD_PER_VCPU_HOUR = 0.018
 
 
 @dataclass
@@ -70,7 +67,7 @@ class RunStatus:
         if self.started_at:
             self.duration_s = round((end - parse_time(self.started_at)).total_seconds(), 3)
         if self.vcpu_seconds is not None:
-            self.cost_estimate_usd = round(self.vcpu_seconds / 3600 * SPOT_USD_PER_VCPU_HOUR, 6)
+            self.cost_estimate_usd = cost.compute_cost_usd(self.vcpu_seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
