@@ -41,7 +41,7 @@ tools:
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
 test: $(STAMP) tools lint
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 test: test-image
 
 # podman, runc and debootstrap: the worker image and container mode; the container tests skip without them.
@@ -61,7 +61,7 @@ test-image: $(STAMP) container-tools
 	@scripts/build-worker-image.sh --if-possible
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q -x
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -x
 
 lint: $(STAMP)
 	$(BIN)/python scripts/import_circles.py

@@ -63,6 +63,15 @@ class LakeLayout:
     def table_root(self, table: str) -> str:
         return _join(self.root, RESULTS, table) + "/"
 
+    @property
+    def reports_root(self) -> str:
+        return _join(self.root, REPORTS) + "/"
+
+    @property
+    def reports_index(self) -> str:
+        """The page that lists every run's report."""
+        return _join(self.root, REPORTS, "index.html")
+
     def run(self, run_id: str) -> RunLayout:
         return RunLayout(self.root, run_id)
 

@@ -118,7 +118,7 @@ def process_command(args: argparse.Namespace) -> int:
         "reference": reference,
         "parameters": params.to_dict(),
         "shards": plan.array_size,
-        "results": str(out / "results"),
+        "results": plan.layout.lake.results_root,
         "timings_s": {"plan": round(t_plan, 3), "shards": round(t_shards, 3), "total": round(t_total, 3)},
         "totals": totals.to_dict(),
     }

@@ -124,3 +124,13 @@ def test_query_command_reads_the_state_folder_without_moto(tmp_path: Path, capsy
         query_command(_args(tmp_path, named="nope"))
     with pytest.raises(SeqlakeError, match="no local results"):
         query_command(_args(tmp_path / "empty", "SELECT 1"))
+
+
+def test_a_reason_names_the_local_file_beside_its_key() -> None:
+    from seqlake.localcloud.commands import name_local_files
+
+    sources = {"s3://b/incoming/x/x_R1.fastq": "/home/me/reads/x_R1.fastq"}
+    reason = "s3://b/incoming/x/x_R1.fastq:12: quality has 3 characters but the sequence has 4; s3://b/other.fq"
+    assert name_local_files(reason, sources) == (
+        "s3://b/incoming/x/x_R1.fastq:12 (/home/me/reads/x_R1.fastq:12): quality has 3 characters but the "
+        "sequence has 4; s3://b/other.fq")

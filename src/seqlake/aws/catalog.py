@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from seqlake import clients
+from seqlake.layout import LakeLayout
 from seqlake.tables import BY_NAME, PARTITION_KEYS
 
 
@@ -32,7 +33,7 @@ def partition_input(table: str, location_root: str, run_id: str) -> dict[str, An
 def register_run(database: str, bucket: str, run_id: str, tables: Iterable[str]) -> list[str]:
     """Register the run's partition in each table; return the tables that now have it."""
     glue = clients.client("glue")
-    root = f"s3://{bucket}/results/"
+    root = LakeLayout(f"s3://{bucket}").results_root
     done: list[str] = []
     for table in tables:
         r = glue.batch_create_partition(DatabaseName=database, TableName=table,

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from seqlake.layout import LakeLayout
 from seqlake.tables import TABLES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -38,7 +39,7 @@ def table_resources() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for table in TABLES:
         table_input = table.glue_table_input(location="LOCATION")
-        table_input["StorageDescriptor"]["Location"] = {"Fn::Sub": f"s3://${{DataBucket}}/results/{table.name}/"}
+        table_input["StorageDescriptor"]["Location"] = {"Fn::Sub": LakeLayout("s3://${DataBucket}").table_root(table.name)}
         out[logical_id(table.name, "Table")] = {
             "Type": "AWS::Glue::Table",
             "Properties": {

@@ -177,7 +177,27 @@ def all_runs(state: StateDir) -> list[dict[str, Any]]:
     return sorted([*state.runs(), *rejected_runs(state)], key=lambda r: str(r.get("started", "")))
 
 
-def print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
+_S3_URI = re.compile(r"(s3://[^\s:;,|()]+)(:\d+)?")
+
+
+def name_local_files(text: str, sources: dict[str, str]) -> str:
+    """``text`` (a failure's reason) with each ``s3://`` URI that was uploaded from a local file
+    followed by that file: the user finds the file they gave, the line number is the same."""
+    def named(m: re.Match[str]) -> str:
+        uri, line = m.group(1), m.group(2) or ""
+        return f"{uri}{line} ({sources[uri]}{line})" if uri in sources else m.group(0)
+
+    return _S3_URI.sub(named, text)
+
+
+def _error_cell(run: dict[str, Any], sources: dict[str, str]) -> str:
+    if not run.get("error"):
+        return ""
+    cause = (run.get("cause") or "").splitlines()[0][:300] if run.get("cause") else ""
+    return name_local_files(f"{run['error']}: {cause}", sources)
+
+
+def print_runs(console: Console, runs: list[dict[str, Any]], sources: dict[str, str] | None = None) -> None:
     table = Table(title="runs", title_justify="left")
     for col in ("run", "state", "started (UTC)", "seconds", "shards", "retried", "reads", "error"):
         table.add_column(col, justify="right" if col in ("seconds", "shards", "retried", "reads") else "left")
@@ -193,9 +213,7 @@ def print_runs(console: Console, runs: list[dict[str, Any]]) -> None:
             str(r.get("shards", "")),
             str(r.get("retried", "")),
             "" if reads is None else str(reads),
-            f"{r.get('error')}: {(r.get('cause') or '').splitlines()[0][:100] if r.get('cause') else ''}"
-            if r.get("error")
-            else "",
+            _error_cell(r, sources or {}),
         )
     _wide(console).print(table)
 
@@ -253,10 +271,11 @@ def run_command(args: argparse.Namespace) -> int:
         keys = {key for _, key in uploads}
         rejected = [r for r in rejected_runs(state) if keys & {i.get("key") for i in r["inputs"]}]
         if rejected:
-            print_runs(console, rejected)
+            print_runs(console, rejected, state.sources())
         console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
         return EXIT_FAILURE
-    print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}])
+    print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}],
+               state.sources())
     _print_reports(console, state, finished)
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE
 
@@ -322,11 +341,12 @@ def query_command(args: argparse.Namespace) -> int:
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    runs = all_runs(_state(args))
+    state = _state(args)
+    runs = all_runs(state)
     if not runs:
         Console(stderr=True).print("no runs yet")
         return EXIT_OK
-    print_runs(Console(), runs)
+    print_runs(Console(), runs, state.sources())
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from seqlake import storage
 from seqlake.errors import EXIT_OK, SeqlakeError
+from seqlake.layout import RUNS, LakeLayout, RunLayout
 from seqlake.localcloud.state import StateDir
 from seqlake.report import read_status, render_run, report_uri
 
@@ -26,7 +27,7 @@ def _runs(state: StateDir) -> dict[str, Path]:
     if not state.objects_dir.is_dir():
         return out
     for bucket in sorted(p for p in state.objects_dir.iterdir() if p.is_dir()):
-        for folder in (bucket / "runs", bucket / "results" / "qc_summary"):
+        for folder in (bucket / RUNS, Path(LakeLayout(str(bucket)).table_root("qc_summary"))):
             if folder.is_dir():
                 for run in folder.iterdir():
                     out.setdefault(run.name.removeprefix("run_id="), bucket)
@@ -61,7 +62,7 @@ def report_command(args: argparse.Namespace) -> int:
     page = Path(report_uri(str(bucket), run_id))
     if not page.is_file():
         root = str(bucket)
-        has_results = bool(storage.list_uris(str(bucket / "results" / "qc_summary" / f"run_id={run_id}")))
+        has_results = bool(storage.list_uris(RunLayout(str(bucket), run_id).partition("qc_summary")))
         if read_status(root, run_id) is None and not has_results:
             raise SeqlakeError(f"run {run_id} has not finished: it has no status and no results yet")
         page = Path(render_run(root, run_id))

@@ -86,5 +86,5 @@ def rerun_command(args: argparse.Namespace) -> int:
             stateMachineArn=cloud.state_machine_arn, name=name, input=json.dumps(execution.to_dict()))
         console.print(f"re-running [bold]{args.run_id}[/] as execution {name} ({put} object(s) put back)")
         finished = cloud.wait()
-    print_runs(console, [r for r in state.runs() if r["run_id"] == args.run_id][-1:])
+    print_runs(console, [r for r in state.runs() if r["run_id"] == args.run_id][-1:], state.sources())
     return EXIT_OK if finished and all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqlake.layout import RESULTS
 from seqlake.localcloud.athena import TableDef
 
 #: key prefixes whose bodies are not mirrored (their metadata is)
@@ -32,7 +33,7 @@ METADATA_ONLY_PREFIXES: tuple[str, ...] = ("incoming/",)
 METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ()
 #: restored into moto on start: everything mirrored except the committed results, which only the
 #: local Athena reads and it reads them from this folder
-NOT_RESTORED_PREFIXES: tuple[str, ...] = ("results/",)
+NOT_RESTORED_PREFIXES: tuple[str, ...] = (f"{RESULTS}/",)
 
 
 def md5_file(path: Path) -> str:

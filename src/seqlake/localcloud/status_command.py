@@ -46,7 +46,10 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
     status: dict[str, Any] = json.loads(path.read_text())
     lines = [("run", run_id), ("state", str(status.get("state")))]
     if status.get("reason"):
-        lines.append(("reason", f"{status.get('failed_step') or ''}: {status['reason']}"))
+        from seqlake.localcloud.commands import name_local_files
+
+        reason = name_local_files(str(status["reason"]), state.sources())
+        lines.append(("reason", f"{status.get('failed_step') or ''}: {reason}"))
     for record in (r for r in state.runs() if r.get("run_id") == run_id):
         states = " -> ".join(record.get("states") or [])
         lines.append(("execution", f"{record.get('execution_arn', '').rsplit(':', 1)[-1]} {record.get('status')}, "

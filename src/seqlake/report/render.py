@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from seqlake import storage
-from seqlake.layout import RunLayout
+from seqlake.layout import LakeLayout, RunLayout
 from seqlake.model import RunState
 from seqlake.report.data import build_report, load_run_tables
 from seqlake.report.html import failed_page, index_page, run_page
@@ -27,7 +27,6 @@ from seqlake.report.multiqc import custom_content
 
 log = logging.getLogger(__name__)
 
-REPORTS = "reports"
 #: one run's page in its report folder
 PAGE = "index.html"
 #: what the index lists about a run, beside its page
@@ -99,11 +98,13 @@ def render_failed(run_id: str, status: dict[str, Any], out_dir: str) -> list[str
 
 def read_status(root: str, run_id: str) -> dict[str, Any] | None:
     """The run's ``status.json`` (``summary.json`` where ``seqlake process`` made the run), if any."""
-    for name in ("status.json", "summary.json"):
-        uri = storage.join(root, "runs", run_id, name)
-        if storage.exists(uri):
+    layout = RunLayout(root, run_id)
+    for uri in (layout.status, layout.summary):
+        try:
             doc: dict[str, Any] = json.loads(storage.read_bytes(uri))
-            return doc
+        except FileNotFoundError:
+            continue
+        return doc
     return None
 
 
@@ -119,7 +120,7 @@ def render_run(root: str, run_id: str, status: dict[str, Any] | None = None) -> 
     if status.get("state") in UNSUCCESSFUL:
         render_failed(run_id, status, out_dir)
     else:
-        render_report(run_id, load_run_tables(storage.join(root, "results"), run_id), out_dir, status)
+        render_report(run_id, load_run_tables(LakeLayout(root).results_root, run_id), out_dir, status)
     write_index(root)
     return report_uri(root, run_id)
 
@@ -148,9 +149,9 @@ def write_index(root: str) -> str:
     Each render rewrites it from the listing, so two runs committed at once both appear once the
     later of them has written it.
     """
-    entries = [json.loads(storage.read_bytes(u)) for u in storage.list_uris(storage.join(root, REPORTS))
+    entries = [json.loads(storage.read_bytes(u)) for u in storage.list_uris(LakeLayout(root).reports_root)
                if storage.basename(u) == ENTRY]
     entries.sort(key=lambda e: str(e.get("finished_at") or ""), reverse=True)
-    uri = storage.join(root, REPORTS, PAGE)
+    uri = LakeLayout(root).reports_index
     _write(uri, index_page(entries).encode())
     return uri
