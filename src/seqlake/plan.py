@@ -33,6 +33,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -51,6 +52,8 @@ SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_CHILDREN = 10_000
 #: shards per sample at most (and in total, unless samples outnumber it: then each sample is one shard)
 MAX_SHARDS = MAX_CHILDREN
+#: input files scanned (sniffed, counted or indexed) at once by the planner
+SCAN_WORKERS = 8
 #: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
 PLAIN_COUNT_BELOW = 64 << 20
 #: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
@@ -498,25 +501,29 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
     _check_lanes(samples)
     layout = RunLayout(out_prefix, run_id)
-    scanned: list[list[_Scanned]] = []
-    idx = 0
-    for s in samples:
-        uris = [s.r1] if s.r2 is None else [s.r1, s.r2]
-        paired = len(uris) == 2
-        group = []
-        for mate, uri in enumerate(uris, start=1):
-            group.append(_scan_input(uri, s.name, mate, idx=idx, layout=layout,
-                                     count_below=None if paired else count_plain_below))
-            group[-1].info = replace(group[-1].info, metadata=dict(s.metadata))
-            idx += 1
-        if paired:
+    jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
+
+    def scan(i: int) -> _Scanned:
+        s, mate, uri = jobs[i]
+        found = _scan_input(uri, s.name, mate, idx=i, layout=layout,
+                            count_below=None if len(s.uris) == 2 else count_plain_below)
+        found.info = replace(found.info, metadata=dict(s.metadata))
+        return found
+
+    # the files are scanned a few at a time: a run of thousands of small files costs their round trips
+    # divided by the workers, not added up; map keeps the order, so the first bad file in the run's order
+    # is the one reported
+    with ThreadPoolExecutor(max_workers=max(1, min(SCAN_WORKERS, len(jobs)))) as pool:
+        found = iter(pool.map(scan, range(len(jobs))))
+        scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
+    for group in scanned:
+        if len(group) == 2:
             n1, n2 = group[0].info.records, group[1].info.records
             if n1 is not None and n2 is not None and n1 != n2:
                 raise BadInputError(
                     group[0].info.uri,
                     f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
                     f"{group[1].info.uri} has {n2}")
-        scanned.append(group)
     reads = [g[0].estimated_records for g in scanned]
     counts = allocate_shards(reads, params.reads_per_shard, shards)
     inputs = tuple(sc.info for g in scanned for sc in g)
