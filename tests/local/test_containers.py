@@ -219,6 +219,9 @@ def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> Non
 def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(containers.VAR, "1")
+        # every process-mode child and Lambda a new interpreter: a fork of this test process would carry
+        # whatever earlier tests in it imported or patched
+        mp.setenv("SEQLAKE_FORK_SERVER", "0")
         cloud = LocalCloud(state=StateDir(tmp_path_factory.mktemp("containers-home")), jobs=2, quiet=True)
         cloud.start()
         try:
