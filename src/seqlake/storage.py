@@ -335,10 +335,18 @@ def write_bytes(uri: str, data: bytes) -> None:
         raise
 
 
+#: below this size a file is sent in one PUT; from it on, by the transfer manager's multipart upload
+#: (its default threshold). A child's parts are mostly small: one PUT each spares the manager's threads.
+SINGLE_PUT_BYTES = 8 << 20
+
+
 def upload(local_path: str | Path, uri: str) -> None:
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().upload_file(str(local_path), bucket, key)
+        if Path(local_path).stat().st_size < SINGLE_PUT_BYTES:
+            s3_client().put_object(Bucket=bucket, Key=key, Body=Path(local_path).read_bytes())
+        else:
+            s3_client().upload_file(str(local_path), bucket, key)
         return
     dst = Path(uri)
     dst.parent.mkdir(parents=True, exist_ok=True)
