@@ -3,6 +3,7 @@ the catalog saved after a wait (and before each Athena query, which reads the sa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -82,7 +83,11 @@ def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], 
         if isinstance(obj, FakeDeleteMarker):  # the current version of a deleted key in a versioned bucket
             continue
         meta = ObjectMeta(etag=obj.etag.strip('"'), size=int(obj.size), body=keeps_body(key))
-        yield key, meta, (lambda obj=obj: bytes(obj.value))
+        yield key, meta, functools.partial(_body, obj)
+
+
+def _body(obj: Any) -> bytes:
+    return bytes(obj.value)
 
 
 def persist(state: StateDir, clients: Clients, bucket: str) -> int:
