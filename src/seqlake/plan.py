@@ -52,6 +52,10 @@ SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_CHILDREN = 10_000
 #: shards per sample at most (and in total, unless samples outnumber it: then each sample is one shard)
 MAX_SHARDS = MAX_CHILDREN
+#: whole samples one child processes at most: a sample costs its files' round trips (a HEAD and a GET or
+#: two each, some 50-100 ms on S3) however few its reads, so a child of hundreds of tiny samples would spend
+#: minutes waiting on S3 while the rest of the array sits idle; 32 keep that under a few seconds a child
+MAX_SAMPLES_PER_CHILD = 32
 #: input files scanned (sniffed, counted or indexed) at once by the planner
 SCAN_WORKERS = 8
 #: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
@@ -337,12 +341,14 @@ def allocate_shards(reads: list[int], reads_per_shard: int, total: int | None = 
 
 def pack_children(shard_reads: list[int], whole_sample: list[bool], reads_per_child: int) -> tuple[int, ...]:
     """The first shard of each child: consecutive shards that are whole samples share a child while
-    their reads fit in ``reads_per_child`` (a split sample's shards keep a child each: they were cut
-    to that size on purpose); never more than MAX_CHILDREN children."""
+    their reads fit in ``reads_per_child`` and they are at most MAX_SAMPLES_PER_CHILD (a split sample's
+    shards keep a child each: they were cut to that size on purpose); never more than MAX_CHILDREN
+    children."""
     starts: list[int] = []
     load = 0
     for i, (reads, whole) in enumerate(zip(shard_reads, whole_sample, strict=True)):
-        shares = whole and starts and whole_sample[starts[-1]] and load + reads <= reads_per_child
+        shares = (whole and starts and whole_sample[starts[-1]] and load + reads <= reads_per_child
+                  and i - starts[-1] < MAX_SAMPLES_PER_CHILD)
         if shares:
             load += reads
         else:

@@ -262,3 +262,23 @@ def test_phred64_rejected_at_plan_time(edge: Path, tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="Phred\\+64"):
         make_plan("p64", [Sample("a", str(edge / "cutadapt" / "illumina64.fastq"))],
                   out_prefix=str(tmp_path))
+
+
+def test_tiny_whole_samples_share_children_up_to_the_cap() -> None:
+    from seqlake.plan import MAX_SAMPLES_PER_CHILD, pack_children
+
+    # 100 tiny samples: packed by the sample cap, not by reads
+    starts = pack_children([10] * 100, [True] * 100, reads_per_child=1_000_000)
+    assert starts == tuple(range(0, 100, MAX_SAMPLES_PER_CHILD))
+    # by reads first when they fill a child sooner
+    assert pack_children([600, 600, 300, 100], [True] * 4, reads_per_child=1_000) == (0, 1)
+    # a split sample's shards keep a child each, and nothing joins them
+    assert pack_children([1_000, 1_000, 5, 5], [False, False, True, True], reads_per_child=1_000) == (0, 1, 2)
+
+
+def test_more_samples_than_the_array_allows_never_plan_more_children() -> None:
+    from seqlake.plan import MAX_CHILDREN, pack_children
+
+    n = 3 * MAX_CHILDREN + 7
+    starts = pack_children([5_000] * n, [True] * n, reads_per_child=1_000)  # each sample fills a child
+    assert len(starts) == MAX_CHILDREN and starts[0] == 0 and list(starts) == sorted(set(starts))
