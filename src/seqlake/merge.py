@@ -8,9 +8,11 @@ Covered bases are the exception to addition: the children's covered-interval uni
 (see :mod:`seqlake.coverage`).
 
 The cost is the data, not round trips: the children's manifests (one small object each) and
-coverage parts are read by a pool of threads (:func:`seqlake.storage.read_many`) and folded as they
-arrive, so time grows with the bytes and memory stays flat in the number of children (a sample's
-accumulators, coverage bins and covered-interval union are the only state). The alignments are
+coverage parts are read by a pool of threads (:func:`seqlake.storage.read_many`), in child order, and
+folded as they arrive; a sample is turned into rows as soon as its last child is read, and the rows
+stream into local Parquet files. So time grows with the bytes, and memory stays flat in the number of
+children and of samples: the state is the samples of the child being read (their accumulators,
+coverage bins and covered-interval unions) and one row group per table. The alignments are
 already in their result partition (each child wrote its own part there); one listing of that
 partition checks every part's size against its child's manifest. No HEAD precedes a GET, nothing
 is copied, and nothing is written under ``results/`` before every child has checked out.
@@ -36,7 +38,7 @@ from seqlake.coverage import CoverageAccumulator
 from seqlake.depth import THRESHOLDS, DepthAccumulator, Profile
 from seqlake.errors import SeqlakeError
 from seqlake.metadata import lane_row, sample_fields
-from seqlake.parquet_io import to_arrow, write_table
+from seqlake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.plan import Plan
 from seqlake.qc import QCAccumulator, summarize
 from seqlake.staging import (
@@ -119,21 +121,60 @@ def _describe(plan: Plan, child: int) -> str:
         f"..{shards.stop - 1}" if len(shards) > 1 else "") + f", sample{'s' if len(samples) > 1 else ''} {named})"
 
 
+def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> ChildManifest:
+    """A child's manifest; a missing or foreign one fails the run naming the child."""
+    if data is None:
+        raise SeqlakeError(f"{_describe(plan, child)} has no manifest at {uri}: it did not finish")
+    try:
+        m = ChildManifest.from_json(data)
+    except (ValueError, KeyError, TypeError) as err:
+        raise SeqlakeError(f"{_describe(plan, child)}: unreadable manifest at {uri}: {err}") from err
+    if not m.belongs_to(plan.run_id, child, plan.child_shards(child)):
+        raise SeqlakeError(f"{_describe(plan, child)}: the manifest at {uri} belongs to run {m.run_id}, "
+                           f"child {m.child}, shards {m.shard_indexes}")
+    return m
+
+
 def read_manifests(plan: Plan) -> Iterator[ChildManifest]:
-    """Every child's manifest, in child order; a missing or foreign one fails the run naming the child."""
-    layout = plan.layout
-    uris = [layout.manifest(c) for c in range(plan.array_size)]
+    """Every child's manifest, in child order (see :func:`_checked_manifest`)."""
+    uris = [plan.layout.manifest(c) for c in range(plan.array_size)]
     for child, (uri, data) in enumerate(storage.read_many(uris)):
-        if data is None:
-            raise SeqlakeError(f"{_describe(plan, child)} has no manifest at {uri}: it did not finish")
-        try:
-            m = ChildManifest.from_json(data)
-        except (ValueError, KeyError, TypeError) as err:
-            raise SeqlakeError(f"{_describe(plan, child)}: unreadable manifest at {uri}: {err}") from err
-        if not m.belongs_to(plan.run_id, child, plan.child_shards(child)):
-            raise SeqlakeError(f"{_describe(plan, child)}: the manifest at {uri} belongs to run {m.run_id}, "
-                               f"child {m.child}, shards {m.shard_indexes}")
-        yield m
+        yield _checked_manifest(plan, child, uri, data)
+
+
+@dataclass
+class _ChildData:
+    manifest: ChildManifest
+    #: the child's coverage parts in STAGING_TABLES order (empty without alignments)
+    coverage: list[pa.Table]
+
+
+def _read_children(plan: Plan) -> Iterator[_ChildData]:
+    """Every child's manifest and coverage parts, in child order, from one stream of parallel reads
+    (a run with a reference reads the parts of every child: with one, every child aligns)."""
+    per_child = 1 + (len(STAGING_TABLES) if plan.reference else 0)
+
+    def uris() -> Iterator[str]:
+        for c in range(plan.array_size):
+            yield plan.layout.manifest(c)
+            if plan.reference:
+                yield from (plan.layout.staging_part(c, spec.name) for spec in STAGING_TABLES)
+
+    stream = storage.read_many(uris())
+    for child in range(plan.array_size):
+        got = [next(stream) for _ in range(per_child)]
+        m = _checked_manifest(plan, child, *got[0])
+        tables = []
+        if m.alignments is not None:
+            for spec, (uri, data) in zip(STAGING_TABLES, got[1:], strict=True):
+                if data is None:
+                    raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
+                table = pq.read_table(pa.BufferReader(data))
+                if table.num_rows != m.coverage_rows.get(spec.name):
+                    raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its "
+                                       f"manifest says {m.coverage_rows.get(spec.name)}")
+                tables.append(table)
+        yield _ChildData(m, tables)
 
 
 def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
@@ -148,75 +189,101 @@ def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
     return sum(i.rows for i in expected.values())
 
 
-def _fold_coverage(plan: Plan, manifests: dict[int, dict[str, int]], contigs: list[tuple[str, int]]
-                   ) -> tuple[dict[str, CoverageAccumulator], dict[str, DepthAccumulator]]:
-    cov = {s: CoverageAccumulator(contigs, plan.params.coverage_bin) for s in plan.samples}
-    depth = {s: DepthAccumulator() for s in plan.samples}
-    uris = [(c, spec, plan.layout.staging_part(c, spec.name)) for c in manifests for spec in STAGING_TABLES]
-    parts: dict[int, list[pa.Table]] = {}
-    for (child, spec, uri), (_, data) in zip(uris, storage.read_many(u for _, _, u in uris), strict=True):
-        if data is None:
-            raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
-        table = pq.read_table(pa.BufferReader(data))
-        if table.num_rows != manifests[child].get(spec.name):
-            raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its manifest "
-                               f"says {manifests[child].get(spec.name)}")
-        parts.setdefault(child, []).append(table)
-        if len(parts[child]) == len(STAGING_TABLES):
-            add_coverage_parts(cov, depth, *parts.pop(child))
-    return cov, depth
+def _samples_ending(plan: Plan) -> dict[int, list[str]]:
+    """Child -> the samples whose last shard it holds, in plan order (a plan's shards are in sample
+    order, so a sample's children are consecutive and it is complete once its last child is read)."""
+    last: dict[str, int] = {}
+    for child in range(plan.array_size):
+        for i in plan.child_shards(child):
+            last[plan.shards[i].sample] = child
+    ending: dict[int, list[str]] = {}
+    for sample in plan.samples:
+        ending.setdefault(last[sample], []).append(sample)
+    return ending
+
+
+#: rows of a result table held in memory before they are written out as a row group (the commit's
+#: memory is these buffers, one per table, plus the samples being folded: flat in samples and children)
+COMMIT_ROW_GROUP_ROWS = 200_000
+
+
+@dataclass
+class _Results:
+    """The result tables being written: one local Parquet file per table, and the run's totals."""
+
+    plan: Plan
+    writers: dict[str, PartWriter]
+    totals: RunTotals
+    committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: the reference's contigs (from the manifests; empty without a reference)
+    contigs: list[tuple[str, int]] = field(default_factory=list)
+
+    def _put(self, table: str, columns: Any) -> None:
+        self.writers[table].write_arrow(to_arrow(table, columns))
+
+    def add_sample(self, sample: str, fold: _SampleFold, coverage: CoverageAccumulator | None,
+                   depth: DepthAccumulator | None) -> None:
+        """A complete sample's rows in every result table, and its raw reads and bases in the totals."""
+        accs = fold.accumulators()
+        summary = summary_rows(sample, accs, fold.trim, fold.align, coverage)
+        self._put("qc_summary", summary)
+        exact = ExactCoverage(self.contigs, depth, fold.align_qc) if depth is not None else None
+        self._put("sample_summary", sample_summary_row(
+            sample, fold, exact, {"committed_at": self.committed_at, **sample_metadata(self.plan, sample, fold)}))
+        self._put("samples", _columns("samples", lane_rows(self.plan, sample, fold)))
+        if fold.align_qc is not None:
+            self._put("alignment_hist", histogram_rows(sample, fold.align_qc))
+        if exact is not None:
+            self._put("contig_coverage", exact.contig_rows(sample))
+            self._put("low_coverage", exact.low_rows(sample))
+        for table, cols in qc_tables(sample, accs):
+            self._put(table, cols)
+        if coverage is not None:
+            self._put("coverage", coverage.rows(sample))
+        for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
+            if stage == "raw":
+                self.totals.reads += reads
+                self.totals.bases += bases
 
 
 def merge_run(plan: Plan) -> RunTotals:
-    """Check every child, merge, and write the run's result tables (see the module docstring)."""
-    folds = {sample: _SampleFold() for sample in plan.samples}
+    """Check every child, merge, and write the run's result tables (see the module docstring).
+
+    Samples are folded as their children's data arrives and turned into rows as soon as their last
+    child is read; the rows go to local Parquet files, which are put under ``results/`` only after
+    every child has checked out."""
+    ending = _samples_ending(plan)
+    folds: dict[str, _SampleFold] = {}
+    coverage: dict[str, CoverageAccumulator] = {}
+    depth: dict[str, DepthAccumulator] = {}
     alignments: dict[int, PartInfo] = {}
-    coverage_rows: dict[int, dict[str, int]] = {}
-    contigs: list[tuple[str, int]] = []
-    reference_md5: dict[str, str] = {}
-    software: dict[str, str] = {}
-    for m in read_manifests(plan):
-        reference_md5 = m.reference_md5 or reference_md5
-        software = {**software, **m.software}
-        for r in m.shards:
-            folds[r.sample].add(r)
-        if m.alignments is not None:
-            alignments[m.child] = m.alignments
-            coverage_rows[m.child] = m.coverage_rows
-            contigs = m.contigs
-    align_rows = _check_alignment_parts(plan, alignments)
-    coverage, depth = _fold_coverage(plan, coverage_rows, contigs) if plan.reference else ({}, {})
-    # every child checked out: only now is anything written under results/
-    totals = RunTotals(plan.run_id, plan.array_size, reference_md5=reference_md5, software=software)
-    if not alignments:  # every table gets a partition, even an empty one (no reference)
-        write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
-    out: dict[str, list[pa.Table]] = {t: [] for t in RESULT_TABLES if t != "alignments"}
-    committed_at = datetime.now(UTC)
-    for sample, fold in folds.items():
-        accs = fold.accumulators()
-        summary = summary_rows(sample, accs, fold.trim, fold.align, coverage.get(sample))
-        out["qc_summary"].append(to_arrow("qc_summary", summary))
-        exact = ExactCoverage(contigs, depth[sample], fold.align_qc) if sample in depth else None
-        out["sample_summary"].append(to_arrow("sample_summary", sample_summary_row(
-            sample, fold, exact, {"committed_at": committed_at, **sample_metadata(plan, sample, fold)})))
-        out["samples"].append(to_arrow("samples", _columns("samples", lane_rows(plan, sample, fold))))
-        if fold.align_qc is not None:
-            out["alignment_hist"].append(to_arrow("alignment_hist", histogram_rows(sample, fold.align_qc)))
-        if exact is not None:
-            out["contig_coverage"].append(to_arrow("contig_coverage", exact.contig_rows(sample)))
-            out["low_coverage"].append(to_arrow("low_coverage", exact.low_rows(sample)))
-        for table, cols in qc_tables(sample, accs):
-            out[table].append(to_arrow(table, cols))
-        if sample in coverage:
-            out["coverage"].append(to_arrow("coverage", coverage[sample].rows(sample)))
-        for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
-            if stage == "raw":
-                totals.reads += reads
-                totals.bases += bases
-    for table, parts in out.items():
-        merged = pa.concat_tables(parts) if parts else BY_NAME[table].schema.empty_table()
-        write_table(plan.layout.result_file(table), merged)
-        totals.rows[table] = merged.num_rows
+    totals = RunTotals(plan.run_id, plan.array_size)
+    with local_tmp() as tmp:
+        out = _Results(plan, {t: PartWriter(plan.layout.result_file(t), t, tmp, COMMIT_ROW_GROUP_ROWS)
+                              for t in RESULT_TABLES if t != "alignments"}, totals)
+        for child, data in enumerate(_read_children(plan)):
+            m = data.manifest
+            totals.reference_md5 = m.reference_md5 or totals.reference_md5
+            totals.software = {**totals.software, **m.software}
+            for r in m.shards:
+                folds.setdefault(r.sample, _SampleFold()).add(r)
+            if m.alignments is not None:
+                alignments[child] = m.alignments
+                out.contigs = m.contigs
+            if data.coverage:
+                for sample in {plan.shards[i].sample for i in plan.child_shards(child)}:
+                    coverage.setdefault(sample, CoverageAccumulator(out.contigs, plan.params.coverage_bin))
+                    depth.setdefault(sample, DepthAccumulator())
+                add_coverage_parts(coverage, depth, *data.coverage)
+            for sample in ending.get(child, []):
+                out.add_sample(sample, folds.pop(sample), coverage.pop(sample, None), depth.pop(sample, None))
+        align_rows = _check_alignment_parts(plan, alignments)
+        # every child checked out: only now is anything written under results/
+        if not alignments:  # every table gets a partition, even an empty one (no reference)
+            write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
+        for table, writer in out.writers.items():
+            writer.close()
+            totals.rows[table] = writer.rows
     totals.rows["alignments"] = align_rows
     return totals
 

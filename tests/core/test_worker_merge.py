@@ -285,3 +285,47 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     trimmed = next(r for r in result(plan, "qc_summary").to_pylist() if r["stage"] == "trimmed")
     assert trimmed["pct_breadth"] == 100 * np.count_nonzero(per_base) / len(per_base)
     assert trimmed["mean_depth"] == pytest.approx(per_base.sum() / len(per_base))
+
+
+def test_the_commit_holds_only_the_samples_being_folded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples are turned into rows as soon as their last child is read: the folds alive at once stay
+    at the few samples of one child, whatever the number of samples, and each sample's rows equal
+    those of the sample run alone."""
+    import dnaio
+
+    from seqlake.demo_data import paths
+
+    r1, r2, reference = paths()
+    samples = []
+    with dnaio.open(r1, r2) as reads:
+        pairs = [p for _, p in zip(range(1_600), reads, strict=False)]
+    for k in range(8):
+        a, b = tmp_path / f"s{k}_R1.fastq.gz", tmp_path / f"s{k}_R2.fastq.gz"
+        n = 10 if k in (3, 4) else 200  # the tiny samples share a child; the others are cut in two shards
+        with dnaio.open(a, b, mode="w") as out:
+            for p in pairs[k * 200 : k * 200 + n]:
+                out.write(*p)
+        samples.append(Sample(f"s{k}", str(a), str(b)))
+    alive, most = [0], [0]
+
+    class Counted(merge._SampleFold):  # counts the folds alive at once
+        def __init__(self) -> None:
+            super().__init__()
+            alive[0] += 1
+            most[0] = max(most[0], alive[0])
+
+        def __del__(self) -> None:
+            alive[0] -= 1
+
+    monkeypatch.setattr(merge, "_SampleFold", Counted)
+    params = Params(reads_per_shard=100)
+    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=str(reference), params=params)
+    assert many.array_size < len(many.shards) < 2 * len(samples)  # packed and cut, both
+    totals = run_all(many)
+    assert most[0] <= 2 and totals.reads == 2 * (6 * 200 + 2 * 10)
+    alone = make_plan("alone", samples[2:3], out_prefix=str(tmp_path / "alone"), reference=str(reference),
+                      params=params)
+    run_all(alone)
+    for table in ("qc_summary", "qc_position", "contig_coverage", "coverage"):
+        got = result(many, table).filter(pa.compute.equal(result(many, table)["sample"], "s2"))
+        assert got.num_rows > 0 and got.equals(result(alone, table)), table
