@@ -193,7 +193,7 @@ def child(ctx: Ctx, inputs: Inputs) -> None:
     n = small.reads_per_mate
     row = measure_worker(ctx, "child_small", CHILD, f"full worker on a shard of {n:,} pairs (start to exit)",
                          small, paired=True, trim=True, align=True)
-    ctx.ratios.append(Ratio(f"child on a {n:,}-read shard, start to exit", row.seconds, "s",
+    ctx.ratios.append(Ratio(f"child on a shard of {n:,} pairs ({2 * n:,} reads), start to exit", row.seconds, "s",
                             f"< {CHILD_FIXED_TARGET_S} s", None if row.seconds is None else
                             row.seconds < CHILD_FIXED_TARGET_S, "wall time, one core"))
     for threads in (1, 2):
