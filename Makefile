@@ -76,8 +76,9 @@ lint: $(STAMP)
 layer-size: $(STAMP)
 	scripts/layer-size.sh $(BIN)/python
 
+# BENCH_ARGS: options of bench/run.py, e.g. make bench BENCH_ARGS="--skip e2e,shards"
 bench: $(STAMP) tools
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m seqlake.tables --markdown > docs/TABLES.md

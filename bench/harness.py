@@ -90,6 +90,8 @@ class GroupResult:
     seconds: float
     rows: list[Row]
     ratios: list[Ratio]
+    #: when the ``bench/run.py`` invocation that measured it started: groups of one run share it
+    run: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +105,7 @@ class GroupResult:
             d["seconds"],
             [Row(**r) for r in d["rows"]],
             [Ratio(**r) for r in d["ratios"]],
+            d.get("run", ""),
         )
 
 
@@ -231,8 +234,9 @@ class Ctx:
     results: dict[str, Row] = field(default_factory=dict)
     repeat: int = 3
 
-    def prefix(self) -> list[str]:
-        return ["taskset", "-c", "0"] if self.taskset else []
+    def prefix(self, cores: int = 1) -> list[str]:
+        """Pinned to CPU 0, or to CPUs 0 to ``cores - 1``."""
+        return ["taskset", "-c", "0" if cores == 1 else f"0-{cores - 1}"] if self.taskset else []
 
     def add(self, key: str, row: Row) -> Row:
         self.rows.append(row)
@@ -240,11 +244,13 @@ class Ctx:
         return row
 
 
-def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True) -> Measured:
-    """Run ``argv`` pinned to core 0; wall time and the peak RSS of its largest process (KiB -> MB)."""
+def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True,
+                 cores: int = 1) -> Measured:
+    """Run ``argv`` pinned to core 0 (or ``cores`` cores); wall time and the peak RSS of its largest
+    process (KiB -> MB)."""
     out_path = ctx.logs / f"{key}.out"
     err_path = ctx.logs / f"{key}.err"
-    full = [*(ctx.prefix() if pin else []), *argv]
+    full = [*(ctx.prefix(cores) if pin else []), *argv]
     with err_path.open("wb") as err, open(os.devnull, "wb") if stdout_devnull else out_path.open("wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(full, stdout=out, stderr=err, env=ctx.env, cwd=REPO)
@@ -282,6 +288,7 @@ def measure(
     shown: str | None = None,
     repeat: bool = True,
     pin: bool = True,
+    cores: int = 1,
 ) -> Row:
     """Measure one row; a missing tool or seqlake piece, or a failure, becomes a note, never an exception."""
     row = ctx.add(key, Row(group, label, shown or display(argv), reads=reads, plain_bytes=plain_bytes))
@@ -290,11 +297,11 @@ def measure(
         print(f"  {label}: {row.note}")
         return row
     print(f"  {label} ...", end="", flush=True)
-    m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin)
+    m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
     runs = 1
     # short rows are the noisiest on a shared machine: repeat them and keep the fastest run
     while repeat and m.returncode == 0 and runs < ctx.repeat and m.seconds < REPEAT_BELOW_S:
-        again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin)
+        again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
         runs += 1
         if again.returncode != 0 or again.seconds < m.seconds:
             m = again
@@ -440,6 +447,8 @@ class Command:
     to_devnull: bool = False
     #: ``argv`` are the arguments of ``bench/paths.py`` (a seqlake code path), not a command
     seqlake_path: bool = False
+    #: run as a job given this many vCPUs: ``SEQLAKE_THREADS`` set, pinned to that many cores
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -481,7 +490,28 @@ def expand(template: str, ctx: Ctx, inp: Input, key: str, **extra: object) -> st
                                  "python": sys.executable, **extra}
     if "{out}" in template:
         values["out"] = fresh(ctx.work / "out" / key)
+    if "{r1_bgzf}" in template:
+        values["r1_bgzf"] = bgzf_copy(inp.r1)
     return template.format_map(values)
+
+
+def bgzf_copy(gz: Path) -> Path:
+    """The same reads recompressed with ``bgzip`` (BGZF), beside the gzip file (cached); the path alone
+    when bgzip is missing (the row that needs it is then skipped)."""
+    target = gz.with_name(gz.name.replace(".fastq.gz", ".bgzf.fastq.gz"))
+    bgzip = shutil.which("bgzip")
+    if target.exists() or bgzip is None:
+        return target
+    print(f"building {target} (bgzip) ...", flush=True)
+    part = target.with_suffix(".part")
+    with part.open("wb") as out:
+        gunzip = subprocess.Popen(["gzip", "-dc", str(gz)], stdout=subprocess.PIPE)
+        done = subprocess.run([bgzip, "-c", "-l", "6", "-@", str(os.cpu_count() or 1)], stdin=gunzip.stdout,
+                              stdout=out, check=False)
+        if gunzip.wait() != 0 or done.returncode != 0:
+            raise RuntimeError(f"building {target} failed")
+    part.rename(target)
+    return target
 
 
 def plan_shards(ctx: Ctx) -> int:
@@ -504,9 +534,11 @@ def run_group(ctx: Ctx, group: Group, inp: Input) -> None:
         shown = row.shown and expand(row.shown, ctx, inp, row.key)
         if shown is None and row.seqlake_path:
             shown = "bench/paths.py " + display(args)
+        if row.threads is not None:
+            argv, shown = ["env", f"SEQLAKE_THREADS={row.threads}", *argv], f"SEQLAKE_THREADS={row.threads} {shown}"
         label = expand(row.label, ctx, inp, row.key)
         measure(ctx, row.key, group.title, label, argv, reads=reads, plain_bytes=size, needs=row.needs,
-                stdout_devnull=row.to_devnull, shown=shown)
+                stdout_devnull=row.to_devnull, shown=shown, cores=row.threads or 1)
     for c in group.compare:
         speed_ratio(ctx, c.label, c.ours, c.theirs, c.target, c.how)
 

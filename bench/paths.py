@@ -8,6 +8,7 @@ needs does not exist (yet)": run.py then skips the row with a note instead of fa
 Paths:
   qc FILE                         the QC library alone: record-aligned chunks -> vectorised QC
   index FILE                      the gzip indexing pass the planner runs (records, checkpoints, seek index)
+  bgzf-count FILE                 the BGZF counting pass the planner runs instead (records, checkpoints)
   plan OUT R1 [R2] [--reference FA] [--no-trim] [--shards N]
                                   make_plan: validation + index pass + shard boundaries -> plan.json
   shards PLAN [--jobs J]          every shard of a plan, on J processes (setup for merge; no timing claim)
@@ -58,6 +59,11 @@ def path_index(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def path_bgzf_count(args: argparse.Namespace) -> dict[str, Any]:
+    scan = api("bgzf", "count_records")(args.file)
+    return {"plain_size": scan.plain_size, "records": scan.records, "checkpoints": len(scan.checkpoints)}
+
+
 def path_plan(args: argparse.Namespace) -> dict[str, Any]:
     params_cls, sample_inputs = api("params", "Params"), api("model", "Sample")
     r1 = str(Path(args.r1).resolve())
@@ -106,7 +112,7 @@ def path_merge(args: argparse.Namespace) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="path", required=True)
-    for name in ("qc", "index"):
+    for name in ("qc", "index", "bgzf-count"):
         p = sub.add_parser(name)
         p.add_argument("file")
     p = sub.add_parser("plan")
@@ -127,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 PATHS = {
     "qc": path_qc,
     "index": path_index,
+    "bgzf-count": path_bgzf_count,
     "plan": path_plan,
     "shards": path_shards,
     "merge": path_merge,

@@ -100,10 +100,15 @@ def _sections(groups: Sequence[GroupResult]) -> list[str]:
 
 
 def _ratios(groups: Sequence[GroupResult]) -> list[str]:
+    """Every ratio with its target; each is computed from rows of one group, and a ratio whose group was
+    measured by an earlier ``bench/run.py`` than the latest says so."""
+    latest = max((g.run for g in groups), default="")
     lines = ["", "## Ratios", "", "| comparison | measured | target | met | how |", "|---|---:|---|---|---|"]
-    for r in (r for g in groups for r in g.ratios):
-        met = {None: "", True: "yes", False: "**no**"}[r.met]
-        lines.append(f"| {r.label} | {_ratio_cell(r)} | {r.target} | {met} | {r.how} |")
+    for g in groups:
+        earlier = f" (**an earlier run**: {g.measured[:16].replace('T', ' ')} UTC)" if g.run != latest else ""
+        for r in g.ratios:
+            met = {None: "", True: "yes", False: "**no**"}[r.met]
+            lines.append(f"| {r.label} | {_ratio_cell(r)} | {r.target} | {met} | {r.how}{earlier} |")
     return lines
 
 

@@ -2,6 +2,7 @@
 
     python bench/run.py          # full run: a few hundred MB of input, 30-45 minutes -> BENCHMARKS.md
     python bench/run.py --quick  # smoke test: small input, 1-2 minutes -> bench/work/BENCHMARKS-quick.md
+    python bench/run.py --skip e2e,shards   # leave out the long groups no issue-13 target needs
 
 The input is a paired-end library decompressed, replicated ``--copies`` times and recompressed with
 ``gzip -6``, cached in ``bench/work/`` (git-ignored). By default it is the real MiSeq reads the test
@@ -54,6 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--shard-counts", default=None, help="shard counts to plan and merge (default 1000,10000)")
     ap.add_argument("--only", default=None,
                     help=f"rerun only these groups ({','.join(GROUP_NAMES)}; none = rewrite the report)")
+    ap.add_argument("--skip", default="",
+                    help="groups not to run (and not to report; e.g. e2e: no issue-13 target depends on it)")
     ap.add_argument("--out", type=Path, default=None, help="report path (default BENCHMARKS.md; quick: bench/work)")
     ap.add_argument("--work", type=Path, default=BENCH / "work", help="cache and scratch folder")
     ap.add_argument("--no-taskset", action="store_true", help="do not pin to CPU 0")
@@ -61,6 +64,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if set((args.only or "").split(",")) - {*GROUP_NAMES, "none", ""}:
         ap.error(f"--only takes a comma list of {', '.join(GROUP_NAMES)}, or none (rewrite the report)")
+    if set(args.skip.split(",")) - {*GROUP_NAMES, ""}:
+        ap.error(f"--skip takes a comma list of {', '.join(GROUP_NAMES)}")
     return args
 
 
@@ -93,8 +98,9 @@ def reference_copy(work: Path, fasta: Path) -> Path:
 
 
 def run_groups(ctx: Ctx, inputs: Inputs, names: set[str], shard_counts: tuple[int, ...],
-               stored: dict[str, GroupResult]) -> None:
-    """Run the chosen groups in report order; each replaces its stored result, the others' are kept."""
+               stored: dict[str, GroupResult], started: str) -> None:
+    """Run the chosen groups in report order; each replaces its stored result, the others' are kept.
+    ``started``: when this invocation started (the report tells the groups of the latest run apart)."""
     for name, run in groups(shard_counts).items():
         if name not in names:
             continue
@@ -106,7 +112,7 @@ def run_groups(ctx: Ctx, inputs: Inputs, names: set[str], shard_counts: tuple[in
             print(f"group {name} failed: {type(err).__name__}: {err}", file=sys.stderr)
             ctx.rows.append(Row(name, f"group {name}", "", note=f"failed: {type(err).__name__}: {err}"))
         stored[name] = GroupResult(name, measured, (load0, os.getloadavg()[0]), time.perf_counter() - t0,
-                                   ctx.rows[n_rows:], ctx.ratios[n_ratios:])
+                                   ctx.rows[n_rows:], ctx.ratios[n_ratios:], started)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     copies = args.copies or (2 if args.quick else 100)
     counts = tuple(int(x) for x in (args.shard_counts or ("10,50" if args.quick else "1000,10000")).split(","))
-    names = set((args.only or ",".join(GROUP_NAMES)).split(","))
+    skip = set(args.skip.split(","))
+    names = set((args.only or ",".join(GROUP_NAMES)).split(",")) - skip
     out_md = args.out or (args.work / "BENCHMARKS-quick.md" if args.quick else REPO / "BENCHMARKS.md")
     work = args.work.resolve()
     logs = fresh(work / "logs")
@@ -138,13 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     results_path = work / "-".join(filter(None, ["results", "quick" if args.quick else "full", source.tag,
                                                  f"x{copies}.json"]))
     stored = load_results(results_path)
-    run_groups(ctx, inputs, names, counts, stored)
+    run_groups(ctx, inputs, names, counts, stored, datetime.now(UTC).isoformat())
     save_results(results_path, stored)
 
     command = "python bench/run.py" + (f" --reads {args.reads[0].name} {args.reads[1].name}" if args.reads else "")
     command += "" if args.copies is None else f" --copies {copies}"
     command += " --quick" if args.quick else ""
-    report = render([stored[n] for n in GROUP_NAMES if n in stored], inputs.main, source.description,
+    command += f" --skip {args.skip}" if args.skip else ""
+    report = render([stored[n] for n in GROUP_NAMES if n in stored and n not in skip], inputs.main, source.description,
                     ctx.reference, command)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(report)

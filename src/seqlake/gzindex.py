@@ -104,6 +104,12 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
         base += n
     while len(cks) > 1 and cks[-1][0] >= base:
         cks.pop()  # a checkpoint at the end of the data is not a record start
+    return ScanResult(records=whole_records(lines, last, path), plain_size=base, checkpoints=cks)
+
+
+def whole_records(lines: int, last: int, path: str) -> int:
+    """Records of data with ``lines`` newlines whose last byte is ``last`` (a missing final newline is
+    accepted); BadInputError when the data ends inside a record."""
     records, rest = divmod(lines, 4)
     if last != _NL:
         rest += 1  # the last line has no newline character
@@ -114,7 +120,7 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
         raise BadInputError(
             path, f"file ends inside a record: record {records} (line {first_line}) has {rest} of 4 lines",
             line=first_line, record=records)
-    return ScanResult(records=records, plain_size=base, checkpoints=cks)
+    return records
 
 
 def _after_newlines(buf: bytearray, pos: int, end: int, need: int) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 How each input is cut (no copy of the data is ever written; each child reads its span in place):
 
-- **gzip / BGZF**: one streaming pass (:func:`seqlake.gzindex.index_gzip`) counts the records, takes a
+- **gzip**: one streaming pass (:func:`seqlake.gzindex.index_gzip`) counts the records, takes a
   checkpoint every 256 KiB of plain data and exports a GZTOOL seek index to
   ``<out>/runs/<run_id>/index/``. Shards are record ranges; each shard's span names the checkpoint before
   its first record and how many records to skip from there ("lazy" plan: pure arithmetic, the child
@@ -10,10 +10,13 @@ How each input is cut (no copy of the data is ever written; each child reads its
 - **plain, paired**: the same checkpoint table from a counting pass over the file (~2 GB/s), because R1
   and R2 shards must hold the same read numbers and byte offsets differ between mates.
 - **BGZF, single-end**, above ``count_below``: no pass over the data. BGZF blocks are random access, so
-  shards are byte ranges of the compressed file starting at block headers (:func:`_bgzf_spans`); a child
+  shards are byte ranges of the compressed file starting at block headers (:func:`_byte_spans`); a child
   reads the records whose first byte lies in its blocks (``seqlake.shards``). As for plain byte ranges,
-  record numbers are unknown. Paired BGZF files are indexed like gzip: R1 and R2 shards must hold the
-  same read numbers.
+  record numbers are unknown.
+- **BGZF, paired** (or single-end up to ``count_below``): R1 and R2 shards must hold the same read
+  numbers, so a counting pass inflates every block (on every vCPU: blocks are independent) and takes
+  the same checkpoints as the gzip pass, at BGZF virtual offsets (:func:`seqlake.bgzf.count_records`).
+  No seek index is exported: a child starts at its checkpoint's block.
 - **plain, single-end**: byte ranges snapped to record starts with one small ranged read per boundary (no
   full pass; :func:`snap_to_record`). Record numbers of such shards are unknown until read, so error lines
   are resolved when an error happens (``seqlake.shards``). Files up to ``count_plain_below`` bytes are
@@ -28,6 +31,7 @@ total (the AWS Batch array limit), never more shards than reads; a zero-read inp
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import json
 import math
@@ -39,7 +43,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from seqlake import fastq, gzindex, storage
+from seqlake import bgzf, fastq, gzindex, storage
 from seqlake.errors import BadInputError
 from seqlake.layout import RunLayout
 from seqlake.model import Sample
@@ -92,7 +96,8 @@ class Span:
     input: int
     mate: int
     #: plain offset of a record start where reading begins (a checkpoint or a snapped boundary); for a
-    #: BGZF input without a seek index, the compressed offset of a block (and so is ``end_offset``)
+    #: BGZF input without a seek index, the compressed offset of a block (and so is ``end_offset``) in a
+    #: byte-range span, the BGZF virtual offset of a checkpoint (:mod:`seqlake.bgzf`) in a record span
     offset: int
     #: records to skip after ``offset``
     skip: int = 0
@@ -291,6 +296,12 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout
         with storage.open_read(uri, buffer_size=gzindex.BGZF_WINDOW) as f:
             expansion = gzindex.bgzf_plain_ratio(f, meta.size)
         return _Scanned(info, sniff, None, expansion)
+    if sniff.compression == "bgzf":
+        with contextlib.suppress(bgzf.NotBgzfError):  # gzip members of another kind follow: index it
+            scan = bgzf.count_records(uri)
+            info = replace(info, records=scan.records, plain_size=scan.plain_size,
+                           checkpoints_uri=_write_checkpoints(layout.checkpoints(idx), scan))
+            return _Scanned(info, sniff, scan.checkpoints)
     if sniff.compression in ("gzip", "bgzf"):
         res = gzindex.index_gzip(uri)
         assert res.index is not None

@@ -2,8 +2,8 @@
 
 For each span of the shard (one per mate) a reader opens the input (plain: a ranged reader; gzip / BGZF:
 rapidgzip with the run's seek index, or isal's stream for a span that starts at the file's start;
-BGZF without a seek index: its range of blocks, see :func:`_bgzf_span`; bz2 / xz: a stream from the
-start), seeks to the span's offset,
+BGZF without a seek index: its range of blocks, see :func:`_bgzf_span`, or its blocks from a checkpoint,
+see :func:`_bgzf_records`; bz2 / xz: a stream from the start), seeks to the span's offset,
 skips its ``skip`` records and then hands out whole records in chunks of about ``CHUNK_BYTES``. For a
 paired shard the mate 2 chunk is cut to exactly as many records as the mate 1 chunk, so the worker can
 zip them; a file that runs out first is a read count mismatch (BadInputError naming both files).
@@ -21,7 +21,7 @@ from typing import Any
 import dnaio
 import numpy as np
 
-from seqlake import fastq, gzindex, storage
+from seqlake import bgzf, fastq, gzindex, storage
 from seqlake.errors import BadInputError
 from seqlake.plan import InputFile, Plan, Span, is_record_start
 
@@ -242,6 +242,27 @@ def _bgzf_span(f: Any, span: Span, size: int, path: str) -> Iterator[bytes]:
             break
 
 
+def _bgzf_records(f: Any, span: Span, path: str) -> Iterator[bytes]:
+    """The plain data from a record span's checkpoint (a BGZF virtual offset: :mod:`seqlake.bgzf`) on,
+    its first ``skip`` records dropped: block by block, to the end of the file (the reader stops at the
+    span's record count)."""
+    block, within = bgzf.split_virtual(span.offset)
+    need = 4 * span.skip  # newlines to drop
+    for block_data in gzindex.iter_bgzf_blocks(f, block, None, path):
+        data, within = block_data[within:], 0
+        if need:
+            lines = _newlines(data)
+            if lines < need:
+                need -= lines
+                continue
+            data, need = data[_after_newline(data, need, 0, 0):], 0
+        if data:
+            yield data
+    if need:
+        raise BadInputError(path, f"file ends before record {span.first_record} (the plan expected more "
+                            "records: was the file replaced after planning?)")
+
+
 @contextlib.contextmanager
 def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]]:
     inp = plan.inputs[span.input]
@@ -253,6 +274,10 @@ def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]
         with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
             data = _Pieces(_bgzf_span(f, span, inp.size, inp.uri))
             yield _SpanReader(data, replace(span, offset=0, end_offset=None), inp.uri), inp
+    elif inp.compression == "bgzf" and inp.index_uri is None and (span.offset or span.skip):
+        with storage.open_read(inp.uri, buffer_size=1 << 20) as f:
+            yield _SpanReader(_Pieces(_bgzf_records(f, span, inp.uri)), replace(span, offset=0, skip=0),
+                              inp.uri), inp
     elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None and (span.offset or span.skip):
         index = storage.read_bytes(inp.index_uri)
         with gzindex.open_indexed(inp.uri, index) as f:

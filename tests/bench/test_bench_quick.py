@@ -63,6 +63,11 @@ def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str])
     # the worker's three paths, the QC library, the index pass, planning, process vs local cloud, memory, shards
     assert len(ours) >= 19
     assert [(r["label"], r["note"]) for r in ours if r["seconds"] is None or r["peak_mb"] is None] == []
+    # the passes given 2 vCPUs (and the BGZF pass, when bgzip is installed)
+    rows = [r for g in results.values() for r in g["rows"]]
+    on_two = {r["label"]: r for r in rows if r["command"].startswith("SEQLAKE_THREADS=2")}
+    assert {label for label, r in on_two.items() if r["seconds"] is not None} >= {
+        "seqlake gzip index pass, a job of 2 vCPUs (2 cores)", "full worker, 2 alignment thread(s), not pinned"}
     worker = [r for r in ours if r["command"] == "python -m seqlake worker --plan PLAN --shard 0"]
     assert {r["reads"] for r in worker} == {300, 600, 6000}  # one mate, both mates, both mates at 10 copies
 
@@ -73,5 +78,5 @@ def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], 
     assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
     assert "Reference: MN908947.3 (29,903 bp)." in report
     ratios = [r["label"] for g in results.values() for r in g["ratios"]]
-    assert len(ratios) == 15
+    assert len(ratios) == 18
     assert all(f"| {label} |" in report for label in ratios)

@@ -6,14 +6,16 @@ import bz2
 import gzip
 import json
 import shutil
+import struct
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
 
-from seqlake import cpus, shards
+from seqlake import bgzf, cpus, demo_data, shards
 from seqlake import plan as planmod
-from seqlake.errors import BadInputError
+from seqlake.errors import BadInputError, TruncatedStreamError
 from seqlake.model import Sample
 from seqlake.params import Params
 from seqlake.plan import allocate_shards, load_plan, make_plan
@@ -138,8 +140,11 @@ def test_index_pass_on_several_threads_gives_the_same_plan(miseq_plain: tuple[by
 
 @pytest.mark.parametrize("k", [1, 5, 40])
 def test_bgzf_single_end_is_cut_at_blocks_without_an_index_pass(miseq_plain: tuple[bytes, bytes], tmp_path: Path,
-                                                                 bgzip: str, k: int) -> None:
+                                                                 bgzip: str, k: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     data = miseq_plain[0]
+    _no_index_pass(monkeypatch)
+    monkeypatch.setattr(bgzf, "count_records", lambda *a, **kw: pytest.fail("a pass over the data"))
     bg = tmp_path / "bg.fastq"
     bg.write_bytes(data)
     subprocess.run([bgzip, "-f", str(bg)], check=True)
@@ -282,3 +287,96 @@ def test_more_samples_than_the_array_allows_never_plan_more_children() -> None:
     n = 3 * MAX_CHILDREN + 7
     starts = pack_children([5_000] * n, [True] * n, reads_per_child=1_000)  # each sample fills a child
     assert len(starts) == MAX_CHILDREN and starts[0] == 0 and list(starts) == sorted(set(starts))
+
+
+# ------------------------------------------------------------------ BGZF: record numbers without an index
+@pytest.fixture(scope="module")
+def demo_pair_bgzf(tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[Path, Path], tuple[bytes, bytes]]:
+    """The bundled demo pairs (20,000 x 2x150 bp, MIT) recompressed with ``bgzip``: ~100 blocks a mate."""
+    bgzip = shutil.which("bgzip")
+    if bgzip is None:
+        pytest.skip("bgzip is not installed (make tools installs tabix)")
+    folder = tmp_path_factory.mktemp("bgzf")
+    plain = []
+    for mate, src in enumerate(demo_data.paths()[:2], start=1):
+        data = gzip.decompress(src.read_bytes())
+        (folder / f"R{mate}.fastq").write_bytes(data)
+        subprocess.run([bgzip, "-f", str(folder / f"R{mate}.fastq")], check=True)
+        plain.append(data)
+    return (folder / "R1.fastq.gz", folder / "R2.fastq.gz"), (plain[0], plain[1])
+
+
+def _no_index_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a BGZF input ran the gzip index pass")
+
+    monkeypatch.setattr(planmod.gzindex, "index_gzip", refuse)
+
+
+@pytest.mark.parametrize("k", [1, 7, 64])
+def test_bgzf_pair_is_counted_not_indexed(demo_pair_bgzf: tuple[tuple[Path, Path], tuple[bytes, bytes]],
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch, k: int) -> None:
+    (r1, r2), plain = demo_pair_bgzf
+    _no_index_pass(monkeypatch)
+    plan = make_plan("bgp", [Sample("a", str(r1), str(r2))], out_prefix=str(tmp_path), shards=k)
+    assert [(i.compression, i.records, i.index_uri) for i in plan.inputs] == [("bgzf", 20_000, None)] * 2
+    assert plan.array_size == k
+    for s in plan.shards:  # R1 and R2 spans hold the same record numbers, from checkpoints of each file
+        assert (s.spans[0].first_record, s.spans[0].records) == (s.spans[1].first_record, s.spans[1].records)
+        assert all(sp.skip * 300 < 2 * planmod.gzindex.CHECKPOINT_SPACING for sp in s.spans)
+    if k > 1:  # the files' blocks end at different records: their checkpoints are at different offsets
+        assert plan.shards[-1].spans[0].offset != plan.shards[-1].spans[1].offset
+    assert reassemble(plan) == {1: plain[0], 2: plain[1]}
+    assert load_plan(plan.plan_uri) == plan
+
+
+def test_bgzf_count_gives_the_index_pass_records_and_the_same_plan_on_any_thread_count(
+        demo_pair_bgzf: tuple[tuple[Path, Path], tuple[bytes, bytes]], tmp_path: Path) -> None:
+    r1 = str(demo_pair_bgzf[0][0])
+    counted = [bgzf.count_records(r1, spacing=64 << 10, threads=t) for t in (1, 3)]
+    assert counted[0] == counted[1]
+    indexed = planmod.gzindex.index_gzip(r1, spacing=64 << 10, threads=1).scan
+    assert (counted[0].records, counted[0].plain_size) == (indexed.records, indexed.plain_size)
+    # every checkpoint is a record start: its record number matches the plain data before it
+    plain = demo_pair_bgzf[1][0]
+    blocks = dict(_block_starts(Path(r1).read_bytes()))
+    for offset, before in counted[0].checkpoints:
+        block, within = bgzf.split_virtual(offset)
+        at = blocks[block] + within
+        assert plain[:at].count(b"\n") == 4 * before and (at == 0 or plain[at - 1:at] == b"\n")
+    assert len(counted[0].checkpoints) > 50
+
+
+def _block_starts(data: bytes) -> list[tuple[int, int]]:
+    """(compressed offset, plain offset) of every whole BGZF block of ``data``, and of their end."""
+    out, q, plain = [], 0, 0
+    while (n := planmod.gzindex.bgzf_block_size(data, q)) is not None and q + n <= len(data):
+        out.append((q, plain))
+        plain += struct.unpack_from("<I", data, q + n - 4)[0]
+        q += n
+    return [*out, (q, plain)]
+
+
+def test_bgzf_followed_by_plain_gzip_members_is_indexed(demo_pair_bgzf: tuple[tuple[Path, Path], tuple[bytes, bytes]],
+                                                        tmp_path: Path) -> None:
+    (r1, _), plain = demo_pair_bgzf
+    mixed = tmp_path / "mixed.fastq.gz"
+    mixed.write_bytes(r1.read_bytes()[:-28] + gzip.compress(plain[0]))  # the EOF block dropped, a gzip member
+    plan = make_plan("mixed", [Sample("a", str(mixed))], out_prefix=str(tmp_path / "out"), shards=5)
+    assert plan.inputs[0].compression == "bgzf" and plan.inputs[0].index_uri is not None
+    assert reassemble(plan) == {1: plain[0] * 2}
+
+
+def test_cut_bgzf_pair_names_the_last_complete_record(demo_pair_bgzf: tuple[tuple[Path, Path], tuple[bytes, bytes]],
+                                                      tmp_path: Path) -> None:
+    (r1, r2), plain = demo_pair_bgzf
+    cut = tmp_path / "R2.fastq.gz"
+    data = r2.read_bytes()[: r2.stat().st_size * 2 // 3]  # inside a block, past the sniff
+    cut.write_bytes(data)
+    block, plain_at = _block_starts(data)[-1]  # the cut block: what of it decodes is read too
+    decoded = plain[1][:plain_at] + zlib.decompressobj(-15).decompress(data[block + 18:])
+    whole = decoded.count(b"\n") // 4
+    with pytest.raises(TruncatedStreamError) as info:
+        make_plan("cut", [Sample("a", str(r1), str(cut))], out_prefix=str(tmp_path / "out"))
+    assert str(info.value) == (f"{cut}: bgzf stream truncated after record {whole - 1} (line {4 * whole}), "
+                               f"the last of {whole} complete records")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake import merge, worker
+from seqlake import demo_data, gzindex, merge, worker
 from seqlake.errors import BadInputError, SeqlakeError
 from seqlake.model import Sample
 from seqlake.params import Params
@@ -111,6 +111,31 @@ def test_bgzf_byte_ranges_give_the_tables_of_the_gzip_index(miseq: tuple[Path, P
     run_all(blocks)
     # byte-range shards do not know their reads' absolute numbers (no pass over the data)
     assert_same_results(indexed, blocks, drop=("read_index", "fastq_1"))  # and the input files differ
+
+
+def test_bgzf_pair_gives_the_tables_of_gzip(reference: Path, tmp_path: Path, bgzip: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paired BGZF is counted, not indexed; its shards hold the same read numbers, so every table equals
+    the gzip-indexed run's, read numbers included."""
+    plain = [b"\n".join(gzip.decompress(p.read_bytes()).split(b"\n")[: 4 * 5000]) + b"\n"
+             for p in demo_data.paths()[:2]]
+    gz, bg = [], []
+    for mate, data in enumerate(plain, start=1):
+        gz.append(tmp_path / f"gz_R{mate}.fastq.gz")
+        gz[-1].write_bytes(gzip.compress(data))
+        (tmp_path / f"R{mate}.fastq").write_bytes(data)
+        subprocess.run([bgzip, "-f", str(tmp_path / f"R{mate}.fastq")], check=True)
+        bg.append(tmp_path / f"R{mate}.fastq.gz")
+    indexed = make_plan("gz", [Sample("s", str(gz[0]), str(gz[1]))], out_prefix=str(tmp_path / "gz"),
+                        reference=str(reference), shards=2)
+    monkeypatch.setattr(gzindex, "index_gzip", lambda *a, **kw: pytest.fail("BGZF ran the index pass"))
+    counted = make_plan("bg", [Sample("s", str(bg[0]), str(bg[1]))], out_prefix=str(tmp_path / "bg"),
+                        reference=str(reference), shards=5)
+    assert [i.index_uri for i in counted.inputs] == [None, None] and counted.array_size == 5
+    assert counted.shards[3].spans[0].skip > 0  # the middle shards start after a checkpoint
+    run_all(indexed)
+    run_all(counted)
+    assert_same_results(indexed, counted, drop=("fastq_1", "fastq_2"))  # the input files' names differ
 
 
 def test_no_trim_writes_a_trimmed_stage_equal_to_raw(miseq: tuple[Path, Path], tmp_path: Path) -> None:

@@ -1,0 +1,175 @@
+"""Record numbers of a BGZF file without a seek index: a counting pass over its blocks.
+
+A paired input's R1 and R2 shards must hold the same read numbers, and the blocks of two BGZF files
+end at different records, so a paired BGZF input needs record counts. It does not need a seek index:
+every BGZF block is a gzip member that names its own compressed size (SAM/BAM specification, 4.1), so
+a reader can start at any block. :func:`count_records` inflates every block once, counts its newlines
+and takes a checkpoint at the first record start of the first block at or after every ``spacing`` bytes
+of plain data. A checkpoint's offset is a BGZF *virtual offset* (section 4.1.1 of the same
+specification): the block's compressed offset shifted left 16 bits, plus the record's offset in the
+block's plain data (under 2^16: a block holds at most 64 KiB). Shards are then record ranges from a
+checkpoint, exactly as for a gzip index (``seqlake.plan``), and a child inflates its blocks from the
+checkpoint's block on (``seqlake.shards``): no index is exported, stored or imported.
+
+Blocks are independent, so the pass inflates them on every vCPU the process was given (ISA-L releases
+the GIL): the compressed file is read in batches of whole blocks, each batch is inflated and counted on
+a thread, and the batches' counts are joined in file order. Every block's CRC32 and size are checked.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from seqlake import storage
+from seqlake.cpus import available_cpus, threads_from_env
+from seqlake.errors import BadInputError
+from seqlake.gzindex import CHECKPOINT_SPACING, ScanResult, bgzf_block_size, whole_records
+
+#: compressed bytes read and handed to a thread at once (whole blocks of at most 64 KiB each)
+BATCH_BYTES = 4 << 20
+#: bits of a virtual offset that hold the offset in the block's plain data
+VIRTUAL_SHIFT = 16
+_NL = 10
+
+
+class NotBgzfError(Exception):
+    """The file is not BGZF after its first block (gzip members of another kind follow): the caller
+    indexes it as plain gzip instead."""
+
+
+def virtual_offset(block: int, within: int) -> int:
+    return (block << VIRTUAL_SHIFT) | within
+
+
+def split_virtual(offset: int) -> tuple[int, int]:
+    """(compressed offset of the block, offset in its plain data)."""
+    return offset >> VIRTUAL_SHIFT, offset & ((1 << VIRTUAL_SHIFT) - 1)
+
+
+#: one block's counts: (compressed offset, plain size, newlines, offsets of its first 4 newlines, last byte)
+_Block = tuple[int, int, int, tuple[int, ...], int]
+
+
+def _count_batch(buf: bytes, base: int, path: str) -> list[_Block]:
+    """Inflate and count the whole blocks of ``buf`` (which starts at compressed offset ``base``)."""
+    from isal import isal_zlib
+
+    out: list[_Block] = []
+    q = 0
+    while q < len(buf):
+        n = bgzf_block_size(buf, q)
+        assert n is not None and q + n <= len(buf)  # the reader cut ``buf`` at block ends
+        crc, isize = struct.unpack_from("<II", buf, q + n - 8)
+        try:
+            data = isal_zlib.decompress(buf[q + 18:q + n - 8], wbits=-15)
+        except isal_zlib.error as err:  # type: ignore[misc]  # IsalError, an Exception
+            raise BadInputError(path, f"corrupt BGZF block at byte {base + q}: {err}") from err
+        if len(data) != isize or isal_zlib.crc32(data) != crc:
+            raise BadInputError(path, f"corrupt BGZF block at byte {base + q}: its CRC32 or size does not match")
+        newlines = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == _NL))
+        first: list[int] = []
+        p = -1
+        while len(first) < 4 and (p := data.find(b"\n", p + 1)) >= 0:
+            first.append(p)
+        out.append((base + q, len(data), newlines, tuple(first), data[-1] if data else _NL))
+        q += n
+    return out
+
+
+def _batches(f: Any, path: str) -> Iterator[tuple[bytes, int]]:
+    """The file's compressed bytes as (whole blocks, offset of the first), about ``BATCH_BYTES`` each."""
+    pos, buf = 0, b""
+    while True:
+        more: bytes = f.read(BATCH_BYTES)
+        buf += more
+        q = 0
+        while (n := bgzf_block_size(buf, q)) is not None and q + n <= len(buf):
+            q += n
+        if q:
+            yield buf[:q], pos
+            pos, buf = pos + q, buf[q:]
+        if (buf and not more) or (len(buf) >= 18 and bgzf_block_size(buf, 0) is None):
+            raise _not_a_block(buf, pos, path)
+        if not more:
+            return
+
+
+def _not_a_block(buf: bytes, pos: int, path: str) -> Exception:
+    if buf[:2] == b"\x1f\x8b" and bgzf_block_size(buf, 0) is None:
+        return NotBgzfError(f"{path}: a gzip member without a BGZF header at byte {pos}")
+    if bgzf_block_size(buf, 0) is not None:
+        return BadInputError(path, f"truncated BGZF block at byte {pos}")
+    return BadInputError(path, f"not BGZF: no block header at byte {pos}")
+
+
+def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> ScanResult:
+    """Records, plain size and checkpoints ``(virtual offset of a record start, records before it)``
+    of a BGZF file, on ``threads`` threads (default: the vCPUs the process was given).
+
+    Raises BadInputError for a corrupt block or a file that ends inside a record (a cut file:
+    :class:`~seqlake.errors.TruncatedStreamError` naming its last complete record), NotBgzfError when
+    gzip members that are not BGZF blocks follow the first.
+    """
+    from seqlake.fastq import find_truncation
+
+    threads = threads_from_env(default=available_cpus()) if threads is None else max(1, threads)
+    try:
+        return _count(uri, spacing, threads)
+    except BadInputError as err:
+        truncated = find_truncation(uri)
+        if truncated is not None:
+            raise truncated from err
+        raise
+
+
+def _count(uri: str, spacing: int, threads: int) -> ScanResult:
+    lines = plain = 0
+    last = _NL
+    next_ck = spacing
+    cks: list[tuple[int, int]] = [(0, 0)]
+    with storage.open_read(uri, buffer_size=BATCH_BYTES) as f, ThreadPoolExecutor(threads) as pool:
+        pending: deque[Future[list[_Block]]] = deque()
+        batches = _batches(f, uri)
+        while True:
+            # at most two batches per thread in flight: memory stays flat whatever the file's size
+            while len(pending) < 2 * threads and (batch := next(batches, None)) is not None:
+                pending.append(pool.submit(_count_batch, batch[0], batch[1], uri))
+            if not pending:
+                break
+            for coffset, n, newlines, first, end_byte in pending.popleft().result():
+                if n == 0:
+                    continue
+                if plain >= next_ck:
+                    within = _first_record_start(lines, last, first, n)
+                    if within is not None:
+                        cks.append((virtual_offset(coffset, within), (lines + _newlines_to_record(lines, last)) // 4))
+                        next_ck = ((plain + within) // spacing + 1) * spacing
+                lines += newlines
+                plain += n
+                last = end_byte
+    return ScanResult(records=whole_records(lines, last, uri), plain_size=plain, checkpoints=cks)
+
+
+def _newlines_to_record(lines: int, last: int) -> int:
+    """Newlines from a block's start to the first record start at or after it, given the ``lines``
+    before the block and the byte before it (a record starts after every 4th newline)."""
+    if lines % 4:
+        return 4 - lines % 4
+    return 0 if last == _NL else 4  # else the record that starts with line ``lines`` began before the block
+
+
+def _first_record_start(lines: int, last: int, first: tuple[int, ...], n: int) -> int | None:
+    """Offset in the block's plain data (``n`` bytes, newlines at ``first``) of its first record start;
+    None when none starts in it."""
+    k = _newlines_to_record(lines, last)
+    if k == 0:
+        return 0
+    if len(first) < k or first[k - 1] + 1 >= n:
+        return None
+    return first[k - 1] + 1
