@@ -112,10 +112,12 @@ def _ratios(groups: Sequence[GroupResult]) -> list[str]:
     return lines
 
 
-def render(groups: Sequence[GroupResult], inp: Input, source: str, reference: Path, command: str) -> str:
-    """The whole report: header, load warning, one section per group, the ratios, the machine."""
+def render(groups: Sequence[GroupResult], inp: Input, source: str, reference: Path, command: str,
+           extra: Sequence[str] = ()) -> str:
+    """The whole report: header, load warning, one section per group, the ratios, ``extra`` sections
+    (the scale runs), the machine."""
     lines = _header(groups, inp, source, reference_summary(reference), command)
-    lines += _load_warning(groups) + _sections(groups) + _ratios(groups)
+    lines += _load_warning(groups) + _sections(groups) + _ratios(groups) + list(extra)
     lines += ["", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in machine().items()]
     return "\n".join(lines) + "\n"
