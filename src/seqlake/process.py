@@ -44,10 +44,10 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
 
 
 def _run_shard(plan_uri: str, child: int) -> int:
-    from seqlake.plan import load_plan
+    from seqlake.childplan import load_child_plan
     from seqlake.worker import process_child
 
-    process_child(load_plan(plan_uri), child)
+    process_child(load_child_plan(plan_uri, child), child)
     return child
 
 
@@ -77,6 +77,7 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 
 def process_command(args: argparse.Namespace) -> int:
+    from seqlake.childplan import write_child_plans
     from seqlake.cpus import THREADS_VAR
     from seqlake.merge import merge_run
     from seqlake.model import Sample
@@ -104,6 +105,7 @@ def process_command(args: argparse.Namespace) -> int:
         params=params,
         shards=args.shards,
     )
+    write_child_plans(plan)
     t_plan = time.perf_counter() - t0
     console.print(f"run [bold]{run_id}[/]: sample {sample}, {plan.array_size} shard(s), {jobs} job(s)")
     run_shards(plan.plan_uri, plan.array_size, jobs)
