@@ -1,12 +1,9 @@
 """What one Batch child reads of its run: its entry of the todo list and its part of the plan.
 
 ``plan.json`` holds every input and shard of the run (megabytes at 10,000 children); a child needs its
-own shards and the inputs they read. Beside the plan, the plan's writer puts every child's part in one
-object, ``children.jsonl`` (:meth:`seqlake.layout.RunLayout.child_plans`): line 0 is the byte offset
-of each child's line (:mod:`seqlake.fixedwidth`, so child c finds offsets c and c + 1 with one ranged
-read of 25 bytes), line c + 1 is child c's part. A child therefore reads its todo entry, two offsets
-and its line: a few hundred bytes to a few kB, whatever the number of children, in three small ranged
-GETs; the plan step writes one object more, whatever the number of children.
+own shards and the inputs they read, which the plan's writer puts beside the plan, in
+``children.jsonl`` (:mod:`seqlake.planslices`). A child reads its todo entry, the two offsets of its
+line and its line: a few kB whatever the number of children, in three small ranged GETs.
 
 Both a whole :class:`~seqlake.plan.Plan` and a :class:`ChildPlan` are a :class:`PlanView`: what the
 worker and the shard readers use of a plan.
@@ -19,16 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from seqlake import fixedwidth, storage
+from seqlake import fixedwidth, planslices, storage
 from seqlake.layout import CHILD_DIGITS, RunLayout
 from seqlake.params import Params
-from seqlake.plan import InputFile, Plan, Shard, Span
+from seqlake.plan import InputFile, Shard, Span
 
 #: the todo list's key and the width of its entries (a child number)
 TODO_KEY = "children"
-#: line 0 of ``children.jsonl``: the key and the width of its byte offsets (up to 1 TB of lines)
-OFFSETS_KEY = "offsets"
-OFFSET_DIGITS = 12
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -102,48 +96,18 @@ class ChildPlan:
                    params=Params.from_dict(d.get("params", {})), reference=d.get("reference"))
 
 
-def _fields(obj: Any) -> dict[str, Any]:
-    return {k: v for k, v in vars(obj).items() if v is not None}
-
-
-def child_lines(plan: Plan) -> bytes:
-    """``children.jsonl``: the offsets line, then one line per child (see the module docstring)."""
-    common = {"run_id": plan.run_id, "out_prefix": plan.out_prefix, "reference": plan.reference,
-              "params": plan.params.to_dict(), "array_size": plan.array_size}
-    inputs = [_fields(i) for i in plan.inputs]
-    lines = []
-    for child in range(plan.array_size):
-        shards = [plan.shards[i] for i in plan.child_shards(child)]
-        used = sorted({sp.input for s in shards for sp in s.spans})
-        body = {**common, "child": child, "inputs": {str(i): inputs[i] for i in used},
-                "shards": [{"index": s.index, "sample": s.sample, "spans": [_fields(sp) for sp in s.spans]}
-                           for s in shards]}
-        lines.append(json.dumps(body, separators=(",", ":")).encode() + b"\n")
-    head = len(fixedwidth.dumps(OFFSETS_KEY, [0] * (len(lines) + 1), OFFSET_DIGITS)) + 1
-    offsets = [head]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    return fixedwidth.dumps(OFFSETS_KEY, offsets, OFFSET_DIGITS) + b"\n" + b"".join(lines)
-
-
-def write_child_plans(plan: Plan) -> str:
-    """Write every child's part of ``plan`` (one object); its URI."""
-    uri = plan.layout.child_plans
-    storage.write_bytes(uri, child_lines(plan))
-    return uri
-
-
 def load_child_plan(plan_uri: str, child: int) -> ChildPlan:
     """Child ``child``'s part of the plan at ``plan_uri``: two ranged reads; ValueError when the plan has
     no such child."""
-    uri = RunLayout.of_plan(plan_uri).child_plans
+    layout = RunLayout.of_plan(plan_uri)
+    uri = layout.child_plans
     try:
-        start, stop = fixedwidth.read_entries(uri, OFFSETS_KEY, child, OFFSET_DIGITS, count=2)
+        start, stop = fixedwidth.read_entries(uri, planslices.OFFSETS_KEY, child, planslices.OFFSET_DIGITS, count=2)
     except IndexError as err:
         raise ValueError(f"child {child} is not in the plan {plan_uri}") from err
     part = ChildPlan.from_dict(json.loads(storage.read_range(uri, start, stop)))
-    if part.child != child:
-        raise ValueError(f"{uri}: line {child + 1} is child {part.child}'s")
+    if (part.run_id, part.child) != (layout.run_id, child):
+        raise ValueError(f"{uri}: line {child + 1} is child {part.child} of run {part.run_id}")
     return part
 
 

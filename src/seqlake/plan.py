@@ -39,7 +39,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from seqlake import fastq, gzindex, seekindex, storage
+from seqlake import fastq, gzindex, planslices, seekindex, storage
 from seqlake.errors import BadInputError
 from seqlake.layout import RunLayout
 from seqlake.model import Sample
@@ -251,8 +251,10 @@ def load_plan(uri: str) -> Plan:
 
 
 def write_plan(plan: Plan) -> str:
+    """Write ``plan.json`` and every child's part of it (:mod:`seqlake.planslices`), parts first."""
     d = plan.to_dict()
     validate_plan_dict(d, plan.plan_uri)
+    storage.write_bytes(plan.layout.child_plans, planslices.child_lines(d))
     storage.write_bytes(plan.plan_uri, json.dumps(d, separators=(",", ":")).encode())
     return plan.plan_uri
 

@@ -77,7 +77,6 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 
 def process_command(args: argparse.Namespace) -> int:
-    from seqlake.childplan import write_child_plans
     from seqlake.cpus import THREADS_VAR
     from seqlake.merge import merge_run
     from seqlake.model import Sample
@@ -105,7 +104,6 @@ def process_command(args: argparse.Namespace) -> int:
         params=params,
         shards=args.shards,
     )
-    write_child_plans(plan)
     t_plan = time.perf_counter() - t0
     console.print(f"run [bold]{run_id}[/]: sample {sample}, {plan.array_size} shard(s), {jobs} job(s)")
     run_shards(plan.plan_uri, plan.array_size, jobs)

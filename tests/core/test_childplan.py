@@ -100,7 +100,6 @@ def run_middle_child(tmp_path: Path, records: int, reads: Reads,
     r1, r2 = paired_gzip(tmp_path / "in", records)
     plan = make_plan(f"run{records}", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path / "lake"),
                      params=Params(reads_per_shard=SHARD_RECORDS, trim=False))
-    childplan.write_child_plans(plan)
     todo = tmp_path / "todo.json"
     todo.write_bytes(childplan.todo_bytes(list(range(plan.array_size))))
     index_bytes = sum(Path(i.index_uri).stat().st_size for i in plan.inputs if i.index_uri)
@@ -136,7 +135,6 @@ def test_every_childs_part_reads_exactly_its_records(tmp_path: Path) -> None:
     """Reading every child through its own part of the plan and of the indexes gives back both files."""
     r1, r2 = paired_gzip(tmp_path / "in", 12_000)
     plan = make_plan("r", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path / "lake"), shards=9)
-    childplan.write_child_plans(plan)
     joined: dict[int, list[bytes]] = {1: [], 2: []}
     for child in range(plan.array_size):
         part = childplan.load_child_plan(plan.plan_uri, child)

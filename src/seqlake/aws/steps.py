@@ -80,14 +80,11 @@ def input_bytes(request: RunRequest) -> int:
 
 
 def make_run_plan(request: RunRequest, params: Params) -> int:
-    """Plan the run with the core planner (also what the Batch index job runs), with every child's part
-    of the plan; its array size."""
-    from seqlake.childplan import write_child_plans
+    """Plan the run with the core planner (also what the Batch index job runs); its array size."""
     from seqlake.plan import make_plan
 
     plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
                      reference=request.reference, params=params)
-    write_child_plans(plan)
     return plan.array_size
 
 
