@@ -29,13 +29,13 @@ def child_lines(plan: dict[str, Any]) -> bytes:
     # 10,000 whole lines repeats the same few hundred bytes 10,000 times
     opening = _json(common)[:-1]
     inputs = [_json(i) for i in plan["inputs"]]
-    lines = []
+    lines: list[bytes] = []
     for child, first in enumerate(children):
         shards = plan["shards"][first:children[child + 1] if child + 1 < len(children) else None]
         used = sorted({sp["input"] for s in shards for sp in s["spans"]})
-        line = (f'{opening},"child":{child},"inputs":{{' + ",".join(f'"{i}":{inputs[i]}' for i in used)
+        text = (f'{opening},"child":{child},"inputs":{{' + ",".join(f'"{i}":{inputs[i]}' for i in used)
                 + f'}},"shards":{_json(shards)}}}\n')
-        lines.append(line.encode())
+        lines.append(text.encode())
     head = len(fixedwidth.dumps(OFFSETS_KEY, [0] * (len(lines) + 1), OFFSET_DIGITS)) + 1
     offsets = [head]
     for line in lines:
