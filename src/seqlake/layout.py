@@ -4,9 +4,11 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
 
     runs/<run_id>/request.json              the run request (the execution carries its URI and digest)
     runs/<run_id>/plan.json                 the plan: inputs, shards, children
+    runs/<run_id>/children.jsonl            each child's part of the plan, one line each (seqlake.childplan)
     runs/<run_id>/todo/<attempt>.json       the children an execution runs (all, or what a re-run lacks)
     runs/<run_id>/status.json               RUNNING / SUCCEEDED / FAILED / REJECTED, with the reason
-    runs/<run_id>/index/input<i>.gztool     gzip seek index of input i, and its record checkpoints
+    runs/<run_id>/index/input<i>.gztool     gzip seek index of input i (a child reads its points only,
+                                            seqlake.seekindex), and its record checkpoints
     runs/<run_id>/index/job.json            what the Batch index job plans (inputs too large for Lambda)
     runs/<run_id>/index/_error.json         the index job's bad-input record
     runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), coverage parts
@@ -106,6 +108,26 @@ class RunLayout:
     @property
     def plan(self) -> str:
         return self._run("plan.json")
+
+    @classmethod
+    def of_plan(cls, plan_uri: str) -> RunLayout:
+        """The run whose plan is at ``plan_uri`` (a Batch child is given that URI only)."""
+        if plan_uri.startswith("s3://"):
+            run_dir = posixpath.dirname(plan_uri)
+            runs = posixpath.dirname(run_dir)
+            root, run_id = posixpath.dirname(runs), posixpath.basename(run_dir)
+        else:
+            path = Path(plan_uri)
+            root, run_id = str(path.parent.parent.parent), path.parent.name
+        layout = cls(root, run_id)
+        if layout.plan != plan_uri:
+            raise ValueError(f"{plan_uri} is not a run's plan ({RUNS}/<run_id>/plan.json)")
+        return layout
+
+    @property
+    def child_plans(self) -> str:
+        """Every child's part of the plan (:mod:`seqlake.childplan`)."""
+        return self._run("children.jsonl")
 
     def todo(self, attempt: str) -> str:
         return self._run("todo", f"{attempt}.json")

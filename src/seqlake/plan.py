@@ -43,7 +43,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from seqlake import bgzf, fastq, gzindex, storage
+from seqlake import bgzf, fastq, gzindex, planslices, seekindex, storage
 from seqlake.errors import BadInputError
 from seqlake.layout import RunLayout
 from seqlake.model import Sample
@@ -85,6 +85,8 @@ class InputFile:
     index_uri: str | None = None
     #: the checkpoint table, beside the index (for inspection; the plan's spans are self-contained)
     checkpoints_uri: str | None = None
+    #: bytes of the seek index's header and first point (every span's index part starts with them)
+    index_head: int | None = None
     #: the samplesheet row's other columns (lane, run_name, control, ...)
     metadata: dict[str, str] = field(default_factory=dict, hash=False)
 
@@ -107,6 +109,9 @@ class Span:
     records: int | None = None
     #: exclusive plain end offset of a byte-range span
     end_offset: int | None = None
+    #: the bytes of the input's seek index holding the span's seek points (seqlake.seekindex)
+    index_start: int | None = None
+    index_stop: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,8 +260,10 @@ def load_plan(uri: str) -> Plan:
 
 
 def write_plan(plan: Plan) -> str:
+    """Write ``plan.json`` and every child's part of it (:mod:`seqlake.planslices`), parts first."""
     d = plan.to_dict()
     validate_plan_dict(d, plan.plan_uri)
+    storage.write_bytes(plan.layout.child_plans, planslices.child_lines(d))
     storage.write_bytes(plan.plan_uri, json.dumps(d, separators=(",", ":")).encode())
     return plan.plan_uri
 
@@ -273,6 +280,9 @@ class _Scanned:
     checkpoints: list[tuple[int, int]] | None = None
     #: plain bytes per stored byte (a BGZF file cut without a pass: from its first blocks)
     expansion: float = 1.0
+    #: the seek index's points and size (gzip / BGZF with an index pass)
+    index_points: list[seekindex.Point] | None = None
+    index_size: int = 0
 
     @property
     def estimated_records(self) -> int:
@@ -308,9 +318,10 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout
         index_uri = layout.index(idx)
         storage.write_bytes(index_uri, res.index)
         ck_uri = _write_checkpoints(layout.checkpoints(idx), res.scan)
+        points = seekindex.index_points(res.index)
         info = replace(info, records=res.scan.records, plain_size=res.scan.plain_size, index_uri=index_uri,
-                       checkpoints_uri=ck_uri)
-        return _Scanned(info, sniff, res.scan.checkpoints)
+                       checkpoints_uri=ck_uri, index_head=seekindex.head_size(points))
+        return _Scanned(info, sniff, res.scan.checkpoints, index_points=points, index_size=len(res.index))
     if sniff.compression == "plain" and (count_below is None or meta.size <= count_below):
         scan = gzindex.count_plain(uri)
         ck_uri = _write_checkpoints(layout.checkpoints(idx), scan)
@@ -454,8 +465,14 @@ def _record_spans(sc: _Scanned, idx: int, bounds: list[int]) -> list[Span]:
     out = []
     for b, e in itertools.pairwise(bounds):
         off, rec = sc.checkpoints[bisect.bisect_right(recs, b) - 1]
-        out.append(Span(input=idx, mate=sc.info.mate, offset=off, skip=b - rec, first_record=b,
-                        records=e - b))
+        span = Span(input=idx, mate=sc.info.mate, offset=off, skip=b - rec, first_record=b, records=e - b)
+        if sc.index_points is not None:
+            # the span's records end at or before the first checkpoint after them (else the file's end)
+            after = bisect.bisect_left(recs, e)
+            end = sc.checkpoints[after][0] if after < len(recs) else sc.info.plain_size or 0
+            start, stop = seekindex.span_range(sc.index_points, sc.index_size, off, end)
+            span = replace(span, index_start=start, index_stop=stop)
+        out.append(span)
     return out
 
 

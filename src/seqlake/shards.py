@@ -21,9 +21,10 @@ from typing import Any
 import dnaio
 import numpy as np
 
-from seqlake import bgzf, fastq, gzindex, storage
+from seqlake import bgzf, fastq, gzindex, seekindex, storage
+from seqlake.childplan import PlanView
 from seqlake.errors import BadInputError
-from seqlake.plan import InputFile, Plan, Span, is_record_start
+from seqlake.plan import InputFile, Span, is_record_start
 
 #: target size of one chunk of plain FASTQ
 CHUNK_BYTES = 2 << 20
@@ -149,6 +150,8 @@ class _SpanReader:
                     return self._cut(_cut_after_records(buf, max_records, lines), max_records)
             if self._eof:
                 n = _count_records(buf)
+                if max_records and n > max_records:  # a reader limited past the span's end
+                    return self._cut(_cut_after_records(buf, max_records), max_records)
                 if self._left_records is not None and n < self._left_records:
                     # the planner counted these records and the file is unchanged: a short read is an
                     # I/O failure (retryable), not bad input
@@ -264,7 +267,21 @@ def _bgzf_records(f: Any, span: Span, path: str) -> Iterator[bytes]:
 
 
 @contextlib.contextmanager
-def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]]:
+def _open_index_part(inp: InputFile, span: Span) -> Iterator[Any]:
+    """A gzip input seekable through the span's part of its index (the whole index for a plan that
+    names no part), read no further than that part reaches."""
+    assert inp.index_uri is not None
+    if span.index_start is None or span.index_stop is None or inp.index_head is None or inp.plain_size is None:
+        part = seekindex.IndexPart(storage.read_bytes(inp.index_uri), None)
+    else:
+        part = seekindex.read_part(inp.index_uri, inp.index_head, span.index_start, span.index_stop,
+                                   inp.plain_size)
+    with gzindex.open_indexed(inp.uri, part.index) as f:
+        yield seekindex.Capped(f, part.limit)
+
+
+@contextlib.contextmanager
+def _open_span(plan: PlanView, span: Span) -> Iterator[tuple[_SpanReader, InputFile]]:
     inp = plan.inputs[span.input]
     _check_unchanged(inp)
     if inp.compression == "plain":
@@ -279,8 +296,7 @@ def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]
             yield _SpanReader(_Pieces(_bgzf_records(f, span, inp.uri)), replace(span, offset=0, skip=0),
                               inp.uri), inp
     elif inp.compression in ("gzip", "bgzf") and inp.index_uri is not None and (span.offset or span.skip):
-        index = storage.read_bytes(inp.index_uri)
-        with gzindex.open_indexed(inp.uri, index) as f:
+        with _open_index_part(inp, span) as f:
             yield _SpanReader(f, span, inp.uri), inp
     else:
         # streams, and gzip spans that start at the file's start: isal's single-threaded inflate
@@ -289,7 +305,7 @@ def _open_span(plan: Plan, span: Span) -> Iterator[tuple[_SpanReader, InputFile]
             yield _SpanReader(f, span, inp.uri), inp
 
 
-def iter_shard_chunks(plan: Plan, shard_index: int,
+def iter_shard_chunks(plan: PlanView, shard_index: int,
                       chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[Chunk, ...]]:
     """Yield, for each step, one Chunk per mate (1 or 2) covering the shard's records in order.
 
@@ -324,7 +340,7 @@ def iter_shard_chunks(plan: Plan, shard_index: int,
 iter_shard_records = iter_shard_chunks
 
 
-def _records_before(plan: Plan, span: Span) -> int:
+def _records_before(plan: PlanView, span: Span) -> int:
     """Records before a byte-range span's start (counted only to report an error's absolute line)."""
     inp = plan.inputs[span.input]
     if inp.compression == "bgzf":
@@ -342,7 +358,7 @@ def _records_before(plan: Plan, span: Span) -> int:
     return lines // 4
 
 
-def rebase_error(plan: Plan, span: Span, err: BadInputError) -> BadInputError:
+def rebase_error(plan: PlanView, span: Span, err: BadInputError) -> BadInputError:
     """Turn an error with shard-relative lines (a byte-range span) into one with absolute lines."""
     base = _records_before(plan, span)
     if err.line is None:
@@ -358,7 +374,7 @@ def rebase_error(plan: Plan, span: Span, err: BadInputError) -> BadInputError:
 _rebase = rebase_error
 
 
-def iter_shard_batches(plan: Plan, shard_index: int,
+def iter_shard_batches(plan: PlanView, shard_index: int,
                        chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[list[dnaio.SequenceRecord], ...]]:
     """Parsed records of the shard, one list per mate per step, validated (shape, qualities, mate names).
 

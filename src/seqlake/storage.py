@@ -279,6 +279,30 @@ def read_bytes(uri: str) -> bytes:
     return Path(uri).read_bytes()
 
 
+def read_range(uri: str, start: int, stop: int) -> bytes:
+    """Bytes ``[start, stop)`` of the object (fewer at its end, none past it): one ranged GET on S3;
+    FileNotFoundError when it does not exist."""
+    if stop <= start:
+        return b""
+    if is_s3(uri):
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3(uri)
+        try:
+            resp = s3_client().get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{stop - 1}")
+        except ClientError as err:
+            if _not_found(err):
+                raise FileNotFoundError(uri) from err
+            if err.response.get("Error", {}).get("Code") == "InvalidRange":  # starts past the end
+                return b""
+            raise
+        data: bytes = resp["Body"].read()
+        return data
+    with Path(uri).open("rb") as f:
+        f.seek(start)
+        return f.read(stop - start)
+
+
 def read_many(uris: Iterable[str], workers: int = MAX_PARALLEL_READS) -> Iterator[tuple[str, bytes | None]]:
     """``(uri, bytes)`` for each URI, in the given order (None for a missing object), read by up to
     ``workers`` threads with at most ``2 * workers`` reads in flight: the time is the data's and a

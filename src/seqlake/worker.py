@@ -29,13 +29,13 @@ import pyarrow as pa
 from seqlake import shards, storage
 from seqlake.align import AlignedBatch, AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.alignqc import alignment_qc
+from seqlake.childplan import PlanView
 from seqlake.coverage import CoverageAccumulator
 from seqlake.cpus import threads_from_env
 from seqlake.depth import DepthAccumulator
 from seqlake.errors import BadInputError
 from seqlake.metadata import illumina_fields
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
-from seqlake.plan import Plan
 from seqlake.qc import ChunkRecords, QCAccumulator, parse_chunk
 from seqlake.shards import Chunk
 from seqlake.staging import STAGES, AlignQC, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, coverage_parts
@@ -94,7 +94,7 @@ class _Aligning:
     """What a child's shards share when the run has a reference: one index in memory, one
     alignments part, and a coverage accumulator per sample."""
 
-    def __init__(self, plan: Plan, child: int, tmp: str) -> None:
+    def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
         assert plan.reference is not None
         index = resolve_reference(plan.reference, plan.params.preset)
         self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
@@ -118,7 +118,7 @@ class _Aligning:
 
 
 class _ShardRun:
-    def __init__(self, plan: Plan, shard_index: int, aligning: _Aligning | None) -> None:
+    def __init__(self, plan: PlanView, shard_index: int, aligning: _Aligning | None) -> None:
         self.plan = plan
         self.shard = plan.shards[shard_index]
         self.sample = self.shard.sample
@@ -236,7 +236,7 @@ def library_versions(aligned: bool) -> dict[str, str]:
     return out
 
 
-def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
+def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
     aligning = _Aligning(plan, child, tmp) if plan.reference else None
     results = []
@@ -256,7 +256,7 @@ def run_child(plan: Plan, child: int, tmp: str) -> ChildManifest:
     return manifest
 
 
-def finished_manifest(plan: Plan, child: int) -> ChildManifest | None:
+def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:
     """The child's manifest when it is already the finished work of this child (a re-run, or an
     attempt after one that wrote it); None otherwise."""
     try:
@@ -266,7 +266,7 @@ def finished_manifest(plan: Plan, child: int) -> ChildManifest | None:
     return manifest if manifest.belongs_to(plan.run_id, child, plan.child_shards(child)) else None
 
 
-def process_child(plan: Plan, child: int) -> ChildManifest:
+def process_child(plan: PlanView, child: int) -> ChildManifest:
     """Process one child's shards and write its parts, then its manifest (see the module docstring)."""
     t0 = time.perf_counter()
     with local_tmp() as tmp:

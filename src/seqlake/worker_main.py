@@ -4,7 +4,10 @@ Batch sets ``AWS_BATCH_JOB_ARRAY_INDEX`` for array children (it is absent for a 
 run). The state machine passes only the plan's URI (``SEQLAKE_PLAN_URI``) and the list of children
 this execution runs (``SEQLAKE_TODO_URI``: every child, or on a re-run those without a finished
 manifest; array index i runs the i-th child of the list), so container overrides stay far below
-Batch's limit whatever the run's size. Exit codes are the contract of :mod:`seqlake.errors`.
+Batch's limit whatever the run's size. A child reads its own entry of the list and its own part of
+the plan (:mod:`seqlake.childplan`), and of each gzip seek index the points of its span
+(:mod:`seqlake.seekindex`): what it reads grows with its shard, not with the run. Exit codes are the
+contract of :mod:`seqlake.errors`.
 
 A child whose manifest already holds its finished work (an attempt after one that got that far, or a
 re-run) exits 0 at once: nothing is computed twice. On bad input the worker also writes
@@ -75,7 +78,7 @@ def install_fault(layout: RunLayout, sample: str, child: int) -> int | None:
 
 def child_index(explicit: int | None) -> int:
     """This process's child: ``--shard``, else the array index mapped through the todo list."""
-    from seqlake import storage
+    from seqlake.childplan import todo_child
 
     if explicit is not None:
         return explicit
@@ -83,28 +86,28 @@ def child_index(explicit: int | None) -> int:
     todo = os.environ.get(TODO_VAR)
     if not todo:
         return index
-    children: list[int] = json.loads(storage.read_bytes(todo))["children"]
-    return children[index]
+    return todo_child(todo, index)
 
 
 def worker_command(args: argparse.Namespace) -> int:
     from seqlake import storage
-    from seqlake.plan import load_plan
+    from seqlake.childplan import load_child_plan
     from seqlake.worker import finished_manifest, process_child
 
     plan_uri = args.plan or os.environ.get(PLAN_VAR)
     if not plan_uri:
         print(f"seqlake worker: no plan: set {PLAN_VAR} or pass --plan", file=sys.stderr)
         return EXIT_FAILURE
-    plan = load_plan(plan_uri)
     child = child_index(args.shard)
-    if not 0 <= child < plan.array_size:
-        print(f"seqlake worker: child {child} is outside the plan's {plan.array_size} children", file=sys.stderr)
+    try:
+        plan = load_child_plan(plan_uri, child)
+    except ValueError as err:
+        print(f"seqlake worker: {err}", file=sys.stderr)
         return EXIT_FAILURE
     if finished_manifest(plan, child) is not None:
         print(f"seqlake worker: child {child} is already done (its manifest holds its work)")
         return EXIT_OK
-    code = install_fault(plan.layout, plan.shards[plan.children[child]].sample, child)
+    code = install_fault(plan.layout, plan.shards[plan.first_shard].sample, child)
     if code is not None:
         return code
     try:

@@ -9,6 +9,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,11 @@ def test_index_pass_on_several_threads_gives_the_same_plan(miseq_plain: tuple[by
         plan = make_plan(f"t{threads}", [Sample("a", str(gz))], out_prefix=str(tmp_path / threads), shards=7)
         assert reassemble(plan) == {1: data}
         plans.append(plan)
-    assert [s.spans for s in plans[0].shards] == [s.spans for s in plans[1].shards]
+    # the same records in each shard; where the seek points lie in the index depends on the threads
+    def records(plan: planmod.Plan) -> list[tuple[planmod.Span, ...]]:
+        return [tuple(replace(sp, index_start=None, index_stop=None) for sp in s.spans) for s in plan.shards]
+
+    assert records(plans[0]) == records(plans[1])
 
 
 @pytest.mark.parametrize("k", [1, 5, 40])

@@ -75,6 +75,17 @@ def test_s3_roundtrip(s3: str, tmp_path: Path) -> None:
         storage.head(f"{s3}/nope")
 
 
+@pytest.mark.parametrize("where", ["s3", "local"])
+def test_read_range_is_short_at_the_end_and_empty_past_it(s3: str, tmp_path: Path, where: str) -> None:
+    uri = f"{s3}/r.bin" if where == "s3" else str(tmp_path / "r.bin")
+    storage.write_bytes(uri, b"0123456789")
+    assert storage.read_range(uri, 2, 5) == b"234"
+    assert storage.read_range(uri, 8, 20) == b"89"
+    assert storage.read_range(uri, 10, 20) == storage.read_range(uri, 30, 40) == b""
+    with pytest.raises(FileNotFoundError):
+        storage.read_range(uri + ".none", 0, 1)
+
+
 def test_s3_range_reader_cache(s3: str) -> None:
     data = os.urandom(300_000)
     uri = f"{s3}/blob"

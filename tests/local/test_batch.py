@@ -291,7 +291,7 @@ def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch:
     assert failing.status == "FAILED" and len(failing.attempts) == 1  # SPOT_ONLY: exit 1 is not retried
     assert failing.attempts[0]["container"]["exitCode"] == 1
     log = Path(failing.attempts[0]["container"]["logStreamName"]).read_text()
-    assert f"No such file or directory: '{missing}'" in log  # the job's SEQLAKE_PLAN_URI
+    assert str(missing) in log  # the job's SEQLAKE_PLAN_URI, refused
 
 
 def test_seqlake_args() -> None:

@@ -113,6 +113,7 @@ def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
 
 def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
     """The children without a finished manifest (all of them, unless this is a re-run), listed once."""
+    from seqlake.childplan import todo_bytes
     from seqlake.plan import load_plan
 
     layout = request.layout
@@ -120,7 +121,7 @@ def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
     done = {child_of(uri) for uri in storage.list_sizes(layout.staging) if uri.endswith("manifest.json")}
     todo = [c for c in range(plan.array_size) if c not in done]
     uri = layout.todo(execution_name)
-    storage.write_bytes(uri, json.dumps({"children": todo}, separators=(",", ":")).encode())
+    storage.write_bytes(uri, todo_bytes(todo))
     if len(todo) < plan.array_size:
         logger.info("re-run: only the children without a finished manifest run",
                     extra={"children": len(todo), "of": plan.array_size})
