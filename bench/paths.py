@@ -43,7 +43,7 @@ def api(module: str, name: str) -> Any:
 
 
 def path_qc(args: argparse.Namespace) -> dict[str, Any]:
-    chunks = api("qc", "iter_file_chunks")(args.file)
+    chunks = api("fastq", "iter_file_chunks")(args.file)
     s = api("qc", "summarize")(api("qc", "qc_chunks")(chunks, args.file))
     return {"reads": s["reads"], "bases": s["bases"], "q30_bases": s["q30_bases"]}
 

@@ -44,7 +44,7 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
 
 
 def _run_shard(plan_uri: str, child: int) -> int:
-    from seqlake.plan import load_plan
+    from seqlake.planfile import load_plan
     from seqlake.worker import process_child
 
     process_child(load_plan(plan_uri), child)

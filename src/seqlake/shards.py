@@ -23,7 +23,8 @@ import numpy as np
 
 from seqlake import fastq, gzindex, storage
 from seqlake.errors import BadInputError
-from seqlake.plan import InputFile, Plan, Span, is_record_start
+from seqlake.plan import is_record_start
+from seqlake.planfile import InputFile, Plan, Span
 
 #: target size of one chunk of plain FASTQ
 CHUNK_BYTES = 2 << 20

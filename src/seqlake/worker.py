@@ -1,6 +1,6 @@
 """The shard worker: raw QC -> trimming -> QC after trimming -> alignment -> coverage.
 
-A Batch child processes the shards of its array index (:meth:`seqlake.plan.Plan.child_shards`: one
+A Batch child processes the shards of its array index (:meth:`seqlake.planfile.Plan.child_shards`: one
 shard, or several small samples packed together). Each shard is streamed chunk by chunk
 (:func:`seqlake.shards.iter_shard_chunks`), so memory stays flat as inputs grow: per chunk, the raw
 records are parsed and validated once (:func:`seqlake.qc.parse_chunk`), folded into the raw QC,
@@ -35,7 +35,7 @@ from seqlake.depth import DepthAccumulator
 from seqlake.errors import BadInputError
 from seqlake.metadata import illumina_fields
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
-from seqlake.plan import Plan
+from seqlake.planfile import Plan
 from seqlake.qc import ChunkRecords, QCAccumulator, parse_chunk
 from seqlake.shards import Chunk
 from seqlake.staging import STAGES, AlignQC, AlignStats, ChildManifest, PartInfo, ShardResult, TrimStats, coverage_parts

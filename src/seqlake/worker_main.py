@@ -89,7 +89,7 @@ def child_index(explicit: int | None) -> int:
 
 def worker_command(args: argparse.Namespace) -> int:
     from seqlake import storage
-    from seqlake.plan import load_plan
+    from seqlake.planfile import load_plan
     from seqlake.worker import finished_manifest, process_child
 
     plan_uri = args.plan or os.environ.get(PLAN_VAR)
