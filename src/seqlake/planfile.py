@@ -13,10 +13,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from seqlake import storage
+from seqlake import schemas, storage
 from seqlake.layout import RunLayout
 from seqlake.params import Params
 
@@ -154,13 +153,6 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def plan_schema() -> dict[str, Any]:
-    text = resources.files("seqlake").joinpath("schemas/plan.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
-@cache
 def _compiled_validator() -> Callable[[dict[str, Any]], Any] | None:
     """fastjsonschema compiles the schema to Python, an order of magnitude faster than jsonschema on a
     10,000-shard plan, and every Batch child loads the plan. None when it is not installed."""
@@ -168,7 +160,7 @@ def _compiled_validator() -> Callable[[dict[str, Any]], Any] | None:
         import fastjsonschema
     except ImportError:
         return None
-    validator: Callable[[dict[str, Any]], Any] = fastjsonschema.compile(plan_schema())
+    validator: Callable[[dict[str, Any]], Any] = fastjsonschema.compile(schemas.load("plan"))
     return validator
 
 
@@ -186,7 +178,7 @@ def validate_plan_dict(d: dict[str, Any], where: str = "plan.json") -> None:
         import jsonschema
 
         try:
-            jsonschema.validate(d, plan_schema())
+            jsonschema.validate(d, schemas.load("plan"))
         except jsonschema.ValidationError as err:
             path = "/".join(str(p) for p in err.absolute_path)
             raise ValueError(f"{where}: invalid plan at /{path}: {err.message}") from err
