@@ -78,7 +78,7 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_shards(plan_uri: str, shards: range) -> int:
-    plan = api("plan", "load_plan")(plan_uri)
+    plan = api("planfile", "load_plan")(plan_uri)
     process_child = api("worker", "process_child")
     for shard in shards:
         process_child(plan, shard)
@@ -86,7 +86,7 @@ def _run_shards(plan_uri: str, shards: range) -> int:
 
 
 def path_shards(args: argparse.Namespace) -> dict[str, Any]:
-    n = api("plan", "load_plan")(args.plan).array_size
+    n = api("planfile", "load_plan")(args.plan).array_size
     jobs = max(1, min(args.jobs, n))
     if jobs == 1:
         return {"shards": _run_shards(args.plan, range(n))}
@@ -98,7 +98,7 @@ def path_shards(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_merge(args: argparse.Namespace) -> dict[str, Any]:
-    totals = api("merge", "merge_run")(api("plan", "load_plan")(args.plan))
+    totals = api("merge", "merge_run")(api("planfile", "load_plan")(args.plan))
     to_dict = getattr(totals, "to_dict", None)
     return {"totals": to_dict() if callable(to_dict) else str(totals)}
 
