@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
-	@echo "make lint   - no import circle, ruff, mypy, sam validate --lint, asl-validator, checkov, the layer's size"
+	@echo "make lint   - no import circle, ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 
@@ -70,11 +70,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	scripts/lint-aws.sh
-	scripts/layer-size.sh $(BIN)/python
+	$(BIN)/python scripts/layer_size.py $(BIN)/python
 
-# the Lambda layer built as `sam build` builds it, measured unzipped (fails above 220 MiB)
+# the Lambda layers built as `sam build` builds them; each function's layers measured unzipped (fails above 172 MiB)
 layer-size: $(STAMP)
-	scripts/layer-size.sh $(BIN)/python
+	$(BIN)/python scripts/layer_size.py $(BIN)/python
 
 # BENCH_ARGS: options of bench/run.py, e.g. make bench BENCH_ARGS="--skip e2e,shards"
 bench: $(STAMP) tools

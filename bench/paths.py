@@ -44,7 +44,7 @@ def api(module: str, name: str) -> Any:
 
 
 def path_qc(args: argparse.Namespace) -> dict[str, Any]:
-    chunks = api("qc", "iter_file_chunks")(args.file)
+    chunks = api("fastq", "iter_file_chunks")(args.file)
     s = api("qc", "summarize")(api("qc", "qc_chunks")(chunks, args.file))
     return {"reads": s["reads"], "bases": s["bases"], "q30_bases": s["q30_bases"]}
 
@@ -84,7 +84,7 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_shards(plan_uri: str, shards: range) -> int:
-    plan = api("plan", "load_plan")(plan_uri)
+    plan = api("planfile", "load_plan")(plan_uri)
     process_child = api("worker", "process_child")
     for shard in shards:
         process_child(plan, shard)
@@ -92,7 +92,7 @@ def _run_shards(plan_uri: str, shards: range) -> int:
 
 
 def path_shards(args: argparse.Namespace) -> dict[str, Any]:
-    n = api("plan", "load_plan")(args.plan).array_size
+    n = api("planfile", "load_plan")(args.plan).array_size
     jobs = max(1, min(args.jobs, n))
     if jobs == 1:
         return {"shards": _run_shards(args.plan, range(n))}
@@ -104,7 +104,7 @@ def path_shards(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_merge(args: argparse.Namespace) -> dict[str, Any]:
-    totals = api("merge", "merge_run")(api("plan", "load_plan")(args.plan))
+    totals = api("merge", "merge_run")(api("planfile", "load_plan")(args.plan))
     to_dict = getattr(totals, "to_dict", None)
     return {"totals": to_dict() if callable(to_dict) else str(totals)}
 

@@ -1,7 +1,7 @@
 """Plan a run: validate its inputs, choose the shards, write plan.json; return only its URI and size.
 
 Thin: validate the step input, read settings from the environment, call
-:func:`seqlake.aws.steps.plan_step`. Bad input raises ``BadInputError``: Step Functions catches it
+:func:`seqlake.aws.plan_step.plan_step`. Bad input raises ``BadInputError``: Step Functions catches it
 and the failure step records its one-line message.
 """
 
@@ -15,9 +15,9 @@ from aws_lambda_powertools.utilities.validation import validate
 
 from seqlake.aws import observability as obs
 from seqlake.aws.observability import logger, metrics, tracer
+from seqlake.aws.plan_step import plan_step
 from seqlake.aws.request import ExecutionInput
 from seqlake.aws.schemas import PLAN_INPUT
-from seqlake.aws.steps import plan_step
 
 
 def _int_env(name: str) -> int | None:

@@ -40,7 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from seqlake import storage
-from seqlake.qc import iter_file_chunks, parse_chunk
+from seqlake.fastq import iter_file_chunks
+from seqlake.qc import parse_chunk
 from seqlake.staging import AlignStats
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``

@@ -5,7 +5,7 @@ own shards and the inputs they read, which the plan's writer puts beside the pla
 ``children.jsonl`` (:mod:`seqlake.planslices`). A child reads its todo entry, the two offsets of its
 line and its line: a few kB whatever the number of children, in three small ranged GETs.
 
-Both a whole :class:`~seqlake.plan.Plan` and a :class:`ChildPlan` are a :class:`PlanView`: what the
+Both a whole :class:`~seqlake.planfile.Plan` and a :class:`ChildPlan` are a :class:`PlanView`: what the
 worker and the shard readers use of a plan.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from seqlake import fixedwidth, planslices, storage
 from seqlake.layout import CHILD_DIGITS, RunLayout
 from seqlake.params import Params
-from seqlake.plan import InputFile, Shard, Span
+from seqlake.planfile import InputFile, Shard, Span
 
 #: the todo list's key and the width of its entries (a child number)
 TODO_KEY = "children"

@@ -82,6 +82,11 @@ def _add_local_state(p: argparse.ArgumentParser) -> None:
                         "(default: $SEQLAKE_HOME, else ./.seqlake)")
 
 
+def _add_run_id(p: argparse.ArgumentParser, *, whose: str = "the run's") -> None:
+    """RUN_ID of `local report`, `local status` and `local rerun`: a whole id or its start, found alike."""
+    p.add_argument("run_id", metavar="RUN_ID", help=f"{whose} id, or the start of it (see `seqlake local runs`)")
+
+
 _DESCRIPTION = """\
 Turn FASTQ files into a queryable data lake: read QC before and after trimming, alignments to a
 reference and coverage, as Parquet tables you can query with SQL. The same app runs on AWS (an upload
@@ -227,7 +232,7 @@ def _add_local_commands(sub: Any) -> None:
     _add_local_state(runs)
     runs.set_defaults(func=_cmd_local_runs)
     report = lsub.add_parser("report", help="print the path of a run's QC report (an HTML file that opens offline)")
-    report.add_argument("run_id", metavar="RUN_ID", help="the run's id, or the start of it (see `seqlake local runs`)")
+    _add_run_id(report)
     report.add_argument("--open", action="store_true", help="also open the report in the default web browser")
     _add_local_state(report)
     report.set_defaults(func=_cmd_local_report)
@@ -235,14 +240,14 @@ def _add_local_commands(sub: Any) -> None:
         "rerun", help="finish a failed run: only the shards that failed are computed again",
         description="Start a failed run again under its own id: the children that finished keep their work, "
                     "the others run, and the commit writes the same tables as a run that never failed.")
-    rerun.add_argument("run_id", metavar="RUN_ID", help="the failed run's id (see `seqlake local runs`)")
+    _add_run_id(rerun, whose="the failed run's")
     rerun.add_argument("--jobs", type=int, default=2, metavar="N",
                        help="shards processed at once, each as its own process (default %(default)s)")
     _add_local_state(rerun)
     rerun.set_defaults(func=_cmd_local_rerun)
     status = lsub.add_parser(
         "status", help="one run: its state and reason, the states it went through, its shards, timings and report")
-    status.add_argument("run_id", metavar="RUN_ID", help="the run's id, or the start of it (see `seqlake local runs`)")
+    _add_run_id(status)
     _add_local_state(status)
     status.set_defaults(func=_cmd_local_status)
 

@@ -10,7 +10,7 @@ A depth profile is a sorted list of disjoint runs ``[start, end)`` (0-based, hal
 constant depth >= 1; bases outside every run have depth 0. Profiles add exactly with a sweep over
 their boundaries (:func:`add_profiles`), so the commit sums the children's profiles in any order.
 
-Depth is capped at :data:`DEPTH_CAP` (the highest threshold) everywhere: ``min(a + b, cap) ==
+Depth is capped at :data:`seqlake.tables.DEPTH_CAP` (the highest threshold) everywhere: ``min(a + b, cap) ==
 min(min(a, cap) + min(b, cap), cap)``, so the capped sum answers every threshold question exactly,
 and runs at or above the cap merge into one. A profile's size is therefore the number of depth
 changes below the cap, never the reference's length: a few thousand runs for a viral genome,
@@ -30,12 +30,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqlake.tables import DEPTH_CAP
+
 I64 = npt.NDArray[np.int64]
 
-#: the depth thresholds of ``sample_summary``, ``contig_coverage`` and ``low_coverage``
-THRESHOLDS: tuple[int, ...] = (1, 10, 20, 30)
-#: depths are summed up to here (see the module docstring)
-DEPTH_CAP = max(THRESHOLDS)
 
 _CIGAR_OP = re.compile(r"(\d+)([MIDNSHP=XB])")
 #: operations that consume the reference, and those of them that count as depth

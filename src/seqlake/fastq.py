@@ -399,3 +399,17 @@ def record_aligned_prefix(data: bytes) -> bytes:
     for _ in range(data.count(b"\n") % 4):
         end = data.rfind(b"\n", 0, end - 1) + 1
     return data[:end]
+
+
+def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
+    """Record-aligned chunks of a local FASTQ file (plain or gzip), via dnaio's chunker.
+
+    A convenience for tests and the QC-only benchmark; the worker reads shards via
+    :mod:`seqlake.shards`.
+    """
+    with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
+        magic = raw.read(2)
+    opener = igzip.open if magic == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        for chunk in dnaio.read_chunks(f, buffer_size):
+            yield bytes(chunk)

@@ -35,11 +35,11 @@ import pyarrow.parquet as pq
 from seqlake import storage
 from seqlake.alignqc import median_of_hist
 from seqlake.coverage import CoverageAccumulator
-from seqlake.depth import THRESHOLDS, DepthAccumulator, Profile
+from seqlake.depth import DepthAccumulator, Profile
 from seqlake.errors import SeqlakeError
 from seqlake.metadata import lane_row, sample_fields
 from seqlake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
-from seqlake.plan import Plan
+from seqlake.planfile import Plan
 from seqlake.qc import QCAccumulator, summarize
 from seqlake.staging import (
     STAGES,
@@ -51,7 +51,7 @@ from seqlake.staging import (
     TrimStats,
     add_coverage_parts,
 )
-from seqlake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES
+from seqlake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES, THRESHOLDS
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 

@@ -4,7 +4,7 @@ Line 0 is the byte offset of each child's line and of the object's end, as fixed
 (:mod:`seqlake.fixedwidth`: child c finds offsets c and c + 1 with one ranged read of 25 bytes); line
 c + 1 is child c's part: the run's identity and parameters, its shards (numbered as in the plan) and
 the inputs they read (keyed by their number in the plan). The plan's writer makes it from the plan's
-JSON (:func:`seqlake.plan.write_plan`), so every plan has it; :mod:`seqlake.childplan` reads one line.
+JSON (:func:`seqlake.planfile.write_plan`), so every plan has it; :mod:`seqlake.childplan` reads one line.
 Whatever the number of children, that is one object more for the plan step to write.
 """
 
@@ -21,7 +21,7 @@ OFFSET_DIGITS = 12
 
 
 def child_lines(plan: dict[str, Any]) -> bytes:
-    """The object's bytes, from a plan as :meth:`seqlake.plan.Plan.to_dict` gives it."""
+    """The object's bytes, from a plan as :meth:`seqlake.planfile.Plan.to_dict` gives it."""
     children: list[int] = plan["children"]
     common = {k: plan[k] for k in ("run_id", "out_prefix", "reference", "params")}
     common["array_size"] = len(children)

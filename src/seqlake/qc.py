@@ -25,7 +25,7 @@ length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -511,20 +511,3 @@ def qc_chunks(chunks: Iterable[bytes], path: str) -> QCAccumulator:
         acc.add_chunk(recs)
         first += len(recs)
     return acc
-
-
-def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
-    """Record-aligned chunks of a local FASTQ file (plain or gzip), via dnaio's chunker.
-
-    A convenience for tests and the QC-only benchmark; the worker reads shards via
-    :mod:`seqlake.shards`.
-    """
-    import dnaio
-    from isal import igzip
-
-    with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
-        magic = raw.read(2)
-    opener = igzip.open if magic == b"\x1f\x8b" else open
-    with opener(path, "rb") as f:
-        for chunk in dnaio.read_chunks(f, buffer_size):
-            yield bytes(chunk)

@@ -16,28 +16,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import posixpath
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from typing import Any
 
-from seqlake import storage
+from seqlake import schemas, storage
 from seqlake.errors import BadInputError
 from seqlake.metadata import check_row
 from seqlake.model import Sample
 
 REQUIRED_COLUMNS = ("sample", "fastq_1")
-
-@cache
-def samplesheet_schema() -> dict[str, Any]:
-    text = resources.files("seqlake").joinpath("schemas/samplesheet.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
 
 @dataclass(frozen=True)
 class SheetRow:
@@ -103,7 +92,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
             raise BadInputError(sheet_uri, f"missing column {col!r} (header: {','.join(header)})", line=1)
     if len(set(header)) != len(header):
         raise BadInputError(sheet_uri, f"duplicate column names in header {header}", line=1)
-    validator = jsonschema.Draft202012Validator(samplesheet_schema())
+    validator = jsonschema.Draft202012Validator(schemas.load("samplesheet"))
     seen: dict[str, tuple[int, bool]] = {}
     files: dict[str, int] = {}
     out: list[Sample] = []
@@ -115,7 +104,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
         doc = {k: row.get(k, "") for k in ("sample", "fastq_1", "fastq_2")}
         for err in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
             col = "/".join(str(p) for p in err.absolute_path) or "row"
-            custom = samplesheet_schema()["properties"].get(col, {}).get("errorMessage")
+            custom = schemas.load("samplesheet")["properties"].get(col, {}).get("errorMessage")
             raise BadInputError(sheet_uri, f"column {col}: {custom or err.message} (got {doc.get(col)!r})",
                                 line=line)
         sample = doc["sample"]

@@ -24,7 +24,8 @@ import numpy as np
 from seqlake import bgzf, fastq, gzindex, seekindex, storage
 from seqlake.childplan import PlanView
 from seqlake.errors import BadInputError
-from seqlake.plan import InputFile, Span, is_record_start
+from seqlake.plan import is_record_start
+from seqlake.planfile import InputFile, Span
 
 #: target size of one chunk of plain FASTQ
 CHUNK_BYTES = 2 << 20

@@ -18,8 +18,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from seqlake.depth import DEPTH_CAP, THRESHOLDS
 from seqlake.model import FINAL_STATES
+
+#: the depth thresholds of ``sample_summary``, ``contig_coverage`` and ``low_coverage`` (their columns)
+THRESHOLDS: tuple[int, ...] = (1, 10, 20, 30)
+#: depths are summed up to here (see :mod:`seqlake.depth`); here, not there, so that this module needs
+#: no numpy (the start Lambda writes a rejected run's row without it)
+DEPTH_CAP = max(THRESHOLDS)
 
 #: Glue / Athena (Hive DDL) names of the Arrow types used here.
 _GLUE_TYPES: dict[pa.DataType, str] = {

@@ -26,8 +26,9 @@ import numpy.typing as npt
 from cutadapt.adapters import BackAdapter
 from cutadapt.qualtrim import quality_trim_index
 
+from seqlake.fastq import iter_file_chunks
 from seqlake.params import Params
-from seqlake.qc import iter_file_chunks, parse_chunk
+from seqlake.qc import parse_chunk
 from seqlake.staging import TrimStats
 
 I64 = npt.NDArray[np.int64]

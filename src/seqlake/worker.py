@@ -1,6 +1,6 @@
 """The shard worker: raw QC -> trimming -> QC after trimming -> alignment -> coverage.
 
-A Batch child processes the shards of its array index (:meth:`seqlake.plan.Plan.child_shards`: one
+A Batch child processes the shards of its array index (:meth:`seqlake.planfile.Plan.child_shards`: one
 shard, or several small samples packed together). Each shard is streamed chunk by chunk
 (:func:`seqlake.shards.iter_shard_chunks`), so memory stays flat as inputs grow: per chunk, the raw
 records are parsed and validated once (:func:`seqlake.qc.parse_chunk`), folded into the raw QC,

@@ -174,23 +174,31 @@ def test_an_environment_without_a_region_is_an_error_not_the_default_region(tmp_
 
 
 # 5 ------------------------------------------------------------------------------------ stale layer
-def test_the_layer_cache_key_covers_its_requirements_makefile_and_source(template: dict[str, Any]) -> None:
+def test_each_layer_cache_key_covers_its_requirements_makefile_and_source(template: dict[str, Any]) -> None:
     """SAM's cached build keys a layer on a checksum of its ContentUri folder, walked following links
     (samcli.lib.utils.hash.dir_checksum): whatever the build reads must be under it."""
-    layer = resources(template)["CoreLayer"]
-    content = (REPO / layer["Properties"]["ContentUri"]).resolve()
-    walked = {
-        Path(root, f).resolve()
-        for root, dirs, files in os.walk(content, followlinks=True)
-        for f in files
-        if "__pycache__" not in root
-    }
-    build = REPO / layer["Metadata"]["ContextPath"]
-    for needed in (build / "requirements.txt", build / "Makefile", REPO / "src" / "seqlake" / "__init__.py",
-                   REPO / "src" / "seqlake" / "aws" / "steps.py"):
-        assert needed.resolve() in walked, needed
-    # and the Makefile takes the package from there, not from a copy SAM made of another folder
-    assert '"$(HERE)src/seqlake"' in (build / "Makefile").read_text()
+    layers = {n: r for n, r in resources(template).items() if r["Type"] == "AWS::Serverless::LayerVersion"}
+    assert "CoreLayer" in layers and len(layers) >= 2
+    for name, layer in layers.items():
+        content = (REPO / layer["Properties"]["ContentUri"]).resolve()
+        walked = {
+            Path(root, f).resolve()
+            for root, dirs, files in os.walk(content, followlinks=True)
+            for f in files
+            if "__pycache__" not in root
+        }
+        build = REPO / layer["Metadata"]["ContextPath"]
+        assert build.resolve() == content, name
+        needed = [build / "requirements.txt", build / "Makefile"]
+        if name == "CoreLayer":
+            needed += [REPO / "src" / "seqlake" / "__init__.py", REPO / "src" / "seqlake" / "aws" / "steps.py"]
+        for path in needed:
+            assert path.resolve() in walked, (name, path)
+        # the Makefile has the layer's target, and installs from the layer's folder
+        makefile = (build / "Makefile").read_text()
+        assert f"\nbuild-{name}:" in makefile and '"$(HERE)requirements.txt"' in makefile, name
+    # and CoreLayer takes the package from there, not from a copy SAM made of another folder
+    assert '"$(HERE)src/seqlake"' in (REPO / "layers" / "Makefile").read_text()
 
 
 # 6 ------------------------------------------------------------------------------- the log-reading grant
@@ -413,13 +421,14 @@ def test_columns_reserved_in_ddl_are_documented_with_their_quoting() -> None:
 
 
 # 14 ------------------------------------------------------------------------------------- layer size
-def test_lint_measures_the_layer() -> None:
-    """`make lint` (and so `make test`) builds the layer with its Makefile and fails above 220 MiB; the
-    build takes seconds with a warm pip cache, so it runs there once rather than here again."""
+def test_lint_measures_the_layers() -> None:
+    """`make lint` (and so `make test`) builds the layers with their Makefile and fails when a function's
+    layers together pass 172 MiB; the builds take seconds with a warm pip cache, so they run there once
+    rather than here again."""
     lint = (REPO / "Makefile").read_text().split("\nlint:")[1].split("\n\n")[0]
-    assert "scripts/layer-size.sh" in lint
-    script = (REPO / "scripts" / "layer-size.sh").read_text()
-    assert "layers/core/Makefile" in script and "LIMIT_MIB:-220" in script
+    assert "scripts/layer_size.py" in lint
+    script = (REPO / "scripts" / "layer_size.py").read_text()
+    assert '"SEQLAKE_LAYER_LIMIT_MIB", "172"' in script and "AWS::Serverless::LayerVersion" in script
 
 
 def test_asl_stays_valid_json_after_substitution(template: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ import pytest
 from seqlake.aws import index_job
 from seqlake.aws.request import RunRequest, store_request
 from seqlake.errors import BadInputError
-from seqlake.plan import load_plan
+from seqlake.planfile import load_plan
 from seqlake.tables import RESULT_TABLES, TABLES
 from seqlake.worker import process_child
 

@@ -109,10 +109,13 @@ def test_layer_pins_equal_pyproject() -> None:
     for d in deps["dependencies"] + deps["optional-dependencies"]["local"]:
         name, version = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)", d).groups()  # type: ignore[union-attr]
         pins[name.lower()] = version
-    for line in (REPO / "layers" / "core" / "requirements.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, version = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)$", line).groups()  # type: ignore[union-attr]
-            assert pins.get(name.lower(), version) == version, f"{line}: pyproject pins {pins[name.lower()]}"
+    requirements = sorted((REPO / "layers").glob("*/requirements.txt"))
+    assert len(requirements) >= 2
+    for path in requirements:
+        for line in path.read_text().splitlines():
+            if line and not line.startswith("#"):
+                name, version = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?==(\S+)$", line).groups()  # type: ignore[union-attr]
+                assert pins.get(name.lower(), version) == version, f"{path}: {line}: pyproject has {pins[name.lower()]}"
 
 
 # -------------------------------------------------------------------------------------------------- IAM

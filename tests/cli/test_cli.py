@@ -121,7 +121,8 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
 def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
     """The Lambda layer carries neither mappy (no wheel) nor cutadapt: the plan, commit and failure steps,
     the index job, the report and the merge must not import them, nor the shard worker."""
-    code = ("import sys, seqlake.merge, seqlake.plan, seqlake.aws.steps, seqlake.aws.index_job, seqlake.report; "
+    code = ("import sys, seqlake.merge, seqlake.plan, seqlake.aws.plan_step, seqlake.aws.steps, seqlake.aws.index_job, "
+            "seqlake.report; "
             "print(','.join(m for m in ('mappy', 'cutadapt', 'seqlake.worker', 'seqlake.trim', 'seqlake.align') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -129,17 +130,17 @@ def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
 
 
 def test_the_layers_trimmed_pyarrow_still_reads_and_writes_parquet(tmp_path: Path) -> None:
-    """layers/core/Makefile deletes parts of pyarrow the steps never use; what is left must import and
+    """layers/Makefile deletes parts of pyarrow the steps never use; what is left must import and
     do the steps' Parquet work (the same deletions, applied to this interpreter's pyarrow)."""
     import re
     import shutil
 
     import pyarrow
 
-    makefile = (Path(__file__).resolve().parents[2] / "layers" / "core" / "Makefile").read_text()
-    lines = re.findall(r'cd "\$\(OUT\)/pyarrow" && rm -r?f ((?:[^\n]|\\\n)+)', makefile)
+    makefile = (Path(__file__).resolve().parents[2] / "layers" / "Makefile").read_text()
+    lines = re.findall(r'cd "\$\(OUT\)/pyarrow" && rm -r?f ((?:\\\n|[^\n])+)', makefile)
     patterns = [p for line in lines for p in line.replace("\\\n", " ").split() if p != "\\"]
-    assert "_s3fs.*.so" in patterns and "libarrow_s3.so.*" in patterns
+    assert "_s3fs.*.so" in patterns and "libarrow_s3.so.*" in patterns and "libarrow_python.so.*.*.*" in patterns
     copy = tmp_path / "pyarrow"
     shutil.copytree(Path(pyarrow.__file__).parent, copy)
     removed = [f for pattern in patterns for f in copy.glob(pattern)]

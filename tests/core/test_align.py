@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seqlake import align, coverage, qc
+from seqlake import align, coverage, fastq, qc
 
 Key = tuple[str, int]
 
@@ -32,7 +32,7 @@ def _align_miseq(
     stats = [align.AlignStats(), align.AlignStats()]
     spans: list[tuple[str, int, int]] = []
     first = 0
-    for c1, c2 in zip(qc.iter_file_chunks(str(miseq[0])), qc.iter_file_chunks(str(miseq[1])), strict=True):
+    for c1, c2 in zip(fastq.iter_file_chunks(str(miseq[0])), fastq.iter_file_chunks(str(miseq[1])), strict=True):
         r1, r2 = qc.parse_chunk(c1, "R1", first), qc.parse_chunk(c2, "R2", first)
         aligner.align_pairs(
             r1.names(),
@@ -156,7 +156,7 @@ def test_threads_give_the_same_rows_in_the_same_order(
     assert three.values == one.values
     assert stats_three == stats_one
     # single-end reads, including an empty one, cut into parts the same way
-    c1 = next(qc.iter_file_chunks(str(miseq[0])))
+    c1 = next(fastq.iter_file_chunks(str(miseq[0])))
     recs = qc.parse_chunk(c1, "R1", 0)
     seqs = [*recs.sequences()[:-1], ""]
     outs = []

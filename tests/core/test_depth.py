@@ -7,8 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from seqlake.depth import DEPTH_CAP, THRESHOLDS, Profile, add_profiles, cigar_blocks, profile_of_blocks
+from seqlake.depth import Profile, add_profiles, cigar_blocks, profile_of_blocks
 from seqlake.metadata import illumina_fields, parse_control
+from seqlake.tables import DEPTH_CAP, THRESHOLDS
 
 
 def per_base(profile: Profile, length: int) -> np.ndarray:

@@ -20,12 +20,12 @@ import pytest
 import sqlglot
 
 from seqlake import merge, worker
-from seqlake.depth import THRESHOLDS
 from seqlake.model import Sample
-from seqlake.plan import Plan, make_plan
+from seqlake.plan import make_plan
+from seqlake.planfile import Plan
 from seqlake.samplesheet import read_samplesheet
 from seqlake.simulate import write_pairs
-from seqlake.tables import TABLES
+from seqlake.tables import TABLES, THRESHOLDS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import bgzf, cpus, demo_data, shards
+from seqlake import bgzf, cpus, demo_data, planfile, shards
 from seqlake import plan as planmod
 from seqlake.errors import BadInputError, TruncatedStreamError
 from seqlake.model import Sample
 from seqlake.params import Params
-from seqlake.plan import allocate_shards, load_plan, make_plan
+from seqlake.plan import allocate_shards, make_plan
+from seqlake.planfile import load_plan
 
 
-def reassemble(plan: planmod.Plan) -> dict[int, bytes]:
+def reassemble(plan: planfile.Plan) -> dict[int, bytes]:
     """Concatenate every shard's chunks per mate; parse and check R1/R2 names in the middle shard."""
     parts: dict[int, list[bytes]] = {1: [], 2: []}
     for i in range(plan.array_size):
@@ -240,8 +241,8 @@ def test_allocate_shards() -> None:
 def test_load_plan_rejects_invalid(tmp_path: Path, edge: Path, monkeypatch: pytest.MonkeyPatch,
                                    validator: str) -> None:
     if validator == "jsonschema":
-        monkeypatch.setattr(planmod, "_compiled_validator", lambda: None)
-    elif planmod._compiled_validator() is None:
+        monkeypatch.setattr(planfile, "_compiled_validator", lambda: None)
+    elif planfile._compiled_validator() is None:
         pytest.skip("fastjsonschema is not installed")
     plan = make_plan("v", [Sample("a", str(edge / "cutadapt" / "paired.1.fastq"))],
                      out_prefix=str(tmp_path))

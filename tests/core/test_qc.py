@@ -10,7 +10,7 @@ import dnaio
 import numpy as np
 import pytest
 
-from seqlake import qc
+from seqlake import fastq, qc
 from seqlake.errors import BadInputError
 
 SEQKIT_COLUMNS = (
@@ -66,7 +66,7 @@ def seqkit_stats(seqkit: str, path: Path) -> dict[str, str]:
 
 
 def file_qc(path: Path, buffer_size: int = 4 << 20) -> qc.QCAccumulator:
-    return qc.qc_chunks(qc.iter_file_chunks(str(path), buffer_size), str(path))
+    return qc.qc_chunks(fastq.iter_file_chunks(str(path), buffer_size), str(path))
 
 
 def assert_equals_seqkit(ours: dict[str, str], theirs: dict[str, str]) -> None:
@@ -127,7 +127,7 @@ def test_chunking_and_merging_are_exact(miseq: tuple[Path, Path]) -> None:
     assert small.to_state() == whole
     merged = qc.QCAccumulator()
     first = 0
-    for chunk in qc.iter_file_chunks(str(miseq[1]), 120_000):
+    for chunk in fastq.iter_file_chunks(str(miseq[1]), 120_000):
         part = qc.QCAccumulator()
         recs = qc.parse_chunk(chunk, "R2", first)
         part.add_chunk(recs)
@@ -160,7 +160,7 @@ def _reference_qc(records: list[tuple[str, str]]) -> dict[str, object]:
 
 def test_trimmed_views_equal_a_trimmed_file(miseq: tuple[Path, Path]) -> None:
     """QC of (start, length) views into the raw buffer == QC of the trimmed reads written out."""
-    chunk = next(qc.iter_file_chunks(str(miseq[1]), 300_000))
+    chunk = next(fastq.iter_file_chunks(str(miseq[1]), 300_000))
     recs = qc.parse_chunk(chunk, "R2")
     rng = np.random.default_rng(7)
     start = rng.integers(0, 30, len(recs))
@@ -221,7 +221,7 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
     with dnaio.open(miseq[0]) as reader:
         real = [r.name.split(None, 1)[0] for r in reader]
     got: list[str] = []
-    for chunk in qc.iter_file_chunks(str(miseq[0])):
+    for chunk in fastq.iter_file_chunks(str(miseq[0])):
         got += qc.parse_chunk(chunk, "R1").names()
     assert got == real
 

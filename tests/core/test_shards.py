@@ -29,7 +29,7 @@ def small_sniff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def read_all(plan_uri_plan: object, chunk_bytes: int) -> int:
-    from seqlake.plan import Plan
+    from seqlake.planfile import Plan
 
     assert isinstance(plan_uri_plan, Plan)
     n = 0

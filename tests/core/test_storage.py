@@ -12,7 +12,8 @@ import pytest
 
 from seqlake import clients, shards, storage
 from seqlake.model import Sample
-from seqlake.plan import load_plan, make_plan
+from seqlake.plan import make_plan
+from seqlake.planfile import load_plan
 
 BUCKET = "seqlake-test"
 

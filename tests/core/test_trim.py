@@ -12,7 +12,7 @@ import dnaio
 import numpy as np
 import pytest
 
-from seqlake import qc, trim
+from seqlake import fastq, qc, trim
 from seqlake.params import Params
 
 
@@ -41,7 +41,7 @@ def _cutadapt_args(p: Params) -> list[str]:
 
 def _records(path: Path) -> list[qc.ChunkRecords]:
     out, first = [], 0
-    for chunk in qc.iter_file_chunks(str(path)):
+    for chunk in fastq.iter_file_chunks(str(path)):
         recs = qc.parse_chunk(chunk, str(path), first)
         first += len(recs)
         out.append(recs)

@@ -18,7 +18,8 @@ from seqlake import demo_data, gzindex, merge, worker
 from seqlake.errors import BadInputError, SeqlakeError
 from seqlake.model import Sample
 from seqlake.params import Params
-from seqlake.plan import Plan, make_plan
+from seqlake.plan import make_plan
+from seqlake.planfile import Plan
 from seqlake.shards import Chunk
 from seqlake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 

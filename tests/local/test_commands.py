@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.errors import SeqlakeError
+from seqlake.errors import EXIT_FAILURE, SeqlakeError
 from seqlake.localcloud.athena import Partition, TableDef
 from seqlake.localcloud.commands import (
     plan_reads,
@@ -134,3 +134,22 @@ def test_a_reason_names_the_local_file_beside_its_key() -> None:
     assert name_local_files(reason, sources) == (
         "s3://b/incoming/x/x_R1.fastq:12 (/home/me/reads/x_R1.fastq:12): quality has 3 characters but the "
         "sequence has 4; s3://b/other.fq")
+
+
+@pytest.mark.parametrize("command", ["report", "status", "rerun"])
+def test_run_id_commands_find_a_run_by_the_start_of_its_id_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """`local report`, `local status` and `local rerun` take RUN_ID the same way: a start that names two
+    runs asks for more of the id, one that names none says so; neither starts a local cloud."""
+    from seqlake.cli import main
+    from seqlake.layout import RunLayout
+
+    state = StateDir(tmp_path)
+    state.save_catalog([])
+    for run_id in ("r-2026-aaa", "r-2026-aab"):
+        Path(RunLayout(str(state.bucket_dir("b")), run_id).status).parent.mkdir(parents=True)
+    assert main(["local", command, "r-2026-aa", "--home", str(tmp_path)]) == EXIT_FAILURE
+    assert "names 2 runs (r-2026-aaa, r-2026-aab): give more of the id" in capsys.readouterr().err
+    assert main(["local", command, "r-2027", "--home", str(tmp_path)]) == EXIT_FAILURE
+    assert "no run 'r-2027'" in capsys.readouterr().err

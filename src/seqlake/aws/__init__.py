@@ -3,12 +3,17 @@
 - :mod:`seqlake.aws.observability` the shared Powertools Logger, Tracer and Metrics
 - :mod:`seqlake.aws.events` EventBridge S3 events, the objects of a run, run ids (file names: :mod:`seqlake.naming`)
 - :mod:`seqlake.aws.start` ``start_run`` and ``settle``: uploads -> a quiet folder -> its runs -> executions
-- :mod:`seqlake.aws.steps` ``plan_step``, ``commit_step``, ``record_failure`` (the state machine's tasks)
-- :mod:`seqlake.aws.status` ``runs/<run_id>/status.json`` and the ``runs`` table row
+- :mod:`seqlake.aws.plan_step` ``plan_step`` (the state machine's first task)
+- :mod:`seqlake.aws.steps` ``commit_step``, ``record_failure`` (the state machine's tasks after the children)
+- :mod:`seqlake.aws.status` ``runs/<run_id>/status.json`` (no pyarrow: the plan step writes it too)
+- :mod:`seqlake.aws.runs_row` the run's row in the ``runs`` table (Parquet)
 - :mod:`seqlake.aws.catalog` Glue partition registration (``BatchCreatePartition``, last)
 - :mod:`seqlake.aws.index_job` the Batch job that plans inputs too large to index inside Lambda
 - :mod:`seqlake.aws.render_template` writes the Glue table resources of ``template.yaml`` from
   :mod:`seqlake.tables`
+
+Each Lambda carries only the layers its handler's imports need (template.yaml, docs/DEPLOY.md): a
+module's imports decide which functions may use it (tests/aws/test_layers.py).
 
 Nothing here creates a boto3 client at import time: the clients are made on first use, so the
 handlers import fast and tests can point them at moto.

@@ -3,7 +3,7 @@
 The state machine starts it with the worker image and ``python -m seqlake.aws.index_job``; it reads
 ``SEQLAKE_INDEX_JOB_URI`` (``runs/<id>/index/job.json``, written by the plan step: the execution input
 and the run's parameters), builds the gzip seek indexes and the plan with the same
-:func:`seqlake.aws.steps.make_run_plan` the Lambda uses, and exits with the worker's codes: 0 done, 65
+:func:`seqlake.aws.plan_step.make_run_plan` the Lambda uses, and exits with the worker's codes: 0 done, 65
 bad input (also written to ``runs/<id>/index/_error.json`` for the failure step), anything else
 retryable.
 """
@@ -23,7 +23,7 @@ JOB_VAR = "SEQLAKE_INDEX_JOB_URI"
 
 
 def main() -> int:
-    from seqlake.aws.steps import make_run_plan
+    from seqlake.aws.plan_step import make_run_plan
 
     uri = os.environ.get(JOB_VAR)
     if not uri:

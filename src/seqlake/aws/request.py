@@ -16,11 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
-from seqlake import storage
+from seqlake import schemas, storage
 from seqlake.layout import RunLayout
 from seqlake.model import Sample
 
@@ -72,13 +70,6 @@ class RunRequest:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
 
 
-@cache
-def run_request_schema() -> dict[str, Any]:
-    text = resources.files("seqlake").joinpath("schemas/run_request.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
 @dataclass(frozen=True)
 class ExecutionInput:
     """The Step Functions execution input: where the run's request is, and its digest."""
@@ -105,7 +96,7 @@ class ExecutionInput:
         import jsonschema
 
         body = json.loads(data)
-        jsonschema.validate(body, run_request_schema())
+        jsonschema.validate(body, schemas.load("run_request"))
         request = RunRequest.from_dict(body)
         if request.run_id != self.run_id:
             raise ValueError(f"{self.request_uri} is the request of run {request.run_id}, not {self.run_id}")

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
@@ -44,13 +44,11 @@ from seqlake import clients, limits, storage
 from seqlake.aws.events import INCOMING, input_record, run_id, s3_object
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest, store_request
+from seqlake.aws.status import RunStatus
 from seqlake.errors import BadInputError
 from seqlake.model import ObjectRef, RunState, Sample, Step
 from seqlake.naming import SAMPLESHEET_NAME, base_name, folder_of, kind_of, mate_from_name, partner_names
 from seqlake.samplesheet import read_samplesheet
-
-if TYPE_CHECKING:  # the status module imports pyarrow: only a rejection needs it
-    from seqlake.aws.status import RunStatus
 
 Status = Literal["started", "duplicate", "waiting", "queued", "ignored", "rejected"]
 #: missing files a result names (its reason counts them all): the response stays small for any sheet
@@ -239,8 +237,6 @@ def _uploaded(obj: ObjectRef) -> tuple[ObjectRef, datetime]:
 def rejection_status(label: str, obj: ObjectRef, reason: str, uploaded: datetime) -> RunStatus:
     """The record of a rejected input: a function of the object and the reason only, so every
     delivery of its event writes the same document."""
-    from seqlake.aws.status import RunStatus
-
     status = RunStatus(
         run_id=run_id(label, [obj]), state=RunState.REJECTED.value, bucket=obj.bucket, samples=[],
         inputs=[input_record(obj)],
@@ -252,7 +248,7 @@ def rejection_status(label: str, obj: ObjectRef, reason: str, uploaded: datetime
 
 def record_rejection(label: str, obj: ObjectRef, reason: str, database: str) -> RunStatus:
     """``status.json``, the ``runs`` row and its partition for an input that starts no run."""
-    from seqlake.aws.status import record_unsuccessful
+    from seqlake.aws.runs_row import record_unsuccessful  # pyarrow: only a rejection needs it
 
     described, uploaded = _uploaded(obj)
     status = rejection_status(label, described, reason, uploaded)

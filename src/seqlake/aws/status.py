@@ -1,11 +1,12 @@
-"""``runs/<run_id>/status.json`` and the run's row in the ``runs`` table.
+"""``runs/<run_id>/status.json`` and what the run's row in the ``runs`` table holds.
 
 Both are written by the commit step (state ``SUCCEEDED``), by the failure step (state ``FAILED``) or
 by the start function for an input it refuses (state ``REJECTED``, no execution) from one
 :class:`RunStatus`, so what users read in the bucket and what they query agree. The row is one
 Parquet file in the run's ``runs`` partition (:meth:`seqlake.layout.RunLayout.result_file`); rewriting
 it (a re-run of the commit, or a failed run finished by a re-run) replaces it. The states are
-:class:`seqlake.model.RunState`.
+:class:`seqlake.model.RunState`. The row is written by :mod:`seqlake.aws.runs_row`: this module needs
+no pyarrow, so the plan Lambda, which marks a run RUNNING here, does without it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqlake import __version__, cost, storage
-from seqlake.aws import catalog
 from seqlake.layout import RunLayout
-from seqlake.tables import RUNS
+from seqlake.model import RunState
+
+if TYPE_CHECKING:
+    from seqlake.aws.request import RunRequest
 
 
 @dataclass
@@ -115,34 +118,27 @@ def status_uri(bucket: str, run_id: str) -> str:
     return RunLayout.in_bucket(bucket, run_id).status
 
 
-def runs_row_uri(bucket: str, run_id: str) -> str:
-    return RunLayout.in_bucket(bucket, run_id).result_file(RUNS.name)
-
-
 def write_status(status: RunStatus) -> str:
     body = json.dumps(status.to_dict(), indent=2, sort_keys=True, default=str).encode()
     storage.write_bytes(status.status_uri, body)
     return status.status_uri
 
 
-def write_runs_row(status: RunStatus) -> str:
-    """Write the run's ``runs`` row as one Parquet file and return its URI."""
-    from seqlake.parquet_io import to_arrow, write_table
+def status_of(request: RunRequest, state: RunState, execution_arn: str | None,
+              started_at: str | None) -> RunStatus:
+    """A step's status of the run: what the request says, in ``state``."""
+    return RunStatus(
+        run_id=request.run_id, state=state.value, bucket=request.bucket,
+        samples=[s.name for s in request.samples], inputs=list(request.inputs),
+        parameters=dict(request.parameters), reference=request.reference, samplesheet=request.samplesheet,
+        execution_arn=execution_arn, plan_uri=request.layout.plan, started_at=started_at)
 
-    row = status.runs_row()
-    uri = runs_row_uri(status.bucket, status.run_id)
-    write_table(uri, to_arrow(RUNS.name, {k: [v] for k, v in row.items()}))
-    return uri
 
-
-def record_unsuccessful(status: RunStatus, database: str) -> None:
-    """What a failed or rejected run leaves: ``status.json``, the ``runs`` row, then the run's
-    partition in ``runs`` only (no result table ever shows it).
-
-    Idempotent: the files are rewritten in place and an existing partition is not an error, so a retry
-    or a redelivered event leaves the same state.
-    """
-    status.partitions = [RUNS.name]
-    write_status(status)
-    write_runs_row(status)
-    catalog.register_run(database, status.bucket, status.run_id, [RUNS.name])
+def previous_start(request: RunRequest) -> str | None:
+    """When the run first started (a re-run keeps it, so the run's duration is the whole story)."""
+    try:
+        previous = json.loads(storage.read_bytes(request.layout.status))
+    except (FileNotFoundError, ValueError):
+        return None
+    started = previous.get("started_at")
+    return started if isinstance(started, str) else None

@@ -26,6 +26,7 @@ from rich.console import Console
 from seqlake.aws.request import ExecutionInput
 from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
 from seqlake.layout import RunLayout
+from seqlake.localcloud.report_command import find_run
 from seqlake.localcloud.state import StateDir
 from seqlake.model import RunState
 
@@ -72,19 +73,20 @@ def rerun_command(args: argparse.Namespace) -> int:
     if not state.exists():
         raise SeqlakeError(f"no local cloud in {state.root}: run `seqlake demo` or `seqlake local run` first")
     console = Console(stderr=True)
+    run_id, _ = find_run(state, args.run_id)
     with LocalCloud(state=state, jobs=args.jobs, console=console) as cloud:
-        status = _status(state, cloud.bucket, args.run_id)
+        status = _status(state, cloud.bucket, run_id)
         if status.get("state") == RunState.SUCCEEDED.value:
-            console.print(f"run [bold]{args.run_id}[/] already SUCCEEDED: nothing to re-run")
+            console.print(f"run [bold]{run_id}[/] already SUCCEEDED: nothing to re-run")
             return EXIT_OK
         with cloud.events_paused():
-            put = _put_back(cloud, state, status, args.run_id)
-        execution = _execution_input(state, cloud.bucket, args.run_id)
-        n = sum(1 for r in state.runs() if r.get("run_id") == args.run_id)
-        name = f"{args.run_id}-rerun-{n}"[:80]
+            put = _put_back(cloud, state, status, run_id)
+        execution = _execution_input(state, cloud.bucket, run_id)
+        n = sum(1 for r in state.runs() if r.get("run_id") == run_id)
+        name = f"{run_id}-rerun-{n}"[:80]
         cloud.client("stepfunctions").start_execution(
             stateMachineArn=cloud.state_machine_arn, name=name, input=json.dumps(execution.to_dict()))
-        console.print(f"re-running [bold]{args.run_id}[/] as execution {name} ({put} object(s) put back)")
+        console.print(f"re-running [bold]{run_id}[/] as execution {name} ({put} object(s) put back)")
         finished = cloud.wait()
-    print_runs(console, [r for r in state.runs() if r["run_id"] == args.run_id][-1:], state.sources())
+    print_runs(console, [r for r in state.runs() if r["run_id"] == run_id][-1:], state.sources())
     return EXIT_OK if finished and all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE

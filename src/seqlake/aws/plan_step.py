@@ -1,0 +1,111 @@
+"""The plan step: validate the inputs, plan the run, list the children this execution runs.
+
+:func:`plan_step` writes ``plan.json`` (:func:`seqlake.plan.make_plan`) and the execution's todo list
+(the children it runs), and returns their URIs and the array size. Inputs larger than
+``lambda_index_max_bytes`` are not read here: the step writes ``index/job.json`` and answers
+``needs_index``; the Batch index job (:mod:`seqlake.aws.index_job`) plans them and the state
+machine calls this step again, which then finds the plan. Finding the plan is also how a re-run
+of a failed run works (an execution started again with the run's input, docs/DEPLOY.md): the todo
+list then holds only the children without a finished manifest, so only they compute again.
+
+It reads FASTQ and writes JSON, never Parquet: its Lambda carries no pyarrow (template.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from seqlake import storage
+from seqlake.aws.observability import logger
+from seqlake.aws.request import ExecutionInput, RunRequest
+from seqlake.aws.status import previous_start, status_of, write_status
+from seqlake.childplan import todo_bytes
+from seqlake.layout import child_of
+from seqlake.model import RunState
+from seqlake.params import Params
+from seqlake.plan import make_plan
+from seqlake.planfile import load_plan
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """The plan step's answer (``$.plan`` in the state machine)."""
+
+    plan_uri: str
+    array_size: int
+    needs_index: bool = False
+    #: what the Batch index job reads (``needs_index``)
+    index_job_uri: str | None = None
+    #: the children this execution runs (``SEQLAKE_TODO_URI`` of the array job)
+    todo_uri: str | None = None
+    #: bytes of input the run reads (a metric)
+    input_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan_uri": self.plan_uri, "array_size": self.array_size, "needs_index": self.needs_index,
+                "index_job_uri": self.index_job_uri, "todo_uri": self.todo_uri, "input_bytes": self.input_bytes}
+
+
+def params_for(request: RunRequest, reads_per_shard: int | None) -> Params:
+    d = dict(request.parameters)
+    if reads_per_shard is not None:
+        d.setdefault("reads_per_shard", reads_per_shard)
+    return Params.from_dict(d)
+
+
+def input_bytes(request: RunRequest) -> int:
+    sheet = request.samplesheet
+    return sum(int(i.get("size") or 0) for i in request.inputs if i.get("uri") != sheet)
+
+
+def make_run_plan(request: RunRequest, params: Params) -> int:
+    """Plan the run with the core planner (also what the Batch index job runs); its array size."""
+    plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
+                     reference=request.reference, params=params)
+    return plan.array_size
+
+
+def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
+              lambda_index_max_bytes: int | None = None, execution_arn: str | None = None,
+              execution_name: str | None = None, started_at: str | None = None) -> PlanSummary:
+    """Plan the run (or defer it to the index job), write this execution's todo list, and mark the
+    run RUNNING in ``status.json``."""
+    request = execution.load()
+    layout = request.layout
+    total = input_bytes(request)
+    if not storage.exists(layout.plan):
+        params = params_for(request, reads_per_shard)
+        if lambda_index_max_bytes is not None and total > lambda_index_max_bytes:
+            body = {"execution": execution.to_dict(), "params": params.to_dict()}
+            storage.write_bytes(layout.index_job, json.dumps(body, sort_keys=True).encode())
+            logger.info("inputs too large for the plan Lambda: planning in a Batch job",
+                        extra={"input_bytes": total, "limit": lambda_index_max_bytes})
+            _write_running(request, execution_arn, started_at, None)
+            return PlanSummary(layout.plan, 0, needs_index=True, index_job_uri=layout.index_job, input_bytes=total)
+        make_run_plan(request, params)
+    summary = replace(_todo(request, execution_name or request.run_id), input_bytes=total)
+    _write_running(request, execution_arn, started_at, summary.array_size)
+    return summary
+
+
+def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
+    """The children without a finished manifest (all of them, unless this is a re-run), listed once."""
+    layout = request.layout
+    plan = load_plan(layout.plan)
+    done = {child_of(uri) for uri in storage.list_sizes(layout.staging) if uri.endswith("manifest.json")}
+    todo = [c for c in range(plan.array_size) if c not in done]
+    uri = layout.todo(execution_name)
+    storage.write_bytes(uri, todo_bytes(todo))
+    if len(todo) < plan.array_size:
+        logger.info("re-run: only the children without a finished manifest run",
+                    extra={"children": len(todo), "of": plan.array_size})
+    return PlanSummary(layout.plan, len(todo), todo_uri=uri)
+
+
+def _write_running(request: RunRequest, execution_arn: str | None, started_at: str | None,
+                   shards: int | None) -> None:
+    status = status_of(request, RunState.RUNNING, execution_arn, previous_start(request) or started_at)
+    status.shards = shards
+    write_status(status)
