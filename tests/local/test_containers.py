@@ -257,9 +257,6 @@ def _tables(query: Any, run_id: str, sample: str | None = None) -> dict[str, lis
 
 @pytest.mark.e2e
 @pytest.mark.xdist_group("podman")  # one after the other: two local clouds' containers at once have collided
-@pytest.mark.xfail(strict=False, reason="in a fresh clone the process-mode reference run of this shared cloud has come "
-                   "out without alignments or coverage (as if it had no reference) while the container run had them; "
-                   "it passes in a worked-in checkout: under investigation, see the session's closing note")
 def test_a_spot_interrupted_container_is_retried_and_the_tables_equal_process_mode(
     container_cloud: LocalCloud,
 ) -> None:
