@@ -270,9 +270,6 @@ def test_an_image_podman_does_not_have_is_a_container_that_cannot_start(image: s
 def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(containers.VAR, "1")
-        # every process-mode child and Lambda a new interpreter: a fork of this test process would carry
-        # whatever earlier tests in it imported or patched
-        mp.setenv("SEQLAKE_FORK_SERVER", "0")
         cloud = LocalCloud(state=StateDir(tmp_path_factory.mktemp("containers-home")), jobs=2, quiet=True)
         cloud.start()
         try:
