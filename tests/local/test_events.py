@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
+from moto.moto_api._internal.models import moto_api_backend
 
 from seqlake.localcloud.deployer import REGION
 from seqlake.localcloud.events import SqsEventSource, target_input
@@ -78,3 +79,32 @@ def test_sqs_event_source_delivers_batches_and_redelivers_reported_failures(monk
         record = runner.batches[0][0]
         assert record["eventSource"] == "aws:sqs" and record["eventSourceARN"] == arn
         assert record["attributes"]["MessageGroupId"] in ("g1", "g2")
+
+
+def test_an_sqs_event_source_leaves_a_later_deployments_queue_of_the_same_name_alone() -> None:
+    """moto's backends are process-wide: a local cloud started in a process where another still runs
+    resets them and deploys the same queue names. The older cloud's source must not take the newer
+    one's messages: its function has the older configuration (a run started without the newer cloud's
+    ``--reference``, say)."""
+    mapping = {"FunctionName": f"arn:aws:lambda:{REGION}:123456789012:function:fn", "BatchSize": 10}
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="settle")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        older_runner = _Runner()
+        older = SqsEventSource(older_runner, {**mapping, "EventSourceArn": arn})  # type: ignore[arg-type]
+        older.start()
+        try:
+            moto_api_backend.reset()  # what a local cloud's start does (MotoServer.reset)
+            # the newer deployment makes its queue of the same name
+            url = sqs.create_queue(QueueName="settle")["QueueUrl"]
+            sqs.send_message(QueueUrl=url, MessageBody="for the newer deployment")
+            older._thread.join(timeout=10)  # its queue is gone: it stops by itself
+            assert not older._thread.is_alive() and older.orphaned and older.pending == 0
+            newer_runner = _Runner()
+            newer = SqsEventSource(newer_runner, {**mapping, "EventSourceArn": arn})  # type: ignore[arg-type]
+            assert newer.pending == 1 and newer.poll()
+        finally:
+            older.stop()
+        assert older_runner.batches == []
+        assert [r["body"] for batch in newer_runner.batches for r in batch] == ["for the newer deployment"]

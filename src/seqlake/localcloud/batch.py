@@ -340,9 +340,11 @@ class BatchRunner:
     ) -> Outcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         proc: Child
+        podman: containers.PodmanRun | None = None
         try:
             if self.containers is not None:
-                proc = Popened(self.containers.start(self._container_attempt(job, argv, attempt, log_path)))
+                podman = self.containers.start(self._container_attempt(job, argv, attempt, log_path))
+                proc = Popened(podman)
             else:
                 proc = self.launcher.start(_program(argv, env, log_path))
         except (OSError, RuntimeError) as err:  # what Batch reports when the container cannot start
@@ -357,6 +359,8 @@ class BatchRunner:
                 self._procs.pop(proc.pid, None)
         if code is None:
             return Outcome(None, TIMED_OUT, timed_out=True)
+        if podman is not None and podman.start_error:  # podman's 125-127: the container never ran
+            return Outcome(None, podman.start_error, reason=podman.start_error)
         if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
             return Outcome(None, f"Host EC2 (instance {instance_id(job.job_id, attempt)}) terminated.")
         return Outcome(code, ESSENTIAL_EXITED)

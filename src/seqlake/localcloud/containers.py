@@ -47,6 +47,11 @@ CONTAINERS_CONF = REPO / "containers" / "worker" / "containers.conf"
 STOP_TIMEOUT_SECONDS = 30
 #: what ``podman run`` exits with when the container's process was killed by SIGKILL
 _SIGKILL_STATUS = 128 + signal.SIGKILL
+#: what ``podman run`` exits with when the container did not start (podman-run(1), EXIT STATUS): 125, podman
+#: itself failed (no such image, a bad option); 126, the command cannot be invoked; 127, it cannot be found
+START_FAILURES = (125, 126, 127)
+#: the status reason ECS gives a task whose container did not start (with the runtime's message after it)
+CANNOT_START = "CannotStartContainerError"
 #: the files the image is built from (the Dockerfile's build context, as its .dockerignore leaves it)
 _IMAGE_FILES = ("pyproject.toml", "README.md", "containers/worker/Dockerfile",
                 "containers/worker/Dockerfile.dockerignore", "containers/worker/entrypoint.py")
@@ -190,6 +195,9 @@ class PodmanRun(subprocess.Popen[bytes]):
         self.name = name
         #: the attempt's instance was reclaimed: the container was stopped as ECS stops it
         self.reclaimed = False
+        #: why the container did not start (ECS's ``CannotStartContainerError: ...``), once :meth:`wait` knows
+        self.start_error: str | None = None
+        self._log_path = log_path
         self._copier = threading.Thread(target=self._copy, args=(log_path,), daemon=True, name=f"log-{name}")
         self._copier.start()
 
@@ -215,6 +223,8 @@ class PodmanRun(subprocess.Popen[bytes]):
         self._copier.join()
         if self.reclaimed:
             return -signal.SIGKILL if code == _SIGKILL_STATUS else -signal.SIGTERM
+        if code in START_FAILURES:
+            self.start_error = start_error(code, self._log_path)
         return code
 
     def kill(self) -> None:
@@ -222,6 +232,15 @@ class PodmanRun(subprocess.Popen[bytes]):
         subprocess.run(["podman", "rm", "--force", "--time", "0", self.name], capture_output=True,
                        env=podman_env(), check=False)
         super().kill()
+
+
+def start_error(code: int, log_path: Path) -> str:
+    """The status reason of a container that did not start: ECS's ``CannotStartContainerError:`` with
+    podman's own message (its last ``Error:`` line; the container's output shares the log but has none
+    of podman's lines, as the container never ran)."""
+    lines = log_path.read_text(errors="replace").splitlines() if log_path.is_file() else []
+    errors = [line.removeprefix("Error: ").strip() for line in lines if line.startswith("Error: ")]
+    return f"{CANNOT_START}: {errors[-1] if errors else f'podman run exited with {code}'}"
 
 
 class ContainerRunner:

@@ -64,23 +64,43 @@ def child_env(endpoint: str) -> dict[str, str]:
 
 
 class SavedEnv:
-    """Changes to ``os.environ`` that :meth:`restore` undoes."""
+    """Changes to ``os.environ`` that :meth:`restore` undoes. Local clouds started one inside the other's
+    lifetime in this process stack: a cloud stopped while a newer one runs leaves the newer one's values
+    in place, and the last one stopped puts back what the process had before."""
 
     def __init__(self) -> None:
-        self._saved: dict[str, str | None] = {}
+        self._set: dict[str, str | None] = {}
 
     def set(self, values: dict[str, str | None]) -> None:
+        if self not in _STACK:
+            if not _STACK:
+                _BEFORE.clear()
+            _STACK.append(self)
         for k, v in values.items():
-            self._saved.setdefault(k, os.environ.get(k))
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+            _BEFORE.setdefault(k, os.environ.get(k))
+            self._set[k] = v
+            _put(k, v)
 
     def restore(self) -> None:
-        saved, self._saved = self._saved, {}
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if self not in _STACK:
+            return
+        i = _STACK.index(self)
+        newer, older = _STACK[i + 1 :], _STACK[:i]
+        del _STACK[i]
+        for k in self._set:
+            if any(k in e._set for e in newer):
+                continue  # a newer cloud's value is in place (and its restore will look past this one)
+            _put(k, next((e._set[k] for e in reversed(older) if k in e._set), _BEFORE.get(k)))
+        self._set = {}
+
+
+#: the environments set in this process and not restored yet, oldest first; the values they replaced
+_STACK: list[SavedEnv] = []
+_BEFORE: dict[str, str | None] = {}
+
+
+def _put(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -11,6 +11,11 @@ synchronously with an SQS event, the batch's messages deleted on success except 
 ``batchItemFailures``. A failed message comes back after :data:`SqsEventSource.RETRY_SECONDS` instead
 of the queue's visibility timeout (minutes on AWS), and after the queue's ``maxReceiveCount`` moto
 moves it to the dead-letter queue.
+
+A source serves the queue its deployment made, not whatever queue has that name later: moto's backends
+are process-wide, so after a moto reset (another local cloud started in this process) a queue of the same
+name belongs to the new deployment, whose functions have their own configuration (their parameter
+overrides). A source whose queue is gone stops.
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ class SqsEventSource:
         self.batch_size = int(mapping.get("BatchSize") or 10)
         self.partial = "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or [])
         self.batches = 0
+        #: the queue this mapping polls: the one of this name when the source is made (or first seen)
+        self._queue: Any = self._current_queue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"sqs-source-{self.queue_name}")
 
@@ -100,13 +107,30 @@ class SqsEventSource:
     def _backend(self) -> Any:
         return sqs_backends[self.account][self.region]
 
+    def _current_queue(self) -> Any:
+        """The queue of this name in moto now (None: not made yet, or gone after a moto reset)."""
+        try:
+            return self._backend().get_queue(self.queue_name)
+        except Exception:
+            return None
+
+    def _own_queue(self) -> Any:
+        """This mapping's queue, if it still exists; None if not (yet)."""
+        queue = self._current_queue()
+        if self._queue is None:
+            self._queue = queue
+        return queue if queue is not None and queue is self._queue else None
+
+    @property
+    def orphaned(self) -> bool:
+        """This mapping's queue is gone: a queue of its name, if any, is another deployment's."""
+        return self._queue is not None and self._own_queue() is None
+
     @property
     def pending(self) -> int:
         """Messages in the queue: visible, delayed, or being handled."""
-        try:
-            return len(self._backend().get_queue(self.queue_name)._messages)
-        except Exception:  # the queue is gone (moto reset): nothing is pending
-            return 0
+        queue = self._own_queue()
+        return len(queue._messages) if queue is not None else 0
 
     def stop(self) -> None:
         self._stopped.set()
@@ -138,25 +162,34 @@ class SqsEventSource:
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            try:
-                backend = self._backend()
-                queue = backend.get_queue(self.queue_name)
-                messages = backend.receive_message(self.queue_name, self.batch_size, 0, queue.visibility_timeout)
-            except Exception:  # the queue is gone (moto reset) or not made yet: look again
-                messages = []
-            if not messages:
+            if self.orphaned:
+                return
+            if not self.poll():
                 self._stopped.wait(self.POLL_SECONDS)
-                continue
-            self.batches += 1
-            event = {"Records": [self._record(m) for m in messages]}
-            out, failed = self.lambdas.invoke(self.function, json.dumps(event).encode())
-            failures = {m.id for m in messages} if failed else self._reported_failures(out)
-            with contextlib.suppress(Exception):  # moto was reset meanwhile: the messages are gone
-                for m in messages:
-                    if m.id in failures:
-                        backend.change_message_visibility(self.queue_name, m.receipt_handle, self.RETRY_SECONDS)
-                    else:
-                        backend.delete_message(self.queue_name, m.receipt_handle)
+
+    def poll(self) -> bool:
+        """Hand one batch of this mapping's visible messages to its function; False if there was none."""
+        queue = self._own_queue()
+        if queue is None:  # not made yet, or gone (and any queue of its name is another deployment's)
+            return False
+        backend = self._backend()
+        try:
+            messages = backend.receive_message(self.queue_name, self.batch_size, 0, queue.visibility_timeout)
+        except Exception:  # moto was reset meanwhile
+            return False
+        if not messages:
+            return False
+        self.batches += 1
+        event = {"Records": [self._record(m) for m in messages]}
+        out, failed = self.lambdas.invoke(self.function, json.dumps(event).encode())
+        failures = {m.id for m in messages} if failed else self._reported_failures(out)
+        with contextlib.suppress(Exception):  # moto was reset meanwhile: the messages are gone
+            for m in messages:
+                if m.id in failures:
+                    backend.change_message_visibility(self.queue_name, m.receipt_handle, self.RETRY_SECONDS)
+                else:
+                    backend.delete_message(self.queue_name, m.receipt_handle)
+        return True
 
     def _reported_failures(self, out: bytes) -> set[str]:
         if not self.partial:

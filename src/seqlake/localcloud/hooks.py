@@ -37,10 +37,11 @@ class Hooks:
         patches.HOOKS.deliver = EventDelivery(lambdas)
         patches.HOOKS.athena_query = athena_query
 
-    @staticmethod
-    def uninstall() -> None:
-        patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
-        patches.HOOKS.deliver = patches.HOOKS.athena_query = None
+    def uninstall(self) -> None:
+        """Take this cloud's hooks out; a local cloud started after it in this process keeps its own."""
+        if patches.HOOKS.lambda_invoke == self.invoke:
+            patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
+            patches.HOOKS.deliver = patches.HOOKS.athena_query = None
 
     def invoke(self, name: str, payload: bytes, is_async: bool) -> tuple[bytes, bool]:
         assert self.lambdas is not None

@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import urllib.request
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 from seqlake.localcloud import patches
 
 
 class MotoServer:
+    #: the server started last in this process: moto's backends (process-wide) hold its cloud's deployment
+    _newest: ClassVar[MotoServer | None] = None
+
     def __init__(self) -> None:
         self._server: Any = None
         self.endpoint = ""
@@ -31,6 +34,7 @@ class MotoServer:
         self._server.start()
         host, self.port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{self.port}"
+        MotoServer._newest = self
         return self.endpoint
 
     def reset(self) -> None:
@@ -41,6 +45,8 @@ class MotoServer:
 
     def stop(self) -> None:
         if self._server is not None:
-            self.reset()  # frees the objects held in memory
+            if MotoServer._newest is self:  # else the backends are a newer cloud's, started meanwhile
+                self.reset()  # frees the objects held in memory
+                MotoServer._newest = None
             self._server.stop()
             self._server = None
