@@ -62,6 +62,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--work", type=Path, default=BENCH / "work", help="cache and scratch folder")
     ap.add_argument("--no-taskset", action="store_true", help="do not pin to CPU 0")
     ap.add_argument("--repeat", type=int, default=None, help="runs of rows under 5 s, best kept (default 3)")
+    ap.add_argument("--quiet-load", type=float, default=1.5,
+                    help="wait (up to 10 minutes) before each group until the 1-minute load average is below "
+                         "this (default 1.5; 0: do not wait)")
     args = ap.parse_args(argv)
     if set((args.only or "").split(",")) - {*GROUP_NAMES, "none", ""}:
         ap.error(f"--only takes a comma list of {', '.join(GROUP_NAMES)}, or none (rewrite the report)")
@@ -98,13 +101,24 @@ def reference_copy(work: Path, fasta: Path) -> Path:
     return copy
 
 
+def wait_for_quiet(threshold: float, limit_s: float = 600.0) -> None:
+    """Wait until the 1-minute load average is below ``threshold`` (or ``limit_s`` passed): a group
+    measured while earlier work still loads the machine is slower for reasons of its own."""
+    deadline = time.monotonic() + limit_s
+    while threshold > 0 and os.getloadavg()[0] >= threshold and time.monotonic() < deadline:
+        print(f"bench: waiting for the load average ({os.getloadavg()[0]:.2f}) to fall below {threshold}",
+              file=sys.stderr)
+        time.sleep(15)
+
+
 def run_groups(ctx: Ctx, inputs: Inputs, names: set[str], shard_counts: tuple[int, ...],
-               stored: dict[str, GroupResult], started: str) -> None:
+               stored: dict[str, GroupResult], started: str, quiet_load: float = 0.0) -> None:
     """Run the chosen groups in report order; each replaces its stored result, the others' are kept.
     ``started``: when this invocation started (the report tells the groups of the latest run apart)."""
     for name, run in groups(shard_counts).items():
         if name not in names:
             continue
+        wait_for_quiet(quiet_load)
         n_rows, n_ratios = len(ctx.rows), len(ctx.ratios)
         measured, load0, t0 = datetime.now(UTC).isoformat(), os.getloadavg()[0], time.perf_counter()
         try:
@@ -146,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results_path = work / "-".join(filter(None, ["results", "quick" if args.quick else "full", source.tag,
                                                  f"x{copies}.json"]))
     stored = load_results(results_path)
-    run_groups(ctx, inputs, names, counts, stored, datetime.now(UTC).isoformat())
+    run_groups(ctx, inputs, names, counts, stored, datetime.now(UTC).isoformat(),
+               quiet_load=0.0 if args.quick else args.quiet_load)
     save_results(results_path, stored)
 
     command = "python bench/run.py" + (f" --reads {args.reads[0].name} {args.reads[1].name}" if args.reads else "")
