@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -289,18 +289,23 @@ def measure(
     repeat: bool = True,
     pin: bool = True,
     cores: int = 1,
+    before_each: Callable[[], None] | None = None,
 ) -> Row:
-    """Measure one row; a missing tool or seqlake piece, or a failure, becomes a note, never an exception."""
+    """Measure one row; a missing tool or seqlake piece, or a failure, becomes a note, never an exception.
+    ``before_each``: called before every run of a repeated row (not timed)."""
     row = ctx.add(key, Row(group, label, shown or display(argv), reads=reads, plain_bytes=plain_bytes))
     if needs is not None and shutil.which(needs) is None:
         row.note = f"skipped: {needs} is not installed"
         print(f"  {label}: {row.note}")
         return row
     print(f"  {label} ...", end="", flush=True)
+    prepare = before_each or (lambda: None)
+    prepare()
     m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
     runs = 1
     # short rows are the noisiest on a shared machine: repeat them and keep the fastest run
     while repeat and m.returncode == 0 and runs < ctx.repeat and m.seconds < REPEAT_BELOW_S:
+        prepare()
         again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
         runs += 1
         if again.returncode != 0 or again.seconds < m.seconds:
@@ -354,7 +359,19 @@ def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
     if threads is not None:
         argv, shown = ["env", f"SEQLAKE_THREADS={threads}", *argv], f"SEQLAKE_THREADS={threads} {shown}"
     return measure(ctx, key, group, label, argv, reads=reads, plain_bytes=size, shown=shown,
-                   pin=threads is None)
+                   pin=threads is None, before_each=forget_child_work(plan_uri))
+
+
+def forget_child_work(plan_uri: str) -> Callable[[], None]:
+    """Remove what an earlier run of the plan's child left: a child whose manifest already holds its work
+    exits at once (as a retried Batch child should), so a repeated row would time that."""
+
+    def forget() -> None:
+        from seqlake.layout import RunLayout
+
+        shutil.rmtree(RunLayout.of_plan(plan_uri).staging, ignore_errors=True)
+
+    return forget
 
 
 def speed_ratio(ctx: Ctx, label: str, ours: str, theirs: str, target: float | None, how: str) -> None:

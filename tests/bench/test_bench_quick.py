@@ -34,30 +34,30 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], str]:
+def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], str, Path]:
     tmp = tmp_path_factory.mktemp("bench")
     r1, r2 = tmp / "tiny_R1.fastq.gz", tmp / "tiny_R2.fastq.gz"
     write_pairs(demo_data.reference_path(), r1, r2, 300, seed=5)
     work, report = tmp / "work", tmp / "BENCHMARKS.md"
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--reads", str(r1), str(r2), "--copies", "1",
-         "--work", str(work), "--out", str(report)],
+         "--repeat", "2", "--work", str(work), "--out", str(report)],
         capture_output=True, text=True, timeout=900, check=False, cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (results,) = work.glob("results-quick-*-x1.json")
-    return json.loads(results.read_text()), report.read_text()
+    return json.loads(results.read_text()), report.read_text(), work
 
 
-def test_every_group_ran(quick_bench: tuple[dict[str, dict], str]) -> None:
-    results, _ = quick_bench
+def test_every_group_ran(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
+    results, _, _ = quick_bench
     assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards"]
     assert all(g["rows"] for g in results.values())
     assert not [r["label"] for g in results.values() for r in g["rows"] if r["note"].startswith("failed")]
 
 
-def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str]) -> None:
-    results, _ = quick_bench
+def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
+    results, _, _ = quick_bench
     ours = [r for g in results.values() for r in g["rows"]
             if "seqlake" in r["command"] or r["command"].startswith("bench/paths.py")]
     # the worker's three paths, the QC library, the index pass, planning, process vs local cloud, memory, shards
@@ -72,11 +72,18 @@ def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str])
     assert {r["reads"] for r in worker} == {300, 600, 6000}  # one mate, both mates, both mates at 10 copies
 
 
-def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], str]) -> None:
-    results, report = quick_bench
+def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
+    results, report, _ = quick_bench
     assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
     assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
     assert "Reference: MN908947.3 (29,903 bp)." in report
     ratios = [r["label"] for g in results.values() for r in g["ratios"]]
     assert len(ratios) == 18
     assert all(f"| {label} |" in report for label in ratios)
+
+
+def test_every_timed_worker_run_did_the_work(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
+    """A child whose manifest holds its work exits at once: a repeated worker row must not time that."""
+    _, _, work = quick_bench
+    outs = {p.name: p.read_text() for p in (work / "logs").glob("*.out")}
+    assert outs and not [name for name, text in outs.items() if "is already done" in text]
