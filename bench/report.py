@@ -33,6 +33,12 @@ def reference_summary(fasta: Path) -> str:
     return f"{name} ({length:,} bp)"
 
 
+def _make_line(command: str) -> str:
+    """The ``make`` line that runs ``command`` (``bench/run.py`` options go through ``BENCH_ARGS``)."""
+    args = command.removeprefix("python bench/run.py").strip()
+    return f'make bench BENCH_ARGS="{args}"   # = {command}' if args else f"make bench        # = {command}"
+
+
 def _header(groups: Sequence[GroupResult], inp: Input, source: str, reference: str, command: str) -> list[str]:
     when = max(g.measured for g in groups)[:16].replace("T", " ") if groups else "?"
     return [
@@ -41,7 +47,7 @@ def _header(groups: Sequence[GroupResult], inp: Input, source: str, reference: s
         f"Generated {when} UTC by `bench/run.py` (see `bench/README.md`). Reproduce with:",
         "",
         "```",
-        f"make bench        # = {command}",
+        _make_line(command),
         "```",
         "",
         f"**Input**: {source}, decompressed, replicated {inp.copies}x and recompressed with `gzip -6`: "

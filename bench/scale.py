@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+#: the commit's time per child may grow at most this much from 1,000 to 10,000 children (flat)
+MERGE_FLAT_RATIO = 1.25
 
 
 def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
@@ -180,6 +182,14 @@ def section(work: Path) -> list[str]:
             f"| {r.get('largest_state_payload_bytes', ''):,} | {r.get('returned_after_run_end_seconds', '')} "
             f"| {r.get('measured', '')} |"
         )
+    one = {r["children"]: r for r in results if r.get("samples", 1) == 1 and r.get("commit_seconds")}
+    if 1000 in one and 10000 in one:
+        per = {n: one[n]["commit_seconds"] / n for n in (1000, 10000)}
+        ratio = per[10000] / per[1000]
+        met = "met" if ratio <= MERGE_FLAT_RATIO else "**not met**"
+        lines += ["", f"Commit time per child, 10,000 vs 1,000 children: **{ratio:.2f}x** "
+                      f"(target <= {MERGE_FLAT_RATIO}x: {met}); the merge alone on files: "
+                      f"{one[10000]['merge_seconds_on_files'] / one[1000]['merge_seconds_on_files'] / 10:.2f}x."]
     return lines
 
 
