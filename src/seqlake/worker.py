@@ -170,12 +170,15 @@ class _ShardRun:
         self._trim_align(recs, names, chunks[0].first_record)
 
     def _trim_align(self, recs: list[ChunkRecords], names: list[str], first_record: int) -> None:
+        if not self.trimmer.enabled and self.aligning is None:
+            return  # the trimmed stage is the raw one (see result): no read needs a string of its own
         trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
-        for m, r, t in zip(self.mates, recs, trims, strict=True):
-            add_stats(self.trim_stats[m], t, keep)
-            start = t.start[keep]
-            self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
+        if self.trimmer.enabled:
+            for m, r, t in zip(self.mates, recs, trims, strict=True):
+                add_stats(self.trim_stats[m], t, keep)
+                start = t.start[keep]
+                self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
         if self.aligning is None:
             return
         index: Sequence[int]
@@ -215,7 +218,9 @@ class _ShardRun:
             self.pending = AlignmentColumns()
 
     def result(self) -> ShardResult:
-        qc = {(m, s): (self.raw if s == "raw" else self.trimmed)[m] for m in self.mates for s in STAGES}
+        # without trimming, nothing is cut or dropped: the trimmed stage's aggregates are the raw ones
+        trimmed = self.trimmed if self.trimmer.enabled else self.raw
+        qc = {(m, s): (self.raw if s == "raw" else trimmed)[m] for m in self.mates for s in STAGES}
         header = self.header or {}
         if self.aligning is None:
             return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, header=header)
