@@ -116,16 +116,11 @@ def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | No
     :class:`~seqlake.errors.TruncatedStreamError` naming its last complete record), NotBgzfError when
     gzip members that are not BGZF blocks follow the first.
     """
-    from seqlake.fastq import find_truncation
+    from seqlake.fastq import naming_truncation
 
     threads = threads_from_env(default=available_cpus()) if threads is None else max(1, threads)
-    try:
+    with naming_truncation(uri):
         return _count(uri, spacing, threads)
-    except BadInputError as err:
-        truncated = find_truncation(uri)
-        if truncated is not None:
-            raise truncated from err
-        raise
 
 
 def _count(uri: str, spacing: int, threads: int) -> ScanResult:

@@ -310,15 +310,10 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None 
     A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
     record, whichever way rapidgzip met the cut.
     """
-    from seqlake.fastq import find_truncation
+    from seqlake.fastq import naming_truncation
 
-    try:
+    with naming_truncation(uri):
         return _index_gzip(uri, spacing, index_threads() if threads is None else threads)
-    except BadInputError as err:
-        truncated = find_truncation(uri)
-        if truncated is not None:
-            raise truncated from err
-        raise
 
 
 def _index_gzip(uri: str, spacing: int, threads: int) -> IndexResult:

@@ -135,13 +135,6 @@ def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> C
     return m
 
 
-def read_manifests(plan: Plan) -> Iterator[ChildManifest]:
-    """Every child's manifest, in child order (see :func:`_checked_manifest`)."""
-    uris = [plan.layout.manifest(c) for c in range(plan.array_size)]
-    for child, (uri, data) in enumerate(storage.read_many(uris)):
-        yield _checked_manifest(plan, child, uri, data)
-
-
 @dataclass
 class _ChildData:
     manifest: ChildManifest

@@ -101,6 +101,11 @@ class ChunkRecords:
             names[i] = (text[int(hs[i]) : int(he[i])].split(None, 1) or [""])[0]
         return names
 
+    def first_name(self) -> str:
+        """``names()[0]`` without the others (a child that neither aligns nor pairs needs only this one)."""
+        header = self.data[int(self.name_start[0]) : int(self.name_end[0])].tobytes().decode("latin-1")
+        return (header.split(None, 1) or [""])[0]
+
     def sequences(self) -> list[str]:
         return self._slices(self.seq_start, self.length)
 

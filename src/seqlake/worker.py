@@ -117,13 +117,6 @@ class _Aligning:
         self.depth[sample].add_table(table)
 
 
-def _first_name(records: ChunkRecords) -> str:
-    """The chunk's first read name, as :meth:`ChunkRecords.names` gives it (up to the first whitespace)."""
-    start, end = int(records.name_start[0]), int(records.name_end[0])
-    head = records.data[start:end].tobytes().decode("latin-1").split(None, 1)
-    return head[0] if head else ""
-
-
 class _ShardRun:
     def __init__(self, plan: PlanView, shard_index: int, aligning: _Aligning | None) -> None:
         self.plan = plan
@@ -160,7 +153,7 @@ class _ShardRun:
             # align only needs its first read's, for the header fields
             names = recs[0].names() if len(recs) == 2 or self.aligning is not None else []
             if self.header is None and len(recs[0]):
-                self.header = illumina_fields(names[0] if names else _first_name(recs[0]))
+                self.header = illumina_fields(names[0] if names else recs[0].first_name())
             if len(recs) == 2:
                 bad = _mate_names_match(names, recs[1].names())
                 if bad is not None:

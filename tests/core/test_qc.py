@@ -246,3 +246,9 @@ def test_gap_count_whatever_the_other_bases(seqs: list[bytes], gaps: int) -> Non
     keep = np.minimum(recs.length, 2)
     trimmed.add(recs.data, recs.seq_start, recs.qual_start, keep)
     assert trimmed.gap_bases == sum(s[:2].count(b"-") + s[:2].count(b".") + s[:2].count(b" ") for s in seqs)
+
+
+@pytest.mark.parametrize("header", [b"r1", b"r1 1:N:0:ACGT", b"r1\tx y", b" lead space", b"M1:2:FC:1:1:5:9 2:N"])
+def test_a_chunk_s_first_name_is_what_names_gives(header: bytes) -> None:
+    recs = qc.parse_chunk(b"@" + header + b"\nACGT\n+\nIIII\n@second\nAC\n+\nII\n", "x.fastq", 0)
+    assert recs.first_name() == recs.names()[0]

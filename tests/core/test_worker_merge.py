@@ -356,10 +356,3 @@ def test_the_commit_holds_only_the_samples_being_folded(tmp_path: Path, monkeypa
         got = result(many, table).filter(pa.compute.equal(result(many, table)["sample"], "s2"))
         assert got.num_rows > 0 and got.equals(result(alone, table)), table
 
-
-@pytest.mark.parametrize("header", [b"r1", b"r1 1:N:0:ACGT", b"r1\tx y", b" lead space", b"M1:2:FC:1:1:5:9 2:N"])
-def test_a_chunk_s_first_name_is_what_names_gives(header: bytes) -> None:
-    from seqlake.qc import parse_chunk
-
-    recs = parse_chunk(b"@" + header + b"\nACGT\n+\nIIII\n@second\nAC\n+\nII\n", "x.fastq", 0)
-    assert worker._first_name(recs) == recs.names()[0]
