@@ -27,9 +27,10 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from seqlake import storage
 from seqlake.fastq import iter_file_chunks
 from seqlake.qc import parse_chunk
 from seqlake.staging import AlignStats
+from seqlake.tables import BY_NAME
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``
 SR_MAX_FRAG_LEN = 800
@@ -224,32 +226,76 @@ def _proper(a: Any, b: Any, max_gap: int) -> bool:
 PE_BONUS = 33
 #: minimap2 ``sr`` ``max_gap``, the floor of the pairing distance
 SR_MAX_GAP = 100
-#: reads per thread below which a call is not cut into parts (the cut costs more than it saves)
+#: reads per part below which a call is not cut into parts (the cut costs more than it saves)
 MIN_READS_PER_THREAD = 256
+#: submitted calls left aligning behind the caller: one keeps the processes busy while the caller
+#: prepares the next, a second covers the uneven time calls take
+IN_FLIGHT = 2
+#: parts of a call per alignment process: parts finish unevenly, smaller ones keep every process busy
+PARTS_PER_PROCESS = 1
 
 
 @dataclass(frozen=True)
 class AlignedBatch:
     """The rows and per-mate counts of one submitted call (:meth:`ReadAligner.submit_pairs`)."""
 
-    rows: AlignmentColumns
+    #: the ``alignments`` rows of the call, as an Arrow table of that schema
+    rows: pa.Table
     stats: tuple[AlignStats, ...]
+
+
+class PendingBatch:
+    """A submitted call: its parts aligning in the alignment processes (or already aligned here),
+    joined in order when :meth:`result` is asked for."""
+
+    def __init__(
+        self, parts: list[Future[tuple[Any, tuple[AlignStats, ...]]]], done: AlignedBatch | None = None
+    ) -> None:
+        self._parts = parts
+        self._done = done
+
+    def join(self, out: AlignmentColumns, stats: tuple[AlignStats, ...]) -> None:
+        """Parts aligned as Python rows: appended to ``out``, their counts added to ``stats``, in order."""
+        for values, counts in self._results():
+            out.values.extend(values)
+            _merge_stats(stats, counts)
+
+    def _results(self) -> Iterator[tuple[Any, tuple[AlignStats, ...]]]:
+        for part in self._parts:
+            yield part.result()
+
+    def result(self) -> AlignedBatch:
+        if self._done is None:
+            tables, stats = [], None
+            for table, counts in self._results():
+                tables.append(table)
+                stats = counts if stats is None else _merge_stats(stats, counts)
+            assert stats is not None
+            self._done = AlignedBatch(pa.concat_tables(tables) if len(tables) > 1 else tables[0], stats)
+        return self._done
+
+
+def _merge_stats(totals: tuple[AlignStats, ...], counts: tuple[AlignStats, ...]) -> tuple[AlignStats, ...]:
+    for total, count in zip(totals, counts, strict=True):
+        total.merge(count)
+    return totals
 
 
 class ReadAligner:
     """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts.
 
-    A child's threads are the vCPUs its job gives it (:func:`seqlake.cpus.threads_from_env`). With
-    ``threads`` > 1 each call cuts its reads into ``threads`` consecutive parts aligned at once,
-    one on the calling thread and the others on a pool, all sharing the one index in memory (mappy
-    releases the GIL while it maps; each thread has its own ``ThreadBuffer``). A read's rows depend on
-    that read alone and the parts are joined in order, so the rows and counts are the same, row order
-    included, whatever the thread count.
+    A child's ``threads`` are the vCPUs its job gives it (:func:`seqlake.cpus.threads_from_env`). With
+    ``threads`` > 1 the aligner forks that many alignment processes once the index is loaded: they share
+    its pages (copy-on-write, never written), so the index is in memory once whatever the number. Threads
+    would share it too, but mappy holds the GIL for all the Python it runs per read (building each hit,
+    and our rows from it), which serialised them: two threads gained 1.4x at best. Each call is cut into
+    consecutive parts aligned in the processes; a part comes back as an Arrow table (buffers, not Python
+    objects) and the parts are joined in order, so the rows and counts are the same, row order included,
+    whatever the number.
 
-    :meth:`submit_pairs` / :meth:`submit_single` return at once and align behind the caller (in order,
-    one call at a time, on the same threads), so that a child reads, checks and trims its next chunk
-    while this one aligns; with one thread they align before returning. Submitted work and the direct
-    :meth:`align_pairs` / :meth:`align_single` are not meant to run at the same time.
+    :meth:`submit_pairs` / :meth:`submit_single` return at once and align behind the caller, up to
+    :attr:`in_flight` calls at a time, so that a child reads, checks and trims its next chunks while these
+    align; with one vCPU they align here before returning. :meth:`close` stops the processes.
     """
 
     def __init__(
@@ -259,6 +305,8 @@ class ReadAligner:
         self.preset = preset
         self.max_frag_len = max_frag_len
         self.threads = max(1, threads)
+        #: submitted calls a caller may leave aligning while it prepares the next ones
+        self.in_flight = IN_FLIGHT if self.threads > 1 else 0
         # imported here, not at module level: the commit Lambda imports this module (through merge) for
         # its counters, and mappy has no wheel, so it is not in the Lambda layer
         import mappy
@@ -266,11 +314,14 @@ class ReadAligner:
         self._aligner = mappy.Aligner(index_path, preset=preset, n_threads=1)
         if not self._aligner:
             raise ValueError(f"could not load the minimap2 index {index_path}")
-        self._buffers = [mappy.ThreadBuffer() for _ in range(self.threads)]
-        self._pool = (
-            ThreadPoolExecutor(self.threads - 1, thread_name_prefix="seqlake-align") if self.threads > 1 else None
-        )
-        self._behind = ThreadPoolExecutor(1, thread_name_prefix="seqlake-align-behind") if self._pool else None
+        self._buffers = [mappy.ThreadBuffer()]
+        self._processes = _fork_aligners(self) if self.threads > 1 else None
+
+    def close(self) -> None:
+        """Stop the alignment processes (a child's last call; the aligner maps no more after it)."""
+        if self._processes is not None:
+            self._processes.shutdown()
+        self._processes = None
 
     def __repr__(self) -> str:
         return f"ReadAligner(index={self.index_path!r}, preset={self.preset!r})"
@@ -306,7 +357,7 @@ class ReadAligner:
         """Align single-end reads. ``spans``, when given, collects (contig, start, end) of primary +
         supplementary alignments (0-based, end exclusive)."""
         first = len(out)
-        self._in_parts(self._single, (names, seqs, read_index), out, (stats,))
+        self._in_parts("_single", (names, seqs, read_index), out, (stats,))
         _collect_spans(out, first, spans)
 
     def align_pairs(
@@ -322,74 +373,65 @@ class ReadAligner:
     ) -> None:
         """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags)."""
         first = len(out)
-        self._in_parts(self._pairs, (names, seqs1, seqs2, read_index), out, stats)
+        self._in_parts("_pairs", (names, seqs1, seqs2, read_index), out, stats)
         _collect_spans(out, first, spans)
 
     def submit_pairs(
-        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int]
-    ) -> Future[AlignedBatch]:
-        """:meth:`align_pairs` behind the caller: the rows and counts of mates 1 and 2, when done."""
-        return self._submit(self._pairs, (names, seqs1, seqs2, read_index), mates=2)
+        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int],
+        sample: str,
+    ) -> PendingBatch:
+        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2."""
+        return self._submit("_pairs", (names, seqs1, seqs2, read_index), 2, sample)
 
     def submit_single(
-        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int]
-    ) -> Future[AlignedBatch]:
+        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int], sample: str
+    ) -> PendingBatch:
         """:meth:`align_single` behind the caller."""
-        return self._submit(self._single, (names, seqs, read_index), mates=1)
+        return self._submit("_single", (names, seqs, read_index), 1, sample)
 
     def _submit(
         self,
-        align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+        method: str,
         reads: tuple[Sequence[Any], ...],
         mates: int,
-    ) -> Future[AlignedBatch]:
-        def run() -> AlignedBatch:
-            batch = AlignedBatch(AlignmentColumns(), tuple(AlignStats() for _ in range(mates)))
-            self._in_parts(align, reads, batch.rows, batch.stats)
-            return batch
-
-        if self._behind is not None:
-            return self._behind.submit(run)
-        done: Future[AlignedBatch] = Future()
-        try:
-            done.set_result(run())
-        except Exception as err:
-            done.set_exception(err)
-        return done
+        sample: str,
+    ) -> PendingBatch:
+        if self._processes is None:
+            return PendingBatch([], _aligned(getattr(self, method), reads, mates, sample, self._buffers[0]))
+        return PendingBatch(self._submit_parts(self._processes, method, reads, mates, sample))
 
     def _in_parts(
         self,
-        align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+        method: str,
         reads: tuple[Sequence[Any], ...],
         out: AlignmentColumns,
         stats: tuple[AlignStats, ...],
     ) -> None:
-        """``align`` over ``reads`` (parallel sequences), cut into one consecutive part per thread; the
-        first part runs on this thread straight into ``out`` and ``stats``, the others into their own
-        rows and counts, appended in order once all are done."""
-        n = len(reads[0])
-        parts = min(self.threads, max(1, n // MIN_READS_PER_THREAD))
-        if parts == 1 or self._pool is None:
-            align(reads, out.values, stats, self._buffers[0])
+        """``align`` over ``reads`` (parallel sequences) into ``out`` and ``stats``: here, or cut into
+        consecutive parts aligned in the alignment processes and appended in order."""
+        if self._processes is None:
+            getattr(self, method)(reads, out.values, stats, self._buffers[0])
             return
+        PendingBatch(self._submit_parts(self._processes, method, reads, len(stats), None)).join(out, stats)
+
+    def _submit_parts(
+        self,
+        processes: ProcessPoolExecutor,
+        method: str,
+        reads: tuple[Sequence[Any], ...],
+        mates: int,
+        sample: str | None,
+    ) -> list[Future[tuple[Any, tuple[AlignStats, ...]]]]:
+        """The call cut into consecutive parts, each aligned in an alignment process: as an ``alignments``
+        table of ``sample``, or as Python rows when ``sample`` is None."""
+        n = len(reads[0])
+        parts = min(self.threads * PARTS_PER_PROCESS, max(1, n // MIN_READS_PER_THREAD))
         cuts = [n * k // parts for k in range(parts + 1)]
-        rest: list[tuple[list[Any], tuple[AlignStats, ...]]] = [
-            ([], tuple(AlignStats() for _ in stats)) for _ in range(1, parts)
+        return [
+            processes.submit(_align_forked, method, tuple(r[cuts[k] : cuts[k + 1]] for r in reads), mates,
+                             sample)
+            for k in range(parts)
         ]
-        futures = [
-            self._pool.submit(align, tuple(r[cuts[k + 1] : cuts[k + 2]] for r in reads), values, counts,
-                              self._buffers[k + 1])
-            for k, (values, counts) in enumerate(rest)
-        ]
-        try:
-            align(tuple(r[: cuts[1]] for r in reads), out.values, stats, self._buffers[0])
-        finally:
-            for f in futures:
-                f.result()
-        for values, counts in rest:
-            out.values.extend(values)
-            for total, part in zip(stats, counts, strict=True):
-                total.merge(part)
 
     def _single(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
                 buf: Any) -> None:
@@ -676,3 +718,46 @@ def align_files(r1: str, r2: str | None, reference: str, preset: str = "sr") -> 
             aligner.align_single(rec1.names(), rec1.sequences(), index, out=out, stats=stats[0], spans=spans)
         first += len(rec1)
     return stats
+
+
+#: the aligner a forked alignment process maps with (key ``aligner``): set in the parent just before it
+#: forks them
+_FORKED: dict[str, ReadAligner] = {}
+
+
+def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
+    """``aligner.threads`` processes forked now, each with the parent's index in memory (copy-on-write
+    pages: the index is read, never written, so it stays one copy in RAM)."""
+    _FORKED["aligner"] = aligner
+    pool = ProcessPoolExecutor(aligner.threads, mp_context=multiprocessing.get_context("fork"))
+    # fork all of them at once, while this process has no thread of ours
+    for f in [pool.submit(os.getpid) for _ in range(aligner.threads)]:
+        f.result()
+    return pool
+
+
+def _align_forked(
+    method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str | None
+) -> tuple[Any, tuple[AlignStats, ...]]:
+    """One part of a call, in a forked alignment process: its rows (an Arrow table of ``sample``, which
+    crosses back to the parent as buffers and not as millions of Python objects; or Python rows when
+    ``sample`` is None) and counts."""
+    aligner = _FORKED["aligner"]
+    align = getattr(aligner, method)
+    if sample is None:
+        values: list[Any] = []
+        stats = tuple(AlignStats() for _ in range(mates))
+        align(reads, values, stats, aligner._buffers[0])
+        return values, stats
+    batch = _aligned(align, reads, mates, sample, aligner._buffers[0])
+    return batch.rows, batch.stats
+
+
+def _aligned(
+    align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
+    reads: tuple[Sequence[Any], ...], mates: int, sample: str, buf: Any,
+) -> AlignedBatch:
+    rows = AlignmentColumns()
+    stats = tuple(AlignStats() for _ in range(mates))
+    align(reads, rows.values, stats, buf)
+    return AlignedBatch(rows.to_arrow(sample, BY_NAME["alignments"].schema), stats)

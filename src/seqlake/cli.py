@@ -146,8 +146,8 @@ def _add_process(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     process.add_argument("--jobs", type=int, default=None, metavar="N",
                          help="shards processed at once (default: the number of CPUs)")
     process.add_argument("--threads", type=int, default=None, metavar="N",
-                         help="alignment threads of each shard, sharing one reference index in memory (default: "
-                              "$SEQLAKE_THREADS, else 1); the results are the same whatever the number")
+                         help="alignment processes (vCPUs) of each shard, sharing one reference index in memory "
+                              "(default: $SEQLAKE_THREADS, else 1); the results are the same whatever the number")
     _add_run_parameters(process, reads_per_shard=False)
     process.set_defaults(func=_cmd_process)
 

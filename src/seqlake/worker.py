@@ -21,13 +21,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 
 import numpy as np
 import pyarrow as pa
 
 from seqlake import shards, storage
-from seqlake.align import AlignedBatch, AlignmentColumns, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.alignqc import alignment_qc
 from seqlake.childplan import PlanView
 from seqlake.coverage import CoverageAccumulator
@@ -133,9 +132,11 @@ class _ShardRun:
         self.header: dict[str, str] | None = None
         self.trimmer = Trimmer(self.params)
         self.aligning = aligning
-        self.pending = AlignmentColumns()
+        #: aligned chunks' rows not yet in the coverage bins and the Parquet part
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
         #: chunks aligning behind this one (ReadAligner.submit_*), collected in order
-        self.aligning_chunks: deque[Future[AlignedBatch]] = deque()
+        self.aligning_chunks: deque[PendingBatch] = deque()
 
     def run(self) -> None:
         for big in shards.iter_shard_chunks(self.plan, self.shard.index):
@@ -194,30 +195,31 @@ class _ShardRun:
             seqs = [[t.sequences[i] for i in kept] for t in trims]
         aligner = self.aligning.aligner
         if len(recs) == 2:
-            self.aligning_chunks.append(aligner.submit_pairs(kept_names, seqs[0], seqs[1], index))
+            self.aligning_chunks.append(aligner.submit_pairs(kept_names, seqs[0], seqs[1], index, self.sample))
         else:
-            self.aligning_chunks.append(aligner.submit_single(kept_names, seqs[0], index))
-        self._collect(behind=1)
+            self.aligning_chunks.append(aligner.submit_single(kept_names, seqs[0], index, self.sample))
+        self._collect(behind=self.aligning.aligner.in_flight)
 
     def _collect(self, behind: int) -> None:
         """Aligned chunks, oldest first, into the pending rows and the counts, leaving ``behind`` chunks
         aligning while the next one is read and trimmed (the same rows and row groups either way)."""
         while len(self.aligning_chunks) > behind:
             batch = self.aligning_chunks.popleft().result()
-            self.pending.values.extend(batch.rows.values)
+            self.pending.append(batch.rows)
+            self.pending_rows += batch.rows.num_rows
             for m, counts in zip(self.mates, batch.stats, strict=True):
                 self.align_stats[m].merge(counts)
             self._flush()
 
     def _flush(self, final: bool = False) -> None:
         """Pending alignment rows -> one Arrow batch -> the coverage bins and the Parquet part."""
-        if len(self.pending) >= ALIGN_BATCH_ROWS or (final and len(self.pending)):
+        if self.pending_rows >= ALIGN_BATCH_ROWS or (final and self.pending_rows):
             assert self.aligning is not None
-            table = self.pending.to_arrow(self.sample, self.aligning.part.schema)
+            table = pa.concat_tables(self.pending).combine_chunks()
             self.aligning.add_batch(self.sample, table)
             self.align_qc.merge(alignment_qc(table))
             self.aligning.part.write_arrow(table)
-            self.pending = AlignmentColumns()
+            self.pending, self.pending_rows = [], 0
 
     def result(self) -> ShardResult:
         # without trimming, nothing is cut or dropped: the trimmed stage's aggregates are the raw ones
@@ -247,10 +249,14 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
     aligning = _Aligning(plan, child, tmp) if plan.reference else None
     results = []
-    for index in plan.child_shards(child):
-        run = _ShardRun(plan, index, aligning)
-        run.run()
-        results.append(run.result())
+    try:
+        for index in plan.child_shards(child):
+            run = _ShardRun(plan, index, aligning)
+            run.run()
+            results.append(run.result())
+    finally:
+        if aligning is not None:
+            aligning.aligner.close()  # its alignment processes, also when a shard's input is bad
     manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
     if aligning is not None:
         manifest.reference_md5 = contig_md5(aligning.aligner)

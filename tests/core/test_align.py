@@ -6,13 +6,14 @@ import collections
 import os
 import re
 import subprocess
-import threading
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from seqlake import align, coverage, fastq, qc
+from seqlake.tables import BY_NAME
 
 Key = tuple[str, int]
 
@@ -138,20 +139,22 @@ def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -
 
 
 def test_threads_give_the_same_rows_in_the_same_order(
-    miseq: tuple[Path, Path], reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch
+    miseq: tuple[Path, Path], reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     index = align.resolve_reference(str(reference))
-    ran_on: set[str] = set()
+    ran_in = tmp_path / "pids"
     pairs = align.ReadAligner._pairs
 
     def recorded(self: align.ReadAligner, *args: object) -> None:
-        ran_on.add(threading.current_thread().name)
+        with ran_in.open("a") as log:  # the alignment processes are forked: they log to a file
+            log.write(f"{os.getpid()}\n")
         pairs(self, *args)  # type: ignore[arg-type]
 
     one, stats_one = _align_miseq(miseq, index)
     monkeypatch.setattr(align.ReadAligner, "_pairs", recorded)
     three, stats_three = _align_miseq(miseq, index, threads=3)
-    assert len(ran_on) == 3, "the reads were aligned on the calling thread and two others"
+    pids = set(ran_in.read_text().split())
+    assert len(pids) == 3 and str(os.getpid()) not in pids, "aligned in three processes, none of them this one"
     assert len(one) > 2 * 5762
     assert three.values == one.values
     assert stats_three == stats_one
@@ -168,14 +171,19 @@ def test_threads_give_the_same_rows_in_the_same_order(
         outs.append((out.values, st, spans))
     assert outs[0] == outs[1]
     assert outs[0][1].mapped_reads > 0.9 * len(recs)
-    # submitted calls (aligned behind the caller) give the same rows and counts, in the order submitted
+    # submitted calls (aligned behind the caller) give the same rows, as Arrow, and counts, in the order
+    # submitted
+    expected = align.AlignmentColumns()
+    expected.values.extend(outs[0][0])
+    schema = BY_NAME["alignments"].schema
     for threads in (1, 2):
         aligner = align.ReadAligner(index, threads=threads)
         half = len(recs) // 2
-        futures = [aligner.submit_single(recs.names()[a:b], seqs[a:b], range(a, b))
+        pending = [aligner.submit_single(recs.names()[a:b], seqs[a:b], range(a, b), "s1")
                    for a, b in ((0, half), (half, len(recs)))]
-        batches = [f.result() for f in futures]
-        assert [v for b in batches for v in b.rows.values] == outs[0][0]
+        batches = [p.result() for p in pending]
+        aligner.close()
+        assert pa.concat_tables([b.rows for b in batches]).equals(expected.to_arrow("s1", schema))
         assert sum(b.stats[0].mapped_reads for b in batches) == outs[0][1].mapped_reads
 
 
