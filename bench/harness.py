@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,8 @@ class Measured:
     stderr_tail: str
     #: user + system CPU of the process and every descendant it waited for
     cpu_seconds: float = 0.0
+    #: peak of the process tree's summed PSS (MB), when sampled (:class:`TreeMemory`)
+    tree_pss_mb: float | None = None
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Row:
     plain_bytes: int | None = None
     note: str = ""
     cpu_seconds: float | None = None
+    tree_pss_mb: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -245,22 +249,68 @@ class Ctx:
 
 
 def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool = False, pin: bool = True,
-                 cores: int = 1) -> Measured:
+                 cores: int = 1, tree_memory: bool = False) -> Measured:
     """Run ``argv`` pinned to core 0 (or ``cores`` cores); wall time and the peak RSS of its largest
-    process (KiB -> MB)."""
+    process (KiB -> MB); with ``tree_memory``, also the peak PSS of its whole tree."""
     out_path = ctx.logs / f"{key}.out"
     err_path = ctx.logs / f"{key}.err"
     full = [*(ctx.prefix(cores) if pin else []), *argv]
     with err_path.open("wb") as err, open(os.devnull, "wb") if stdout_devnull else out_path.open("wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(full, stdout=out, stderr=err, env=ctx.env, cwd=REPO)
-        _, status, usage = os.wait4(proc.pid, 0)
+        with TreeMemory(proc.pid) if tree_memory else contextlib.nullcontext() as tree:
+            _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
     stdout = "" if stdout_devnull else out_path.read_text(errors="replace")
     lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(seconds, usage.ru_maxrss / 1024, proc.returncode, stdout, lines[-1] if lines else "", cpu)
+    return Measured(seconds, usage.ru_maxrss / 1024, proc.returncode, stdout, lines[-1] if lines else "", cpu,
+                    tree.peak_mb if tree is not None else None)
+
+
+class TreeMemory:
+    """The peak of a process tree's summed PSS, sampled every 50 ms on a thread while it runs: what the
+    tree holds in RAM, pages shared by forked processes (a child's alignment processes share its index)
+    counted once, where RSS counts them in every process. A sample can miss a peak shorter than 50 ms."""
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        self.pid, self.every, self.peak_mb = pid, every, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every):
+            self.peak_mb = max(self.peak_mb, sum(_pss_kib(p) for p in _tree(self.pid)) / 1024)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from ``/proc/PID/task/*/children``."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                with contextlib.suppress(OSError):
+                    todo += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
 
 
 def display(argv: Sequence[str]) -> str:
@@ -290,6 +340,7 @@ def measure(
     pin: bool = True,
     cores: int = 1,
     before_each: Callable[[], None] | None = None,
+    tree_memory: bool = False,
 ) -> Row:
     """Measure one row; a missing tool or seqlake piece, or a failure, becomes a note, never an exception.
     ``before_each``: called before every run of a repeated row (not timed)."""
@@ -301,12 +352,13 @@ def measure(
     print(f"  {label} ...", end="", flush=True)
     prepare = before_each or (lambda: None)
     prepare()
-    m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
+    m = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores, tree_memory=tree_memory)
     runs = 1
     # short rows are the noisiest on a shared machine: repeat them and keep the fastest run
     while repeat and m.returncode == 0 and runs < ctx.repeat and m.seconds < REPEAT_BELOW_S:
         prepare()
-        again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores)
+        again = run_measured(ctx, key, argv, stdout_devnull=stdout_devnull, pin=pin, cores=cores,
+                             tree_memory=tree_memory)
         runs += 1
         if again.returncode != 0 or again.seconds < m.seconds:
             m = again
@@ -317,7 +369,7 @@ def measure(
     elif m.returncode != 0:
         row.note = f"failed (exit {m.returncode}): {m.stderr_tail[:160]}"
     else:
-        row.seconds, row.peak_mb, row.cpu_seconds = m.seconds, m.peak_mb, m.cpu_seconds
+        row.seconds, row.peak_mb, row.cpu_seconds, row.tree_pss_mb = m.seconds, m.peak_mb, m.cpu_seconds, m.tree_pss_mb
     print(f" {m.seconds:.2f} s, {m.peak_mb:.0f} MB" + (f"  [{row.note}]" if row.note else ""))
     return row
 
@@ -337,7 +389,8 @@ def paths(*args: str) -> list[str]:
 
 
 def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
-                   paired: bool, trim: bool, align: bool, threads: int | None = None) -> Row:
+                   paired: bool, trim: bool, align: bool, threads: int | None = None,
+                   tree_memory: bool = False) -> Row:
     """Plan a one-shard run (not timed), then time the worker's real entry point, as AWS Batch runs it;
     ``threads``: as a job with that many vCPUs (``SEQLAKE_THREADS``), not pinned to one core."""
     out = fresh(ctx.work / "out" / key)
@@ -359,7 +412,7 @@ def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
     if threads is not None:
         argv, shown = ["env", f"SEQLAKE_THREADS={threads}", *argv], f"SEQLAKE_THREADS={threads} {shown}"
     return measure(ctx, key, group, label, argv, reads=reads, plain_bytes=size, shown=shown,
-                   pin=threads is None, before_each=forget_child_work(plan_uri))
+                   pin=threads is None, before_each=forget_child_work(plan_uri), tree_memory=tree_memory)
 
 
 def forget_child_work(plan_uri: str) -> Callable[[], None]:

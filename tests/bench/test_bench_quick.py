@@ -24,7 +24,7 @@ SECTIONS = (
     "## Paired-end (R1 + R2): trimming and alignment",
     "## End to end: the core alone vs the local cloud (same input, same machine)",
     "## Child memory as the input grows 10x (full worker, one shard)",
-    "## A child: its fixed cost, and its alignment threads (full worker, paired)",
+    "## A child: its fixed cost, and its vCPUs (full worker, paired)",
     "## Many tiny shards: planning and merging",
     "## Ratios",
     "## Machine",
@@ -67,7 +67,10 @@ def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str, 
     rows = [r for g in results.values() for r in g["rows"]]
     on_two = {r["label"]: r for r in rows if r["command"].startswith("SEQLAKE_THREADS=2")}
     assert {label for label, r in on_two.items() if r["seconds"] is not None} >= {
-        "seqlake gzip index pass, a job of 2 vCPUs (2 cores)", "full worker, 2 alignment thread(s), not pinned"}
+        "seqlake gzip index pass, a job of 2 vCPUs (2 cores)", "full worker, a job of 2 vCPU(s), not pinned"}
+    # the child as a job of 1 and 2 vCPUs: the memory of all its processes, sampled while it ran
+    jobs = [r for r in rows if r["label"].startswith("full worker, a job of")]
+    assert len(jobs) == 2 and all(r["tree_pss_mb"] and r["tree_pss_mb"] > 10 for r in jobs), jobs
     worker = [r for r in ours if r["command"] == "python -m seqlake worker --plan PLAN --shard 0"]
     assert {r["reads"] for r in worker} == {300, 600, 6000}  # one mate, both mates, both mates at 10 copies
 
