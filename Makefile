@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint layer-size bench tools docs clean
+.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean
 .PHONY: container-tools image test-image
 
 help:
@@ -79,6 +79,10 @@ layer-size: $(STAMP)
 # BENCH_ARGS: options of bench/run.py, e.g. make bench BENCH_ARGS="--skip e2e,shards"
 bench: $(STAMP) tools
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# where each seqlake row's CPU goes, by library (perf; on what the last `make bench` left in bench/work)
+profile: $(STAMP)
+	$(BIN)/python bench/profile.py $(PROFILE_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m seqlake.tables --markdown > docs/TABLES.md

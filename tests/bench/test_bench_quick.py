@@ -9,6 +9,8 @@ Rows of tools that are not installed are skipped by the bench itself, so they ar
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,17 @@ def test_every_timed_worker_run_did_the_work(quick_bench: tuple[dict[str, dict],
     _, _, work = quick_bench
     outs = {p.name: p.read_text() for p in (work / "logs").glob("*.out")}
     assert outs and not [name for name, text in outs.items() if "is already done" in text]
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_profile_splits_a_row_by_library(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
+    _, _, work = quick_bench
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "profile.py"), "--work", str(work), "--copies", "1",
+                           "--rows", "qc,worker_qc"], capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0 and "perf_event_paranoid" in proc.stderr + proc.stdout:
+        pytest.skip("perf may not sample here")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (work / "profile.md").read_text()
+    assert text.count("### ") == 2
+    shares = [float(s) for s in re.findall(r"\| ([\d.]+) % \|", text)]
+    assert "| numpy |" in text and 190 < sum(shares) <= 200.5  # two rows, each all of its samples
