@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import queue
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,13 +74,28 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
     """
     buf = bytearray(block)
     view = memoryview(buf)
-    base = 0  # plain offset of buf[0]
-    lines = 0  # newlines before base + pos
-    next_ck = spacing
-    pending: int | None = None  # the next checkpoint's record starts after newline number `pending`
-    last = _NL
-    cks: list[tuple[int, int]] = [(0, 0)]
+    scan = _RecordScan(spacing)
     while n := stream.readinto(view):  # type: ignore[attr-defined]
+        scan.feed(buf, n)
+    return scan.result(path)
+
+
+class _RecordScan:
+    """The counting state of :func:`scan_records`, fed the plain data block by block."""
+
+    def __init__(self, spacing: int) -> None:
+        self.spacing = spacing
+        self.base = 0  # plain offset of the next block's first byte
+        self.lines = 0  # newlines before base
+        self.next_ck = spacing
+        self.pending: int | None = None  # the next checkpoint's record starts after newline number `pending`
+        self.last = _NL
+        self.cks: list[tuple[int, int]] = [(0, 0)]
+
+    def feed(self, buf: bytearray, n: int) -> None:
+        """Count the first ``n`` bytes of ``buf``, the plain data after everything fed so far."""
+        spacing, base, lines, next_ck, pending, cks = (self.spacing, self.base, self.lines, self.next_ck,
+                                                      self.pending, self.cks)
         pos = 0
         while True:
             if pending is not None:
@@ -94,17 +111,61 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
                 break
             lines += buf.count(b"\n", pos, c)
             pos = c
-            if lines % 4 == 0 and (buf[c - 1] if c else last) == _NL:
+            if lines % 4 == 0 and (buf[c - 1] if c else self.last) == _NL:
                 cks.append((base + c, lines // 4))
                 next_ck += spacing
             else:
                 pending = (lines // 4 + 1) * 4
-        lines += buf.count(b"\n", pos, n)
-        last = buf[n - 1]
-        base += n
-    while len(cks) > 1 and cks[-1][0] >= base:
-        cks.pop()  # a checkpoint at the end of the data is not a record start
-    return ScanResult(records=whole_records(lines, last, path), plain_size=base, checkpoints=cks)
+        self.lines = lines + buf.count(b"\n", pos, n)
+        self.last = buf[n - 1]
+        self.base = base + n
+        self.next_ck, self.pending = next_ck, pending
+
+    def result(self, path: str) -> ScanResult:
+        cks = self.cks
+        while len(cks) > 1 and cks[-1][0] >= self.base:
+            cks.pop()  # a checkpoint at the end of the data is not a record start
+        return ScanResult(records=whole_records(self.lines, self.last, path), plain_size=self.base,
+                          checkpoints=cks)
+
+
+def scan_decoding_ahead(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
+                        block: int = SCAN_BLOCK, depth: int = 2) -> ScanResult:
+    """:func:`scan_records` with the reading (decompressing) on a thread of its own, ``depth`` blocks
+    ahead of the counting: on two cores the count costs no wall time. rapidgzip releases the GIL while it
+    decodes, and ``bytes.count`` holds it only ~1 ms per block, so the two run side by side."""
+    free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    full: queue.SimpleQueue[tuple[bytearray, int] | BaseException] = queue.SimpleQueue()
+    for _ in range(depth + 1):
+        free.put(bytearray(block))
+
+    def decode() -> None:
+        try:
+            while (buf := free.get()) is not None:
+                n = stream.readinto(buf)  # type: ignore[attr-defined]
+                full.put((buf, n))
+                if not n:
+                    return
+        except BaseException as err:  # handed to the counting thread, which raises it
+            full.put(err)
+
+    decoder = threading.Thread(target=decode, name="seqlake-decode", daemon=True)
+    decoder.start()
+    scan = _RecordScan(spacing)
+    try:
+        while True:
+            got = full.get()
+            if isinstance(got, BaseException):
+                raise got
+            buf, n = got
+            if not n:
+                break
+            scan.feed(buf, n)
+            free.put(buf)
+    finally:
+        free.put(None)  # stop the decoder early on an error; the stream is closed only after it has
+        decoder.join()
+    return scan.result(path)
 
 
 def whole_records(lines: int, last: int, path: str) -> int:
@@ -262,11 +323,15 @@ class _Checked:
 
 
 def index_threads() -> int:
-    """Threads of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
-    process may use (a Lambda function: the vCPUs of its memory size); one below
-    :data:`PARALLEL_FROM`."""
-    given = threads_from_env(default=available_cpus())
-    return given if given >= PARALLEL_FROM else 1
+    """vCPUs of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
+    process may use (a Lambda function: the vCPUs of its memory size)."""
+    return threads_from_env(default=available_cpus())
+
+
+def decode_threads(vcpus: int) -> int:
+    """rapidgzip threads on ``vcpus``: all of them from :data:`PARALLEL_FROM`, else one (sequential
+    decoding, the counting on a thread of its own when there are two or three)."""
+    return vcpus if vcpus >= PARALLEL_FROM else 1
 
 
 @contextlib.contextmanager
@@ -304,23 +369,28 @@ class IndexResult:
 
 
 def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> IndexResult:
-    """One pass over a gzip / BGZF file on ``threads`` threads (default :func:`index_threads`): count
+    """One pass over a gzip / BGZF file on ``threads`` vCPUs (default :func:`index_threads`): count
     records, take checkpoints, export the seek index.
 
     A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
     record, whichever way rapidgzip met the cut.
     """
-    from seqlake.fastq import naming_truncation
+    vcpus = index_threads() if threads is None else max(1, threads)
+    try:
+        return _index_gzip(uri, spacing, vcpus)
+    except BadInputError:
+        # imported here: seqlake.fastq brings numpy, a third of this pass's start-up, for a rare case
+        from seqlake.fastq import naming_truncation
 
-    with naming_truncation(uri):
-        return _index_gzip(uri, spacing, index_threads() if threads is None else threads)
+        with naming_truncation(uri):
+            raise
 
 
-def _index_gzip(uri: str, spacing: int, threads: int) -> IndexResult:
+def _index_gzip(uri: str, spacing: int, vcpus: int) -> IndexResult:
     import rapidgzip
 
-    with open_indexed(uri, threads=threads) as f:
-        result = scan_records(f, uri, spacing)
+    with open_indexed(uri, threads=decode_threads(vcpus)) as f:
+        result = scan_decoding_ahead(f, uri, spacing) if vcpus > 1 else scan_records(f, uri, spacing)
         with storage.open_read(uri) as raw:
             _check_gzip_end(f, raw, result.plain_size, uri)
         # rapidgzip's export wants a path or a file object; a temp file keeps memory flat for big indexes
