@@ -2,10 +2,11 @@
 
 One streaming pass over the decompressed data counts the records and keeps a *checkpoint* every
 ``spacing`` bytes of plain data: ``(plain offset of a record start, records before it)``. For gzip and
-BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``), in parallel on every vCPU
-the process was given when they are enough to pay for it (:func:`index_threads`: the index job's
-``IndexJobVcpus``, or the plan Lambda's vCPUs), and exports its seek index in the GZTOOL format (~3 MB
-per GB of plain data); a shard's reader imports that
+BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``) on the vCPUs the process
+was given (:func:`index_threads`: the index job's ``IndexJobVcpus``, or the plan Lambda's vCPUs): in
+parallel when they are enough to pay for it (:func:`decode_threads`), else sequentially, with the
+counting on a second thread when there is a second vCPU (:func:`scan_decoding_ahead`). It exports its
+seek index in the GZTOOL format (~3 MB per GB of plain data); a shard's reader imports that
 index with the same ``chunk_size`` (rapidgzip re-chunks the index points to the reader's chunk size),
 seeks to the checkpoint before its first record and skips at most ``spacing`` bytes of records. No copy
 of the data is written. rapidgzip is used because it both decompresses faster than ``gzip -dc`` on one
