@@ -2,10 +2,11 @@
 
 One streaming pass over the decompressed data counts the records and keeps a *checkpoint* every
 ``spacing`` bytes of plain data: ``(plain offset of a record start, records before it)``. For gzip and
-BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``), in parallel on every vCPU
-the process was given when they are enough to pay for it (:func:`index_threads`: the index job's
-``IndexJobVcpus``, or the plan Lambda's vCPUs), and exports its seek index in the GZTOOL format (~3 MB
-per GB of plain data); a shard's reader imports that
+BGZF the pass decompresses with rapidgzip (``RapidgzipFile(chunk_size=1 MiB)``) on the vCPUs the process
+was given (:func:`index_threads`: the index job's ``IndexJobVcpus``, or the plan Lambda's vCPUs): in
+parallel when they are enough to pay for it (:func:`decode_threads`), else sequentially, with the
+counting in a second process when there is a second vCPU (:func:`scan_counting_aside`). It exports its
+seek index in the GZTOOL format (~3 MB per GB of plain data); a shard's reader imports that
 index with the same ``chunk_size`` (rapidgzip re-chunks the index points to the reader's chunk size),
 seeks to the checkpoint before its first record and skips at most ``spacing`` bytes of records. No copy
 of the data is written. rapidgzip is used because it both decompresses faster than ``gzip -dc`` on one
@@ -27,6 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import mmap
+import os
 import struct
 import tempfile
 import zlib
@@ -72,13 +76,28 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
     """
     buf = bytearray(block)
     view = memoryview(buf)
-    base = 0  # plain offset of buf[0]
-    lines = 0  # newlines before base + pos
-    next_ck = spacing
-    pending: int | None = None  # the next checkpoint's record starts after newline number `pending`
-    last = _NL
-    cks: list[tuple[int, int]] = [(0, 0)]
+    scan = _RecordScan(spacing)
     while n := stream.readinto(view):  # type: ignore[attr-defined]
+        scan.feed(buf, n)
+    return scan.result(path)
+
+
+class _RecordScan:
+    """The counting state of :func:`scan_records`, fed the plain data block by block."""
+
+    def __init__(self, spacing: int) -> None:
+        self.spacing = spacing
+        self.base = 0  # plain offset of the next block's first byte
+        self.lines = 0  # newlines before base
+        self.next_ck = spacing
+        self.pending: int | None = None  # the next checkpoint's record starts after newline number `pending`
+        self.last = _NL
+        self.cks: list[tuple[int, int]] = [(0, 0)]
+
+    def feed(self, buf: bytearray, n: int) -> None:
+        """Count the first ``n`` bytes of ``buf``, the plain data after everything fed so far."""
+        spacing, base, lines, next_ck, pending, cks = (self.spacing, self.base, self.lines, self.next_ck,
+                                                      self.pending, self.cks)
         pos = 0
         while True:
             if pending is not None:
@@ -94,17 +113,96 @@ def scan_records(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
                 break
             lines += buf.count(b"\n", pos, c)
             pos = c
-            if lines % 4 == 0 and (buf[c - 1] if c else last) == _NL:
+            if lines % 4 == 0 and (buf[c - 1] if c else self.last) == _NL:
                 cks.append((base + c, lines // 4))
                 next_ck += spacing
             else:
                 pending = (lines // 4 + 1) * 4
-        lines += buf.count(b"\n", pos, n)
-        last = buf[n - 1]
-        base += n
-    while len(cks) > 1 and cks[-1][0] >= base:
-        cks.pop()  # a checkpoint at the end of the data is not a record start
-    return ScanResult(records=whole_records(lines, last, path), plain_size=base, checkpoints=cks)
+        self.lines = lines + buf.count(b"\n", pos, n)
+        self.last = buf[n - 1]
+        self.base = base + n
+        self.next_ck, self.pending = next_ck, pending
+
+    def result(self, path: str) -> ScanResult:
+        cks = self.cks
+        while len(cks) > 1 and cks[-1][0] >= self.base:
+            cks.pop()  # a checkpoint at the end of the data is not a record start
+        return ScanResult(records=whole_records(self.lines, self.last, path), plain_size=self.base,
+                          checkpoints=cks)
+
+
+def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
+                        block: int = SCAN_BLOCK, depth: int = 2) -> ScanResult:
+    """:func:`scan_records` with the counting in a forked process, while this one decompresses: on two
+    cores the count costs no wall time.
+
+    A process, not a thread: rapidgzip takes the GIL back many times per ``readinto`` (for its reads of
+    the source and between chunks), and a counting thread holds it as long as the decoder then waits
+    (~0.1 s per 273 MB, what the count itself costs). The decompressed blocks go through ``depth + 1``
+    slots of an anonymous shared mapping; two pipes carry the slot numbers, and at the end the counting
+    state back (JSON). The child runs nothing but the count and leaves with ``os._exit``: it never touches the
+    source, the decoder or the interpreter's exit handlers.
+    """
+    slots = depth + 1
+    shared = mmap.mmap(-1, slots * block)
+    view = memoryview(shared)
+    full_r, full_w = os.pipe()  # slot and length of each decompressed block, to the counting process
+    free_r, free_w = os.pipe()  # slots counted, then the counting state (JSON), back
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover  (the counting process: coverage does not follow a fork)
+        try:
+            os.close(full_w)
+            os.close(free_r)
+            scan = _RecordScan(spacing)
+            while len(msg := _read_exact(full_r, _SLOT.size)) == _SLOT.size:
+                slot, n = _SLOT.unpack(msg)
+                if n == 0:
+                    os.write(free_w, json.dumps(scan.__dict__).encode())
+                    break
+                scan.feed(bytearray(view[slot * block:slot * block + n]), n)
+                os.write(free_w, _U64.pack(slot))
+        finally:
+            os._exit(0)
+    os.close(full_r)
+    os.close(free_w)
+    try:
+        free, in_flight = list(range(slots)), 0
+        while True:
+            if not free:
+                free.append(_U64.unpack(_read_exact(free_r, _U64.size, path))[0])
+                in_flight -= 1
+            slot = free.pop()
+            n = stream.readinto(view[slot * block:(slot + 1) * block])  # type: ignore[attr-defined]
+            os.write(full_w, _SLOT.pack(slot, n))
+            if not n:
+                break
+            in_flight += 1
+        _read_exact(free_r, _U64.size * in_flight, path)
+        state = b"".join(iter(lambda: os.read(free_r, 1 << 20), b""))
+    finally:
+        os.close(full_w)  # on an error the counting process reads a short message and leaves
+        os.close(free_r)
+        os.waitpid(pid, 0)
+    if not state:
+        raise RuntimeError(f"{path}: the counting process of the index pass failed")
+    scan = _RecordScan(spacing)
+    scan.__dict__.update(json.loads(state))
+    scan.cks = [(offset, records) for offset, records in scan.cks]
+    return scan.result(path)
+
+
+_SLOT = struct.Struct("<QQ")
+_U64 = struct.Struct("<Q")
+
+
+def _read_exact(fd: int, size: int, path: str | None = None) -> bytes:
+    """``size`` bytes from the pipe ``fd``: fewer only at its end (an error naming ``path`` if given)."""
+    out = b""
+    while len(out) < size and (more := os.read(fd, size - len(out))):
+        out += more
+    if path is not None and len(out) < size:
+        raise RuntimeError(f"{path}: the counting process of the index pass failed")
+    return out
 
 
 def whole_records(lines: int, last: int, path: str) -> int:
@@ -262,11 +360,16 @@ class _Checked:
 
 
 def index_threads() -> int:
-    """Threads of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
-    process may use (a Lambda function: the vCPUs of its memory size); one below
-    :data:`PARALLEL_FROM`."""
-    given = threads_from_env(default=available_cpus())
-    return given if given >= PARALLEL_FROM else 1
+    """vCPUs of the index pass: the vCPUs the job was given (``SEQLAKE_THREADS``), else every CPU this
+    process may use (a Lambda function: the vCPUs of its memory size)."""
+    return threads_from_env(default=available_cpus())
+
+
+def decode_threads(vcpus: int) -> int:
+    """rapidgzip threads on ``vcpus``: all of them from :data:`PARALLEL_FROM` (its threads decode ahead
+    while this one counts), else one (sequential decoding; with a second vCPU the counting runs in a
+    process of its own, :func:`scan_counting_aside`)."""
+    return vcpus if vcpus >= PARALLEL_FROM else 1
 
 
 @contextlib.contextmanager
@@ -304,23 +407,29 @@ class IndexResult:
 
 
 def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> IndexResult:
-    """One pass over a gzip / BGZF file on ``threads`` threads (default :func:`index_threads`): count
+    """One pass over a gzip / BGZF file on ``threads`` vCPUs (default :func:`index_threads`): count
     records, take checkpoints, export the seek index.
 
     A truncated stream raises :class:`~seqlake.errors.TruncatedStreamError` naming the last complete
     record, whichever way rapidgzip met the cut.
     """
-    from seqlake.fastq import naming_truncation
+    vcpus = index_threads() if threads is None else max(1, threads)
+    try:
+        return _index_gzip(uri, spacing, vcpus)
+    except BadInputError:
+        # imported here: seqlake.fastq brings numpy, a third of this pass's start-up, for a rare case
+        from seqlake.fastq import naming_truncation
 
-    with naming_truncation(uri):
-        return _index_gzip(uri, spacing, index_threads() if threads is None else threads)
+        with naming_truncation(uri):
+            raise
 
 
-def _index_gzip(uri: str, spacing: int, threads: int) -> IndexResult:
+def _index_gzip(uri: str, spacing: int, vcpus: int) -> IndexResult:
     import rapidgzip
 
-    with open_indexed(uri, threads=threads) as f:
-        result = scan_records(f, uri, spacing)
+    with open_indexed(uri, threads=decode_threads(vcpus)) as f:
+        aside = decode_threads(vcpus) == 1 < vcpus and hasattr(os, "fork")
+        result = scan_counting_aside(f, uri, spacing) if aside else scan_records(f, uri, spacing)
         with storage.open_read(uri) as raw:
             _check_gzip_end(f, raw, result.plain_size, uri)
         # rapidgzip's export wants a path or a file object; a temp file keeps memory flat for big indexes

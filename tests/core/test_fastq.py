@@ -6,6 +6,7 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -120,6 +121,55 @@ def test_source_failure_is_not_bad_input() -> None:
         with pytest.raises(OSError, match="reading the compressed data failed") as info:
             gzindex.scan_records(checked, "x.gz")
     assert not isinstance(info.value, BadInputError)
+
+
+def _fastq(n: int, seed: int) -> bytes:
+    """Records of varied lengths, so that checkpoints fall anywhere in a record."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = rng.randrange(1, 300)
+        out.append(b"@r%d x\n%s\n+\n%s\n" % (i, b"ACGT"[i % 4:i % 4 + 1] * k, b"I" * k))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("block", [1, 7, 1000, 1 << 16])
+@pytest.mark.parametrize("final_newline", [True, False])
+def test_the_counting_pass_and_its_forked_twin_find_every_checkpoint(block: int, final_newline: bool) -> None:
+    data = _fastq(3000, seed=block)
+    if not final_newline:
+        data = data[:-1]
+    spacing = 4096
+    serial = gzindex.scan_records(io.BytesIO(data), "x", spacing=spacing, block=block)
+    aside = gzindex.scan_counting_aside(io.BytesIO(data), "x", spacing=spacing, block=block)
+    assert serial == aside
+    assert (serial.records, serial.plain_size) == (3000, len(data))
+    # a checkpoint is the first record start at or after each multiple of the spacing
+    lines = data.split(b"\n")
+    starts, at = [], 0
+    for i, line in enumerate(lines):
+        if i % 4 == 0 and at < len(data):
+            starts.append(at)
+        at += len(line) + 1
+    want = [(0, 0)]
+    for s in range(spacing, len(data), spacing):
+        first = next((k for k, st in enumerate(starts) if st >= s), None)
+        if first is not None and starts[first] != want[-1][0]:
+            want.append((starts[first], first))
+    assert serial.checkpoints == want
+
+
+def test_forked_count_raises_the_decoders_error_and_leaves_no_process() -> None:
+    data = _fastq(2000, seed=3)
+    stream = _FailingSource(data, OSError("source lost"))  # its 4th read fails
+    with pytest.raises(OSError, match="source lost"):
+        gzindex.scan_counting_aside(stream, "x", block=1000, depth=2)  # type: ignore[arg-type]
+    assert stream.calls == 4  # nothing read after the error
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the counting process was waited for
+    cut = io.BytesIO(data[:data.rindex(b"\n+\n")])  # the last record has 2 of its 4 lines
+    with pytest.raises(BadInputError, match="file ends inside a record"):
+        gzindex.scan_counting_aside(cut, "x", block=1000)
 
 
 def test_index_pass_accepts_multi_member_and_checks_last_member_crc(tmp_path: Path) -> None:
