@@ -414,15 +414,47 @@ def record_aligned_prefix(data: bytes) -> bytes:
     return data[:end]
 
 
-def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
-    """Record-aligned chunks of a local FASTQ file (plain or gzip), via dnaio's chunker.
+def _whole_records_end(buf: bytearray, size: int, lines: int) -> int:
+    """Offset just after the last whole 4-line record of ``buf[:size]`` (which starts at a record and
+    has ``lines`` newlines, at least 4): back from its last newline over an incomplete record's lines."""
+    end = size
+    for _ in range(lines % 4 + 1):
+        end = buf.rfind(b"\n", 0, end)
+    return end + 1
 
-    A convenience for tests and the QC-only benchmark; the worker reads shards via
-    :mod:`seqlake.shards`.
+
+def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
+    """Record-aligned chunks of a local FASTQ file (plain or gzip), each about ``buffer_size`` bytes
+    (or one record, if longer).
+
+    Blocks are decompressed into one reused buffer; a chunk's end is found from its newline count (numpy
+    counts at several GB/s, several times faster than ``bytes.count`` or dnaio's chunker) and a few
+    ``rfind`` calls. Only the whole records are copied out; the incomplete tail moves to the buffer's front.
+    A convenience for tests and the QC-only benchmark; the worker reads shards via :mod:`seqlake.shards`.
     """
     with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
         magic = raw.read(2)
     opener = igzip.open if magic == b"\x1f\x8b" else open
+    buf = bytearray(buffer_size)
+    held = 0  # bytes of an incomplete record at the buffer's front
     with opener(path, "rb") as f:
-        for chunk in dnaio.read_chunks(f, buffer_size):
-            yield bytes(chunk)
+        while True:
+            if held == len(buf):  # a record longer than the buffer: grow it
+                buf.extend(bytes(len(buf)))
+            n = f.readinto(memoryview(buf)[held:])
+            if not n:
+                if held:
+                    yield bytes(memoryview(buf)[:held])  # the last record, without its final newline (or a defect)
+                return
+            size = held + n
+            view = np.frombuffer(buf, dtype=np.uint8, count=size)
+            lines = int(np.count_nonzero(view == 10))
+            del view  # a bytearray cannot be resized while a numpy view holds its buffer
+            if lines < 4:
+                held = size
+                continue
+            end = _whole_records_end(buf, size, lines)
+            with memoryview(buf) as whole:
+                yield bytes(whole[:end])  # one copy (slicing the bytearray would make two)
+            buf[: size - end] = buf[end:size]
+            held = size - end

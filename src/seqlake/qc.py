@@ -262,14 +262,41 @@ def _gather(arr: U8, starts: I64, lens: I64) -> U8:
 
 
 def _byte_histogram(a: U8) -> I64:
-    """Counts of each byte value; bincount over uint16 pairs halves the elements it converts."""
+    """Counts of each byte value of a contiguous array. numpy's hash-based ``unique`` over the uint16
+    pairs (a few thousand distinct ones in real qualities) is about 3x faster than ``bincount``, which
+    converts every element to intp and increments one counter per element."""
     flat = a.ravel()
     even = flat.size // 2 * 2
-    pairs = np.bincount(flat[:even].view(np.uint16), minlength=65536).reshape(256, 256)
-    hist = pairs.sum(axis=0) + pairs.sum(axis=1)
+    pairs, counts = np.unique(flat[:even].view(np.uint16), return_counts=True, sorted=False)
+    halves = pairs.view(np.uint8)  # each pair's two bytes, whatever the byte order
+    hist = np.zeros(256, dtype=np.int64)
+    np.add.at(hist, halves[0::2], counts)
+    np.add.at(hist, halves[1::2], counts)
     if even < flat.size:
         hist[flat[-1]] += 1
-    out: I64 = hist.astype(np.int64)
+    return hist
+
+
+def _column_sums(a: U8, top: int) -> I64:
+    """Column sums of a contiguous (rows x columns) uint8 matrix whose values are at most ``top``.
+
+    Blocks of rows that cannot overflow a narrow type are summed in it (uint8 for 0/1 values, else
+    uint16), then the block sums in int64: about 2-3x faster than casting every element to int64."""
+    narrow, limit = (np.uint8, 255) if top <= 1 else (np.uint16, 65535)
+    rows = max(1, limit // max(top, 1))
+    n, m = a.shape
+    whole = n // rows * rows
+    out: I64 = np.add.reduce(a[:whole].reshape(-1, rows, m), axis=1, dtype=narrow).sum(axis=0, dtype=np.int64)
+    if whole < n:
+        out += a[whole:].sum(axis=0, dtype=np.int64)
+    return out
+
+
+def _row_sums(a: U8, top: int) -> I64:
+    """Row sums of a (rows x columns) uint8 matrix with values at most ``top``; in uint16 when a row's
+    sum fits (about 3x faster than an int64 sum)."""
+    narrow = np.uint16 if a.shape[1] * top <= 65535 else np.int64
+    out: I64 = a.sum(axis=1, dtype=narrow).astype(np.int64, copy=False)
     return out
 
 
@@ -336,13 +363,14 @@ class QCAccumulator:
             pad = cols[None, :] >= length[:, None]
             seq[pad] = 0
             qual[pad] = _QMIN
-        if check is not None and (int(qual.min()) < _QMIN or int(qual.max()) > _QMAX):
+        hist = _byte_histogram(qual)
+        if check is not None and (hist[:_QMIN].any() or hist[_QMAX + 1 :].any()):
             _raise_bad_quality(check.path, check.first_record, arr, qual_start, length)
         reads_at = np.cumsum(counts[::-1])[::-1][1:]  # reads long enough to have each cycle
         low = seq | np.uint8(0x20)  # case-insensitive
         acgt = np.zeros(maxlen, dtype=np.int64)
         for k, base in enumerate(b"acgt"):
-            c = np.add.reduce(low == base, axis=0, dtype=np.int32)
+            c = _column_sums((low == base).view(np.uint8), 1)
             self.cycle_bases[k, :maxlen] += c
             acgt += c
         other = reads_at - acgt
@@ -351,12 +379,12 @@ class QCAccumulator:
             rest = int(other.sum()) - int(np.count_nonzero(low == ord("n")))
             if rest:
                 self.gap_bases += sum(int(np.count_nonzero(seq == g)) for g in _GAP_BYTES)
-        self.cycle_qual_sum[:maxlen] += qual.sum(axis=0, dtype=np.int64) - _QMIN * n
-        hist = _byte_histogram(qual)[_QMIN : _QMAX + 1]
-        hist[0] -= n * maxlen - int(length.sum())  # the padding
-        self.qual_counts += hist
+        self.cycle_qual_sum[:maxlen] += _column_sums(qual, _QMAX) - _QMIN * n
+        qhist = hist[_QMIN : _QMAX + 1]
+        qhist[0] -= n * maxlen - int(length.sum())  # the padding
+        self.qual_counts += qhist
         nonzero = length > 0
-        per_read = qual.sum(axis=1, dtype=np.int64)[nonzero] - _QMIN * maxlen
+        per_read = _row_sums(qual, _QMAX)[nonzero] - _QMIN * maxlen
         self.read_qual_counts += np.bincount(per_read // length[nonzero], minlength=NQ)[:NQ]
 
     def merge(self, other: QCAccumulator) -> None:
