@@ -46,7 +46,7 @@ def api(module: str, name: str) -> Any:
 
 def path_qc(args: argparse.Namespace) -> dict[str, Any]:
     api("heap", "keep_freed_memory")()  # the allocator settings of a shard child, where the library runs
-    chunks = api("fastq", "iter_file_chunks")(args.file)
+    chunks = api("fastq", "iter_file_chunk_lines")(args.file)
     s = api("qc", "summarize")(api("qc", "qc_chunks")(chunks, args.file))
     return {"reads": s["reads"], "bases": s["bases"], "q30_bases": s["q30_bases"]}
 

@@ -41,6 +41,7 @@ from typing import Any, BinaryIO, Literal, cast
 
 import dnaio
 import numpy as np
+import numpy.typing as npt
 from dnaio.exceptions import FastqFormatError
 from isal import igzip, isal_zlib
 
@@ -414,23 +415,23 @@ def record_aligned_prefix(data: bytes) -> bytes:
     return data[:end]
 
 
-def _whole_records_end(buf: bytearray, size: int, lines: int) -> int:
-    """Offset just after the last whole 4-line record of ``buf[:size]`` (which starts at a record and
-    has ``lines`` newlines, at least 4): back from its last newline over an incomplete record's lines."""
-    end = size
-    for _ in range(lines % 4 + 1):
-        end = buf.rfind(b"\n", 0, end)
-    return end + 1
-
-
 def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
     """Record-aligned chunks of a local FASTQ file (plain or gzip), each about ``buffer_size`` bytes
-    (or one record, if longer).
+    (or one record, if longer). A convenience for tests and the QC-only benchmark; the worker reads
+    shards via :mod:`seqlake.shards`."""
+    for chunk, _ in iter_file_chunk_lines(path, buffer_size):
+        yield chunk
 
-    Blocks are decompressed into one reused buffer; a chunk's end is found from its newline count (numpy
-    counts at several GB/s, several times faster than ``bytes.count`` or dnaio's chunker) and a few
-    ``rfind`` calls. Only the whole records are copied out; the incomplete tail moves to the buffer's front.
-    A convenience for tests and the QC-only benchmark; the worker reads shards via :mod:`seqlake.shards`.
+
+def iter_file_chunk_lines(
+    path: str, buffer_size: int = 4 << 20
+) -> Iterator[tuple[bytes, npt.NDArray[np.int64] | None]]:
+    """:func:`iter_file_chunks` with the offsets of each chunk's newlines, which the chunker finds anyway
+    (for :func:`seqlake.qc.parse_chunk`: None for a last chunk without a final newline).
+
+    Blocks are decompressed into one reused buffer; a chunk ends after the last newline of its last whole
+    record (numpy finds newlines several times faster than ``bytes.count``, which dnaio's chunker uses).
+    Only the whole records are copied out; the incomplete tail moves to the buffer's front.
     """
     with open(path, "rb") as raw:  # noqa: PTH123 - a binary stream handed to igzip
         magic = raw.read(2)
@@ -444,17 +445,18 @@ def iter_file_chunks(path: str, buffer_size: int = 4 << 20) -> Iterator[bytes]:
             n = f.readinto(memoryview(buf)[held:])
             if not n:
                 if held:
-                    yield bytes(memoryview(buf)[:held])  # the last record, without its final newline (or a defect)
+                    yield bytes(memoryview(buf)[:held]), None  # the last record, without a final newline
                 return
             size = held + n
             view = np.frombuffer(buf, dtype=np.uint8, count=size)
-            lines = int(np.count_nonzero(view == 10))
+            newlines = np.flatnonzero(view == 10)
             del view  # a bytearray cannot be resized while a numpy view holds its buffer
-            if lines < 4:
+            whole = len(newlines) // 4 * 4
+            if not whole:
                 held = size
                 continue
-            end = _whole_records_end(buf, size, lines)
-            with memoryview(buf) as whole:
-                yield bytes(whole[:end])  # one copy (slicing the bytearray would make two)
+            end = int(newlines[whole - 1]) + 1
+            with memoryview(buf) as mv:
+                yield bytes(mv[:end]), newlines[:whole]  # one copy (slicing the bytearray would make two)
             buf[: size - end] = buf[end:size]
             held = size - end

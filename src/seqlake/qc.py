@@ -113,8 +113,8 @@ class ChunkRecords:
         return self._slices(self.qual_start, self.length)
 
 
-def _line_bounds(arr: U8) -> tuple[I64, I64]:
-    nl = np.flatnonzero(arr == _NL)
+def _line_bounds(arr: U8, newlines: I64 | None = None) -> tuple[I64, I64]:
+    nl = np.flatnonzero(arr == _NL) if newlines is None else newlines
     if len(arr) and arr[-1] != _NL:  # a missing final newline is accepted: the last record is complete without it
         nl = np.append(nl, len(arr))
     starts = np.empty_like(nl)
@@ -128,16 +128,19 @@ def _line_bounds(arr: U8) -> tuple[I64, I64]:
     return starts, ends
 
 
-def parse_chunk(data: bytes | bytearray | memoryview | U8, path: str, first_record: int = 0) -> ChunkRecords:
+def parse_chunk(
+    data: bytes | bytearray | memoryview | U8, path: str, first_record: int = 0, newlines: I64 | None = None
+) -> ChunkRecords:
     """Split a record-aligned chunk into fields and validate it as a whole.
 
     Checks (the bad-input policy of :mod:`seqlake.fastq`): four lines per record, ``@`` headers, ``+``
     separators (a ``+`` line that repeats a name must repeat the header), equal sequence and quality
     lengths, quality bytes in ``!``..``~`` (that one in :meth:`QCAccumulator.add_chunk`, which gathers
     the qualities anyway). The offending line number is computed only once a violation is known.
+    ``newlines``: the offsets of the chunk's newline bytes, when the caller has found them already.
     """
     arr = np.frombuffer(data, dtype=np.uint8)
-    starts, ends = _line_bounds(arr)
+    starts, ends = _line_bounds(arr, newlines)
     nlines = len(starts)
     if nlines % 4:
         rec = nlines // 4
@@ -558,12 +561,14 @@ def seqkit_row(acc: QCAccumulator) -> dict[str, str]:
     }
 
 
-def qc_chunks(chunks: Iterable[bytes], path: str) -> QCAccumulator:
-    """QC of a stream of record-aligned chunks of one file (the QC-only path)."""
+def qc_chunks(chunks: Iterable[bytes | tuple[bytes, I64 | None]], path: str) -> QCAccumulator:
+    """QC of a stream of record-aligned chunks of one file (the QC-only path), each with the offsets of
+    its newlines or not (:func:`seqlake.fastq.iter_file_chunk_lines`, :func:`~seqlake.fastq.iter_file_chunks`)."""
     acc = QCAccumulator()
     first = 0
-    for data in chunks:
-        recs = parse_chunk(data, path, first)
+    for chunk in chunks:
+        data, newlines = chunk if isinstance(chunk, tuple) else (chunk, None)
+        recs = parse_chunk(data, path, first, newlines)
         acc.add_chunk(recs)
         first += len(recs)
     return acc

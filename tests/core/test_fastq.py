@@ -246,6 +246,10 @@ def test_file_chunks_are_whole_records_whatever_the_buffer(tmp_path: Path, gz: b
         record_starts = set(itertools.accumulate((len(r) for r in records), initial=0))
         assert set(starts) <= record_starts  # every chunk starts (and so the one before ends) at a record
         assert all(c.count(b"\n") % 4 == 0 for c in chunks[:-1])
+        for chunk, newlines in fastq.iter_file_chunk_lines(str(path), buffer_size):
+            if newlines is not None:  # the offsets the parser is given instead of searching again
+                assert newlines.tolist() == [i for i, b in enumerate(chunk) if b == 10]
+                assert chunk.endswith(b"\n")
 
 
 def test_file_chunks_hand_a_cut_record_to_the_parser(tmp_path: Path) -> None:
