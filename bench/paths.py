@@ -6,7 +6,8 @@ outside, exactly as it measures seqkit, fastp and minimap2. Exit code 3 means "a
 needs does not exist (yet)": run.py then skips the row with a note instead of failing.
 
 Paths:
-  qc FILE                         the QC library alone: record-aligned chunks -> vectorised QC
+  qc FILE                         the QC library alone: record-aligned chunks -> vectorised QC (with a
+                                  shard child's allocator settings, seqlake.heap)
   index FILE                      the gzip indexing pass the planner runs (records, checkpoints, seek index)
   bgzf-count FILE                 the BGZF counting pass the planner runs instead (records, checkpoints)
   plan OUT R1 [R2] [--reference FA] [--no-trim] [--shards N]
@@ -46,7 +47,8 @@ def api(module: str, name: str) -> Any:
 
 
 def path_qc(args: argparse.Namespace) -> dict[str, Any]:
-    chunks = api("fastq", "iter_file_chunks")(args.file)
+    api("heap", "keep_freed_memory")()  # the allocator settings of a shard child, where the library runs
+    chunks = api("fastq", "iter_file_chunk_lines")(args.file)
     s = api("qc", "summarize")(api("qc", "qc_chunks")(chunks, args.file))
     return {"reads": s["reads"], "bases": s["bases"], "q30_bases": s["q30_bases"]}
 

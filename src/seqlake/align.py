@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from seqlake import storage
 from seqlake.fastq import iter_file_chunks
@@ -106,6 +105,7 @@ class AlignmentColumns:
 
     def to_arrow(self, sample: str, schema: pa.Schema) -> pa.Table:
         """The rows as an ``alignments`` table (``schema``), built column-wise in Arrow."""
+        import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
         c = self._stored()
         n = len(self)
         types = {f.name: f.type for f in schema}
@@ -173,6 +173,7 @@ def mate_columns(arrays: dict[str, pa.Array], types: dict[str, pa.DataType]) -> 
 def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
     """Per contig, the 0-based starts and exclusive ends of an ``alignments`` table's mapped rows
     (primary and supplementary: the coverage input), gathered in Arrow rather than per row."""
+    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     mapped = table.select(["contig", "pos", "end_pos"]).filter(pc.is_valid(table.column("contig")))
     if mapped.num_rows == 0:
         return

@@ -26,7 +26,6 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from seqlake.depth import depth_blocks
 from seqlake.staging import AlignQC
@@ -50,6 +49,7 @@ def _cigar_sums(cigar: str) -> tuple[int, int]:
 
 def alignment_qc(table: pa.Table) -> AlignQC:
     """The :class:`AlignQC` of some ``alignments`` rows (with ``tlen``, ``mate_pos``)."""
+    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     qc = AlignQC()
     flag = table.column("flag").to_numpy().astype(np.int64)
     aligned = table.filter(pa.array((flag & 0x104) == 0))
@@ -70,6 +70,7 @@ def alignment_qc(table: pa.Table) -> AlignQC:
 
 
 def _insert_hist(rows: pa.Table) -> dict[int, int]:
+    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     f = rows.column("flag").to_numpy().astype(np.int64)
     pair = ((f & 0x1) != 0) & ((f & 0x8) == 0)
     tlen = rows.column("tlen").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from seqlake.tables import DEPTH_CAP
 
@@ -132,6 +131,7 @@ def cigar_blocks(pos1: int, cigar: str) -> list[tuple[int, int]]:
 def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
     """Per contig, the aligned blocks of an ``alignments`` table's mapped rows. Alignments without a
     deletion or skip are one block (``pos`` .. ``end_pos``); only the others have their CIGAR parsed."""
+    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     mapped = table.select(["contig", "pos", "end_pos", "cigar"]).filter(pc.is_valid(table.column("contig")))
     if mapped.num_rows == 0:
         return {}

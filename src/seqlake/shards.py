@@ -20,6 +20,7 @@ from typing import Any
 
 import dnaio
 import numpy as np
+import numpy.typing as npt
 
 from seqlake import bgzf, fastq, gzindex, seekindex, storage
 from seqlake.childplan import PlanView
@@ -41,6 +42,8 @@ class Chunk:
     first_record: int
     records: int
     relative: bool = False
+    #: offsets of the newlines of ``data`` when the reader found them while cutting it (for parse_chunk)
+    newlines: npt.NDArray[np.int64] | None = None
 
 
 def _newlines(data: bytes, end: int | None = None) -> int:
@@ -91,6 +94,8 @@ class _SpanReader:
         self._left_bytes = None if span.end_offset is None else span.end_offset - span.offset
         self._buf = b""
         self._eof = False
+        #: the newline offsets of the chunk :meth:`take` returned last, when the cut found them (else None)
+        self.newlines: npt.NDArray[np.int64] | None = None
         start = span.offset
         if span.skip:
             try:
@@ -122,6 +127,7 @@ class _SpanReader:
         does not grow with its shard.
         """
         by_size = max_records is None
+        self.newlines = None
         if self._left_records is not None:
             max_records = self._left_records if max_records is None else min(max_records, self._left_records)
         if max_records == 0:
@@ -135,13 +141,14 @@ class _SpanReader:
             self._fill(want)
             buf = self._buf
             if by_size and len(buf) >= target:
-                # the records that end within the target (the usual case)
-                in_target = _newlines(buf, target)
+                # the records that end within the target (the usual case): their newlines are kept for the parser
+                newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=target) == _NL)
+                in_target = len(newlines)
                 n = in_target // 4
                 if max_records and n > max_records:
                     return self._cut(_cut_after_records(buf, max_records), max_records)
                 if n:
-                    return self._cut(_after_newline(buf, 4 * n, target, in_target), n)
+                    return self._cut(int(newlines[4 * n - 1]) + 1, n, newlines[: 4 * n])
                 lines = _newlines(buf)
                 if lines >= 4:  # a record longer than the target comes alone
                     return self._cut(_cut_after_records(buf, 1, lines), 1)
@@ -161,8 +168,9 @@ class _SpanReader:
                 return self._cut(len(buf), n)
             want = max(2 * want, len(buf) + (1 << 16))
 
-    def _cut(self, cut: int, n: int) -> tuple[bytes, int]:
+    def _cut(self, cut: int, n: int, newlines: npt.NDArray[np.int64] | None = None) -> tuple[bytes, int]:
         data, self._buf = self._buf[:cut], self._buf[cut:]
+        self.newlines = newlines
         if self._left_records is not None:
             self._left_records -= n
         return data, n
@@ -320,7 +328,7 @@ def iter_shard_chunks(plan: PlanView, shard_index: int,
         while True:
             first, first_inp = readers[0]
             data1, n1 = first.take(None, chunk_bytes)
-            chunks = [Chunk(shard.spans[0].mate, data1, rec[0], n1, relative)]
+            chunks = [Chunk(shard.spans[0].mate, data1, rec[0], n1, relative, first.newlines)]
             for m, (reader, inp) in enumerate(readers[1:], start=1):
                 data, n = reader.take(n1, chunk_bytes) if n1 else reader.take(1, chunk_bytes)
                 if n != n1:

@@ -147,7 +147,7 @@ class _ShardRun:
 
     def _process(self, chunks: Sequence[Chunk]) -> None:
         try:
-            recs = [parse_chunk(c.data, p, c.first_record) for c, p in zip(chunks, self.paths, strict=True)]
+            recs = [parse_chunk(c.data, p, c.first_record, c.newlines) for c, p in zip(chunks, self.paths, strict=True)]
             for m, r in zip(self.mates, recs, strict=True):
                 self.raw[m].add_chunk(r)
             # read names are needed to check mates and to name alignments; a single-end child that does not

@@ -92,6 +92,7 @@ def child_index(explicit: int | None) -> int:
 def worker_command(args: argparse.Namespace) -> int:
     from seqlake import storage
     from seqlake.childplan import load_child_plan
+    from seqlake.heap import keep_freed_memory
     from seqlake.worker import finished_manifest, process_child
 
     plan_uri = args.plan or os.environ.get(PLAN_VAR)
@@ -110,6 +111,7 @@ def worker_command(args: argparse.Namespace) -> int:
     code = install_fault(plan.layout, plan.shards[plan.first_shard].sample, child)
     if code is not None:
         return code
+    keep_freed_memory()  # a child reuses its per-chunk memory (see seqlake.heap)
     try:
         process_child(plan, child)
     except BadInputError as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import itertools
 import lzma
 import os
 import random
@@ -270,3 +271,40 @@ def test_non_ascii_byte_is_reported_with_its_line(tmp_path: Path, gz: bool) -> N
     with pytest.raises(BadInputError) as info:
         fastq.parse_records(data[16:], str(path), first_record=1)
     assert info.value.line == 8
+
+
+@pytest.mark.parametrize("final_newline", [True, False])
+@pytest.mark.parametrize("gz", [True, False])
+def test_file_chunks_are_whole_records_whatever_the_buffer(tmp_path: Path, gz: bool, final_newline: bool) -> None:
+    rng = random.Random(7)
+    records = []
+    for i in range(300):
+        n = rng.choice([0, 1, 30, 151, 700])  # some records longer than the smallest buffers
+        seq = "".join(rng.choice("ACGTN") for _ in range(n))
+        records.append(f"@r{i} x\n{seq}\n+\n{'F' * n}\n".encode())
+    data = b"".join(records)
+    if not final_newline:
+        data = data[:-1]
+    path = tmp_path / ("r.fastq.gz" if gz else "r.fastq")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    for buffer_size in (7, 64, 1000, 4096, 1 << 20):
+        chunks = list(fastq.iter_file_chunks(str(path), buffer_size))
+        assert b"".join(chunks) == data
+        starts = [0]
+        for chunk in chunks[:-1]:
+            starts.append(starts[-1] + len(chunk))
+        record_starts = set(itertools.accumulate((len(r) for r in records), initial=0))
+        assert set(starts) <= record_starts  # every chunk starts (and so the one before ends) at a record
+        assert all(c.count(b"\n") % 4 == 0 for c in chunks[:-1])
+        for chunk, newlines in fastq.iter_file_chunk_lines(str(path), buffer_size):
+            if newlines is not None:  # the offsets the parser is given instead of searching again
+                assert newlines.tolist() == [i for i, b in enumerate(chunk) if b == 10]
+                assert chunk.endswith(b"\n")
+
+
+def test_file_chunks_hand_a_cut_record_to_the_parser(tmp_path: Path) -> None:
+    path = tmp_path / "cut.fastq"
+    path.write_bytes(b"@a\nAC\n+\nFF\n@b\nAC\n")
+    chunks = list(fastq.iter_file_chunks(str(path), 8))
+    assert b"".join(chunks) == path.read_bytes()
+    assert chunks[-1] == b"@b\nAC\n"  # the incomplete record comes last, for the parser to reject

@@ -252,3 +252,23 @@ def test_gap_count_whatever_the_other_bases(seqs: list[bytes], gaps: int) -> Non
 def test_a_chunk_s_first_name_is_what_names_gives(header: bytes) -> None:
     recs = qc.parse_chunk(b"@" + header + b"\nACGT\n+\nIIII\n@second\nAC\n+\nII\n", "x.fastq", 0)
     assert recs.first_name() == recs.names()[0]
+
+
+@pytest.mark.parametrize("histogram", [qc.byte_histogram_by_sort, qc.byte_histogram_by_count])
+@pytest.mark.parametrize("shape", [(0, 0), (1, 1), (3, 7), (101, 150), (40, 300)])
+def test_byte_histograms_count_every_byte(histogram: object, shape: tuple[int, int]) -> None:
+    # both ways are exact; which one runs depends on the CPU (see qc._simd_u16_sort)
+    rng = np.random.default_rng(sum(shape))
+    a = rng.integers(0, 256, shape, dtype=np.uint8)
+    a[: shape[0] // 2] = 70  # long runs of one value, as in real qualities
+    assert callable(histogram)
+    np.testing.assert_array_equal(histogram(a), np.bincount(a.ravel(), minlength=256))
+
+
+@pytest.mark.parametrize("rows", [1, 254, 255, 256, 519, 520, 521, 1300])
+def test_narrow_sums_do_not_overflow(rows: int) -> None:
+    a = np.full((rows, 600), qc._QMAX, dtype=np.uint8)  # 600 x 126 overflows a uint16 row sum
+    np.testing.assert_array_equal(qc._column_sums(a, qc._QMAX), np.full(600, rows * qc._QMAX))
+    np.testing.assert_array_equal(qc._row_sums(a, qc._QMAX), np.full(rows, 600 * qc._QMAX))
+    ones = np.ones((rows, 9), dtype=np.uint8)
+    np.testing.assert_array_equal(qc._column_sums(ones, 1), np.full(9, rows))

@@ -171,6 +171,7 @@ def test_chunks_stay_bounded_in_large_shards(tmp_path: Path, layout: str, k: int
     assert (plan.shards[0].spans[0].records is None) == (layout == "byte-ranges")
     longest = max(len(r) for r in recs if r != recs[777])
     out = []
+    with_newlines = 0
     for i in range(plan.array_size):
         sizes = []
         for (c,) in shards.iter_shard_chunks(plan, i, chunk_bytes=target):
@@ -178,10 +179,14 @@ def test_chunks_stay_bounded_in_large_shards(tmp_path: Path, layout: str, k: int
             assert len(c.data) <= target or (c.records == 1 and c.data == recs[777]), (len(c.data), c.records)
             sizes.append(len(c.data))
             out.append(c.data)
+            if c.newlines is not None:  # found while cutting, handed to the parser instead of a second search
+                assert c.newlines.tolist() == [j for j, byte in enumerate(c.data) if byte == 10]
+                with_newlines += 1
         # full chunks: nothing is left behind that could have fitted (at most one record short)
         assert all(s > target - longest - len(recs[777]) for s in sizes[:-1])
         assert len(sizes) > 100 // k
     assert b"".join(out) == data
+    assert with_newlines > 100  # the usual chunk (whole records within the target) has them
 
 
 def test_paired_chunks_bounded_with_counts(tmp_path: Path) -> None:

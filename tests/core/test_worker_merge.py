@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -356,3 +357,21 @@ def test_the_commit_holds_only_the_samples_being_folded(tmp_path: Path, monkeypa
         got = result(many, table).filter(pa.compute.equal(result(many, table)["sample"], "s2"))
         assert got.num_rows > 0 and got.equals(result(alone, table)), table
 
+
+
+_CHILD_THEN_MODULES = """
+import sys
+from seqlake.cli import main
+assert main(["worker", "--plan", sys.argv[1], "--shard", "0"]) == 0
+print(" ".join(m for m in ("pyarrow.compute", "mappy") if m in sys.modules))
+"""
+
+
+def test_a_qc_only_child_loads_no_alignment_library(miseq: tuple[Path, Path], tmp_path: Path) -> None:
+    # pyarrow.compute and mappy are imported where an aligning child uses them: a QC-only child skips their cost
+    plan = make_plan("q", [Sample("s1", str(miseq[0]))], out_prefix=str(tmp_path), params=Params(trim=False), shards=1)
+    out = subprocess.run([sys.executable, "-c", _CHILD_THEN_MODULES, plan.plan_uri], capture_output=True, text=True,
+                         check=True)
+    assert Path(plan.layout.manifest(0)).exists()
+    loaded = set(out.stdout.splitlines()[-1].split())
+    assert loaded.isdisjoint({"pyarrow.compute", "mappy"}), loaded
