@@ -31,7 +31,7 @@ demo: $(STAMP)
 
 # seqkit, minimap2, samtools and fastp are the tools whose numbers the tests compare against; tabix brings
 # bgzip (the BGZF input tests); Chromium opens the run reports in the browser tests. Tests skip without them.
-TOOLS := seqkit minimap2 samtools fastp tabix chromium
+TOOLS := seqkit minimap2 samtools fastp tabix chromium time
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || \

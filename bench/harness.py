@@ -254,7 +254,12 @@ def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool =
     process (KiB -> MB); with ``tree_memory``, also the peak PSS of its whole tree."""
     out_path = ctx.logs / f"{key}.out"
     err_path = ctx.logs / f"{key}.err"
-    full = [*(ctx.prefix(cores) if pin else []), *argv]
+    rss_path = ctx.logs / f"{key}.maxrss"
+    rss_path.unlink(missing_ok=True)
+    # Linux keeps a process's peak RSS across exec: a command started straight from this process would
+    # report this interpreter's peak (~90 MB) as its own; GNU time starts it from a process of 2 MB
+    counted = [GNU_TIME, "-f", "%M", "-o", str(rss_path)] if Path(GNU_TIME).exists() else []
+    full = [*counted, *(ctx.prefix(cores) if pin else []), *argv]
     with err_path.open("wb") as err, open(os.devnull, "wb") if stdout_devnull else out_path.open("wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(full, stdout=out, stderr=err, env=ctx.env, cwd=REPO)
@@ -265,8 +270,20 @@ def run_measured(ctx: Ctx, key: str, argv: Sequence[str], stdout_devnull: bool =
     stdout = "" if stdout_devnull else out_path.read_text(errors="replace")
     lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(seconds, usage.ru_maxrss / 1024, proc.returncode, stdout, lines[-1] if lines else "", cpu,
+    peak_kib = _gnu_time_maxrss(rss_path) or usage.ru_maxrss
+    return Measured(seconds, peak_kib / 1024, proc.returncode, stdout, lines[-1] if lines else "", cpu,
                     tree.peak_mb if tree is not None else None)
+
+
+#: GNU time, to read a command's own peak RSS (Debian package ``time``); without it, ``wait4``'s figure
+GNU_TIME = "/usr/bin/time"
+
+
+def _gnu_time_maxrss(path: Path) -> int | None:
+    """The KiB GNU time wrote (its last line: a command that failed adds a status line before it)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(path.read_text().split()[-1])
+    return None
 
 
 class TreeMemory:

@@ -59,7 +59,8 @@ def _header(groups: Sequence[GroupResult], inp: Input, source: str, reference: s
         f"end-to-end rows marked both cores and the demo; rows under {REPEAT_BELOW_S:.0f} s are run 3 times and "
         "the fastest kept, the end-to-end pairs three times, interleaved, others once. Time is wall-clock around "
         "the process (start-up included, for every tool alike); MB/s is plain FASTQ per second; reads/s counts "
-        "both mates; peak RSS is the largest single process of the command's tree (`wait4` `ru_maxrss`). "
+        "both mates; peak RSS is the largest single process of the command's tree (GNU `time`'s `%M`: "
+        "`wait4` `ru_maxrss` of a process it started). "
         "Worker rows time the real entry point `python -m seqlake worker` on a one-shard plan made "
         "beforehand (not timed). The machine is small and shared (2 cores, other work running): each "
         "section gives the load average before and after it; expect some noise.",
