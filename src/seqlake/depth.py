@@ -23,6 +23,7 @@ streamed to the result file.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,8 +162,9 @@ class DepthAccumulator:
     def __init__(self) -> None:
         self.profiles: dict[str, Profile] = {}
 
-    def add_table(self, table: pa.Table) -> None:
-        for contig, (starts, ends) in depth_blocks(table).items():
+    def add_blocks(self, blocks: Mapping[str, tuple[I64, I64]]) -> None:
+        """Add a batch's aligned blocks per contig (:func:`depth_blocks`)."""
+        for contig, (starts, ends) in blocks.items():
             self.add(contig, profile_of_blocks(starts, ends))
 
     def add(self, contig: str, profile: Profile) -> None:
