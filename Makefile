@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
 .PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean
 .PHONY: container-tools image test-image
@@ -21,6 +21,7 @@ $(STAMP):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python scripts/install_mappy.py  # mappy without its paired-end leak (see the script)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 

@@ -21,13 +21,13 @@ minimap2 hard-clips supplementary alignments (their bases are not counted here e
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 
-from seqlake.depth import depth_blocks
+from seqlake.depth import I64, depth_blocks
 from seqlake.staging import AlignQC
 
 #: samtools stats' default maximum insert size (``-i``): larger ones count as this size
@@ -47,24 +47,28 @@ def _cigar_sums(cigar: str) -> tuple[int, int]:
     return mapped, clipped
 
 
-def alignment_qc(table: pa.Table) -> AlignQC:
-    """The :class:`AlignQC` of some ``alignments`` rows (with ``tlen``, ``mate_pos``)."""
+def alignment_qc(table: pa.Table, blocks: Mapping[str, tuple[I64, I64]] | None = None) -> AlignQC:
+    """The :class:`AlignQC` of some ``alignments`` rows (with ``tlen``, ``mate_pos``); ``blocks``: the
+    table's :func:`~seqlake.depth.depth_blocks` when the caller has them already."""
     import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     qc = AlignQC()
     flag = table.column("flag").to_numpy().astype(np.int64)
     aligned = table.filter(pa.array((flag & 0x104) == 0))
     qc.mismatches = int(pc.sum(aligned.column("nm")).as_py() or 0)
-    is_primary = aligned.column("is_primary").to_pylist()
-    for (cigar, primary), count in Counter(zip(aligned.column("cigar").to_pylist(), is_primary, strict=False)).items():
-        mapped, clipped = _cigar_sums(cigar)
-        qc.bases_mapped_cigar += mapped * count
-        qc.soft_clipped_bases += clipped * count if primary else 0
+    if aligned.num_rows:
+        # the CIGAR sums per distinct CIGAR (a few thousand in a batch), then per row by its code
+        cigars = aligned.column("cigar").combine_chunks().dictionary_encode()
+        sums = np.array([_cigar_sums(c) for c in cigars.dictionary.to_pylist()], dtype=np.int64).reshape(-1, 2)
+        codes = cigars.indices.to_numpy()
+        primary = aligned.column("is_primary").to_numpy(zero_copy_only=False)
+        qc.bases_mapped_cigar = int(sums[codes, 0].sum())
+        qc.soft_clipped_bases = int(sums[codes[primary], 1].sum())
     rows = aligned.filter(aligned.column("is_primary"))
     if rows.num_rows:
         mapq = rows.column("mapq").to_numpy().astype(np.int64)
         qc.mapq_hist = {int(q): int(n) for q, n in zip(*np.unique(mapq, return_counts=True), strict=True)}
         qc.insert_hist = _insert_hist(rows)
-    for contig, (starts, ends) in depth_blocks(table).items():
+    for contig, (starts, ends) in (depth_blocks(table) if blocks is None else blocks).items():
         qc.depth_bases[contig] = int((ends - starts).sum())
     return qc
 

@@ -23,7 +23,9 @@ streamed to the result file.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -128,6 +130,14 @@ def cigar_blocks(pos1: int, cigar: str) -> list[tuple[int, int]]:
     return out
 
 
+@lru_cache(maxsize=4096)
+def _relative_blocks(cigar: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The aligned blocks of a CIGAR relative to its alignment's start (starts, ends): amplicon reads
+    repeat the same few gapped CIGARs, so each is parsed once."""
+    blocks = cigar_blocks(1, cigar)
+    return tuple(b[0] for b in blocks), tuple(b[1] for b in blocks)
+
+
 def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
     """Per contig, the aligned blocks of an ``alignments`` table's mapped rows. Alignments without a
     deletion or skip are one block (``pos`` .. ``end_pos``); only the others have their CIGAR parsed."""
@@ -141,14 +151,20 @@ def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
     starts = mapped.column("pos").to_numpy().astype(np.int64) - 1
     ends = mapped.column("end_pos").to_numpy().astype(np.int64)
     gapped = pc.match_substring_regex(mapped.column("cigar"), r"[DN]").to_numpy(zero_copy_only=False)
-    codes_out, starts_out, ends_out = [codes[~gapped]], [starts[~gapped]], [ends[~gapped]]
-    cigars = mapped.column("cigar").to_pylist()
-    for i in np.flatnonzero(gapped).tolist():
-        blocks = cigar_blocks(int(starts[i]) + 1, str(cigars[i]))
-        codes_out.append(np.full(len(blocks), codes[i]))
-        starts_out.append(np.asarray([b[0] for b in blocks], dtype=np.int64))
-        ends_out.append(np.asarray([b[1] for b in blocks], dtype=np.int64))
-    all_codes, all_starts, all_ends = (np.concatenate(x) for x in (codes_out, starts_out, ends_out))
+    # the gapped rows' blocks, row after row, from their CIGARs alone (the others are one block)
+    rows = np.flatnonzero(gapped)
+    rel_starts: list[int] = []
+    rel_ends: list[int] = []
+    per_row: list[int] = []
+    for cigar in mapped.column("cigar").take(rows).to_pylist():
+        s, e = _relative_blocks(cigar)
+        rel_starts += s
+        rel_ends += e
+        per_row.append(len(s))
+    owner = np.repeat(rows, per_row)
+    all_codes = np.concatenate([codes[~gapped], codes[owner]])
+    all_starts = np.concatenate([starts[~gapped], starts[owner] + np.asarray(rel_starts, dtype=np.int64)])
+    all_ends = np.concatenate([ends[~gapped], starts[owner] + np.asarray(rel_ends, dtype=np.int64)])
     order = np.argsort(all_codes, kind="stable")
     bounds = np.searchsorted(all_codes[order], np.arange(len(names) + 1))
     return {name: (all_starts[order[bounds[k]:bounds[k + 1]]], all_ends[order[bounds[k]:bounds[k + 1]]])
@@ -161,8 +177,9 @@ class DepthAccumulator:
     def __init__(self) -> None:
         self.profiles: dict[str, Profile] = {}
 
-    def add_table(self, table: pa.Table) -> None:
-        for contig, (starts, ends) in depth_blocks(table).items():
+    def add_blocks(self, blocks: Mapping[str, tuple[I64, I64]]) -> None:
+        """Add a batch's aligned blocks per contig (:func:`depth_blocks`)."""
+        for contig, (starts, ends) in blocks.items():
             self.add(contig, profile_of_blocks(starts, ends))
 
     def add(self, contig: str, profile: Profile) -> None:

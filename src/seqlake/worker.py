@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,7 @@ from seqlake.alignqc import alignment_qc
 from seqlake.childplan import PlanView
 from seqlake.coverage import CoverageAccumulator
 from seqlake.cpus import threads_from_env
-from seqlake.depth import DepthAccumulator
+from seqlake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.errors import BadInputError
 from seqlake.metadata import illumina_fields
 from seqlake.parquet_io import PartWriter, local_tmp, write_table
@@ -108,12 +108,13 @@ class _Aligning:
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
-    def add_batch(self, sample: str, table: pa.Table) -> None:
-        """One batch of a sample's alignment rows into its coverage bins and exact depth."""
+    def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
+        """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
+        exact depth."""
         coverage = self.coverage_of(sample)
         for contig, starts, ends in alignment_spans(table):
             coverage.add_intervals(contig, starts, ends)
-        self.depth[sample].add_table(table)
+        self.depth[sample].add_blocks(blocks)
 
 
 class _ShardRun:
@@ -216,8 +217,9 @@ class _ShardRun:
         if self.pending_rows >= ALIGN_BATCH_ROWS or (final and self.pending_rows):
             assert self.aligning is not None
             table = pa.concat_tables(self.pending).combine_chunks()
-            self.aligning.add_batch(self.sample, table)
-            self.align_qc.merge(alignment_qc(table))
+            blocks = depth_blocks(table)  # the exact depth's and the alignment QC's, parsed once
+            self.aligning.add_batch(self.sample, table, blocks)
+            self.align_qc.merge(alignment_qc(table, blocks))
             self.aligning.part.write_arrow(table)
             self.pending, self.pending_rows = [], 0
 

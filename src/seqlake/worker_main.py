@@ -89,7 +89,14 @@ def child_index(explicit: int | None) -> int:
     return todo_child(todo, index)
 
 
+#: Arrow's allocator in a child: the C heap rather than Arrow's default mimalloc pool, which keeps the pages of
+#: each flushed alignment batch and Parquet row group (~20-25 MB of a child's peak RSS, docs/PERFORMANCE.md).
+#: Arrow reads the variable once, when pyarrow is imported: the worker sets it before its imports.
+ARROW_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+
 def worker_command(args: argparse.Namespace) -> int:
+    os.environ.setdefault(*ARROW_POOL)
     from seqlake import storage
     from seqlake.childplan import load_child_plan
     from seqlake.heap import keep_freed_memory

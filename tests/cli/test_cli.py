@@ -118,6 +118,17 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
     assert record["file"] == str(bad) and record["line"] == bad_line
 
 
+def test_worker_gives_arrow_the_c_heap_as_its_memory_pool() -> None:
+    """A child's Arrow buffers come from the C heap (mimalloc kept ~20-25 MB of pages): the entry point
+    sets Arrow's pool before anything on its way imports pyarrow, which reads the choice once."""
+    code = ("import argparse, sys; from seqlake import cli, worker_main; assert 'pyarrow' not in sys.modules; "
+            "worker_main.worker_command(argparse.Namespace(plan=None, shard=0)); "
+            "import pyarrow; print(pyarrow.default_memory_pool().backend_name)")
+    env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "SEQLAKE_PLAN_URI")}
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "system", out.stdout
+
+
 def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
     """The Lambda layer carries neither mappy (no wheel) nor cutadapt: the plan, commit and failure steps,
     the index job, the report and the merge must not import them, nor the shard worker."""
