@@ -247,16 +247,24 @@ class AlignedBatch:
 
 class PendingBatch:
     """A submitted call: its parts aligning in the alignment processes (or already aligned here),
-    joined in order when :meth:`result` is asked for."""
+    joined in order when :meth:`result` is asked for. A part no process has started yet can be taken back
+    and aligned by the caller (:meth:`steal_one`) while it would otherwise wait."""
 
-    def __init__(
-        self, parts: list[Future[tuple[Any, tuple[AlignStats, ...]]]], done: AlignedBatch | None = None
-    ) -> None:
+    def __init__(self, parts: list[_Part], done: AlignedBatch | None = None) -> None:
         self._parts = parts
         self._done = done
 
+    def done(self) -> bool:
+        return self._done is not None or all(p.done() for p in self._parts)
+
+    def steal_one(self) -> bool:
+        """Align here the first part no process has started; False when there is none."""
+        return any(p.steal() for p in self._parts)
+
     def join(self, out: AlignmentColumns, stats: tuple[AlignStats, ...]) -> None:
         """Parts aligned as Python rows: appended to ``out``, their counts added to ``stats``, in order."""
+        while not self.done() and self.steal_one():
+            pass
         for values, counts in self._results():
             out.values.extend(values)
             _merge_stats(stats, counts)
@@ -276,6 +284,29 @@ class PendingBatch:
         return self._done
 
 
+class _Part:
+    """One part of a call: aligning in an alignment process, or taken back and aligned here."""
+
+    def __init__(self, aligner: ReadAligner, future: Future[tuple[Any, tuple[AlignStats, ...]]],
+                 args: tuple[Any, ...]) -> None:
+        self.aligner = aligner
+        self.future = future
+        self.args = args
+        self.here: tuple[Any, tuple[AlignStats, ...]] | None = None
+
+    def done(self) -> bool:
+        return self.here is not None or self.future.done()
+
+    def steal(self) -> bool:
+        if self.here is None and self.future.cancel():
+            self.here = _align_part(self.aligner, *self.args)
+            return True
+        return False
+
+    def result(self) -> tuple[Any, tuple[AlignStats, ...]]:
+        return self.here if self.here is not None else self.future.result()
+
+
 def _merge_stats(totals: tuple[AlignStats, ...], counts: tuple[AlignStats, ...]) -> tuple[AlignStats, ...]:
     for total, count in zip(totals, counts, strict=True):
         total.merge(count)
@@ -286,13 +317,15 @@ class ReadAligner:
     """A mappy aligner over one index, producing ``alignments`` rows and per-mate counts.
 
     A child's ``threads`` are the vCPUs its job gives it (:func:`seqlake.cpus.threads_from_env`). With
-    ``threads`` > 1 the aligner forks that many alignment processes once the index is loaded: they share
-    its pages (copy-on-write, never written), so the index is in memory once whatever the number. Threads
-    would share it too, but mappy holds the GIL for all the Python it runs per read (building each hit,
-    and our rows from it), which serialised them: two threads gained 1.4x at best. Each call is cut into
-    consecutive parts aligned in the processes; a part comes back as an Arrow table (buffers, not Python
-    objects) and the parts are joined in order, so the rows and counts are the same, row order included,
-    whatever the number.
+    ``threads`` > 1 the aligner forks ``threads - 1`` alignment processes once the index is loaded: they
+    share its pages (copy-on-write, never written), so the index is in memory once whatever the number.
+    Threads would share it too, but mappy holds the GIL for all the Python it runs per read (building each
+    hit, and our rows from it), which serialised them: two threads gained 1.4x at best. Each call is cut
+    into consecutive parts aligned in the processes; a part comes back as an Arrow table (buffers, not
+    Python objects) and the parts are joined in order, so the rows and counts are the same, row order
+    included, whatever the number. The calling process is the last aligner: rather than wait for a call's
+    rows it takes back the parts no process has started (:meth:`PendingBatch.steal_one`), so its vCPU
+    aligns whenever reading, QC and trimming leave it idle.
 
     :meth:`submit_pairs` / :meth:`submit_single` return at once and align behind the caller, up to
     :attr:`in_flight` calls at a time, so that a child reads, checks and trims its next chunks while these
@@ -422,17 +455,18 @@ class ReadAligner:
         reads: tuple[Sequence[Any], ...],
         mates: int,
         sample: str | None,
-    ) -> list[Future[tuple[Any, tuple[AlignStats, ...]]]]:
-        """The call cut into consecutive parts, each aligned in an alignment process: as an ``alignments``
-        table of ``sample``, or as Python rows when ``sample`` is None."""
+    ) -> list[_Part]:
+        """The call cut into consecutive parts, each aligned in an alignment process (or by the caller, when
+        it takes one back): as an ``alignments`` table of ``sample``, or as Python rows when ``sample`` is
+        None."""
         n = len(reads[0])
         parts = min(self.threads * PARTS_PER_PROCESS, max(1, n // MIN_READS_PER_THREAD))
         cuts = [n * k // parts for k in range(parts + 1)]
-        return [
-            processes.submit(_align_forked, method, tuple(r[cuts[k] : cuts[k + 1]] for r in reads), mates,
-                             sample)
-            for k in range(parts)
-        ]
+        out = []
+        for k in range(parts):
+            args = (method, tuple(r[cuts[k] : cuts[k + 1]] for r in reads), mates, sample)
+            out.append(_Part(self, processes.submit(_align_forked, *args), args))
+        return out
 
     def _single(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
                 buf: Any) -> None:
@@ -727,12 +761,14 @@ _FORKED: dict[str, ReadAligner] = {}
 
 
 def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
-    """``aligner.threads`` processes forked now, each with the parent's index in memory (copy-on-write
-    pages: the index is read, never written, so it stays one copy in RAM)."""
+    """``aligner.threads - 1`` processes forked now, each with the parent's index in memory (copy-on-write
+    pages: the index is read, never written, so it stays one copy in RAM); the parent is the last aligner,
+    taking back the parts no process has started while it waits for a call's rows."""
     _FORKED["aligner"] = aligner
-    pool = ProcessPoolExecutor(aligner.threads, mp_context=multiprocessing.get_context("fork"))
+    processes = aligner.threads - 1
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
     # fork all of them at once, while this process has no thread of ours
-    for f in [pool.submit(os.getpid) for _ in range(aligner.threads)]:
+    for f in [pool.submit(os.getpid) for _ in range(processes)]:
         f.result()
     return pool
 
@@ -740,10 +776,16 @@ def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
 def _align_forked(
     method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str | None
 ) -> tuple[Any, tuple[AlignStats, ...]]:
-    """One part of a call, in a forked alignment process: its rows (an Arrow table of ``sample``, which
-    crosses back to the parent as buffers and not as millions of Python objects; or Python rows when
-    ``sample`` is None) and counts."""
-    aligner = _FORKED["aligner"]
+    """One part of a call, in a forked alignment process (see :func:`_align_part`)."""
+    return _align_part(_FORKED["aligner"], method, reads, mates, sample)
+
+
+def _align_part(
+    aligner: ReadAligner, method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str | None
+) -> tuple[Any, tuple[AlignStats, ...]]:
+    """One part of a call: its rows (an Arrow table of ``sample``, which crosses back from an alignment
+    process as buffers and not as millions of Python objects; or Python rows when ``sample`` is None) and
+    counts."""
     align = getattr(aligner, method)
     if sample is None:
         values: list[Any] = []

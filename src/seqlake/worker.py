@@ -205,6 +205,9 @@ class _ShardRun:
         """Aligned chunks, oldest first, into the pending rows and the counts, leaving ``behind`` chunks
         aligning while the next one is read and trimmed (the same rows and row groups either way)."""
         while len(self.aligning_chunks) > behind:
+            # rather than wait, align here the parts no process has started yet, oldest call first
+            while not self.aligning_chunks[0].done() and any(c.steal_one() for c in self.aligning_chunks):
+                pass
             batch = self.aligning_chunks.popleft().result()
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows

@@ -155,7 +155,7 @@ def test_threads_give_the_same_rows_in_the_same_order(
     monkeypatch.setattr(align.ReadAligner, "_pairs", recorded)
     three, stats_three = _align_miseq(miseq, index, threads=3)
     pids = set(ran_in.read_text().split())
-    assert len(pids) == 3 and str(os.getpid()) not in pids, "aligned in three processes, none of them this one"
+    assert len(pids - {str(os.getpid())}) == 2, "aligned in two forked processes (and here, parts taken back)"
     assert len(one) > 2 * 5762
     assert three.values == one.values
     assert stats_three == stats_one
