@@ -157,7 +157,8 @@ class Trimmer:
 
     def trim_mate(self, sequences: Sequence[str], qualities: Sequence[str]) -> MateTrim:
         """Quality then adapter trimming of each read (one compiled call per step and read: the
-        per-base work runs in cutadapt's C code; the loop around them is kept minimal)."""
+        per-base work runs in cutadapt's C code; the loop around them is kept minimal). With trimming off
+        nothing is cut and ``qualities`` is not read."""
         n = len(sequences)
         if not self.enabled:
             start = np.zeros(n, dtype=np.int64)

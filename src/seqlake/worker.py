@@ -176,7 +176,8 @@ class _ShardRun:
     def _trim_align(self, recs: list[ChunkRecords], names: list[str], first_record: int) -> None:
         if not self.trimmer.enabled and self.aligning is None:
             return  # the trimmed stage is the raw one (see result): no read needs a string of its own
-        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
+        # without trimming the qualities are not read: only the sequences, for mappy
+        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities() if self.trimmer.enabled else ()) for r in recs]
         keep = self.trimmer.filter(trims)
         if self.trimmer.enabled:
             for m, r, t in zip(self.mates, recs, trims, strict=True):
