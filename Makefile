@@ -15,6 +15,7 @@ help:
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - no import circle, ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
+	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 
 $(STAMP):
