@@ -1,0 +1,89 @@
+"""The BGZF counting pass on several processes gives what it gives on one: counts, checkpoints, errors."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from seqlake import bgzf, demo_data
+from seqlake.errors import BadInputError
+
+#: small chunks, so that the ~1.5 MB demo file is counted in many chunks on every process
+CHUNK = 64 << 10
+SPACING = 64 << 10
+
+
+@pytest.fixture(scope="module")
+def demo_bgzf(tmp_path_factory: pytest.TempPathFactory, bgzip: str) -> tuple[Path, bytes]:
+    """The bundled demo R1 (20,000 x 150 bp, MIT) recompressed with ``bgzip``, and its plain data."""
+    plain = gzip.decompress(demo_data.paths()[0].read_bytes())
+    path = tmp_path_factory.mktemp("bgzf") / "R1.fastq"
+    path.write_bytes(plain)
+    subprocess.run([bgzip, "-f", str(path)], check=True)
+    return Path(f"{path}.gz"), plain
+
+
+@pytest.fixture
+def counted_in_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Small chunks; the list fills with one entry per chunk a forked process counted and this one joined."""
+    monkeypatch.setattr(bgzf, "CHUNK_BYTES", CHUNK)
+    received: list[int] = []
+    receive = bgzf._receive
+
+    def spy(fd: int, uri: str) -> list[bgzf._Block]:
+        blocks = receive(fd, uri)
+        received.append(len(blocks))
+        return blocks
+
+    monkeypatch.setattr(bgzf, "_receive", spy)
+    return received
+
+
+@pytest.mark.parametrize("procs", [2, 3])
+def test_processes_give_the_counts_and_checkpoints_of_one(demo_bgzf: tuple[Path, bytes],
+                                                          counted_in_processes: list[int], procs: int) -> None:
+    path, plain = demo_bgzf
+    alone = bgzf.count_records(str(path), spacing=SPACING, threads=1)
+    assert not counted_in_processes
+    together = bgzf.count_records(str(path), spacing=SPACING, threads=procs)
+    assert together == alone
+    assert (alone.records, alone.plain_size) == (plain.count(b"\n") // 4, len(plain))
+    assert len(alone.checkpoints) > 50
+    # every forked process counted some chunks (chunk k is process k % procs's), none twice
+    chunks = -(-path.stat().st_size // CHUNK)
+    assert len(counted_in_processes) == chunks - len(range(0, chunks, procs)) and sum(counted_in_processes) > 0
+
+
+def _corrupt_block_past_the_first_chunks(data: bytes) -> bytes:
+    """``data`` with one deflate byte flipped in the first block after three chunks (a forked process's)."""
+    q = 0
+    while q < 3 * CHUNK:
+        size = bgzf.bgzf_block_size(data, q)
+        assert size is not None
+        q += size
+    flipped = bytearray(data)
+    flipped[q + 40] ^= 0xFF
+    return bytes(flipped)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "cut", "gzip member"])
+def test_processes_raise_the_error_of_one(demo_bgzf: tuple[Path, bytes], counted_in_processes: list[int],
+                                         tmp_path: Path, damage: str) -> None:
+    path, plain = demo_bgzf
+    data = path.read_bytes()
+    bad = tmp_path / "bad.fastq.gz"
+    if damage == "corrupt":
+        bad.write_bytes(_corrupt_block_past_the_first_chunks(data))
+    elif damage == "cut":
+        bad.write_bytes(data[: len(data) * 2 // 3])
+    else:  # the EOF block dropped, then a plain gzip member
+        bad.write_bytes(data[:-28] + gzip.compress(plain))
+    errors = []
+    for threads in (1, 2):
+        with pytest.raises((BadInputError, bgzf.NotBgzfError)) as info:
+            bgzf.count_records(str(bad), spacing=SPACING, threads=threads)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]
