@@ -17,7 +17,8 @@ pass's CPU) releases the GIL; ``bytes.count`` (about 30 %) holds it, and is stil
 numpy's would release the GIL, but importing numpy costs about a third of the whole pass on the bench
 file. So a local file is cut into chunks of whole blocks (``CHUNK_BYTES`` apart, at the first block
 found after each cut) counted by ``n`` processes, this one and ``n - 1`` forked ones, each with a GIL
-of its own; an S3 object, read once, is counted on threads. A file that is not whole blocks from chunk
+of its own; an S3 object is counted on threads (a forked process would share this one's S3 client
+and its connections). A file that is not whole blocks from chunk
 to chunk is counted again on one vCPU, which names what is wrong with it.
 """
 

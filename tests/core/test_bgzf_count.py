@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import bgzf, demo_data
+from seqlake import bgzf, clients, demo_data, storage
 from seqlake.errors import BadInputError
 
 #: small chunks, so that the ~1.5 MB demo file is counted in many chunks on every process
@@ -87,3 +87,25 @@ def test_processes_raise_the_error_of_one(demo_bgzf: tuple[Path, bytes], counted
             bgzf.count_records(str(bad), spacing=SPACING, threads=threads)
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
+
+
+def test_an_s3_object_is_read_once_and_counted_on_threads(demo_bgzf: tuple[Path, bytes],
+                                                          counted_in_processes: list[int],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    moto = pytest.importorskip("moto")
+    path, _ = demo_bgzf
+    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(var, value)
+    with moto.mock_aws():
+        clients.reset()
+        try:
+            storage.s3_client().create_bucket(Bucket="bgzf-count")
+            storage.write_bytes("s3://bgzf-count/R1.fastq.gz", path.read_bytes())
+            on_s3 = bgzf.count_records("s3://bgzf-count/R1.fastq.gz", spacing=SPACING, threads=2)
+        finally:
+            clients.reset()
+    assert on_s3 == bgzf.count_records(str(path), spacing=SPACING, threads=1)
+    assert not counted_in_processes  # threads: no forked process shares this one's S3 client
