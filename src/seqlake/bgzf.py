@@ -18,8 +18,8 @@ numpy's would release the GIL, but importing numpy costs about a third of the wh
 file. So a local file is cut into chunks of whole blocks (``CHUNK_BYTES`` apart, at the first block
 found after each cut) counted by ``n`` processes, this one and ``n - 1`` forked ones, each with a GIL
 of its own; an S3 object is counted on threads (a forked process would share this one's S3 client
-and its connections). A file that is not whole blocks from chunk
-to chunk is counted again on one vCPU, which names what is wrong with it.
+and its connections). A file that is not whole blocks from chunk to chunk is counted again on one
+vCPU, which names what is wrong with it.
 """
 
 from __future__ import annotations
