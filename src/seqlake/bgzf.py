@@ -18,8 +18,8 @@ numpy's would release the GIL, but importing numpy costs about a third of the wh
 file. So a local file is cut into chunks of whole blocks (``CHUNK_BYTES`` apart, at the first block
 found after each cut) counted by ``n`` processes, this one and ``n - 1`` forked ones, each with a GIL
 of its own; an S3 object is counted on threads (a forked process would share this one's S3 client
-and its connections). A file that is not whole blocks from chunk to chunk is counted again on one
-vCPU, which names what is wrong with it.
+and its connections). A file that is not whole blocks from chunk to chunk is counted again, read in
+order, which names what is wrong with it.
 """
 
 from __future__ import annotations
@@ -149,9 +149,10 @@ def _count(uri: str, spacing: int, threads: int) -> ScanResult:
         try:
             starts = _chunk_starts(uri)
             if starts is not None:
-                return _join(_blocks_in_processes(uri, starts, threads), spacing, uri)
+                procs = min(threads, len(starts) - 1)  # no process without a chunk
+                return _join(_blocks_in_processes(uri, starts, procs), spacing, uri)
         except (_ChunkError, BadInputError, NotBgzfError):
-            pass  # the pass on one vCPU below raises the error it names, exactly as it would alone
+            pass  # the pass below, reading the file in order, raises the error it names
     with storage.open_read(uri, buffer_size=BATCH_BYTES) as f:
         if threads > 1:
             return _join(_blocks_threaded(f, uri, threads), spacing, uri)
@@ -193,7 +194,7 @@ def _blocks_threaded(f: Any, uri: str, threads: int) -> Iterator[_Block]:
 
 
 class _ChunkError(Exception):
-    """The file is not whole BGZF blocks from chunk to chunk: the pass on one vCPU says why."""
+    """The file is not whole BGZF blocks from chunk to chunk: the pass reading it in order says why."""
 
 
 def _chunk_starts(uri: str) -> list[int] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 from pathlib import Path
 
@@ -42,18 +43,31 @@ def counted_in_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return received
 
 
-@pytest.mark.parametrize("procs", [2, 3])
+@pytest.mark.parametrize("threads", [2, 3, 64])
 def test_processes_give_the_counts_and_checkpoints_of_one(demo_bgzf: tuple[Path, bytes],
-                                                          counted_in_processes: list[int], procs: int) -> None:
+                                                          counted_in_processes: list[int], threads: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path, plain = demo_bgzf
     alone = bgzf.count_records(str(path), spacing=SPACING, threads=1)
     assert not counted_in_processes
-    together = bgzf.count_records(str(path), spacing=SPACING, threads=procs)
+    forks: list[int] = []
+    fork = os.fork
+
+    def counting_fork() -> int:
+        pid = fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    together = bgzf.count_records(str(path), spacing=SPACING, threads=threads)
     assert together == alone
     assert (alone.records, alone.plain_size) == (plain.count(b"\n") // 4, len(plain))
     assert len(alone.checkpoints) > 50
-    # every forked process counted some chunks (chunk k is process k % procs's), none twice
+    # chunk k is process k % procs's (no more processes than chunks): every chunk counted once
     chunks = -(-path.stat().st_size // CHUNK)
+    procs = min(threads, chunks)
+    assert len(forks) == procs - 1
     assert len(counted_in_processes) == chunks - len(range(0, chunks, procs)) and sum(counted_in_processes) > 0
 
 
