@@ -54,9 +54,9 @@ def path_qc(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cpu_seconds() -> dict[str, float]:
-    """CPU seconds so far of this process (start-up included), of its main thread (the BGZF pass's
-    inflating threads take the difference), and of its child processes (the gzip pass's counting
-    process on 2-3 vCPUs)."""
+    """CPU seconds so far of this process (start-up included), of its main thread, and of its child
+    processes (the gzip pass's counting process on 2-3 vCPUs, the BGZF pass's counting processes on
+    every vCPU but one)."""
     t = os.times()
     return {"process": round(t.user + t.system, 3), "main_thread": round(time.thread_time(), 3),
             "children": round(t.children_user + t.children_system, 3)}

@@ -11,29 +11,45 @@ block's plain data (under 2^16: a block holds at most 64 KiB). Shards are then r
 checkpoint, exactly as for a gzip index (``seqlake.plan``), and a child inflates its blocks from the
 checkpoint's block on (``seqlake.shards``): no index is exported, stored or imported.
 
-Blocks are independent, so the pass inflates them on every vCPU the process was given: the compressed
-file is read in batches of whole blocks, each batch is inflated and counted on a thread, and the
-batches' counts are joined in file order. Every block's CRC32 and size are checked. ISA-L's inflate
-(about 55 % of the pass's CPU) releases the GIL; ``bytes.count`` (about 30 %) holds it, and is still
-the cheaper count: numpy's would release the GIL, but importing numpy costs about a third of the
-whole pass on the bench file.
+Blocks are independent, so the pass counts them on every vCPU the process was given, and joins their
+counts in file order; every block's CRC32 and size are checked. ISA-L's inflate (about 55 % of the
+pass's CPU) releases the GIL; ``bytes.count`` (about 30 %) holds it, and is still the cheaper count:
+numpy's would release the GIL, but importing numpy costs about a third of the whole pass on the bench
+file. So a local file is cut into chunks of whole blocks (``CHUNK_BYTES`` apart, at the first block
+found after each cut) counted by ``n`` processes, this one and ``n - 1`` forked ones, each with a GIL
+of its own; an S3 object is counted on threads (a forked process would share this one's S3 client
+and its connections). A file that is not whole blocks from chunk to chunk is counted again, read in
+order, which names what is wrong with it.
 """
 
 from __future__ import annotations
 
+import itertools
+import marshal
+import os
 import struct
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from seqlake import storage
 from seqlake.cpus import available_cpus, threads_from_env
 from seqlake.errors import BadInputError
-from seqlake.gzindex import CHECKPOINT_SPACING, ScanResult, bgzf_block_size, whole_records
+from seqlake.gzindex import (
+    _U64,
+    CHECKPOINT_SPACING,
+    ScanResult,
+    _read_exact,
+    bgzf_block_size,
+    next_bgzf_block,
+    whole_records,
+)
 
 #: compressed bytes read and handed to a thread at once (whole blocks of at most 64 KiB each)
 BATCH_BYTES = 4 << 20
+#: compressed bytes of a local file counted by one process at once, on several vCPUs
+CHUNK_BYTES = 1 << 20
 #: bits of a virtual offset that hold the offset in the block's plain data
 VIRTUAL_SHIFT = 16
 _NL = 10
@@ -111,7 +127,7 @@ def _not_a_block(buf: bytes, pos: int, path: str) -> Exception:
 
 def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None = None) -> ScanResult:
     """Records, plain size and checkpoints ``(virtual offset of a record start, records before it)``
-    of a BGZF file, on ``threads`` threads (default: the vCPUs the process was given).
+    of a BGZF file, on ``threads`` vCPUs (default: the vCPUs the process was given).
 
     Raises BadInputError for a corrupt block or a file that ends inside a record (a cut file:
     :class:`~seqlake.errors.TruncatedStreamError` naming its last complete record), NotBgzfError when
@@ -129,11 +145,43 @@ def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | No
 
 
 def _count(uri: str, spacing: int, threads: int) -> ScanResult:
+    if threads > 1 and not storage.is_s3(uri):
+        try:
+            starts = _chunk_starts(uri)
+            if starts is not None:
+                procs = min(threads, len(starts) - 1)  # no process without a chunk
+                return _join(_blocks_in_processes(uri, starts, procs), spacing, uri)
+        except (_ChunkError, BadInputError, NotBgzfError):
+            pass  # the pass below, reading the file in order, raises the error it names
+    with storage.open_read(uri, buffer_size=BATCH_BYTES) as f:
+        if threads > 1:
+            return _join(_blocks_threaded(f, uri, threads), spacing, uri)
+        return _join((b for buf, base in _batches(f, uri) for b in _count_batch(buf, base, uri)), spacing, uri)
+
+
+def _join(blocks: Iterable[_Block], spacing: int, uri: str) -> ScanResult:
+    """The records, plain size and checkpoints of a file's blocks, given in file order."""
     lines = plain = 0
     last = _NL
     next_ck = spacing
     cks: list[tuple[int, int]] = [(0, 0)]
-    with storage.open_read(uri, buffer_size=BATCH_BYTES) as f, ThreadPoolExecutor(threads) as pool:
+    for coffset, n, newlines, first, end_byte in blocks:
+        if n == 0:
+            continue
+        if plain >= next_ck:
+            within = _first_record_start(lines, last, first, n)
+            if within is not None:
+                cks.append((virtual_offset(coffset, within), (lines + _newlines_to_record(lines, last)) // 4))
+                next_ck = ((plain + within) // spacing + 1) * spacing
+        lines += newlines
+        plain += n
+        last = end_byte
+    return ScanResult(records=whole_records(lines, last, uri), plain_size=plain, checkpoints=cks)
+
+
+def _blocks_threaded(f: Any, uri: str, threads: int) -> Iterator[_Block]:
+    """The blocks of an object read once (S3), batches counted on ``threads`` threads."""
+    with ThreadPoolExecutor(threads) as pool:
         pending: deque[Future[list[_Block]]] = deque()
         batches = _batches(f, uri)
         while True:
@@ -141,19 +189,97 @@ def _count(uri: str, spacing: int, threads: int) -> ScanResult:
             while len(pending) < 2 * threads and (batch := next(batches, None)) is not None:
                 pending.append(pool.submit(_count_batch, batch[0], batch[1], uri))
             if not pending:
-                break
-            for coffset, n, newlines, first, end_byte in pending.popleft().result():
-                if n == 0:
-                    continue
-                if plain >= next_ck:
-                    within = _first_record_start(lines, last, first, n)
-                    if within is not None:
-                        cks.append((virtual_offset(coffset, within), (lines + _newlines_to_record(lines, last)) // 4))
-                        next_ck = ((plain + within) // spacing + 1) * spacing
-                lines += newlines
-                plain += n
-                last = end_byte
-    return ScanResult(records=whole_records(lines, last, uri), plain_size=plain, checkpoints=cks)
+                return
+            yield from pending.popleft().result()
+
+
+class _ChunkError(Exception):
+    """The file is not whole BGZF blocks from chunk to chunk: the pass reading it in order says why."""
+
+
+def _chunk_starts(uri: str) -> list[int] | None:
+    """Compressed offsets of the first block at or after every ``CHUNK_BYTES``, and the file's size;
+    None when the file is a single chunk or a chunk holds no block start (not BGZF after its start)."""
+    with storage.open_read(uri) as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 2 * CHUNK_BYTES:
+            return None
+        starts = [next_bgzf_block(f, k * CHUNK_BYTES, size, uri) for k in range(-(-size // CHUNK_BYTES))]
+    starts.append(size)
+    if any(not 0 <= b - a <= CHUNK_BYTES + (1 << 16) for a, b in itertools.pairwise(starts)):
+        return None
+    return starts
+
+
+def _count_chunk(f: Any, start: int, end: int, uri: str) -> list[_Block]:
+    """The blocks from compressed offset ``start`` to ``end`` (which must be whole blocks)."""
+    f.seek(start)
+    buf: bytes = f.read(end - start)
+    q = 0
+    while q < len(buf) and (n := bgzf_block_size(buf, q)) is not None and q + n <= len(buf):
+        q += n
+    if q != end - start:
+        raise _ChunkError(uri)
+    return _count_batch(buf, start, uri)
+
+
+def _blocks_in_processes(uri: str, starts: list[int], procs: int) -> Iterator[_Block]:
+    """The blocks of a local file, chunk ``k`` counted by process ``k % procs``: this one and
+    ``procs - 1`` forked ones, each with a GIL of its own (``bytes.count`` holds it, and the inflating
+    threads of one process wait for it). A forked process reads its own chunks, sends each chunk's
+    blocks back through a pipe (marshal) and leaves with ``os._exit``; a chunk it could not count makes
+    this pass raise _ChunkError."""
+    helpers: list[tuple[int, int]] = []
+    try:
+        for i in range(1, procs):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover  (a forked process: coverage does not follow it)
+                try:
+                    os.close(r)
+                    _count_chunks_and_send(uri, starts, range(i, len(starts) - 1, procs), w)
+                finally:
+                    os._exit(0)
+            os.close(w)
+            helpers.append((pid, r))
+        with storage.open_read(uri) as f:
+            for k in range(len(starts) - 1):
+                if k % procs == 0:
+                    yield from _count_chunk(f, starts[k], starts[k + 1], uri)
+                else:
+                    yield from _receive(helpers[k % procs - 1][1], uri)
+    finally:
+        for pid, r in helpers:
+            os.close(r)  # a process still sending gets EPIPE and leaves
+            os.waitpid(pid, 0)
+
+
+def _count_chunks_and_send(uri: str, starts: list[int], chunks: range, w: int) -> None:  # pragma: no cover
+    with storage.open_read(uri) as f:
+        for k in chunks:
+            try:
+                msg = marshal.dumps(_count_chunk(f, starts[k], starts[k + 1], uri))
+            except Exception:  # the parent retries on one vCPU, which names the error
+                msg = b""
+            _write_all(w, _U64.pack(len(msg)) + msg)
+            if not msg:
+                return
+
+
+def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover  (in a forked process)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _receive(fd: int, uri: str) -> list[_Block]:
+    head = _read_exact(fd, _U64.size)
+    size = _U64.unpack(head)[0] if len(head) == _U64.size else 0
+    msg = _read_exact(fd, size) if size else b""
+    if not msg or len(msg) != size:
+        raise _ChunkError(uri)
+    blocks: list[_Block] = marshal.loads(msg)  # noqa: S302  (written by our own forked process)
+    return blocks
 
 
 def _newlines_to_record(lines: int, last: int) -> int:
