@@ -37,12 +37,12 @@ from seqlake import storage
 from seqlake.cpus import available_cpus, threads_from_env
 from seqlake.errors import BadInputError
 from seqlake.gzindex import (
-    _U64,
     CHECKPOINT_SPACING,
+    PIPE_U64,
     ScanResult,
-    _read_exact,
     bgzf_block_size,
     next_bgzf_block,
+    read_exact,
     whole_records,
 )
 
@@ -261,7 +261,7 @@ def _count_chunks_and_send(uri: str, starts: list[int], chunks: range, w: int) -
                 msg = marshal.dumps(_count_chunk(f, starts[k], starts[k + 1], uri))
             except Exception:  # the parent retries on one vCPU, which names the error
                 msg = b""
-            _write_all(w, _U64.pack(len(msg)) + msg)
+            _write_all(w, PIPE_U64.pack(len(msg)) + msg)
             if not msg:
                 return
 
@@ -273,9 +273,9 @@ def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover  (in a forked 
 
 
 def _receive(fd: int, uri: str) -> list[_Block]:
-    head = _read_exact(fd, _U64.size)
-    size = _U64.unpack(head)[0] if len(head) == _U64.size else 0
-    msg = _read_exact(fd, size) if size else b""
+    head = read_exact(fd, PIPE_U64.size)
+    size = PIPE_U64.unpack(head)[0] if len(head) == PIPE_U64.size else 0
+    msg = read_exact(fd, size) if size else b""
     if not msg or len(msg) != size:
         raise _ChunkError(uri)
     blocks: list[_Block] = marshal.loads(msg)  # noqa: S302  (written by our own forked process)

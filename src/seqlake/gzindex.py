@@ -154,13 +154,13 @@ def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_S
             os.close(full_w)
             os.close(free_r)
             scan = _RecordScan(spacing)
-            while len(msg := _read_exact(full_r, _SLOT.size)) == _SLOT.size:
+            while len(msg := read_exact(full_r, _SLOT.size)) == _SLOT.size:
                 slot, n = _SLOT.unpack(msg)
                 if n == 0:
                     os.write(free_w, json.dumps(scan.__dict__).encode())
                     break
                 scan.feed(bytearray(view[slot * block:slot * block + n]), n)
-                os.write(free_w, _U64.pack(slot))
+                os.write(free_w, PIPE_U64.pack(slot))
         finally:
             os._exit(0)
     os.close(full_r)
@@ -169,7 +169,7 @@ def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_S
         free, in_flight = list(range(slots)), 0
         while True:
             if not free:
-                free.append(_U64.unpack(_read_exact(free_r, _U64.size, path))[0])
+                free.append(PIPE_U64.unpack(read_exact(free_r, PIPE_U64.size, path))[0])
                 in_flight -= 1
             slot = free.pop()
             n = stream.readinto(view[slot * block:(slot + 1) * block])  # type: ignore[attr-defined]
@@ -177,7 +177,7 @@ def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_S
             if not n:
                 break
             in_flight += 1
-        _read_exact(free_r, _U64.size * in_flight, path)
+        read_exact(free_r, PIPE_U64.size * in_flight, path)
         state = b"".join(iter(lambda: os.read(free_r, 1 << 20), b""))
     finally:
         os.close(full_w)  # on an error the counting process reads a short message and leaves
@@ -192,10 +192,11 @@ def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_S
 
 
 _SLOT = struct.Struct("<QQ")
-_U64 = struct.Struct("<Q")
+#: one unsigned 64-bit number on a pipe between a pass and its forked counting process
+PIPE_U64 = struct.Struct("<Q")
 
 
-def _read_exact(fd: int, size: int, path: str | None = None) -> bytes:
+def read_exact(fd: int, size: int, path: str | None = None) -> bytes:
     """``size`` bytes from the pipe ``fd``: fewer only at its end (an error naming ``path`` if given)."""
     out = b""
     while len(out) < size and (more := os.read(fd, size - len(out))):
