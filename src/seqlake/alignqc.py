@@ -53,7 +53,9 @@ def alignment_qc(table: pa.Table, blocks: Mapping[str, tuple[I64, I64]] | None =
     import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
     qc = AlignQC()
     flag = table.column("flag").to_numpy().astype(np.int64)
-    aligned = table.filter(pa.array((flag & 0x104) == 0))
+    # only the columns read below are filtered (read names are most of a table's bytes)
+    used = ["flag", "nm", "cigar", "is_primary", "mapq", "tlen", "contig", "mate_contig"]
+    aligned = table.select(used).filter(pa.array((flag & 0x104) == 0))
     qc.mismatches = int(pc.sum(aligned.column("nm")).as_py() or 0)
     if aligned.num_rows:
         # the CIGAR sums per distinct CIGAR (a few thousand in a batch), then per row by its code
