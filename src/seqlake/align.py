@@ -412,14 +412,15 @@ class ReadAligner:
         _collect_spans(out, first, spans)
 
     def submit_pairs(
-        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int],
-        sample: str,
+        self, names: Sequence[str], seqs1: Sequence[str | bytes], seqs2: Sequence[str | bytes],
+        read_index: Sequence[int], sample: str,
     ) -> PendingBatch:
-        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2."""
+        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2.
+        Sequences may be ``bytes`` (mappy maps those as given) or ``str``."""
         return self._submit("_pairs", (names, seqs1, seqs2, read_index), 2, sample)
 
     def submit_single(
-        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int], sample: str
+        self, names: Sequence[str], seqs: Sequence[str | bytes], read_index: Sequence[int], sample: str
     ) -> PendingBatch:
         """:meth:`align_single` behind the caller."""
         return self._submit("_single", (names, seqs, read_index), 1, sample)

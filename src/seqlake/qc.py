@@ -109,6 +109,11 @@ class ChunkRecords:
     def sequences(self) -> list[str]:
         return self._slices(self.seq_start, self.length)
 
+    def sequence_bytes(self) -> list[bytes]:
+        """:meth:`sequences` as ``bytes``, what mappy maps (it would encode a ``str`` read by read)."""
+        raw = self.data.tobytes()
+        return [raw[s : s + n] for s, n in zip(self.seq_start.tolist(), self.length.tolist(), strict=True)]
+
     def qualities(self) -> list[str]:
         return self._slices(self.qual_start, self.length)
 

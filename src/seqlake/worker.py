@@ -177,7 +177,7 @@ class _ShardRun:
         if not self.trimmer.enabled and self.aligning is None:
             return  # the trimmed stage is the raw one (see result): no read needs a string of its own
         if not self.trimmer.enabled:  # every read is kept whole: only the sequences, for mappy
-            self._align(names, range(first_record, first_record + len(names)), [r.sequences() for r in recs])
+            self._align(names, range(first_record, first_record + len(names)), [r.sequence_bytes() for r in recs])
             return
         trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
@@ -198,7 +198,7 @@ class _ShardRun:
             seqs = [[t.sequences[i] for i in kept] for t in trims]
         self._align(kept_names, index, seqs)
 
-    def _align(self, names: list[str], index: Sequence[int], seqs: list[list[str]]) -> None:
+    def _align(self, names: list[str], index: Sequence[int], seqs: Sequence[Sequence[str | bytes]]) -> None:
         """Submit the kept reads (one list of sequences per mate) for alignment behind this chunk."""
         assert self.aligning is not None
         aligner = self.aligning.aligner
