@@ -111,10 +111,11 @@ class AlignmentColumns:
         types = {f.name: f.type for f in schema}
         arrays: dict[str, pa.Array] = {
             name: pa.array(c[name], type=types[name])
-            for name in (
-                "mate", "read_name", "read_index", "flag", "contig", "end_pos", "mapq", "cigar", "nm", "read_len"
-            )
+            for name in ("read_name", "contig", "end_pos", "mapq", "cigar", "nm")
         }
+        # the columns every row fills: through NumPy, which converts a list of ints faster than Arrow
+        for name in ("mate", "read_index", "flag", "read_len"):
+            arrays[name] = pa.array(np.array(c[name], dtype=types[name].to_pandas_dtype()), type=types[name])
         start = pa.array(c["start"], type=pa.int64())
         arrays["pos"] = pc.add(start, 1).cast(types["pos"])
         flag = arrays["flag"].to_numpy()
@@ -411,14 +412,15 @@ class ReadAligner:
         _collect_spans(out, first, spans)
 
     def submit_pairs(
-        self, names: Sequence[str], seqs1: Sequence[str], seqs2: Sequence[str], read_index: Sequence[int],
-        sample: str,
+        self, names: Sequence[str], seqs1: Sequence[str | bytes], seqs2: Sequence[str | bytes],
+        read_index: Sequence[int], sample: str,
     ) -> PendingBatch:
-        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2."""
+        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2.
+        Sequences may be ``bytes`` (mappy maps those as given) or ``str``."""
         return self._submit("_pairs", (names, seqs1, seqs2, read_index), 2, sample)
 
     def submit_single(
-        self, names: Sequence[str], seqs: Sequence[str], read_index: Sequence[int], sample: str
+        self, names: Sequence[str], seqs: Sequence[str | bytes], read_index: Sequence[int], sample: str
     ) -> PendingBatch:
         """:meth:`align_single` behind the caller."""
         return self._submit("_single", (names, seqs, read_index), 1, sample)
@@ -487,9 +489,9 @@ class ReadAligner:
         both = proper_pairs = mapq1 = mapq2 = 0
         for name, s1, s2, idx in zip(names, seqs1, seqs2, read_index, strict=True):
             l1, l2 = len(s1), len(s2)
-            hits = list(amap(s1, s2, buf=buf)) if l1 and l2 else []
+            hits = list(amap(s1, s2, None, buf)) if l1 and l2 else []  # (seq, seq2, name, buf): no keywords to parse
             if len(hits) == 2:
-                done = _one_hit_each(extend, (name, idx, l1, l2), hits, frag)
+                done = _one_hit_each(extend, name, idx, l1, l2, hits, frag)
                 if done is not None:
                     both += 1
                     proper_pairs += done[0]
@@ -525,38 +527,50 @@ def _cigar_ops(cigar: list[list[int]]) -> str:
     return "".join([f"{n}{_CIGAR_OPS[op]}" for n, op in cigar])
 
 
-def _one_hit_each(
-    extend: Callable[[tuple[Any, ...]], None], read: tuple[str, int, int, int], hits: list[Any], frag: int
+#: reads up to this length take their CIGAR pieces from the tables below (an int's formatting is most of a
+#: CIGAR's cost); longer ones go through :func:`_emit`
+_TABLED_LEN = 1024
+#: ``f"{n}M"`` and the soft clip ``f"{n}S"`` ("" for 0) for n < :data:`_TABLED_LEN`
+_MATCH_STR = [f"{n}M" for n in range(_TABLED_LEN)]
+_CLIP_STR = ["", *(f"{n}S" for n in range(1, _TABLED_LEN))]
+
+
+def _one_hit_each(  # noqa: PLR0917 - called per pair: no tuple to pack and unpack
+    extend: Callable[[tuple[Any, ...]], None], name: str, idx: int, l1: int, l2: int, hits: list[Any], frag: int
 ) -> tuple[bool, int, int] | None:
     """The rows of a pair whose two hits are one primary per mate (mate 1's first), or None when the
     hits are anything else; returns (proper pair, MAPQ 1, MAPQ 2). The general case is :func:`_emit`
     after :func:`_pair_primaries`; this is the same, inline, for the pairs that need no choice."""
     a, b = hits
-    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary):
+    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary
+            and l1 < _TABLED_LEN and l2 < _TABLED_LEN):
         return None
-    name, idx, l1, l2 = read
     ctg, a_st, a_en, a_rev = a.ctg, a.r_st, a.r_en, a.strand < 0
-    b_st, b_en, b_rev = b.r_st, b.r_en, b.strand < 0
+    b_ctg, b_st, b_en, b_rev = b.ctg, b.r_st, b.r_en, b.strand < 0
     proper = False
-    if a_rev != b_rev and ctg == b.ctg:  # _proper: the forward hit leftmost, the reverse one near
+    if a_rev != b_rev and ctg == b_ctg:  # _proper: the forward hit leftmost, the reverse one near
         gap = max(frag - l1 - l2, SR_MAX_GAP)
         proper = (a_st >= b_st and a_st - b_en <= gap) if a_rev else (b_st >= a_st and b_st - a_en <= gap)
     flag = 0x3 if proper else 0x1
     qa, qb = a.mapq, b.mapq
     # soft clips (_cigar): mate 2 was aligned reverse-complemented, so its clips swap on "+"
-    left, right = (l1 - a.q_en, a.q_st) if a_rev else (a.q_st, l1 - a.q_en)
+    q_st, q_en = a.q_st, a.q_en
+    left, right = (l1 - q_en, q_st) if a_rev else (q_st, l1 - q_en)
     c = a.cigar
-    cig1 = f"{c[0][0]}{_CIGAR_OPS[c[0][1]]}" if len(c) == 1 else _cigar_ops(c)
+    c0 = c[0]
+    cig1 = _MATCH_STR[c0[0]] if len(c) == 1 and c0[1] == 0 else _cigar_ops(c)
     if left or right:
-        cig1 = (f"{left}S" if left else "") + cig1 + (f"{right}S" if right else "")
-    left, right = (b.q_st, l2 - b.q_en) if b_rev else (l2 - b.q_en, b.q_st)
+        cig1 = _CLIP_STR[left] + cig1 + _CLIP_STR[right]
+    q_st, q_en = b.q_st, b.q_en
+    left, right = (q_st, l2 - q_en) if b_rev else (l2 - q_en, q_st)
     c = b.cigar
-    cig2 = f"{c[0][0]}{_CIGAR_OPS[c[0][1]]}" if len(c) == 1 else _cigar_ops(c)
+    c0 = c[0]
+    cig2 = _MATCH_STR[c0[0]] if len(c) == 1 and c0[1] == 0 else _cigar_ops(c)
     if left or right:
-        cig2 = (f"{left}S" if left else "") + cig2 + (f"{right}S" if right else "")
+        cig2 = _CLIP_STR[left] + cig2 + _CLIP_STR[right]
     extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), ctg, a_st, a_en, qa, cig1,
             a.NM, l1,
-            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b.ctg, b_st, b_en, qb, cig2,
+            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b_ctg, b_st, b_en, qb, cig2,
             b.NM, l2))
     return proper, qa, qb
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.depth import I64, depth_blocks
@@ -49,40 +50,40 @@ def _cigar_sums(cigar: str) -> tuple[int, int]:
 
 def alignment_qc(table: pa.Table, blocks: Mapping[str, tuple[I64, I64]] | None = None) -> AlignQC:
     """The :class:`AlignQC` of some ``alignments`` rows (with ``tlen``, ``mate_pos``); ``blocks``: the
-    table's :func:`~seqlake.depth.depth_blocks` when the caller has them already."""
-    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
+    table's :func:`~seqlake.depth.depth_blocks` when the caller has them already. Rows are selected
+    by NumPy masks over whole columns: filtering the table would copy its strings."""
     qc = AlignQC()
     flag = table.column("flag").to_numpy().astype(np.int64)
-    aligned = table.filter(pa.array((flag & 0x104) == 0))
-    qc.mismatches = int(pc.sum(aligned.column("nm")).as_py() or 0)
-    if aligned.num_rows:
+    aligned = (flag & 0x104) == 0
+    primary = aligned & table.column("is_primary").to_numpy(zero_copy_only=False)
+    if aligned.any():
+        nm = table.column("nm").fill_null(0).to_numpy(zero_copy_only=False)
+        qc.mismatches = int(nm[aligned].astype(np.int64).sum())
         # the CIGAR sums per distinct CIGAR (a few thousand in a batch), then per row by its code
-        cigars = aligned.column("cigar").combine_chunks().dictionary_encode()
+        cigars = table.column("cigar").combine_chunks().dictionary_encode()
         sums = np.array([_cigar_sums(c) for c in cigars.dictionary.to_pylist()], dtype=np.int64).reshape(-1, 2)
-        codes = cigars.indices.to_numpy()
-        primary = aligned.column("is_primary").to_numpy(zero_copy_only=False)
-        qc.bases_mapped_cigar = int(sums[codes, 0].sum())
+        codes = cigars.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        qc.bases_mapped_cigar = int(sums[codes[aligned], 0].sum())
         qc.soft_clipped_bases = int(sums[codes[primary], 1].sum())
-    rows = aligned.filter(aligned.column("is_primary"))
-    if rows.num_rows:
-        mapq = rows.column("mapq").to_numpy().astype(np.int64)
+    if primary.any():
+        mapq = table.column("mapq").fill_null(0).to_numpy(zero_copy_only=False)[primary].astype(np.int64)
         qc.mapq_hist = {int(q): int(n) for q, n in zip(*np.unique(mapq, return_counts=True), strict=True)}
-        qc.insert_hist = _insert_hist(rows)
+        qc.insert_hist = _insert_hist(table, flag, primary)
     for contig, (starts, ends) in (depth_blocks(table) if blocks is None else blocks).items():
         qc.depth_bases[contig] = int((ends - starts).sum())
     return qc
 
 
-def _insert_hist(rows: pa.Table) -> dict[int, int]:
+def _insert_hist(table: pa.Table, flag: I64, rows: npt.NDArray[np.bool_]) -> dict[int, int]:
+    """The insert sizes of the ``rows`` (the aligned primaries) of ``table``, as samtools stats counts them."""
     import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
-    f = rows.column("flag").to_numpy().astype(np.int64)
-    pair = ((f & 0x1) != 0) & ((f & 0x8) == 0)
-    tlen = rows.column("tlen").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    same_contig = pc.fill_null(pc.equal(rows.column("contig"), rows.column("mate_contig")), False)
+    pair = rows & ((flag & 0x1) != 0) & ((flag & 0x8) == 0)
+    tlen = table.column("tlen").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    same_contig = pc.fill_null(pc.equal(table.column("contig"), table.column("mate_contig")), False)
     same = same_contig.to_numpy(zero_copy_only=False)
     size = np.minimum(np.abs(tlen), MAX_INSERT)
     # samtools counts both mates and prints pairs; a pair's two primaries have the same |TLEN|
-    counted = pair & ((f & 0x40) != 0) & ((size > 0) | same)
+    counted = pair & ((flag & 0x40) != 0) & ((size > 0) | same)
     sizes, counts = np.unique(size[counted], return_counts=True)
     return {int(s): int(n) for s, n in zip(sizes, counts, strict=True)}
 

@@ -79,9 +79,12 @@ def _sweep(positions: I64, deltas: I64) -> Profile:
     """Runs of the step function that changes by ``deltas`` at ``positions`` (capped, merged)."""
     if len(positions) == 0:
         return Profile()
-    order = np.argsort(positions, kind="stable")
+    # any sort will do (the deltas at one position are summed), and the sorted positions give their
+    # distinct values in one pass (np.unique would sort them again)
+    order = np.argsort(positions)
     pos, dlt = positions[order], deltas[order]
-    uniq, first = np.unique(pos, return_index=True)
+    first = np.flatnonzero(np.concatenate(([True], pos[1:] != pos[:-1])))
+    uniq = pos[first]
     change = np.add.reduceat(dlt, first)
     depth = np.minimum(np.cumsum(change), DEPTH_CAP)
     start, end, d = uniq[:-1], uniq[1:], depth[:-1]
@@ -150,7 +153,8 @@ def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
     codes = contig.indices.to_numpy()
     starts = mapped.column("pos").to_numpy().astype(np.int64) - 1
     ends = mapped.column("end_pos").to_numpy().astype(np.int64)
-    gapped = pc.match_substring_regex(mapped.column("cigar"), r"[DN]").to_numpy(zero_copy_only=False)
+    cigar = mapped.column("cigar")
+    gapped = pc.or_(pc.match_substring(cigar, "D"), pc.match_substring(cigar, "N")).to_numpy(zero_copy_only=False)
     # the gapped rows' blocks, row after row, from their CIGARs alone (the others are one block)
     rows = np.flatnonzero(gapped)
     rel_starts: list[int] = []

@@ -83,22 +83,23 @@ class ChunkRecords:
     def names(self) -> list[str]:
         """Read names up to the first whitespace (as SAM's QNAME): ``header.split(None, 1)[0]``,
         with the name ends found for the whole chunk at once (one slice per read, no split)."""
-        text = self.text
         hs, he = self.name_start, self.name_end
         lens = he - hs
         heads = _gather(self.data, hs, lens)
+        # the names are sliced from the header lines alone, back to back (not from the whole chunk's text)
+        text = heads.tobytes().decode("latin-1")
+        offs = np.cumsum(lens) - lens
         space = np.flatnonzero(_IS_SPACE[heads])
-        ends = he
+        ends = offs + lens
         lead: list[int] = []
         if len(space):
-            offs = np.cumsum(lens) - lens
             first = np.append(space, len(heads))[np.searchsorted(space, offs)]
-            ends = hs + np.minimum(first - offs, lens)
+            ends = offs + np.minimum(first - offs, lens)
             # a header that starts with whitespace: split() skips it first (rare, so per read)
             lead = np.flatnonzero((lens > 0) & (first == offs)).tolist()
-        names = [text[s:e] for s, e in zip(hs.tolist(), ends.tolist(), strict=True)]
+        names = [text[s:e] for s, e in zip(offs.tolist(), ends.tolist(), strict=True)]
         for i in lead:
-            names[i] = (text[int(hs[i]) : int(he[i])].split(None, 1) or [""])[0]
+            names[i] = (text[int(offs[i]) : int(offs[i] + lens[i])].split(None, 1) or [""])[0]
         return names
 
     def first_name(self) -> str:
@@ -108,6 +109,11 @@ class ChunkRecords:
 
     def sequences(self) -> list[str]:
         return self._slices(self.seq_start, self.length)
+
+    def sequence_bytes(self) -> list[bytes]:
+        """:meth:`sequences` as ``bytes``, what mappy maps (it would encode a ``str`` read by read)."""
+        raw = self.data.tobytes()
+        return [raw[s : s + n] for s, n in zip(self.seq_start.tolist(), self.length.tolist(), strict=True)]
 
     def qualities(self) -> list[str]:
         return self._slices(self.qual_start, self.length)

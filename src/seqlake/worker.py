@@ -176,14 +176,15 @@ class _ShardRun:
     def _trim_align(self, recs: list[ChunkRecords], names: list[str], first_record: int) -> None:
         if not self.trimmer.enabled and self.aligning is None:
             return  # the trimmed stage is the raw one (see result): no read needs a string of its own
-        # without trimming the qualities are not read: only the sequences, for mappy
-        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities() if self.trimmer.enabled else ()) for r in recs]
+        if not self.trimmer.enabled:  # every read is kept whole: only the sequences, for mappy
+            self._align(names, range(first_record, first_record + len(names)), [r.sequence_bytes() for r in recs])
+            return
+        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
-        if self.trimmer.enabled:
-            for m, r, t in zip(self.mates, recs, trims, strict=True):
-                add_stats(self.trim_stats[m], t, keep)
-                start = t.start[keep]
-                self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
+        for m, r, t in zip(self.mates, recs, trims, strict=True):
+            add_stats(self.trim_stats[m], t, keep)
+            start = t.start[keep]
+            self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
         if self.aligning is None:
             return
         index: Sequence[int]
@@ -195,12 +196,17 @@ class _ShardRun:
             kept_names = [names[i] for i in kept]
             index = [first_record + i for i in kept]
             seqs = [[t.sequences[i] for i in kept] for t in trims]
+        self._align(kept_names, index, seqs)
+
+    def _align(self, names: list[str], index: Sequence[int], seqs: Sequence[Sequence[str | bytes]]) -> None:
+        """Submit the kept reads (one list of sequences per mate) for alignment behind this chunk."""
+        assert self.aligning is not None
         aligner = self.aligning.aligner
-        if len(recs) == 2:
-            self.aligning_chunks.append(aligner.submit_pairs(kept_names, seqs[0], seqs[1], index, self.sample))
+        if len(seqs) == 2:
+            self.aligning_chunks.append(aligner.submit_pairs(names, seqs[0], seqs[1], index, self.sample))
         else:
-            self.aligning_chunks.append(aligner.submit_single(kept_names, seqs[0], index, self.sample))
-        self._collect(behind=self.aligning.aligner.in_flight)
+            self.aligning_chunks.append(aligner.submit_single(names, seqs[0], index, self.sample))
+        self._collect(behind=aligner.in_flight)
 
     def _collect(self, behind: int) -> None:
         """Aligned chunks, oldest first, into the pending rows and the counts, leaving ``behind`` chunks
