@@ -99,14 +99,14 @@ def profile(case: Case, folder: Path) -> tuple[float, dict[str, float], list[tup
     libraries: dict[str, float] = collections.Counter()
     for share, dso in by_dso:
         libraries[_library(dso)] += share
-    symbols = [(share, sym) for share, sym in _report(data, "dso,sym") if share >= 1.0][:12]
+    symbols = [(share, sym) for share, sym in _report(data, "dso,sym", 1.0) if share >= 1.0][:12]
     seconds = _sampled_seconds(data)
     return seconds, dict(libraries), symbols
 
 
-def _report(data: Path, sort: str) -> list[tuple[float, str]]:
+def _report(data: Path, sort: str, limit: float = 0.0) -> list[tuple[float, str]]:
     out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort", sort, "--stdio", "-g", "none",
-                          "--percent-limit", "0.1"], capture_output=True, text=True, check=True).stdout
+                          "--percent-limit", str(limit)], capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         m = re.match(r"\s*([\d.]+)%\s+(.*\S)", line)
@@ -141,8 +141,11 @@ def render(case: Case, seconds: float, libraries: dict[str, float], symbols: Seq
              f"{seconds:.1f} CPU seconds sampled; `{' '.join(Path(a).name if os.sep in a else a for a in case.argv)}`"
              + (f", {case.cores} cores" if case.cores > 1 else ", one core"), "",
              "| library | share of CPU |", "|---|---:|"]
-    lines += [f"| {lib} | {share:.1f} % |" for lib, share in sorted(libraries.items(), key=lambda kv: -kv[1])
-              if share >= 0.5]
+    ranked = sorted(libraries.items(), key=lambda kv: -kv[1])
+    lines += [f"| {lib} | {share:.1f} % |" for lib, share in ranked if share >= 0.5]
+    small = sum(share for _, share in ranked if share < 0.5)
+    if small:
+        lines.append(f"| the rest (each under 0.5 %) | {small:.1f} % |")
     lines += ["", "Hottest symbols outside the interpreter's own code: " + "; ".join(
         f"{sym.replace('[.] ', '')} {share:.1f} %" for share, sym in symbols if "libpython" not in sym)[:600], ""]
     return "\n".join(lines)
