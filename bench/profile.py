@@ -95,16 +95,16 @@ def profile(case: Case, folder: Path) -> tuple[float, dict[str, float], list[tup
     env = {**os.environ, **dict(case.env)}
     subprocess.run(["perf", "record", "-q", "-F", "999", "-o", str(data), "--", *pin, *case.argv],
                    check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    by_dso = _report(data, "dso")
+    seconds, by_dso = _report(data, "dso")
     libraries: dict[str, float] = collections.Counter()
     for share, dso in by_dso:
         libraries[_library(dso)] += share
-    symbols = [(share, sym) for share, sym in _report(data, "dso,sym", 1.0) if share >= 1.0][:12]
-    seconds = _sampled_seconds(data)
+    symbols = [(share, sym) for share, sym in _report(data, "dso,sym", 1.0)[1] if share >= 1.0][:12]
     return seconds, dict(libraries), symbols
 
 
-def _report(data: Path, sort: str, limit: float = 0.0) -> list[tuple[float, str]]:
+def _report(data: Path, sort: str, limit: float = 0.0) -> tuple[float, list[tuple[float, str]]]:
+    """CPU seconds sampled (the cpu-clock event count, in ns) and (share, name) rows sorted by ``sort``."""
     out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort", sort, "--stdio", "-g", "none",
                           "--percent-limit", str(limit)], capture_output=True, text=True, check=True).stdout
     rows = []
@@ -112,20 +112,8 @@ def _report(data: Path, sort: str, limit: float = 0.0) -> list[tuple[float, str]
         m = re.match(r"\s*([\d.]+)%\s+(.*\S)", line)
         if m and not line.lstrip().startswith("#"):
             rows.append((float(m.group(1)), re.sub(r"\s+", " ", m.group(2))))
-    return rows
-
-
-def _sampled_seconds(data: Path) -> float:
-    """CPU seconds the samples stand for (task-clock events at 999 Hz)."""
-    out = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--header-only"], capture_output=True,
-                         text=True, check=False).stdout
-    out += subprocess.run(["perf", "report", "-i", str(data), "--stdio", "-g", "none", "--sort", "pid"],
-                          capture_output=True, text=True, check=False).stdout
-    m = re.search(r"# Samples: ([\d.]+)([KM]?)", out)
-    if not m:
-        return 0.0
-    n = float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6}[m.group(2)]
-    return n / 999
+    count = re.search(r"# Event count \(approx\.\): (\d+)", out)
+    return (int(count.group(1)) / 1e9 if count else 0.0), rows
 
 
 def _library(dso: str) -> str:

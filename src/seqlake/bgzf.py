@@ -41,6 +41,7 @@ from seqlake.gzindex import (
     PIPE_U64,
     ScanResult,
     bgzf_block_size,
+    naming_truncation,
     next_bgzf_block,
     read_exact,
     whole_records,
@@ -134,14 +135,8 @@ def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | No
     gzip members that are not BGZF blocks follow the first.
     """
     threads = threads_from_env(default=available_cpus()) if threads is None else max(1, threads)
-    try:
+    with naming_truncation(uri):
         return _count(uri, spacing, threads)
-    except BadInputError:
-        # imported here: seqlake.fastq brings numpy and dnaio, most of this pass's start-up, for a rare case
-        from seqlake.fastq import naming_truncation
-
-        with naming_truncation(uri):
-            raise
 
 
 def _count(uri: str, spacing: int, threads: int) -> ScanResult:

@@ -141,19 +141,6 @@ def find_truncation(uri: str, compression: str | None = None) -> TruncatedStream
     return None if complete else truncated_stream(uri, comp, lines)
 
 
-@contextlib.contextmanager
-def naming_truncation(uri: str) -> Iterator[None]:
-    """A reader's :class:`BadInputError` inside becomes the :class:`TruncatedStreamError` naming the last
-    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes)."""
-    try:
-        yield
-    except BadInputError as err:
-        truncated = find_truncation(uri)
-        if truncated is not None:
-            raise truncated from err
-        raise
-
-
 class _TranslatingReader(io.RawIOBase):
     """Turns a decompressor's EOFError / zlib / lzma / OSError into a BadInputError naming the file."""
 

@@ -415,14 +415,24 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None 
     record, whichever way rapidgzip met the cut.
     """
     vcpus = index_threads() if threads is None else max(1, threads)
-    try:
+    with naming_truncation(uri):
         return _index_gzip(uri, spacing, vcpus)
-    except BadInputError:
-        # imported here: seqlake.fastq brings numpy, a third of this pass's start-up, for a rare case
-        from seqlake.fastq import naming_truncation
 
-        with naming_truncation(uri):
-            raise
+
+@contextlib.contextmanager
+def naming_truncation(uri: str) -> Iterator[None]:
+    """A reader's :class:`BadInputError` inside becomes the :class:`TruncatedStreamError` naming the last
+    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes)."""
+    try:
+        yield
+    except BadInputError as err:
+        # imported here: seqlake.fastq brings numpy, a third of a planning pass's start-up, for a rare case
+        from seqlake.fastq import find_truncation
+
+        truncated = find_truncation(uri)
+        if truncated is not None:
+            raise truncated from err
+        raise
 
 
 def _index_gzip(uri: str, spacing: int, vcpus: int) -> IndexResult:

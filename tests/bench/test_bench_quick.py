@@ -110,3 +110,4 @@ def test_profile_splits_a_row_by_library(quick_bench: tuple[dict[str, dict], str
     for row in text.split("### ")[1:]:
         shares = [float(s) for s in re.findall(r"\| ([\d.]+) % \|", row)]
         assert "| Python interpreter (Python code) |" in row and 99 < sum(shares) < 101, row
+        assert float(re.findall(r"([\d.]+) CPU seconds sampled", row)[0]) > 0, row
