@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
-	@echo "make lint   - no import circle, ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
+	@echo "make lint   - import rules (no circle, layers), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
@@ -66,7 +66,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -x
 
 lint: $(STAMP)
-	$(BIN)/python scripts/import_circles.py
+	$(BIN)/python scripts/import_rules.py
 	$(BIN)/ruff check src tests functions bench
 	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy
@@ -87,7 +87,7 @@ profile: $(STAMP)
 	$(BIN)/python bench/profile.py $(PROFILE_ARGS)
 
 docs: $(STAMP)
-	$(BIN)/python -m seqlake.tables --markdown > docs/TABLES.md
+	$(BIN)/python -m seqlake.lake.tables --markdown > docs/TABLES.md
 
 clean:
 	rm -rf $(VENV) .seqlake .pytest_cache .mypy_cache .ruff_cache

@@ -442,7 +442,7 @@ def forget_child_work(plan_uri: str) -> Callable[[], None]:
     exits at once (as a retried Batch child should), so a repeated row would time that."""
 
     def forget() -> None:
-        from seqlake.layout import RunLayout
+        from seqlake.base.layout import RunLayout
 
         shutil.rmtree(RunLayout.of_plan(plan_uri).staging, ignore_errors=True)
 

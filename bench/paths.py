@@ -7,7 +7,7 @@ needs does not exist (yet)": run.py then skips the row with a note instead of fa
 
 Paths:
   qc FILE                         the QC library alone: record-aligned chunks -> vectorised QC (with a
-                                  shard child's allocator settings, seqlake.heap)
+                                  shard child's allocator settings, seqlake.child.heap)
   index FILE                      the gzip indexing pass the planner runs (records, checkpoints, seek index)
   bgzf-count FILE                 the BGZF counting pass the planner runs instead (records, checkpoints)
   plan OUT R1 [R2] [--reference FA] [--no-trim] [--shards N]

@@ -73,7 +73,8 @@ def _merge_peak(bucket_dir: Path, run_id: str) -> dict[str, float]:
         plan = json.loads((root / "runs" / run_id / "plan.json").read_text())
         plan["out_prefix"] = str(root)
         (root / "runs" / run_id / "plan.json").write_text(json.dumps(plan))
-        code = ("import sys, time; from seqlake.merge import merge_run; from seqlake.planfile import load_plan; "
+        code = ("import sys, time; from seqlake.lake.merge import merge_run; "
+                "from seqlake.plan.planfile import load_plan; "
                 "t = time.perf_counter(); merge_run(load_plan(sys.argv[1])); "
                 "print(f'merge_seconds={time.perf_counter() - t:.3f}', file=sys.stderr)")
         out = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", code,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from seqlake import __version__
-from seqlake.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
+from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -29,7 +29,7 @@ def _cmd_process(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from seqlake.worker_main import worker_command
+    from seqlake.child.worker_main import worker_command
 
     return worker_command(args)
 

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
-from seqlake.model import RunState
-from seqlake.params import Params, chosen_parameters
+from seqlake.base.model import RunState
+from seqlake.base.params import Params, chosen_parameters
 
 console = Console(stderr=True)
 
@@ -44,8 +44,8 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
 
 
 def _run_shard(plan_uri: str, child: int) -> int:
-    from seqlake.childplan import load_child_plan
-    from seqlake.worker import process_child
+    from seqlake.child.worker import process_child
+    from seqlake.plan.childplan import load_child_plan
 
     process_child(load_child_plan(plan_uri, child), child)
     return child
@@ -77,11 +77,11 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
 
 
 def process_command(args: argparse.Namespace) -> int:
-    from seqlake.cpus import THREADS_VAR
-    from seqlake.merge import merge_run
-    from seqlake.model import Sample
-    from seqlake.naming import sample_from_filename
-    from seqlake.plan import make_plan
+    from seqlake.base.cpus import THREADS_VAR
+    from seqlake.base.model import Sample
+    from seqlake.base.naming import sample_from_filename
+    from seqlake.lake.merge import merge_run
+    from seqlake.plan.planner import make_plan
 
     r1 = Path(args.r1)
     r2 = Path(args.r2) if args.r2 else None

@@ -21,7 +21,7 @@ import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
-from seqlake import clients
+from seqlake.base import clients
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"

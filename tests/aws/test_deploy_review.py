@@ -18,10 +18,10 @@ import pytest
 from botocore.stub import Stubber
 
 from seqlake.aws import batch_reasons, steps
-from seqlake.errors import EXIT_BAD_INPUT
+from seqlake.base.errors import EXIT_BAD_INPUT
+from seqlake.lake.tables import TABLES
 from seqlake.localcloud.batch import ESSENTIAL_EXITED, Outcome, decide
 from seqlake.localcloud.deployer import Deployer
-from seqlake.tables import TABLES
 
 from .conftest import REPO, Resolver
 from .test_template import ASL_PATH, as_list, asl, statements

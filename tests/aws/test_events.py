@@ -9,7 +9,7 @@ import pytest
 from moto.events.models import EventPattern
 
 from seqlake.aws.events import INCOMING, object_from_event, run_id, s3_object
-from seqlake.naming import FASTQ_SUFFIXES, SAMPLESHEET_NAME, folder_of, kind_of
+from seqlake.base.naming import FASTQ_SUFFIXES, SAMPLESHEET_NAME, folder_of, kind_of
 
 from .conftest import Resolver, load_event
 
@@ -97,7 +97,7 @@ def test_run_id_is_deterministic_and_content_addressed() -> None:
 
 
 def test_rule_wildcards_are_the_names_naming_accepts(template: dict[str, Any]) -> None:
-    """The rule lets through exactly the FASTQ suffixes and the samplesheet name of seqlake.naming."""
+    """The rule lets through exactly the FASTQ suffixes and the samplesheet name of seqlake.base.naming."""
     ev = template["Resources"]["StartRunFunction"]["Properties"]["Events"]["InputUploaded"]["Properties"]
     wildcards = [w["wildcard"] for w in ev["Pattern"]["detail"]["object"]["key"]]
     assert sorted(wildcards) == sorted(

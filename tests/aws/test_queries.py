@@ -1,5 +1,5 @@
 """queries/*.sql are Athena (Trino) SQL that also run locally: sqlglot transpiles them to DuckDB, which
-runs them over Parquet files written with the schemas of seqlake.tables (one small row per table)."""
+runs them over Parquet files written with the schemas of seqlake.lake.tables (one small row per table)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-from seqlake.tables import TABLES
+from seqlake.lake.tables import TABLES
 
 from .conftest import REPO
 

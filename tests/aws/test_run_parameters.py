@@ -7,8 +7,8 @@ import pytest
 
 from seqlake.aws.events import run_id
 from seqlake.aws.start import StartSettings, run_parameters
-from seqlake.model import ObjectRef
-from seqlake.params import Params
+from seqlake.base.model import ObjectRef
+from seqlake.base.params import Params
 
 ENV = {"STATE_MACHINE_ARN": "arn:aws:states:us-east-1:1:stateMachine:x", "GLUE_DATABASE": "db"}
 

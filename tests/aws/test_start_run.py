@@ -17,7 +17,7 @@ import pytest
 from aws_lambda_powertools.utilities.validation.exceptions import SchemaValidationError
 
 from seqlake.aws.events import run_id, s3_object
-from seqlake.tables import RESULT_TABLES
+from seqlake.lake.tables import RESULT_TABLES
 
 from .conftest import REGION, REPO, Deployed, execution_request, load_event, partitions, read_status, runs_row
 
@@ -443,7 +443,7 @@ def test_the_start_lambda_imports_neither_numpy_nor_dnaio_nor_pyarrow() -> None:
 def test_a_400_sample_sheet_fits_the_step_functions_input_limit(
     deployed: Deployed, start: Callable[[dict[str, Any]], dict[str, Any]], settle_queue: str
 ) -> None:
-    from seqlake import limits
+    from seqlake.base import limits
 
     n, folder = 400, "incoming/2026-11-30_NB501234_0421_AHXYZ/"
     s3 = deployed.s3()
@@ -480,8 +480,8 @@ def test_the_start_response_stays_within_lambda_s_limit_for_any_sheet(
 ) -> None:
     """A 10,000-sample sheet whose files are all missing, with the longest keys S3 allows: the result
     names the first few and counts the rest."""
-    from seqlake import limits
     from seqlake.aws.start import WAITING_FOR_SHOWN
+    from seqlake.base import limits
 
     n, stem = 10_000, "x" * 990
     rows = "".join(f"S{i},{stem}{i:05d}_R1.fastq.gz,{stem}{i:05d}_R2.fastq.gz\n" for i in range(n))

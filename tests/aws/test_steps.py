@@ -15,10 +15,10 @@ import pytest
 
 from seqlake.aws import index_job
 from seqlake.aws.request import RunRequest, store_request
-from seqlake.errors import BadInputError
-from seqlake.planfile import load_plan
-from seqlake.tables import RESULT_TABLES, TABLES
-from seqlake.worker import process_child
+from seqlake.base.errors import BadInputError
+from seqlake.child.worker import process_child
+from seqlake.lake.tables import RESULT_TABLES, TABLES
+from seqlake.plan.planfile import load_plan
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 

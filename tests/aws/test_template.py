@@ -12,8 +12,8 @@ import pytest
 from samtranslator.translator.transform import transform
 
 from seqlake.aws import render_template
-from seqlake.cpus import THREADS_VAR
-from seqlake.tables import RESULT_TABLES, TABLES
+from seqlake.base.cpus import THREADS_VAR
+from seqlake.lake.tables import RESULT_TABLES, TABLES
 
 from .conftest import REPO
 
@@ -285,8 +285,8 @@ def test_every_task_retries_transient_errors_and_is_caught() -> None:
 
 
 def test_failed_step_names_are_the_models() -> None:
-    """Every state a failure can be recorded for is a :class:`seqlake.model.Step`, and vice versa."""
-    from seqlake.model import Step
+    """Every state a failure can be recorded for is a :class:`seqlake.base.model.Step`, and vice versa."""
+    from seqlake.base.model import Step
 
     states = asl()["States"]
     named = {s["Result"] for s in states.values() if s["Type"] == "Pass" and s.get("ResultPath") == "$.failed_step"}

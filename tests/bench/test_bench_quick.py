@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from seqlake import demo_data
-from seqlake.simulate import write_pairs
+from seqlake.demo_data.simulate import write_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = (

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.errors import EXIT_BAD_INPUT
-from seqlake.tables import COMMIT_TIME_COLUMNS
+from seqlake.base.errors import EXIT_BAD_INPUT
+from seqlake.lake.tables import COMMIT_TIME_COLUMNS
 
 SEQLAKE = [sys.executable, "-m", "seqlake"]
 
@@ -82,9 +82,9 @@ def test_empty_file_is_a_run_with_zero_reads(edge: Path, tmp_path: Path) -> None
 
 def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Path) -> None:
     # Given a plan of 3 shards made by the core
-    from seqlake.model import Sample
-    from seqlake.params import Params
-    from seqlake.plan import make_plan
+    from seqlake.base.model import Sample
+    from seqlake.base.params import Params
+    from seqlake.plan.planner import make_plan
 
     plan = make_plan("r-worker", [Sample("s", str(edge / "biopython/example.fastq"))],
                      out_prefix=str(tmp_path), params=Params(), shards=3)
@@ -102,8 +102,8 @@ def test_worker_entry_point_reads_the_batch_environment(edge: Path, tmp_path: Pa
 
 
 def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: Path) -> None:
-    from seqlake.model import Sample
-    from seqlake.plan import make_plan
+    from seqlake.base.model import Sample
+    from seqlake.plan.planner import make_plan
 
     # Given a file whose defect the planner's sniff cannot see (it is past the first records)
     good = (edge / "biopython/example.fastq").read_text()
@@ -132,9 +132,10 @@ def test_worker_gives_arrow_the_c_heap_as_its_memory_pool() -> None:
 def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
     """The Lambda layer carries neither mappy (no wheel) nor cutadapt: the plan, commit and failure steps,
     the index job, the report and the merge must not import them, nor the shard worker."""
-    code = ("import sys, seqlake.merge, seqlake.plan, seqlake.aws.plan_step, seqlake.aws.steps, seqlake.aws.index_job, "
-            "seqlake.report; "
-            "print(','.join(m for m in ('mappy', 'cutadapt', 'seqlake.worker', 'seqlake.trim', 'seqlake.align') "
+    code = ("import sys, seqlake.lake.merge, seqlake.plan.planner, seqlake.aws.plan_step, seqlake.aws.steps, "
+            "seqlake.aws.index_job, seqlake.report; "
+            "print(','.join(m for m in ('mappy', 'cutadapt', 'seqlake.child.worker', 'seqlake.child.trim', "
+            "'seqlake.child.align') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "", out.stdout

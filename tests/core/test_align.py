@@ -13,8 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from seqlake import align, coverage, fastq, qc
-from seqlake.tables import BY_NAME
+from seqlake.child import align
+from seqlake.lake import coverage
+from seqlake.lake.tables import BY_NAME
+from seqlake.reads import chunks, fastq
 
 Key = tuple[str, int]
 
@@ -35,7 +37,7 @@ def _align_miseq(
     spans: list[tuple[str, int, int]] = []
     first = 0
     for c1, c2 in zip(fastq.iter_file_chunks(str(miseq[0])), fastq.iter_file_chunks(str(miseq[1])), strict=True):
-        r1, r2 = qc.parse_chunk(c1, "R1", first), qc.parse_chunk(c2, "R2", first)
+        r1, r2 = chunks.parse_chunk(c1, "R1", first), chunks.parse_chunk(c2, "R2", first)
         aligner.align_pairs(
             r1.names(),
             r1.sequences(),
@@ -161,7 +163,7 @@ def test_threads_give_the_same_rows_in_the_same_order(
     assert stats_three == stats_one
     # single-end reads, including an empty one, cut into parts the same way
     c1 = next(fastq.iter_file_chunks(str(miseq[0])))
-    recs = qc.parse_chunk(c1, "R1", 0)
+    recs = chunks.parse_chunk(c1, "R1", 0)
     seqs = [*recs.sequences()[:-1], ""]
     outs = []
     for threads in (1, 4):

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import bgzf, clients, demo_data, storage
-from seqlake.errors import BadInputError
+from seqlake import demo_data
+from seqlake.base import clients, storage
+from seqlake.base.errors import BadInputError
+from seqlake.reads import bgzf
 
 #: small chunks, so that the ~1.5 MB demo file is counted in many chunks on every process
 CHUNK = 64 << 10

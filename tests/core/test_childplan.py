@@ -15,11 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from seqlake import childplan, fixedwidth, seekindex, shards, storage, worker_main
-from seqlake.layout import RunLayout
-from seqlake.model import Sample
-from seqlake.params import Params
-from seqlake.plan import make_plan
+from seqlake.base import storage
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import Sample
+from seqlake.base.params import Params
+from seqlake.child import worker_main
+from seqlake.plan import childplan, fixedwidth, shards
+from seqlake.plan.planner import make_plan
+from seqlake.reads import seekindex
 
 READ_LENGTH = 150
 #: records per shard in the byte-counting test (~1 MB of plain FASTQ: about one seek point's worth)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import cost
 from seqlake.aws.status import RunStatus
+from seqlake.base import cost
 
 COST_MD = Path(__file__).resolve().parents[2] / "docs" / "COST.md"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seqlake import cpus
+from seqlake.base import cpus
 
 
 def test_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Exact depth profiles (seqlake.depth) against a per-base array, and the read-name metadata."""
+"""Exact depth profiles (seqlake.lake.depth) against a per-base array, and the read-name metadata."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from seqlake.depth import Profile, add_profiles, cigar_blocks, profile_of_blocks
-from seqlake.metadata import illumina_fields, parse_control
-from seqlake.tables import DEPTH_CAP, THRESHOLDS
+from seqlake.base.metadata import illumina_fields, parse_control
+from seqlake.lake.depth import Profile, add_profiles, cigar_blocks, profile_of_blocks
+from seqlake.lake.tables import DEPTH_CAP, THRESHOLDS
 
 
 def per_base(profile: Profile, length: int) -> np.ndarray:

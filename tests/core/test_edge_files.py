@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import fastq
-from seqlake.errors import BadInputError
-from seqlake.model import Sample
-from seqlake.plan import make_plan
+from seqlake.base.errors import BadInputError
+from seqlake.base.model import Sample
+from seqlake.plan.planner import make_plan
+from seqlake.reads import fastq
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from seqlake import fastq, gzindex
-from seqlake.errors import BadInputError
+from seqlake.base.errors import BadInputError
+from seqlake.reads import fastq, gzindex
 
 RECORDS = b"".join(b"@r%d extra\nACGTN%s\n+\nII#~!%s\n" % (i, b"A" * (i % 7), b"5" * (i % 7))
                   for i in range(40))

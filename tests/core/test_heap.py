@@ -12,7 +12,7 @@ import pytest
 # fresh mapping whose pages the kernel faults in (and zeroes) again
 _ALLOCATE = """
 import resource, sys
-from seqlake.heap import keep_freed_memory
+from seqlake.child.heap import keep_freed_memory
 kept = sys.argv[1] == "keep" and keep_freed_memory()
 b"x" * (48 << 20)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -19,13 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-from seqlake import merge, worker
-from seqlake.model import Sample
-from seqlake.plan import make_plan
-from seqlake.planfile import Plan
-from seqlake.samplesheet import read_samplesheet
-from seqlake.simulate import write_pairs
-from seqlake.tables import TABLES, THRESHOLDS
+from seqlake.base.model import Sample
+from seqlake.child import worker
+from seqlake.demo_data.simulate import write_pairs
+from seqlake.lake import merge
+from seqlake.lake.tables import TABLES, THRESHOLDS
+from seqlake.plan.planfile import Plan
+from seqlake.plan.planner import make_plan
+from seqlake.plan.samplesheet import read_samplesheet
 
 REPO = Path(__file__).resolve().parents[2]
 

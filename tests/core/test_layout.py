@@ -1,4 +1,4 @@
-"""Every object of a run is named by :mod:`seqlake.layout`: no other module spells the bucket's folders."""
+"""Every object of a run is named by :mod:`seqlake.base.layout`: no other module spells the bucket's folders."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from seqlake.layout import LakeLayout, RunLayout, child_of
+from seqlake.base.layout import LakeLayout, RunLayout, child_of
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "seqlake"
 #: a string that builds a path of the bucket's trees (docstrings and comments may name them)

@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import bgzf, cpus, demo_data, planfile, shards
-from seqlake import plan as planmod
-from seqlake.errors import BadInputError, TruncatedStreamError
-from seqlake.model import Sample
-from seqlake.params import Params
-from seqlake.plan import allocate_shards, make_plan
-from seqlake.planfile import load_plan
+from seqlake import demo_data
+from seqlake.base import cpus
+from seqlake.base.errors import BadInputError, TruncatedStreamError
+from seqlake.base.model import Sample
+from seqlake.base.params import Params
+from seqlake.plan import planfile, shards
+from seqlake.plan import planner as planmod
+from seqlake.plan.planfile import load_plan
+from seqlake.plan.planner import allocate_shards, make_plan
+from seqlake.reads import bgzf
 
 
 def reassemble(plan: planfile.Plan) -> dict[int, bytes]:
@@ -276,7 +279,7 @@ def test_phred64_rejected_at_plan_time(edge: Path, tmp_path: Path) -> None:
 
 
 def test_tiny_whole_samples_share_children_up_to_the_cap() -> None:
-    from seqlake.plan import MAX_SAMPLES_PER_CHILD, pack_children
+    from seqlake.plan.planner import MAX_SAMPLES_PER_CHILD, pack_children
 
     # 100 tiny samples: packed by the sample cap, not by reads
     starts = pack_children([10] * 100, [True] * 100, reads_per_child=1_000_000)
@@ -288,7 +291,7 @@ def test_tiny_whole_samples_share_children_up_to_the_cap() -> None:
 
 
 def test_more_samples_than_the_array_allows_never_plan_more_children() -> None:
-    from seqlake.plan import MAX_CHILDREN, pack_children
+    from seqlake.plan.planner import MAX_CHILDREN, pack_children
 
     n = 3 * MAX_CHILDREN + 7
     starts = pack_children([5_000] * n, [True] * n, reads_per_child=1_000)  # each sample fills a child

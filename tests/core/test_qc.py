@@ -10,8 +10,9 @@ import dnaio
 import numpy as np
 import pytest
 
-from seqlake import fastq, qc
-from seqlake.errors import BadInputError
+from seqlake.base.errors import BadInputError
+from seqlake.lake import qc
+from seqlake.reads import chunks, fastq
 
 SEQKIT_COLUMNS = (
     "num_seqs",
@@ -114,7 +115,7 @@ def test_crlf_equals_lf(edge: Path) -> None:
 
 def test_quality_outside_range_is_rejected() -> None:
     data = b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nII\x7fI\n"
-    recs = qc.parse_chunk(data, "x.fastq")
+    recs = chunks.parse_chunk(data, "x.fastq")
     with pytest.raises(BadInputError) as err:
         qc.QCAccumulator().add_chunk(recs)
     assert err.value.line == 8
@@ -129,7 +130,7 @@ def test_chunking_and_merging_are_exact(miseq: tuple[Path, Path]) -> None:
     first = 0
     for chunk in fastq.iter_file_chunks(str(miseq[1]), 120_000):
         part = qc.QCAccumulator()
-        recs = qc.parse_chunk(chunk, "R2", first)
+        recs = chunks.parse_chunk(chunk, "R2", first)
         part.add_chunk(recs)
         first += len(recs)
         merged.merge(part)
@@ -161,7 +162,7 @@ def _reference_qc(records: list[tuple[str, str]]) -> dict[str, object]:
 def test_trimmed_views_equal_a_trimmed_file(miseq: tuple[Path, Path]) -> None:
     """QC of (start, length) views into the raw buffer == QC of the trimmed reads written out."""
     chunk = next(fastq.iter_file_chunks(str(miseq[1]), 300_000))
-    recs = qc.parse_chunk(chunk, "R2")
+    recs = chunks.parse_chunk(chunk, "R2")
     rng = np.random.default_rng(7)
     start = rng.integers(0, 30, len(recs))
     length = np.maximum(recs.length - start - rng.integers(0, 200, len(recs)), 0)
@@ -173,7 +174,7 @@ def test_trimmed_views_equal_a_trimmed_file(miseq: tuple[Path, Path]) -> None:
     ]
     text = "".join(f"@r{i}\n{s}\n+\n{q}\n" for i, (s, q) in enumerate(trimmed)).encode()
     written = qc.QCAccumulator()
-    written.add_chunk(qc.parse_chunk(text, "trimmed"))
+    written.add_chunk(chunks.parse_chunk(text, "trimmed"))
     state = views.to_state()
     assert state == written.to_state()
     ref = _reference_qc(trimmed)
@@ -185,7 +186,7 @@ def test_trimmed_views_equal_a_trimmed_file(miseq: tuple[Path, Path]) -> None:
 def test_lowercase_and_iupac_count_as_documented() -> None:
     data = b"@a\nacgtNRYn.\n+\nIIIIIIIII\n"
     acc = qc.QCAccumulator()
-    acc.add_chunk(qc.parse_chunk(data, "x"))
+    acc.add_chunk(chunks.parse_chunk(data, "x"))
     s = acc.summary()
     assert (s["gc_bases"], s["n_bases"], s["sum_gap"]) == (2, 5, 1)
 
@@ -214,7 +215,7 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
     headers = [b"r1", b"r2 desc", b"r3\tx y", b"r4\x1cz", b"r5\xa0w", b" lead name", b"\t", b"r8  ", b"r9\x85q"]
     crlf, lf = b"@%s\r\nAC\r\n+\r\nII\r\n", b"@%s\nAC\n+\nII\n"
     data = b"".join((crlf if i % 2 else lf) % h for i, h in enumerate(headers))
-    recs = qc.parse_chunk(data, "names.fastq")
+    recs = chunks.parse_chunk(data, "names.fastq")
     expected = [(h.decode("latin-1").split(None, 1) or [""])[0] for h in headers]
     assert recs.names() == expected
     assert expected[5] == "lead" and expected[6] == ""
@@ -222,7 +223,7 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
         real = [r.name.split(None, 1)[0] for r in reader]
     got: list[str] = []
     for chunk in fastq.iter_file_chunks(str(miseq[0])):
-        got += qc.parse_chunk(chunk, "R1").names()
+        got += chunks.parse_chunk(chunk, "R1").names()
     assert got == real
 
 
@@ -237,7 +238,7 @@ def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> Non
 )
 def test_gap_count_whatever_the_other_bases(seqs: list[bytes], gaps: int) -> None:
     data = b"".join(b"@r\n%s\n+\n%s\n" % (s, b"I" * len(s)) for s in seqs)
-    recs = qc.parse_chunk(data, "x")
+    recs = chunks.parse_chunk(data, "x")
     acc = qc.QCAccumulator()
     acc.add_chunk(recs)
     assert acc.gap_bases == gaps
@@ -250,7 +251,7 @@ def test_gap_count_whatever_the_other_bases(seqs: list[bytes], gaps: int) -> Non
 
 @pytest.mark.parametrize("header", [b"r1", b"r1 1:N:0:ACGT", b"r1\tx y", b" lead space", b"M1:2:FC:1:1:5:9 2:N"])
 def test_a_chunk_s_first_name_is_what_names_gives(header: bytes) -> None:
-    recs = qc.parse_chunk(b"@" + header + b"\nACGT\n+\nIIII\n@second\nAC\n+\nII\n", "x.fastq", 0)
+    recs = chunks.parse_chunk(b"@" + header + b"\nACGT\n+\nIIII\n@second\nAC\n+\nII\n", "x.fastq", 0)
     assert recs.first_name() == recs.names()[0]
 
 

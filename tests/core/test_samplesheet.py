@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.errors import BadInputError
-from seqlake.model import Sample
-from seqlake.naming import mate_from_name, sample_from_filename
-from seqlake.samplesheet import parse_samplesheet, read_samplesheet
+from seqlake.base.errors import BadInputError
+from seqlake.base.model import Sample
+from seqlake.base.naming import mate_from_name, sample_from_filename
+from seqlake.plan.samplesheet import parse_samplesheet, read_samplesheet
 
 HEADER = "sample,fastq_1,fastq_2\n"
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import fastq, shards
-from seqlake.errors import BadInputError
-from seqlake.model import Sample
-from seqlake.plan import make_plan
+from seqlake.base.errors import BadInputError
+from seqlake.base.model import Sample
+from seqlake.plan import shards
+from seqlake.plan.planner import make_plan
+from seqlake.reads import fastq
 
 RECS = [b"@r%d\nACGT%s\n+\nIIII%s\n" % (i, b"G" * (i % 5), b"5" * (i % 5)) for i in range(60)]
 LAST = b"@last\nACGTA\n+last\nIIIII\n"
@@ -29,7 +30,7 @@ def small_sniff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def read_all(plan_uri_plan: object, chunk_bytes: int) -> int:
-    from seqlake.planfile import Plan
+    from seqlake.plan.planfile import Plan
 
     assert isinstance(plan_uri_plan, Plan)
     n = 0

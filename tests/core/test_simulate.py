@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from seqlake import demo_data
-from seqlake.simulate import (
+from seqlake.demo_data.simulate import (
     ADAPTER_R1,
     SimConfig,
     main,

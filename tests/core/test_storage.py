@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import clients, shards, storage
-from seqlake.model import Sample
-from seqlake.plan import make_plan
-from seqlake.planfile import load_plan
+from seqlake.base import clients, storage
+from seqlake.base.model import Sample
+from seqlake.plan import shards
+from seqlake.plan.planfile import load_plan
+from seqlake.plan.planner import make_plan
 
 BUCKET = "seqlake-test"
 

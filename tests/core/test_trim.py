@@ -12,8 +12,9 @@ import dnaio
 import numpy as np
 import pytest
 
-from seqlake import fastq, qc, trim
-from seqlake.params import Params
+from seqlake.base.params import Params
+from seqlake.child import trim
+from seqlake.reads import chunks, fastq
 
 
 def _cutadapt() -> str:
@@ -39,16 +40,16 @@ def _cutadapt_args(p: Params) -> list[str]:
     return args
 
 
-def _records(path: Path) -> list[qc.ChunkRecords]:
+def _records(path: Path) -> list[chunks.ChunkRecords]:
     out, first = [], 0
     for chunk in fastq.iter_file_chunks(str(path)):
-        recs = qc.parse_chunk(chunk, str(path), first)
+        recs = chunks.parse_chunk(chunk, str(path), first)
         first += len(recs)
         out.append(recs)
     return out
 
 
-def _trimmed(trimmer: trim.Trimmer, recs: list[qc.ChunkRecords]) -> tuple[list[str], trim.TrimStats]:
+def _trimmed(trimmer: trim.Trimmer, recs: list[chunks.ChunkRecords]) -> tuple[list[str], trim.TrimStats]:
     seqs_out: list[str] = []
     stats = trim.TrimStats()
     for r in recs:

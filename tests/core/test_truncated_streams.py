@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from seqlake import fastq, gzindex, worker, worker_main
+from seqlake.base.errors import EXIT_BAD_INPUT, BadInputError, TruncatedStreamError
+from seqlake.base.model import Sample
+from seqlake.child import worker, worker_main
 from seqlake.cli import main as cli_main
-from seqlake.errors import EXIT_BAD_INPUT, BadInputError, TruncatedStreamError
-from seqlake.model import Sample
-from seqlake.plan import make_plan
+from seqlake.plan.planner import make_plan
+from seqlake.reads import fastq, gzindex
 
 #: the demo records (6.7 MB of plain FASTQ, 337 bytes a record). The planner's sniff reads about the
 #: first 2 MiB (its 1 MiB sample and a read-ahead buffer): a cut after that is found by the gzip index

@@ -15,14 +15,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake import demo_data, gzindex, merge, worker
-from seqlake.errors import BadInputError, SeqlakeError
-from seqlake.model import Sample
-from seqlake.params import Params
-from seqlake.plan import make_plan
-from seqlake.planfile import Plan
-from seqlake.shards import Chunk
-from seqlake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
+from seqlake import demo_data
+from seqlake.base.errors import BadInputError, SeqlakeError
+from seqlake.base.model import Sample
+from seqlake.base.params import Params
+from seqlake.child import worker
+from seqlake.lake import merge
+from seqlake.lake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
+from seqlake.plan.planfile import Plan
+from seqlake.plan.planner import make_plan
+from seqlake.plan.shards import Chunk
+from seqlake.reads import gzindex
 
 
 @pytest.fixture(autouse=True)

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from seqlake.aws import faults
+from seqlake.base import faults
+from seqlake.lake.tables import RESULT_TABLES
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.progress import Execution
 from seqlake.localcloud.state import StateDir
-from seqlake.tables import RESULT_TABLES
 
 READS_PER_SHARD = 500
 

@@ -1,6 +1,6 @@
 """Lost instances, failing children, a commit that dies, duplicate events (docs/FAULTS.md).
 
-All through the local cloud with the test-only hooks of :mod:`seqlake.aws.faults`, each fault scoped
+All through the local cloud with the test-only hooks of :mod:`seqlake.base.faults`, each fault scoped
 to its own run (by sample or run id), so that every scenario runs at once: one wait for the first
 uploads, one for the re-run and the re-upload that follow. Inputs are small: the first 2,000 pairs
 of the bundled demo reads make a 4-shard run (``ReadsPerShard`` = 500).
@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.demo_data import paths as demo_paths
+from seqlake.lake.tables import COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.commands import athena_query
-from seqlake.tables import COMMIT_TIME_COLUMNS, RESULT_TABLES
 
 from .conftest import (
     READS_PER_SHARD,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.aws import faults
-from seqlake.model import Sample
-from seqlake.plan import make_plan
+from seqlake.base import faults
+from seqlake.base.model import Sample
+from seqlake.plan.planner import make_plan
 
 from .conftest import fastq_records
 

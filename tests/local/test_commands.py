@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.errors import EXIT_FAILURE, SeqlakeError
+from seqlake.base.errors import EXIT_FAILURE, SeqlakeError
 from seqlake.localcloud.athena import Partition, TableDef
 from seqlake.localcloud.commands import (
     plan_reads,
@@ -142,8 +142,8 @@ def test_run_id_commands_find_a_run_by_the_start_of_its_id_alike(
 ) -> None:
     """`local report`, `local status` and `local rerun` take RUN_ID the same way: a start that names two
     runs asks for more of the id, one that names none says so; neither starts a local cloud."""
+    from seqlake.base.layout import RunLayout
     from seqlake.cli import main
-    from seqlake.layout import RunLayout
 
     state = StateDir(tmp_path)
     state.save_catalog([])

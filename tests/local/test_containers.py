@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 
 import seqlake
-from seqlake.aws import faults
+from seqlake.base import faults
+from seqlake.base.errors import SeqlakeError
 from seqlake.demo_data import paths as demo_paths
-from seqlake.errors import SeqlakeError
+from seqlake.lake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.localcloud import athena, containers
 from seqlake.localcloud.batch import ESSENTIAL_EXITED, BatchRunner, Outcome
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.commands import athena_query
 from seqlake.localcloud.state import StateDir
-from seqlake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 READS_PER_SHARD = 5000
@@ -120,7 +120,7 @@ def test_submit_time_resource_overrides_win() -> None:
 
 
 def _image_inputs(root: Path) -> Path:
-    for name in (*containers._IMAGE_FILES, "src/seqlake/worker.py", "src/seqlake/localcloud/cloud.py"):
+    for name in (*containers._IMAGE_FILES, "src/seqlake/child/worker.py", "src/seqlake/localcloud/cloud.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / name, root / name)
     return root
@@ -133,7 +133,7 @@ def test_the_image_tag_follows_the_files_it_is_built_from_only(tmp_path: Path) -
     (repo / "src/seqlake.egg-info").mkdir()
     (repo / "src/seqlake.egg-info/PKG-INFO").write_text("an editable install's metadata is not either\n")
     assert containers.image_digest(repo) == before
-    (repo / "src/seqlake/worker.py").write_text("# the worker is\n")
+    (repo / "src/seqlake/child/worker.py").write_text("# the worker is\n")
     assert containers.image_digest(repo) != before
 
 
@@ -227,7 +227,7 @@ def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def test_the_image_holds_the_worker_only_and_runs_as_a_user(image: str) -> None:
     probe = (
         "import importlib.util as u, os, sys; "
-        "print(os.getuid(), '%d.%d' % sys.version_info[:2], u.find_spec('seqlake.worker') is not None, "
+        "print(os.getuid(), '%d.%d' % sys.version_info[:2], u.find_spec('seqlake.child.worker') is not None, "
         "[m for m in ('seqlake.localcloud', 'moto', 'duckdb', 'pytest', 'ruff', 'mypy') if u.find_spec(m)])"
     )
     out = _podman("run", "--rm", "--network", "none", image, "python", "-c", probe).stdout.strip().split(maxsplit=3)

@@ -1,4 +1,4 @@
-"""The app stays inside AWS's limits (``seqlake.limits``) by construction, where a test can show it without
+"""The app stays inside AWS's limits (``seqlake.base.limits``) by construction, where a test can show it without
 a run: what the state machine sends Batch, and the plan's array size. (The Step Functions payloads of real
 runs are checked where runs are made: tests/aws/test_start_run.py, and the local cloud enforces every
 limit on every run: tests/local/test_patches.py.)"""
@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from seqlake import limits
+from seqlake.base import limits
 
 REPO = Path(__file__).resolve().parents[2]
 #: the longest value a JSONPath of the state machine can resolve to: an S3 URI (bucket 63, key 1,024)
@@ -51,7 +51,7 @@ def test_every_submit_job_request_fits_batch_s_job_payload_limit() -> None:
 
 
 def test_the_plan_never_asks_for_more_children_than_an_array_holds() -> None:
-    from seqlake import plan
+    from seqlake.plan import planner as plan
 
     assert limits.BATCH_ARRAY_MAX.value >= plan.MAX_SHARDS
 

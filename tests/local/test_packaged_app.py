@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.errors import SeqlakeError
+from seqlake.base.errors import SeqlakeError
 from seqlake.localcloud import appdir
 from seqlake.localcloud.packaging import load_template, package
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from seqlake import limits
+from seqlake.base import limits
 from seqlake.localcloud import patches
 from seqlake.localcloud.deployer import ACCOUNT
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.layout import RunLayout
+from seqlake.base.layout import RunLayout
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.state import StateDir
 

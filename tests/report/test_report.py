@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from report.conftest import Run, replicated
-from seqlake import clients, storage
+from seqlake.base import clients, storage
 from seqlake.report import data, load_run_tables, render_report, render_run, report_uri, try_render_run
 from seqlake.report.data import MAX_POINTS, SUMMARY_COLUMNS, build_report, format_value
 from seqlake.report.html import encode

@@ -1,7 +1,8 @@
 """The AWS steps of the pipeline: the logic behind the thin Lambda handlers in ``functions/``.
 
 - :mod:`seqlake.aws.observability` the shared Powertools Logger, Tracer and Metrics
-- :mod:`seqlake.aws.events` EventBridge S3 events, the objects of a run, run ids (file names: :mod:`seqlake.naming`)
+- :mod:`seqlake.aws.events` EventBridge S3 events, the objects of a run, run ids (file names:
+  :mod:`seqlake.base.naming`)
 - :mod:`seqlake.aws.start` ``start_run`` and ``settle``: uploads -> a quiet folder -> its runs -> executions
 - :mod:`seqlake.aws.plan_step` ``plan_step`` (the state machine's first task)
 - :mod:`seqlake.aws.steps` ``commit_step``, ``record_failure`` (the state machine's tasks after the children)
@@ -10,7 +11,7 @@
 - :mod:`seqlake.aws.catalog` Glue partition registration (``BatchCreatePartition``, last)
 - :mod:`seqlake.aws.index_job` the Batch job that plans inputs too large to index inside Lambda
 - :mod:`seqlake.aws.render_template` writes the Glue table resources of ``template.yaml`` from
-  :mod:`seqlake.tables`
+  :mod:`seqlake.lake.tables`
 
 Each Lambda carries only the layers its handler's imports need (template.yaml, docs/DEPLOY.md): a
 module's imports decide which functions may use it (tests/aws/test_layers.py).

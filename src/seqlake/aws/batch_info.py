@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from seqlake import clients
+from seqlake.base import clients
 
 _DESCRIBE_BATCH = 100
 

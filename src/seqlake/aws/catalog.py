@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from seqlake import clients
-from seqlake.layout import LakeLayout
-from seqlake.tables import BY_NAME, PARTITION_KEYS
+from seqlake.base import clients
+from seqlake.base.layout import LakeLayout
+from seqlake.lake.tables import BY_NAME, PARTITION_KEYS
 
 
 class CatalogError(RuntimeError):

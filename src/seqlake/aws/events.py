@@ -17,8 +17,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
 
-from seqlake.model import ObjectRef, normalise_etag
-from seqlake.naming import strip_fastq_suffix
+from seqlake.base.model import ObjectRef, normalise_etag
+from seqlake.base.naming import strip_fastq_suffix
 
 INCOMING = "incoming/"
 #: Step Functions execution names: 1-80 characters of ``[0-9A-Za-z_-]``.

@@ -14,10 +14,10 @@ import json
 import os
 import sys
 
-from seqlake import storage
 from seqlake.aws.request import ExecutionInput
-from seqlake.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError
-from seqlake.params import Params
+from seqlake.base import storage
+from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError
+from seqlake.base.params import Params
 
 JOB_VAR = "SEQLAKE_INDEX_JOB_URI"
 

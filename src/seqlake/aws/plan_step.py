@@ -1,6 +1,6 @@
 """The plan step: validate the inputs, plan the run, list the children this execution runs.
 
-:func:`plan_step` writes ``plan.json`` (:func:`seqlake.plan.make_plan`) and the execution's todo list
+:func:`plan_step` writes ``plan.json`` (:func:`seqlake.plan.planner.make_plan`) and the execution's todo list
 (the children it runs), and returns their URIs and the array size. Inputs larger than
 ``lambda_index_max_bytes`` are not read here: the step writes ``index/job.json`` and answers
 ``needs_index``; the Batch index job (:mod:`seqlake.aws.index_job`) plans them and the state
@@ -17,16 +17,16 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from seqlake import storage
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.status import previous_start, status_of, write_status
-from seqlake.childplan import todo_bytes
-from seqlake.layout import child_of
-from seqlake.model import RunState
-from seqlake.params import Params
-from seqlake.plan import make_plan
-from seqlake.planfile import load_plan
+from seqlake.base import storage
+from seqlake.base.layout import child_of
+from seqlake.base.model import RunState
+from seqlake.base.params import Params
+from seqlake.plan.childplan import todo_bytes
+from seqlake.plan.planfile import load_plan
+from seqlake.plan.planner import make_plan
 
 
 @dataclass(frozen=True)

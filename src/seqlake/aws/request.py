@@ -18,9 +18,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqlake import schemas, storage
-from seqlake.layout import RunLayout
-from seqlake.model import Sample
+from seqlake import schemas
+from seqlake.base import storage
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import Sample
 
 
 @dataclass(frozen=True)

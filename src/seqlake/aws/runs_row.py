@@ -1,5 +1,5 @@
 """The run's row in the ``runs`` table: one Parquet file in the run's ``runs`` partition
-(:meth:`seqlake.layout.RunLayout.result_file`), from a :class:`~seqlake.aws.status.RunStatus`.
+(:meth:`seqlake.base.layout.RunLayout.result_file`), from a :class:`~seqlake.aws.status.RunStatus`.
 
 Apart from :mod:`seqlake.aws.status` because it needs pyarrow, which the plan Lambda does without.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from seqlake.aws import catalog
 from seqlake.aws.status import RunStatus, write_status
-from seqlake.layout import RunLayout
-from seqlake.parquet_io import to_arrow, write_table
-from seqlake.tables import RUNS
+from seqlake.base.layout import RunLayout
+from seqlake.lake.parquet_io import to_arrow, write_table
+from seqlake.lake.tables import RUNS
 
 
 def runs_row_uri(bucket: str, run_id: str) -> str:

@@ -40,15 +40,15 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from seqlake import clients, limits, storage
 from seqlake.aws.events import INCOMING, input_record, run_id, s3_object
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest, store_request
 from seqlake.aws.status import RunStatus
-from seqlake.errors import BadInputError
-from seqlake.model import ObjectRef, RunState, Sample, Step
-from seqlake.naming import SAMPLESHEET_NAME, base_name, folder_of, kind_of, mate_from_name, partner_names
-from seqlake.samplesheet import read_samplesheet
+from seqlake.base import clients, limits, storage
+from seqlake.base.errors import BadInputError
+from seqlake.base.model import ObjectRef, RunState, Sample, Step
+from seqlake.base.naming import SAMPLESHEET_NAME, base_name, folder_of, kind_of, mate_from_name, partner_names
+from seqlake.plan.samplesheet import read_samplesheet
 
 Status = Literal["started", "duplicate", "waiting", "queued", "ignored", "rejected"]
 #: missing files a result names (its reason counts them all): the response stays small for any sheet
@@ -56,9 +56,9 @@ WAITING_FOR_SHOWN = 100
 
 
 def run_parameters(text: str) -> dict[str, Any]:
-    """``RunParameters`` (a JSON object of :class:`seqlake.params.Params` fields), checked: a typo in a
+    """``RunParameters`` (a JSON object of :class:`seqlake.base.params.Params` fields), checked: a typo in a
     parameter name fails every start loudly instead of being ignored."""
-    from seqlake.params import Params
+    from seqlake.base.params import Params
 
     value = json.loads(text)
     known = {f for f in Params().to_dict() if f != "extra"}

@@ -3,9 +3,9 @@
 Both are written by the commit step (state ``SUCCEEDED``), by the failure step (state ``FAILED``) or
 by the start function for an input it refuses (state ``REJECTED``, no execution) from one
 :class:`RunStatus`, so what users read in the bucket and what they query agree. The row is one
-Parquet file in the run's ``runs`` partition (:meth:`seqlake.layout.RunLayout.result_file`); rewriting
+Parquet file in the run's ``runs`` partition (:meth:`seqlake.base.layout.RunLayout.result_file`); rewriting
 it (a re-run of the commit, or a failed run finished by a re-run) replaces it. The states are
-:class:`seqlake.model.RunState`. The row is written by :mod:`seqlake.aws.runs_row`: this module needs
+:class:`seqlake.base.model.RunState`. The row is written by :mod:`seqlake.aws.runs_row`: this module needs
 no pyarrow, so the plan Lambda, which marks a run RUNNING here, does without it.
 """
 
@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from seqlake import __version__, cost, storage
-from seqlake.layout import RunLayout
-from seqlake.model import RunState
+from seqlake import __version__
+from seqlake.base import cost, storage
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import RunState
 
 if TYPE_CHECKING:
     from seqlake.aws.request import RunRequest
@@ -76,7 +77,7 @@ class RunStatus:
         return asdict(self)
 
     def runs_row(self) -> dict[str, Any]:
-        """The ``runs`` table row (column names and types of :data:`seqlake.tables.RUNS`)."""
+        """The ``runs`` table row (column names and types of :data:`seqlake.lake.tables.RUNS`)."""
         params = {**self.parameters, "reference": self.reference, "shards": self.shards,
                   "samplesheet": self.samplesheet}
         return {

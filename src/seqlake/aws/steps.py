@@ -6,7 +6,7 @@ every payload these steps return is a few fields, whatever the run's size. The p
 :mod:`seqlake.aws.plan_step` (apart: it reads FASTQ and writes no Parquet, so its Lambda carries
 other layers).
 
-- :func:`commit_step`: merge (:func:`seqlake.merge.merge_run`) -> ``status.json`` and the ``runs``
+- :func:`commit_step`: merge (:func:`seqlake.lake.merge.merge_run`) -> ``status.json`` and the ``runs``
   row -> Glue partitions, last. If registering fails halfway, the partitions already made are
   removed again, so a reader sees all of a run or none of it. A commit that dies without unwinding
   (a timeout, memory) is unwound by :func:`record_failure`.
@@ -17,7 +17,7 @@ other layers).
   not grow with the array. Never a partition in the result tables: after a commit that died halfway
   it removes the ones that commit registered.
 
-Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.aws.faults`) makes the commit die halfway.
+Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.base.faults`) makes the commit die halfway.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from seqlake import clients, storage
-from seqlake.aws import batch_info, batch_reasons, catalog, faults
+from seqlake.aws import batch_info, batch_reasons, catalog
 from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.runs_row import record_unsuccessful, write_runs_row
 from seqlake.aws.status import RunStatus, previous_start, status_of, write_status
-from seqlake.layout import child_of
-from seqlake.model import RunState, Step
-from seqlake.tables import RESULT_TABLES, RUNS
+from seqlake.base import clients, faults, storage
+from seqlake.base.layout import child_of
+from seqlake.base.model import RunState, Step
+from seqlake.lake.tables import RESULT_TABLES, RUNS
 
 #: failed children described in a failure's reason (the rest are counted)
 REASON_CHILDREN = 3
@@ -55,8 +55,8 @@ def _shard_jobs(job_id: str | None) -> list[ChildJob]:
 
 def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, database: str,
                 execution_arn: str | None = None, started_at: str | None = None) -> RunStatus:
-    from seqlake.merge import merge_run
-    from seqlake.planfile import load_plan
+    from seqlake.lake.merge import merge_run
+    from seqlake.plan.planfile import load_plan
 
     request = execution.load()
     plan = load_plan(request.layout.plan)

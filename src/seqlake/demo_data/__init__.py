@@ -3,7 +3,7 @@
 - ``MN908947.3.fasta``: the SARS-CoV-2 Wuhan-Hu-1 reference (29,903 bp), CC BY 4.0, from the ARTIC
   network's primer schemes (attribution in ``README.md`` and ``NOTICE`` beside this file).
 - ``demo_R1.fastq.gz`` / ``demo_R2.fastq.gz``: 20,000 read pairs of 2x150 bp simulated from it by
-  :mod:`seqlake.simulate` with :data:`DEMO_SEED` (regenerate with ``python -m seqlake.demo_data``).
+  :mod:`seqlake.demo_data.simulate` with :data:`DEMO_SEED` (regenerate with ``python -m seqlake.demo_data``).
 
 If the read files are absent (a checkout or package built without them), :func:`paths` makes the same
 reads once, deterministically, in the user's cache folder (about 3 seconds).
@@ -39,7 +39,7 @@ def reference_path() -> Path:
 
 
 def _generated_reads() -> tuple[Path, Path]:
-    from seqlake.simulate import write_pairs
+    from seqlake.demo_data.simulate import write_pairs
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = cache / "seqlake" / f"demo-{DEMO_SEED}-{DEMO_PAIRS}"
@@ -64,6 +64,6 @@ def paths() -> tuple[Path, Path, Path]:
 
 
 def simulate_args(out: Path) -> list[str]:
-    """The arguments of :func:`seqlake.simulate.main` that make the demo reads in ``out``."""
+    """The arguments of :func:`seqlake.demo_data.simulate.main` that make the demo reads in ``out``."""
     return ["--out", str(out), "--reference", str(reference_path()), "--pairs", str(DEMO_PAIRS),
             "--seed", str(DEMO_SEED)]

@@ -3,8 +3,7 @@
 import sys
 from pathlib import Path
 
-from seqlake import simulate
-from seqlake.demo_data import simulate_args
+from seqlake.demo_data import simulate, simulate_args
 
 if __name__ == "__main__":
     sys.exit(simulate.main(simulate_args(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from seqlake.errors import SeqlakeError
+from seqlake.base.errors import SeqlakeError
 
 #: the setting: a folder holding template.yaml (and what it refers to) and queries/
 VAR = "SEQLAKE_APP_DIR"

@@ -29,13 +29,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
+from seqlake.base.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
+from seqlake.base.model import RunState
+from seqlake.base.naming import fastq_suffix, key_safe_sample_name
+from seqlake.base.params import Params, chosen_parameters
 from seqlake.localcloud import athena, containers
 from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
-from seqlake.model import RunState
-from seqlake.naming import fastq_suffix, key_safe_sample_name
-from seqlake.params import Params, chosen_parameters
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'

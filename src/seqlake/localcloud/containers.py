@@ -14,7 +14,7 @@ A lost Spot instance is a container stopped the way ECS stops it: SIGTERM to its
 :data:`STOP_TIMEOUT_SECONDS` (:meth:`PodmanRun.reclaim`). The attempt then reports the signal, as a
 killed process does, which the local Batch reports as a Spot reclaim. The fault tests trigger it
 through the worker's ``kill`` fault: PID 1 of a container cannot SIGKILL itself, so there the worker
-prints :data:`seqlake.aws.faults.RECLAIM_MARKER` and waits, and the runner reclaims its instance.
+prints :data:`seqlake.base.faults.RECLAIM_MARKER` and waits, and the runner reclaims its instance.
 
 The image is tagged with a digest of the files it is built from (:func:`image_ref`): the runner finds the
 image of this checkout, or says that ``make image`` has to be run.
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlake.aws.faults import RECLAIM_MARKER, WORKER_VAR
-from seqlake.errors import SeqlakeError
+from seqlake.base.errors import SeqlakeError
+from seqlake.base.faults import RECLAIM_MARKER, WORKER_VAR
 
 #: the setting: ``1`` runs Batch attempts as containers (``--containers`` sets it for the command)
 VAR = "SEQLAKE_CONTAINERS"

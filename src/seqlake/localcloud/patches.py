@@ -28,7 +28,7 @@ in the same process are unaffected.
    ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads
    makes a new model loader, which scans botocore's data folders again. Here the folder is listed
    once and moto keeps one loader (the models themselves were already cached per service).
-9. AWS's limits (:mod:`seqlake.limits`), which moto does not hold the app to: Step Functions refuses an
+9. AWS's limits (:mod:`seqlake.base.limits`), which moto does not hold the app to: Step Functions refuses an
    execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
    ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and
    each task's result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request
@@ -62,7 +62,7 @@ from typing import Any
 import botocore
 import botocore.session
 
-from seqlake import limits
+from seqlake.base import limits
 from seqlake.localcloud import botocore_loader
 
 MOTO_VERSION = "5.2.5"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from seqlake import storage
-from seqlake.errors import EXIT_OK, SeqlakeError
-from seqlake.layout import RUNS, LakeLayout, RunLayout
+from seqlake.base import storage
+from seqlake.base.errors import EXIT_OK, SeqlakeError
+from seqlake.base.layout import RUNS, LakeLayout, RunLayout
 from seqlake.localcloud.state import StateDir
 from seqlake.report import read_status, render_run, report_uri
 

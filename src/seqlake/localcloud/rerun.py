@@ -24,11 +24,11 @@ from typing import Any
 from rich.console import Console
 
 from seqlake.aws.request import ExecutionInput
-from seqlake.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
-from seqlake.layout import RunLayout
+from seqlake.base.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import RunState
 from seqlake.localcloud.report_command import find_run
 from seqlake.localcloud.state import StateDir
-from seqlake.model import RunState
 
 
 def _status(state: StateDir, bucket: str, run_id: str) -> dict[str, Any]:

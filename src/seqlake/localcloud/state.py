@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlake.layout import RESULTS
+from seqlake.base.layout import RESULTS
 from seqlake.localcloud.athena import TableDef
 
 #: key prefixes whose bodies are not mirrored (their metadata is)

@@ -14,11 +14,11 @@ from typing import Any
 
 from rich.console import Console
 
-from seqlake.errors import EXIT_OK, SeqlakeError
-from seqlake.layout import RunLayout
+from seqlake.base.errors import EXIT_OK, SeqlakeError
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import RunState
 from seqlake.localcloud.report_command import find_run, local_report_path
 from seqlake.localcloud.state import StateDir
-from seqlake.model import RunState
 
 #: failed shards listed by number (the rest are counted)
 LISTED_SHARDS = 10

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from seqlake.layout import RunLayout
+from seqlake.base.layout import RunLayout
 from seqlake.localcloud.progress import Execution, Watcher
 from seqlake.localcloud.state import StateDir
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from seqlake import storage
-from seqlake.parquet_io import read_table
-from seqlake.tables import (
+from seqlake.base import storage
+from seqlake.lake.parquet_io import read_table
+from seqlake.lake.tables import (
     BY_NAME,
     COVERAGE,
     LENGTH_HIST,

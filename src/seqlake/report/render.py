@@ -18,9 +18,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from seqlake import storage
-from seqlake.layout import LakeLayout, RunLayout
-from seqlake.model import RunState
+from seqlake.base import storage
+from seqlake.base.layout import LakeLayout, RunLayout
+from seqlake.base.model import RunState
 from seqlake.report.data import build_report, load_run_tables
 from seqlake.report.html import failed_page, index_page, run_page
 from seqlake.report.multiqc import custom_content
@@ -41,7 +41,7 @@ def report_dir(root: str, run_id: str) -> str:
 
 
 def report_uri(root: str, run_id: str) -> str:
-    """The run's page: ``<root>/reports/<run_id>/index.html`` (:class:`seqlake.layout.RunLayout`)."""
+    """The run's page: ``<root>/reports/<run_id>/index.html`` (:class:`seqlake.base.layout.RunLayout`)."""
     return RunLayout(root, run_id).report
 
 

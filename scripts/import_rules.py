@@ -1,0 +1,189 @@
+"""Fails when the package's imports break its rules: ``python scripts/import_rules.py [SRC]``.
+
+Two checks, both over every import statement of ``src/seqlake``:
+
+- **No circle**: no modules that import each other, directly or through others.
+- **Layers** (:data:`LAYERS`, the one home of the rule; docs/INTERNALS.md draws it): a module
+  imports only its own layer or lower ones, never a sibling package of its own layer; plus the few
+  :data:`FORBIDDEN` arrows and :data:`BOTO_ALLOWED` (who may talk to AWS's SDK directly).
+
+Every import statement counts, wherever it stands (at the top, inside a function, under ``TYPE_CHECKING``):
+a circle that only runs late is still two modules that cannot be understood one without the other.
+``from pkg import name`` is an arrow to ``pkg.name`` where that is a module, else to ``pkg``; importing
+a module does not count as importing its parent packages. Only the standard library is used, so the
+check runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def modules(src: Path) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` under ``src`` (a package's ``__init__.py`` is the package)."""
+    out = {}
+    for path in sorted(src.rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts and all(p.isidentifier() for p in parts):
+            out[".".join(parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, known: dict[str, Path]) -> Iterator[str]:
+    """The modules of ``known`` that one import statement of module ``name`` (file ``path``) names."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names if alias.name in known)
+        return
+    base = node.module or ""
+    if node.level:  # relative: from the module's package, up level - 1 more
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, base] if base else package)
+    for alias in node.names:
+        if f"{base}.{alias.name}" in known:
+            yield f"{base}.{alias.name}"
+        elif base in known:
+            yield base
+
+
+def import_graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the modules of ``src`` it imports."""
+    known = modules(src)
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        graph[name] = {t for node in imports for t in _imported(name, path, node, known)} - {name}
+    return graph
+
+
+#: bottom to top: (layer, package or module prefix). A module belongs to the longest prefix that names it.
+LAYERS: tuple[tuple[int, str], ...] = (
+    (0, "seqlake"),  # the package root: its version only
+    (0, "seqlake.base"),  # the shared vocabulary: model, errors, params, storage, layout...
+    (0, "seqlake.schemas"),  # JSON Schemas, data
+    (0, "seqlake.demo_data"),  # the bundled demo and its simulator
+    (1, "seqlake.reads"),  # FASTQ formats and random access
+    (2, "seqlake.plan"),  # the plan, its files, samplesheets, what a child reads of it
+    (3, "seqlake.lake"),  # tables, the staging contract, Parquet, the exact aggregates, the merge
+    (4, "seqlake.child"),  # the Batch child
+    (5, "seqlake.report"),  # the run report
+    (6, "seqlake.aws"),  # the AWS steps (Lambda handlers' logic, the index job)
+    (6, "seqlake.process"),  # the whole pipeline in one process, no cloud
+    (7, "seqlake.localcloud"),  # the local cloud
+    (8, "seqlake.cli"),
+    (9, "seqlake.__main__"),  # `python -m seqlake`: the command line
+)
+#: arrows the layers allow but the design does not: (importer prefix, imported prefix, why)
+FORBIDDEN: tuple[tuple[str, str, str], ...] = (
+    ("seqlake.child", "seqlake.lake.merge", "a child never runs the commit's merge"),
+)
+#: the only modules that import boto3/botocore: everything else goes through storage and clients
+BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "seqlake.localcloud",
+                                 "seqlake.cli")
+_BOTO = ("boto3", "botocore")
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def group_of(module: str) -> tuple[int, str]:
+    """The (layer, package) a module belongs to: the longest prefix of :data:`LAYERS` that names it."""
+    best = max((p for p in LAYERS if _under(module, p[1])), key=lambda p: len(p[1]), default=None)
+    if best is None:
+        raise ValueError(f"{module} is in no layer of scripts/import_rules.py: add its package to LAYERS")
+    return best
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that runs up a layer, across to a sibling package, or along a forbidden arrow."""
+    out = []
+    for module in sorted(graph):
+        mine = group_of(module)
+        for target in sorted(graph[module]):
+            theirs = group_of(target)
+            if theirs[0] > mine[0]:
+                out.append(f"{module} -> {target}: up from layer {mine[0]} ({mine[1]}) to {theirs[0]} ({theirs[1]})")
+            elif theirs[0] == mine[0] and theirs[1] != mine[1] and theirs[1] != "seqlake":
+                out.append(f"{module} -> {target}: across layer {mine[0]}, {mine[1]} to {theirs[1]}")
+            for importer, imported, why in FORBIDDEN:
+                if _under(module, importer) and _under(target, imported):
+                    out.append(f"{module} -> {target}: {why}")
+    return out
+
+
+def boto_violations(src: Path) -> list[str]:
+    """Modules outside :data:`BOTO_ALLOWED` that import boto3 or botocore."""
+    out = []
+    for name, path in modules(src).items():
+        if any(_under(name, allowed) for allowed in BOTO_ALLOWED):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            out += [f"{name} imports {n} (only {', '.join(BOTO_ALLOWED)} may)"
+                    for n in names if n.split(".")[0] in _BOTO]
+    return out
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def main(argv: list[str]) -> int:
+    src = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "src"
+    graph = import_graph(src)
+    found = circles(graph)
+    for component in found:
+        members = set(component)
+        arrows = [f"{a} -> {b}" for a in component for b in sorted(graph[a] & members)]
+        print(f"import circle of {len(component)} modules: " + "; ".join(arrows), file=sys.stderr)
+    broken = layer_violations(graph) + boto_violations(src)
+    for line in broken:
+        print(f"import rule broken: {line}", file=sys.stderr)
+    if not found and not broken:
+        print(f"imports: no circle and no broken layer rule among {len(graph)} modules under {src}")
+    return 1 if found or broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

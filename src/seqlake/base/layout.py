@@ -1,0 +1,203 @@
+"""The bucket layout: every object of a run, named in one place.
+
+A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees below it::
+
+    runs/<run_id>/request.json              the run request (the execution carries its URI and digest)
+    runs/<run_id>/plan.json                 the plan: inputs, shards, children
+    runs/<run_id>/children.jsonl            each child's part of the plan, one line each (seqlake.plan.childplan)
+    runs/<run_id>/todo/<attempt>.json       the children an execution runs (all, or what a re-run lacks)
+    runs/<run_id>/status.json               RUNNING / SUCCEEDED / FAILED / REJECTED, with the reason
+    runs/<run_id>/index/input<i>.gztool     gzip seek index of input i (a child reads its points only,
+                                            seqlake.reads.seekindex), and its record checkpoints
+    runs/<run_id>/index/job.json            what the Batch index job plans (inputs too large for Lambda)
+    runs/<run_id>/index/_error.json         the index job's bad-input record
+    runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), coverage parts
+    runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
+    results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
+    reports/<run_id>/                       the run's report
+
+A child writes its alignments straight into their result partition (``child=NNNNN.parquet``): nothing
+is copied at commit, and nothing is visible before the commit registers the partition in Glue.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: ``child=NNNNN``: five digits hold the Batch array limit (10,000 children: 0..9999)
+CHILD_DIGITS = 5
+RESULTS = "results"
+RUNS = "runs"
+REPORTS = "reports"
+_CHILD_NAME = re.compile(r"child=(\d+)")
+
+
+def _join(base: str, *parts: str) -> str:
+    if base.startswith("s3://"):
+        return posixpath.join(base.rstrip("/"), *parts)
+    return str(Path(base, *parts))
+
+
+def child_name(child: int) -> str:
+    return f"child={child:0{CHILD_DIGITS}d}"
+
+
+def child_of(name: str) -> int | None:
+    """The child number in an object name made by :func:`child_name` (None if there is none)."""
+    m = _CHILD_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class LakeLayout:
+    """The lake's root: where runs, results and reports live."""
+
+    root: str
+
+    @property
+    def results_root(self) -> str:
+        """``results/`` with a trailing separator (Glue table locations end with ``/``)."""
+        return _join(self.root, RESULTS) + "/"
+
+    def table_root(self, table: str) -> str:
+        return _join(self.root, RESULTS, table) + "/"
+
+    @property
+    def reports_root(self) -> str:
+        return _join(self.root, REPORTS) + "/"
+
+    @property
+    def reports_index(self) -> str:
+        """The page that lists every run's report."""
+        return _join(self.root, REPORTS, "index.html")
+
+    def run(self, run_id: str) -> RunLayout:
+        return RunLayout(self.root, run_id)
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Every object of one run (see the module docstring)."""
+
+    root: str
+    run_id: str
+
+    @classmethod
+    def in_bucket(cls, bucket: str, run_id: str) -> RunLayout:
+        return cls(f"s3://{bucket}", run_id)
+
+    @property
+    def lake(self) -> LakeLayout:
+        return LakeLayout(self.root)
+
+    # -- runs/<id>/ --------------------------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        return _join(self.root, RUNS, self.run_id) + "/"
+
+    def _run(self, *parts: str) -> str:
+        return _join(self.root, RUNS, self.run_id, *parts)
+
+    @property
+    def request(self) -> str:
+        return self._run("request.json")
+
+    @property
+    def plan(self) -> str:
+        return self._run("plan.json")
+
+    @classmethod
+    def of_plan(cls, plan_uri: str) -> RunLayout:
+        """The run whose plan is at ``plan_uri`` (a Batch child is given that URI only)."""
+        if plan_uri.startswith("s3://"):
+            run_dir = posixpath.dirname(plan_uri)
+            runs = posixpath.dirname(run_dir)
+            root, run_id = posixpath.dirname(runs), posixpath.basename(run_dir)
+        else:
+            path = Path(plan_uri)
+            root, run_id = str(path.parent.parent.parent), path.parent.name
+        layout = cls(root, run_id)
+        if layout.plan != plan_uri:
+            raise ValueError(f"{plan_uri} is not a run's plan ({RUNS}/<run_id>/plan.json)")
+        return layout
+
+    @property
+    def child_plans(self) -> str:
+        """Every child's part of the plan (:mod:`seqlake.plan.childplan`)."""
+        return self._run("children.jsonl")
+
+    def todo(self, attempt: str) -> str:
+        return self._run("todo", f"{attempt}.json")
+
+    @property
+    def status(self) -> str:
+        return self._run("status.json")
+
+    @property
+    def summary(self) -> str:
+        """What ``seqlake process`` (the core without a cloud) writes about the run."""
+        return self._run("summary.json")
+
+    @property
+    def index_prefix(self) -> str:
+        return self._run("index")
+
+    def index(self, input_number: int) -> str:
+        return self._run("index", f"input{input_number}.gztool")
+
+    def checkpoints(self, input_number: int) -> str:
+        return self._run("index", f"input{input_number}.checkpoints.json")
+
+    @property
+    def index_job(self) -> str:
+        """What the Batch index job plans: the execution input and the run's parameters."""
+        return self._run("index", "job.json")
+
+    @property
+    def index_error(self) -> str:
+        return self._run("index", "_error.json")
+
+    @property
+    def staging(self) -> str:
+        return self._run("staging") + "/"
+
+    def child_prefix(self, child: int) -> str:
+        return self._run("staging", child_name(child)) + "/"
+
+    def manifest(self, child: int) -> str:
+        return self._run("staging", child_name(child), "manifest.json")
+
+    def staging_part(self, child: int, part: str) -> str:
+        return self._run("staging", child_name(child), f"{part}.parquet")
+
+    @property
+    def errors_prefix(self) -> str:
+        return self._run("staging", "_errors") + "/"
+
+    def child_error(self, child: int) -> str:
+        return self._run("staging", "_errors", f"{child_name(child)}.json")
+
+    # -- results/<table>/run_id=<id>/ ---------------------------------------------------------------
+    def partition(self, table: str) -> str:
+        """The run's partition folder of ``table``, with a trailing separator."""
+        return _join(self.root, RESULTS, table, f"run_id={self.run_id}") + "/"
+
+    def result_file(self, table: str) -> str:
+        """The one file of a table the commit writes whole (every table but ``alignments``)."""
+        return _join(self.root, RESULTS, table, f"run_id={self.run_id}", "part-00000.parquet")
+
+    def alignments_part(self, child: int) -> str:
+        """Where child ``child`` writes its alignments: in the result partition, under its own name."""
+        return _join(self.root, RESULTS, "alignments", f"run_id={self.run_id}", f"{child_name(child)}.parquet")
+
+    # -- reports/<id>/ -------------------------------------------------------------------------------
+    @property
+    def report_prefix(self) -> str:
+        return _join(self.root, REPORTS, self.run_id) + "/"
+
+    @property
+    def report(self) -> str:
+        return _join(self.root, REPORTS, self.run_id, "index.html")

@@ -1,0 +1,312 @@
+"""The shard worker: raw QC -> trimming -> QC after trimming -> alignment -> coverage.
+
+A Batch child processes the shards of its array index (:meth:`seqlake.plan.planfile.Plan.child_shards`: one
+shard, or several small samples packed together). Each shard is streamed chunk by chunk
+(:func:`seqlake.plan.shards.iter_shard_chunks`), so memory stays flat as inputs grow: per chunk, the raw
+records are parsed and validated once (:func:`seqlake.reads.chunks.parse_chunk`), folded into the raw QC,
+trimmed (:mod:`seqlake.child.trim`), the kept reads folded into the trimmed QC as views into the same
+buffer, aligned (:mod:`seqlake.child.align`) and their spans added to the coverage bins
+(:mod:`seqlake.lake.coverage`). Alignment rows stream into one Parquet part per child, in row groups.
+
+What the child leaves is the shard contract of :mod:`seqlake.lake.staging`, at the paths of
+:class:`seqlake.base.layout.RunLayout`: named by run and child only, never by attempt, so a retried child
+overwrites its own objects and nothing else; ``manifest.json`` goes last.
+
+With trimming off (``--no-trim``) the ``trimmed`` stage is still counted, equal to ``raw``, so that
+queries need not know how a run was made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from seqlake.base import storage
+from seqlake.base.cpus import threads_from_env
+from seqlake.base.errors import BadInputError
+from seqlake.base.metadata import illumina_fields
+from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.child.alignqc import alignment_qc
+from seqlake.child.trim import Trimmer, add_stats
+from seqlake.lake.coverage import CoverageAccumulator
+from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
+from seqlake.lake.parquet_io import PartWriter, local_tmp, write_table
+from seqlake.lake.qc import QCAccumulator
+from seqlake.lake.staging import (
+    STAGES,
+    AlignQC,
+    AlignStats,
+    ChildManifest,
+    PartInfo,
+    ShardResult,
+    TrimStats,
+    coverage_parts,
+)
+from seqlake.lake.tables import STAGING_TABLES
+from seqlake.plan import shards
+from seqlake.plan.childplan import PlanView
+from seqlake.plan.shards import Chunk
+from seqlake.reads.chunks import ChunkRecords, parse_chunk
+
+#: chunks above twice this size are cut into pieces of about this size (whole records)
+SPLIT_BYTES = 4 << 20
+#: alignment rows buffered as Python values before they become Arrow columns: Python rows cost ~10x
+#: the memory of Arrow ones
+ALIGN_BATCH_ROWS = 50_000
+#: rows per row group of the ``alignments`` part, held in Arrow (~107 bytes a row) until written:
+#: 100k rows bound the worker's memory at ~11 MB for them whatever the shard's size, for files only a
+#: few per cent larger than with 500k-row groups
+ALIGN_ROW_GROUP_ROWS = 100_000
+
+
+def split_chunks(chunks: tuple[Chunk, ...], target: int = SPLIT_BYTES) -> Iterator[tuple[Chunk, ...]]:
+    """Cut chunks larger than ``target`` into pieces of whole records (equal record counts per mate),
+    so the worker's per-chunk arrays stay small whatever size of chunk the reader hands out."""
+    first = chunks[0]
+    if len(first.data) <= 2 * target or first.records < 2:
+        yield chunks
+        return
+    per = max(1, first.records * target // len(first.data))
+    cuts = list(range(per, first.records, per))
+    offsets = []
+    for c in chunks:
+        newlines = np.flatnonzero(np.frombuffer(c.data, dtype=np.uint8) == 10)
+        offsets.append([0, *(int(newlines[4 * k - 1]) + 1 for k in cuts), len(c.data)])
+    starts = [0, *cuts, first.records]
+    for i in range(len(starts) - 1):
+        yield tuple(
+            Chunk(
+                c.mate,
+                c.data[off[i] : off[i + 1]],
+                c.first_record + starts[i],
+                starts[i + 1] - starts[i],
+                c.relative,
+            )
+            for c, off in zip(chunks, offsets, strict=True)
+        )
+
+
+def _mate_names_match(n1: list[str], n2: list[str]) -> int | None:
+    """Index of the first pair whose names differ (ignoring a /1, /2 suffix), or None."""
+    if n1 == n2:  # the usual case, compared in C
+        return None
+    for i, (a, b) in enumerate(zip(n1, n2, strict=True)):
+        if a != b and not (a[-2:] in ("/1", "/2") and b[-2:] in ("/1", "/2") and a[:-2] == b[:-2]):
+            return i
+    return None
+
+
+class _Aligning:
+    """What a child's shards share when the run has a reference: one index in memory, one
+    alignments part, and a coverage accumulator per sample."""
+
+    def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
+        assert plan.reference is not None
+        index = resolve_reference(plan.reference, plan.params.preset)
+        self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
+        self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
+        self.coverage: dict[str, CoverageAccumulator] = {}
+        self.depth: dict[str, DepthAccumulator] = {}
+        self.bin_width = plan.params.coverage_bin
+
+    def coverage_of(self, sample: str) -> CoverageAccumulator:
+        if sample not in self.coverage:
+            self.coverage[sample] = CoverageAccumulator(self.aligner.contigs, self.bin_width)
+            self.depth[sample] = DepthAccumulator()
+        return self.coverage[sample]
+
+    def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
+        """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
+        exact depth."""
+        coverage = self.coverage_of(sample)
+        for contig, starts, ends in alignment_spans(table):
+            coverage.add_intervals(contig, starts, ends)
+        self.depth[sample].add_blocks(blocks)
+
+
+class _ShardRun:
+    def __init__(self, plan: PlanView, shard_index: int, aligning: _Aligning | None) -> None:
+        self.plan = plan
+        self.shard = plan.shards[shard_index]
+        self.sample = self.shard.sample
+        self.mates = [sp.mate for sp in self.shard.spans]
+        self.paths = [plan.inputs[sp.input].uri for sp in self.shard.spans]
+        self.params = plan.params
+        self.raw = {m: QCAccumulator() for m in self.mates}
+        self.trimmed = {m: QCAccumulator() for m in self.mates}
+        self.trim_stats = {m: TrimStats() for m in self.mates}
+        self.align_stats = {m: AlignStats() for m in self.mates}
+        self.align_qc = AlignQC()
+        self.header: dict[str, str] | None = None
+        self.trimmer = Trimmer(self.params)
+        self.aligning = aligning
+        #: aligned chunks' rows not yet in the coverage bins and the Parquet part
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        #: chunks aligning behind this one (ReadAligner.submit_*), collected in order
+        self.aligning_chunks: deque[PendingBatch] = deque()
+
+    def run(self) -> None:
+        for big in shards.iter_shard_chunks(self.plan, self.shard.index):
+            for chunks in split_chunks(big):
+                self._process(chunks)
+        self._collect(behind=0)
+        self._flush(final=True)
+
+    def _process(self, chunks: Sequence[Chunk]) -> None:
+        try:
+            recs = [parse_chunk(c.data, p, c.first_record, c.newlines) for c, p in zip(chunks, self.paths, strict=True)]
+            for m, r in zip(self.mates, recs, strict=True):
+                self.raw[m].add_chunk(r)
+            # read names are needed to check mates and to name alignments; a single-end child that does not
+            # align only needs its first read's, for the header fields
+            names = recs[0].names() if len(recs) == 2 or self.aligning is not None else []
+            if self.header is None and len(recs[0]):
+                self.header = illumina_fields(names[0] if names else recs[0].first_name())
+            if len(recs) == 2:
+                bad = _mate_names_match(names, recs[1].names())
+                if bad is not None:
+                    rec = chunks[0].first_record + bad
+                    raise BadInputError(
+                        self.paths[1],
+                        f"read name {recs[1].names()[bad]!r} does not match "
+                        f"its mate {names[bad]!r} in {self.paths[0]} (record {rec})",
+                        line=4 * rec + 1,
+                        record=rec,
+                    )
+        except BadInputError as err:
+            if chunks[0].relative:
+                raise shards.rebase_error(self.plan, self.shard.spans[0], err) from None
+            raise
+        self._trim_align(recs, names, chunks[0].first_record)
+
+    def _trim_align(self, recs: list[ChunkRecords], names: list[str], first_record: int) -> None:
+        if not self.trimmer.enabled and self.aligning is None:
+            return  # the trimmed stage is the raw one (see result): no read needs a string of its own
+        if not self.trimmer.enabled:  # every read is kept whole: only the sequences, for mappy
+            self._align(names, range(first_record, first_record + len(names)), [r.sequence_bytes() for r in recs])
+            return
+        trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
+        keep = self.trimmer.filter(trims)
+        for m, r, t in zip(self.mates, recs, trims, strict=True):
+            add_stats(self.trim_stats[m], t, keep)
+            start = t.start[keep]
+            self.trimmed[m].add(r.data, r.seq_start[keep] + start, r.qual_start[keep] + start, t.length[keep])
+        if self.aligning is None:
+            return
+        index: Sequence[int]
+        if keep.all():
+            kept_names, index = names, range(first_record, first_record + len(names))
+            seqs = [t.sequences for t in trims]
+        else:
+            kept = np.flatnonzero(keep).tolist()
+            kept_names = [names[i] for i in kept]
+            index = [first_record + i for i in kept]
+            seqs = [[t.sequences[i] for i in kept] for t in trims]
+        self._align(kept_names, index, seqs)
+
+    def _align(self, names: list[str], index: Sequence[int], seqs: Sequence[Sequence[str | bytes]]) -> None:
+        """Submit the kept reads (one list of sequences per mate) for alignment behind this chunk."""
+        assert self.aligning is not None
+        aligner = self.aligning.aligner
+        if len(seqs) == 2:
+            self.aligning_chunks.append(aligner.submit_pairs(names, seqs[0], seqs[1], index, self.sample))
+        else:
+            self.aligning_chunks.append(aligner.submit_single(names, seqs[0], index, self.sample))
+        self._collect(behind=aligner.in_flight)
+
+    def _collect(self, behind: int) -> None:
+        """Aligned chunks, oldest first, into the pending rows and the counts, leaving ``behind`` chunks
+        aligning while the next one is read and trimmed (the same rows and row groups either way)."""
+        while len(self.aligning_chunks) > behind:
+            # rather than wait, align here the parts no process has started yet, oldest call first
+            while not self.aligning_chunks[0].done() and any(c.steal_one() for c in self.aligning_chunks):
+                pass
+            batch = self.aligning_chunks.popleft().result()
+            self.pending.append(batch.rows)
+            self.pending_rows += batch.rows.num_rows
+            for m, counts in zip(self.mates, batch.stats, strict=True):
+                self.align_stats[m].merge(counts)
+            self._flush()
+
+    def _flush(self, final: bool = False) -> None:
+        """Pending alignment rows -> one Arrow batch -> the coverage bins and the Parquet part."""
+        if self.pending_rows >= ALIGN_BATCH_ROWS or (final and self.pending_rows):
+            assert self.aligning is not None
+            table = pa.concat_tables(self.pending).combine_chunks()
+            blocks = depth_blocks(table)  # the exact depth's and the alignment QC's, parsed once
+            self.aligning.add_batch(self.sample, table, blocks)
+            self.align_qc.merge(alignment_qc(table, blocks))
+            self.aligning.part.write_arrow(table)
+            self.pending, self.pending_rows = [], 0
+
+    def result(self) -> ShardResult:
+        # without trimming, nothing is cut or dropped: the trimmed stage's aggregates are the raw ones
+        trimmed = self.trimmed if self.trimmer.enabled else self.raw
+        qc = {(m, s): (self.raw if s == "raw" else trimmed)[m] for m in self.mates for s in STAGES}
+        header = self.header or {}
+        if self.aligning is None:
+            return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, header=header)
+        self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
+        return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
+                           self.align_qc, header)
+
+
+def library_versions(aligned: bool) -> dict[str, str]:
+    """The versions of the libraries whose results a child writes (for the ``runs`` table)."""
+    import cutadapt
+
+    out = {"cutadapt": cutadapt.__version__}
+    if aligned:
+        import mappy
+
+        out["mappy"] = mappy.__version__
+    return out
+
+
+def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
+    """Process the child's shards and write its parts; the manifest is returned, not yet written."""
+    aligning = _Aligning(plan, child, tmp) if plan.reference else None
+    results = []
+    try:
+        for index in plan.child_shards(child):
+            run = _ShardRun(plan, index, aligning)
+            run.run()
+            results.append(run.result())
+    finally:
+        if aligning is not None:
+            aligning.aligner.close()  # its alignment processes, also when a shard's input is bad
+    manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
+    if aligning is not None:
+        manifest.reference_md5 = contig_md5(aligning.aligner)
+        aligning.part.close()
+        manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
+        manifest.contigs = list(aligning.aligner.contigs)
+        for spec, table in zip(STAGING_TABLES, coverage_parts(aligning.coverage, aligning.depth), strict=True):
+            write_table(plan.layout.staging_part(child, spec.name), table)
+            manifest.coverage_rows[spec.name] = table.num_rows
+    return manifest
+
+
+def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:
+    """The child's manifest when it is already the finished work of this child (a re-run, or an
+    attempt after one that wrote it); None otherwise."""
+    try:
+        manifest = ChildManifest.from_json(storage.read_bytes(plan.layout.manifest(child)))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    return manifest if manifest.belongs_to(plan.run_id, child, plan.child_shards(child)) else None
+
+
+def process_child(plan: PlanView, child: int) -> ChildManifest:
+    """Process one child's shards and write its parts, then its manifest (see the module docstring)."""
+    t0 = time.perf_counter()
+    with local_tmp() as tmp:
+        manifest = run_child(plan, child, tmp)
+    manifest.seconds = round(time.perf_counter() - t0, 3)
+    storage.write_bytes(plan.layout.manifest(child), manifest.to_json())
+    return manifest

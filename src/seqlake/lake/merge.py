@@ -1,0 +1,472 @@
+"""The commit step's data work: check every child, add their aggregates up exactly, write the run's
+result tables.
+
+Every number a child leaves (:mod:`seqlake.lake.staging`) is a count or a histogram, so merging is integer
+addition; the derived columns (means, quartiles, N50, mean depth, breadth) are computed once, from
+the merged aggregates, by the same functions the worker's QC uses (:func:`seqlake.lake.qc.summarize`).
+Covered bases are the exception to addition: the children's covered-interval unions are unioned
+(see :mod:`seqlake.lake.coverage`).
+
+The cost is the data, not round trips: the children's manifests (one small object each) and
+coverage parts are read by a pool of threads (:func:`seqlake.base.storage.read_many`), in child order, and
+folded as they arrive; a sample is turned into rows as soon as its last child is read, and the rows
+stream into local Parquet files. So time grows with the bytes, and memory stays flat in the number of
+children and of samples: the state is the samples of the child being read (their accumulators,
+coverage bins and covered-interval unions) and one row group per table. The alignments are
+already in their result partition (each child wrote its own part there); one listing of that
+partition checks every part's size against its child's manifest. No HEAD precedes a GET, nothing
+is copied, and nothing is written under ``results/`` before every child has checked out.
+
+Results: ``results/<table>/run_id=<id>/part-00000.parquet`` (alignments: ``child=NNNNN.parquet``).
+``run_id`` is the Hive partition, not a column in the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from seqlake.base import storage
+from seqlake.base.errors import SeqlakeError
+from seqlake.base.metadata import lane_row, sample_fields
+from seqlake.lake.coverage import CoverageAccumulator
+from seqlake.lake.depth import DepthAccumulator, Profile
+from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
+from seqlake.lake.qc import QCAccumulator, summarize
+from seqlake.lake.staging import (
+    STAGES,
+    AlignQC,
+    AlignStats,
+    ChildManifest,
+    PartInfo,
+    ShardResult,
+    TrimStats,
+    add_coverage_parts,
+    median_of_hist,
+)
+from seqlake.lake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES, THRESHOLDS
+from seqlake.plan.planfile import Plan
+
+Accs = list[tuple[tuple[int, str], QCAccumulator]]
+
+
+@dataclass
+class RunTotals:
+    """What ``status.json`` and the ``runs`` table need from the merge."""
+
+    run_id: str
+    #: children (the Batch array's size)
+    shards: int
+    #: raw reads and bases over all samples and mates
+    reads: int = 0
+    bases: int = 0
+    #: rows written per result table
+    rows: dict[str, int] = field(default_factory=dict)
+    #: contig -> MD5 of the reference's sequence (SAM ``@SQ M5``); empty without a reference
+    reference_md5: dict[str, str] = field(default_factory=dict)
+    #: library versions the children ran (cutadapt, mappy)
+    software: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _SampleFold:
+    """The running sums of one sample."""
+
+    def __init__(self) -> None:
+        self.mates: list[int] = []
+        self.qc: dict[tuple[int, str], QCAccumulator] = {}
+        self.trim: dict[int, TrimStats] = {}
+        self.align: dict[int, AlignStats] | None = None
+        self.align_qc: AlignQC | None = None
+        #: shard -> Illumina fields of its first read name
+        self.headers: dict[int, dict[str, str]] = {}
+
+    def add(self, r: ShardResult) -> None:
+        if not self.mates:
+            self.mates = list(r.mates)
+            self.qc = {(m, s): QCAccumulator() for m in self.mates for s in STAGES}
+            self.trim = {m: TrimStats() for m in self.mates}
+        if r.mates != self.mates:
+            raise SeqlakeError(f"shard {r.shard} of sample {r.sample}: mates {r.mates}, other shards {self.mates}")
+        for key, acc in r.qc.items():
+            self.qc[key].merge(acc)
+        for m in self.mates:
+            self.trim[m].merge(r.trim[m])
+        if r.align is not None:
+            self.align = self.align or {m: AlignStats() for m in self.mates}
+            for m in self.mates:
+                self.align[m].merge(r.align[m])
+        self.headers[r.shard] = r.header
+        if r.align_qc is not None:
+            self.align_qc = self.align_qc or AlignQC()
+            self.align_qc.merge(r.align_qc)
+
+    def accumulators(self) -> Accs:
+        return [((m, s), self.qc[(m, s)]) for m in self.mates for s in STAGES]
+
+
+def _describe(plan: Plan, child: int) -> str:
+    shards = plan.child_shards(child)
+    samples = sorted({plan.shards[i].sample for i in shards})
+    named = ", ".join(samples[:3]) + (f" and {len(samples) - 3} more" if len(samples) > 3 else "")
+    return f"child {child} (shard{'s' if len(shards) > 1 else ''} {shards.start}" + (
+        f"..{shards.stop - 1}" if len(shards) > 1 else "") + f", sample{'s' if len(samples) > 1 else ''} {named})"
+
+
+def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> ChildManifest:
+    """A child's manifest; a missing or foreign one fails the run naming the child."""
+    if data is None:
+        raise SeqlakeError(f"{_describe(plan, child)} has no manifest at {uri}: it did not finish")
+    try:
+        m = ChildManifest.from_json(data)
+    except (ValueError, KeyError, TypeError) as err:
+        raise SeqlakeError(f"{_describe(plan, child)}: unreadable manifest at {uri}: {err}") from err
+    if not m.belongs_to(plan.run_id, child, plan.child_shards(child)):
+        raise SeqlakeError(f"{_describe(plan, child)}: the manifest at {uri} belongs to run {m.run_id}, "
+                           f"child {m.child}, shards {m.shard_indexes}")
+    return m
+
+
+@dataclass
+class _ChildData:
+    manifest: ChildManifest
+    #: the child's coverage parts in STAGING_TABLES order (empty without alignments)
+    coverage: list[pa.Table]
+
+
+def _read_children(plan: Plan) -> Iterator[_ChildData]:
+    """Every child's manifest and coverage parts, in child order, from one stream of parallel reads
+    (a run with a reference reads the parts of every child: with one, every child aligns)."""
+    per_child = 1 + (len(STAGING_TABLES) if plan.reference else 0)
+
+    def uris() -> Iterator[str]:
+        for c in range(plan.array_size):
+            yield plan.layout.manifest(c)
+            if plan.reference:
+                yield from (plan.layout.staging_part(c, spec.name) for spec in STAGING_TABLES)
+
+    stream = storage.read_many(uris())
+    for child in range(plan.array_size):
+        got = [next(stream) for _ in range(per_child)]
+        m = _checked_manifest(plan, child, *got[0])
+        tables = []
+        if m.alignments is not None:
+            for spec, (uri, data) in zip(STAGING_TABLES, got[1:], strict=True):
+                if data is None:
+                    raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
+                table = pq.read_table(pa.BufferReader(data))
+                if table.num_rows != m.coverage_rows.get(spec.name):
+                    raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its "
+                                       f"manifest says {m.coverage_rows.get(spec.name)}")
+                tables.append(table)
+        yield _ChildData(m, tables)
+
+
+def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
+    """Every child's alignments part is in the partition with the size its manifest gives; the rows."""
+    listed = storage.list_sizes(plan.layout.partition("alignments"))
+    for child, info in expected.items():
+        uri = plan.layout.alignments_part(child)
+        if listed.get(uri) != info.bytes:
+            found = "missing" if uri not in listed else f"{listed[uri]} bytes"
+            raise SeqlakeError(f"{_describe(plan, child)}: its alignments part {uri} is {found}, its manifest "
+                               f"says {info.bytes} bytes")
+    return sum(i.rows for i in expected.values())
+
+
+def _samples_ending(plan: Plan) -> dict[int, list[str]]:
+    """Child -> the samples whose last shard it holds, in plan order (a plan's shards are in sample
+    order, so a sample's children are consecutive and it is complete once its last child is read)."""
+    last: dict[str, int] = {}
+    for child in range(plan.array_size):
+        for i in plan.child_shards(child):
+            last[plan.shards[i].sample] = child
+    ending: dict[int, list[str]] = {}
+    for sample in plan.samples:
+        ending.setdefault(last[sample], []).append(sample)
+    return ending
+
+
+#: rows of a result table held in memory before they are written out as a row group (the commit's
+#: memory is these buffers, one per table, plus the samples being folded: flat in samples and children)
+COMMIT_ROW_GROUP_ROWS = 200_000
+
+
+@dataclass
+class _Results:
+    """The result tables being written: one local Parquet file per table, and the run's totals."""
+
+    plan: Plan
+    writers: dict[str, PartWriter]
+    totals: RunTotals
+    committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: the reference's contigs (from the manifests; empty without a reference)
+    contigs: list[tuple[str, int]] = field(default_factory=list)
+
+    def _put(self, table: str, columns: Any) -> None:
+        self.writers[table].write_arrow(to_arrow(table, columns))
+
+    def add_sample(self, sample: str, fold: _SampleFold, coverage: CoverageAccumulator | None,
+                   depth: DepthAccumulator | None) -> None:
+        """A complete sample's rows in every result table, and its raw reads and bases in the totals."""
+        accs = fold.accumulators()
+        summary = summary_rows(sample, accs, fold.trim, fold.align, coverage)
+        self._put("qc_summary", summary)
+        exact = ExactCoverage(self.contigs, depth, fold.align_qc) if depth is not None else None
+        self._put("sample_summary", sample_summary_row(
+            sample, fold, exact, {"committed_at": self.committed_at, **sample_metadata(self.plan, sample, fold)}))
+        self._put("samples", _columns("samples", lane_rows(self.plan, sample, fold)))
+        if fold.align_qc is not None:
+            self._put("alignment_hist", histogram_rows(sample, fold.align_qc))
+        if exact is not None:
+            self._put("contig_coverage", exact.contig_rows(sample))
+            self._put("low_coverage", exact.low_rows(sample))
+        for table, cols in qc_tables(sample, accs):
+            self._put(table, cols)
+        if coverage is not None:
+            self._put("coverage", coverage.rows(sample))
+        for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
+            if stage == "raw":
+                self.totals.reads += reads
+                self.totals.bases += bases
+
+
+def merge_run(plan: Plan) -> RunTotals:
+    """Check every child, merge, and write the run's result tables (see the module docstring).
+
+    Samples are folded as their children's data arrives and turned into rows as soon as their last
+    child is read; the rows go to local Parquet files, which are put under ``results/`` only after
+    every child has checked out."""
+    ending = _samples_ending(plan)
+    folds: dict[str, _SampleFold] = {}
+    coverage: dict[str, CoverageAccumulator] = {}
+    depth: dict[str, DepthAccumulator] = {}
+    alignments: dict[int, PartInfo] = {}
+    totals = RunTotals(plan.run_id, plan.array_size)
+    with local_tmp() as tmp:
+        out = _Results(plan, {t: PartWriter(plan.layout.result_file(t), t, tmp, COMMIT_ROW_GROUP_ROWS)
+                              for t in RESULT_TABLES if t != "alignments"}, totals)
+        for child, data in enumerate(_read_children(plan)):
+            m = data.manifest
+            totals.reference_md5 = m.reference_md5 or totals.reference_md5
+            totals.software = {**totals.software, **m.software}
+            for r in m.shards:
+                folds.setdefault(r.sample, _SampleFold()).add(r)
+            if m.alignments is not None:
+                alignments[child] = m.alignments
+                out.contigs = m.contigs
+            if data.coverage:
+                for sample in {plan.shards[i].sample for i in plan.child_shards(child)}:
+                    coverage.setdefault(sample, CoverageAccumulator(out.contigs, plan.params.coverage_bin))
+                    depth.setdefault(sample, DepthAccumulator())
+                add_coverage_parts(coverage, depth, *data.coverage)
+            for sample in ending.get(child, []):
+                out.add_sample(sample, folds.pop(sample), coverage.pop(sample, None), depth.pop(sample, None))
+        align_rows = _check_alignment_parts(plan, alignments)
+        # every child checked out: only now is anything written under results/
+        if not alignments:  # every table gets a partition, even an empty one (no reference)
+            write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
+        for table, writer in out.writers.items():
+            writer.close()
+            totals.rows[table] = writer.rows
+    totals.rows["alignments"] = align_rows
+    return totals
+
+
+# ------------------------------------------------------------------------------- result rows
+def summary_rows(
+    sample: str,
+    accs: Accs,
+    trim_stats: dict[int, TrimStats],
+    align_stats: dict[int, AlignStats] | None,
+    coverage: CoverageAccumulator | None,
+) -> dict[str, list[Any]]:
+    """``qc_summary`` columns. Trimming, alignment and coverage columns are on ``trimmed`` rows only
+    (null on ``raw`` rows); mean depth and breadth are per sample (both mates' rows carry them)."""
+    rows: list[dict[str, Any]] = []
+    depth, breadth = coverage.mean_depth_and_breadth() if coverage is not None else (None, None)
+    for (mate, stage), acc in accs:
+        s = summarize(acc)
+        s.pop("sum_gap")
+        s["mean_error_quality"] = s.pop("avg_qual")
+        s["mean_quality"] = mean_quality(acc)
+        row: dict[str, Any] = {"sample": sample, "mate": mate, "stage": stage, **s}
+        trimmed = stage == "trimmed"
+        row.update({k: (v if trimmed else None) for k, v in trim_stats[mate].as_dict().items()})
+        a = align_stats[mate] if align_stats is not None and trimmed else None
+        row["mapped_reads"] = a.mapped_reads if a else None
+        row["properly_paired"] = a.properly_paired if a else None
+        row["mean_mapq"] = (a.mapq_sum / a.mapped_reads if a.mapped_reads else None) if a else None
+        row["mean_depth"] = depth if a else None
+        row["pct_breadth"] = 100 * breadth if a and breadth is not None else None
+        rows.append(row)
+    return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
+
+
+class ExactCoverage:
+    """A sample's merged depth profiles over the reference: thresholds and low-coverage intervals."""
+
+    def __init__(self, contigs: list[tuple[str, int]], depth: DepthAccumulator, qc: AlignQC | None) -> None:
+        self.contigs = contigs
+        self.profiles = {name: depth.profiles.get(name, Profile()) for name, _ in contigs}
+        self.depth_bases = qc.depth_bases if qc is not None else {}
+
+    @property
+    def length(self) -> int:
+        return sum(n for _, n in self.contigs)
+
+    def mean_depth(self) -> float | None:
+        return sum(self.depth_bases.values()) / self.length if self.length else None
+
+    def pct_at(self, threshold: int) -> float | None:
+        at = sum(p.bases_at_least(threshold) for p in self.profiles.values())
+        return 100 * at / self.length if self.length else None
+
+    def contig_rows(self, sample: str) -> dict[str, list[Any]]:
+        rows: list[dict[str, Any]] = []
+        for name, length in self.contigs:
+            p = self.profiles[name]
+            row: dict[str, Any] = {"sample": sample, "contig": name, "length": length,
+                                   "mean_depth": self.depth_bases.get(name, 0) / length if length else None}
+            row.update({f"pct_{t}x": 100 * p.bases_at_least(t) / length if length else None for t in THRESHOLDS})
+            rows.append(row)
+        return _columns("contig_coverage", rows)
+
+    def low_rows(self, sample: str) -> dict[str, list[Any]]:
+        cols: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["low_coverage"].columns}
+        for name, length in self.contigs:
+            for t in THRESHOLDS:
+                starts, ends = self.profiles[name].below(t, length)
+                n = len(starts)
+                cols["sample"] += [sample] * n
+                cols["contig"] += [name] * n
+                cols["threshold"] += [t] * n
+                cols["pos"] += (starts + 1).tolist()
+                cols["end_pos"] += ends.tolist()
+                cols["length"] += (ends - starts).tolist()
+        return cols
+
+
+def histogram_rows(sample: str, qc: AlignQC) -> dict[str, list[Any]]:
+    """``alignment_hist`` columns of a sample."""
+    rows = [{"sample": sample, "metric": metric, "value": value, "frequency": n}
+            for metric, hist in (("insert_size", qc.insert_hist), ("mapq", qc.mapq_hist))
+            for value, n in sorted(hist.items())]
+    return _columns("alignment_hist", rows)
+
+
+def lane_rows(plan: Plan, sample: str, fold: _SampleFold) -> list[dict[str, Any]]:
+    """The ``samples`` rows of a sample: one per input row (lane), in samplesheet order."""
+    first_shard: dict[int, int] = {}
+    for shard in plan.shards:
+        first_shard.setdefault(shard.spans[0].input, shard.index)
+    rows = []
+    for i, f in enumerate(plan.inputs):
+        if f.sample != sample or f.mate != 1:
+            continue
+        nxt = plan.inputs[i + 1] if i + 1 < len(plan.inputs) else None
+        r2 = nxt.uri if nxt is not None and nxt.sample == sample and nxt.mate == 2 else None
+        header = fold.headers.get(first_shard.get(i, -1), {})
+        rows.append({"sample": sample, "fastq_1": f.uri, "fastq_2": r2, **lane_row(f.metadata, header)})
+    return rows
+
+
+def sample_metadata(plan: Plan, sample: str, fold: _SampleFold) -> dict[str, Any]:
+    return sample_fields(lane_rows(plan, sample, fold))
+
+
+def mean_quality(acc: QCAccumulator) -> float | None:
+    """The arithmetic mean of the bases' Phred scores (FastQC's and fastp's mean quality)."""
+    bases = int(acc.qual_counts.sum())
+    return float((acc.qual_counts * np.arange(len(acc.qual_counts))).sum()) / bases if bases else None
+
+
+def _columns(table: str, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {c.name: [r.get(c.name) for r in rows] for c in BY_NAME[table].columns}
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return 100 * part / whole if whole else None
+
+
+def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | None,
+                       metadata: dict[str, Any]) -> dict[str, list[Any]]:
+    """The ``sample_summary`` row of a sample (see the table's columns)."""
+    raw = [summarize(fold.qc[(m, "raw")]) for m in fold.mates]
+    trimmed = [summarize(fold.qc[(m, "trimmed")]) for m in fold.mates]
+    raw_acc = QCAccumulator()
+    for m in fold.mates:
+        raw_acc.merge(fold.qc[(m, "raw")])
+    both = summarize(raw_acc) if fold.mates else {}
+    bases = both.get("bases", 0)
+    raw_reads = sum(s["reads"] for s in raw)
+    row: dict[str, Any] = {
+        "sample": sample,
+        "read_pairs_raw": raw[0]["reads"] if raw else 0,
+        "reads_raw": raw_reads,
+        "bases_raw": bases,
+        "read_pairs_trimmed": trimmed[0]["reads"] if trimmed else 0,
+        "bases_trimmed": sum(s["bases"] for s in trimmed),
+        "pct_q30": _pct(both.get("q30_bases", 0), bases),
+        "pct_gc": _pct(both.get("gc_bases", 0), bases),
+        "mean_quality": mean_quality(raw_acc),
+        "mean_error_quality": both.get("avg_qual"),
+        "reads_adapter_8bp": sum(t.reads_adapter_8bp for t in fold.trim.values()),
+        **metadata,
+    }
+    if fold.align is not None:
+        mapped = sum(a.mapped_reads for a in fold.align.values())
+        row["pct_mapped"] = _pct(mapped, raw_reads)
+        row["pct_properly_paired"] = _pct(sum(a.properly_paired for a in fold.align.values()), raw_reads)
+        row["mean_mapq"] = sum(a.mapq_sum for a in fold.align.values()) / mapped if mapped else None
+    qc = fold.align_qc
+    if qc is not None:
+        row["median_insert_size"] = median_of_hist(qc.insert_hist)
+        row["error_rate"] = qc.mismatches / qc.bases_mapped_cigar if qc.bases_mapped_cigar else None
+        row["soft_clipped_bases"] = qc.soft_clipped_bases
+    if exact is not None:
+        row["mean_depth"] = exact.mean_depth()
+        row.update({f"pct_genome_{t}x": exact.pct_at(t) for t in THRESHOLDS})
+    return _columns("sample_summary", [row])
+
+
+def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]:
+    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators."""
+    pos: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["qc_position"].columns}
+    lh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["length_hist"].columns}
+    qh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["quality_hist"].columns}
+
+    def keys(cols: dict[str, list[Any]], mate: int, stage: str, n: int) -> None:
+        cols["sample"] += [sample] * n
+        cols["mate"] += [mate] * n
+        cols["stage"] += [stage] * n
+
+    for (mate, stage), acc in accs:
+        ncyc = acc.max_cycle
+        reads_at = acc.reads_per_cycle()
+        keys(pos, mate, stage, ncyc)
+        pos["cycle"] += list(range(1, ncyc + 1))
+        pos["reads"] += reads_at.tolist()
+        qsum = acc.cycle_qual_sum[:ncyc]
+        pos["qual_sum"] += qsum.tolist()
+        pos["mean_qual"] += (qsum / np.maximum(reads_at, 1)).tolist()
+        for k, col in enumerate("acgtn"):
+            pos[col] += acc.cycle_bases[k, :ncyc].tolist()
+        lengths = np.flatnonzero(acc.length_counts)
+        keys(lh, mate, stage, len(lengths))
+        lh["length"] += lengths.tolist()
+        lh["reads"] += acc.length_counts[lengths].tolist()
+        quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
+        keys(qh, mate, stage, len(quals))
+        qh["quality"] += quals.tolist()
+        qh["bases"] += acc.qual_counts[quals].tolist()
+        qh["reads"] += acc.read_qual_counts[quals].tolist()
+    return [("qc_position", pos), ("length_hist", lh), ("quality_hist", qh)]

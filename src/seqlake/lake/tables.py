@@ -1,0 +1,441 @@
+"""The result tables: the one source of their schemas.
+
+Everything else is generated from here: the Parquet schemas the worker and the commit step write,
+the Glue table definitions in ``template.yaml`` (checked by a test), the local catalog, and the
+table reference in ``docs/TABLES.md`` (``python -m seqlake.lake.tables --markdown``).
+
+Every table is Hive-partitioned by ``run_id`` (``results/<table>/run_id=<id>/part-*.parquet``):
+a run is committed, registered and dropped as one unit, and queries that name a run prune all others.
+``sample`` is a column, not a partition key: a run holds one sample or a small samplesheet, and a
+partition per sample would multiply tiny files without pruning anything useful.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from seqlake.base.model import FINAL_STATES
+
+#: the depth thresholds of ``sample_summary``, ``contig_coverage`` and ``low_coverage`` (their columns)
+THRESHOLDS: tuple[int, ...] = (1, 10, 20, 30)
+#: depths are summed up to here (see :mod:`seqlake.lake.depth`); here, not there, so that this module needs
+#: no numpy (the start Lambda writes a rejected run's row without it)
+DEPTH_CAP = max(THRESHOLDS)
+
+#: Glue / Athena (Hive DDL) names of the Arrow types used here.
+_GLUE_TYPES: dict[pa.DataType, str] = {
+    pa.string(): "string",
+    pa.int8(): "tinyint",
+    pa.int16(): "smallint",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+    pa.timestamp("ms", tz="UTC"): "timestamp",
+}
+
+PARTITION_KEYS: tuple[tuple[str, str], ...] = (("run_id", "string"),)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = True
+
+    @property
+    def glue_type(self) -> str:
+        return _GLUE_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    #: columns that identify a row; the remaining numeric columns are additive across shards
+    key: tuple[str, ...] = field(default=())
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def glue_table_input(self, location: str) -> dict[str, Any]:
+        """The ``TableInput`` of Glue's CreateTable (and of AWS::Glue::Table) for this table."""
+        return {
+            "Name": self.name,
+            "Description": self.doc,
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"classification": "parquet", "EXTERNAL": "TRUE", "parquet.compression": "ZSTD"},
+            "PartitionKeys": [{"Name": n, "Type": t} for n, t in PARTITION_KEYS],
+            "StorageDescriptor": {
+                "Columns": [{"Name": c.name, "Type": c.glue_type, "Comment": c.doc[:255]} for c in self.columns],
+                "Location": location,
+                "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+                "SerdeInfo": {
+                    "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+                    "Parameters": {"serialization.format": "1"},
+                },
+            },
+        }
+
+
+def _c(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+_I64, _I32, _I8, _F64, _S, _B = pa.int64(), pa.int32(), pa.int8(), pa.float64(), pa.string(), pa.bool_()
+_TS = pa.timestamp("ms", tz="UTC")
+
+_SAMPLE = _c("sample", _S, "sample name (samplesheet `sample`, or the file name without mate suffix)", False)
+_MATE = _c("mate", _I8, "1 or 2 (1 for single-end)", False)
+_STAGE = _c("stage", _S, "`raw` (before trimming) or `trimmed` (after trimming and filtering)", False)
+
+QC_SUMMARY = Table(
+    "qc_summary",
+    "Read QC per run, sample, mate and stage; raw numbers equal `seqkit stats -a`.",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("reads", _I64, "number of reads", False),
+        _c("bases", _I64, "number of bases (sum of read lengths)", False),
+        _c("min_len", _I64, "shortest read length (0 when there are no reads)", False),
+        _c("max_len", _I64, "longest read length", False),
+        _c("avg_len", _F64, "mean read length"),
+        _c("q1_len", _F64, "first quartile of read length (as seqkit Q1)"),
+        _c("q2_len", _F64, "median read length (as seqkit Q2)"),
+        _c("q3_len", _F64, "third quartile of read length (as seqkit Q3)"),
+        _c("n50", _I64, "N50 of read lengths (as seqkit N50)"),
+        _c("q20_bases", _I64, "bases with Phred quality >= 20", False),
+        _c("q30_bases", _I64, "bases with Phred quality >= 30", False),
+        _c("gc_bases", _I64, "G, C, g, c bases", False),
+        _c("n_bases", _I64, "N or other IUPAC ambiguity codes (anything but ACGT, either case)", False),
+        _c("mean_quality", _F64, "arithmetic mean of the bases' Phred scores (as FastQC, fastp and MultiQC)"),
+        _c("mean_error_quality", _F64, "Phred value of the bases' mean error probability (seqkit's AvgQual, "
+           "several points below mean_quality: not the mean score)"),
+        _c("reads_adapter_trimmed", _I64, "reads from which an adapter was removed (trimmed stage)"),
+        _c("bases_quality_trimmed", _I64, "bases removed by 3'/5' quality trimming (trimmed stage)"),
+        _c("bases_adapter_trimmed", _I64, "bases removed with adapters (trimmed stage)"),
+        _c("reads_too_short", _I64, "reads (pairs) removed by the minimum length filter (trimmed stage)"),
+        _c("bases_too_short", _I64, "bases removed with reads that became too short (trimmed stage)"),
+        _c("mapped_reads", _I64, "reads with a primary alignment (with a reference; trimmed stage)"),
+        _c("properly_paired", _I64, "reads flagged proper pair, 0x2 (paired-end with a reference)"),
+        _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
+        _c("mean_depth", _F64, "mean depth over the whole reference, whole spans (deletions count, as mosdepth "
+           "--fast-mode); a per-sample figure repeated on both mates' rows: sample_summary has one per sample"),
+        _c("pct_breadth", _F64, "percentage of reference bases with depth >= 1 (whole spans, as mean_depth)"),
+    ),
+    key=("sample", "mate", "stage"),
+)
+
+QC_POSITION = Table(
+    "qc_position",
+    "Per-cycle quality and base composition (FastQC's per-base plots).",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("cycle", _I32, "1-based position in the read", False),
+        _c("reads", _I64, "reads long enough to have this cycle", False),
+        _c("mean_qual", _F64, "mean Phred quality at this cycle"),
+        _c("qual_sum", _I64, "sum of Phred qualities at this cycle (additive across shards)", False),
+        _c("a", _I64, "A bases at this cycle (either case)", False),
+        _c("c", _I64, "C bases", False),
+        _c("g", _I64, "G bases", False),
+        _c("t", _I64, "T bases", False),
+        _c("n", _I64, "N and other non-ACGT bases", False),
+    ),
+    key=("sample", "mate", "stage", "cycle"),
+)
+
+LENGTH_HIST = Table(
+    "length_hist",
+    "Read length histogram.",
+    (_SAMPLE, _MATE, _STAGE, _c("length", _I64, "read length", False), _c("reads", _I64, "reads", False)),
+    key=("sample", "mate", "stage", "length"),
+)
+
+QUALITY_HIST = Table(
+    "quality_hist",
+    "Quality histograms: per-base Phred scores (`bases`) and per-read mean quality, floored (`reads`).",
+    (
+        _SAMPLE, _MATE, _STAGE,
+        _c("quality", _I32, "Phred quality value", False),
+        _c("bases", _I64, "bases with this quality", False),
+        _c("reads", _I64, "reads whose mean quality floors to this value", False),
+    ),
+    key=("sample", "mate", "stage", "quality"),
+)
+
+ALIGNMENTS = Table(
+    "alignments",
+    "One row per alignment of the trimmed reads (minimap2 -ax sr semantics); unmapped reads have a null contig.",
+    (
+        _SAMPLE, _MATE,
+        _c("read_name", _S, "read name as in the FASTQ header, up to the first whitespace", False),
+        _c("read_index", _I64, "0-based index of the read (pair) in the input file; null for plain single-end "
+           "files above 64 MiB, which are split by byte ranges without counting their records"),
+        _c("flag", _I32, "SAM flag (0x4 unmapped, 0x10 reverse, 0x100 secondary, 0x800 supplementary, ...)", False),
+        _c("contig", _S, "reference sequence name; null when unmapped"),
+        _c("pos", _I64, "1-based leftmost position, as in SAM"),
+        _c("end_pos", _I64, "1-based inclusive rightmost reference position"),
+        _c("strand", _S, "`+` or `-`; null when unmapped"),
+        _c("mapq", _I32, "mapping quality"),
+        _c("cigar", _S, "CIGAR string (soft clips for unaligned read ends)"),
+        _c("nm", _I32, "edit distance to the reference (NM)"),
+        _c("is_primary", _B, "true for the primary alignment of the read", False),
+        _c("read_len", _I32, "length of the (trimmed) read"),
+        _c("mate_contig", _S, "the mate's reference sequence name (SAM RNEXT, written out); null without a "
+           "mapped mate"),
+        _c("mate_pos", _I64, "1-based leftmost position of the mate's primary alignment (SAM PNEXT); a mapped "
+           "read whose mate is unmapped carries its own position, as minimap2 writes it"),
+        _c("tlen", _I64, "template length as minimap2 writes SAM TLEN: signed distance between the 5' ends of "
+           "this alignment and the mate's primary, 0 on different contigs or with an unmapped mate; null for "
+           "single-end reads"),
+    ),
+)
+
+COVERAGE = Table(
+    "coverage",
+    "Depth per sample, contig and fixed-width bin (primary and supplementary alignment spans).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("bin_start", _I64, "0-based start of the bin (BED convention; `pos` is the same base, 1-based)", False),
+        _c("bin_end", _I64, "exclusive 0-based end of the bin, which is also its 1-based last base (the contig end "
+           "for the last bin)", False),
+        _c("pos", _I64, "1-based first base of the bin (bin_start + 1): with bin_end, the bin in the 1-based "
+           "inclusive convention of alignments and low_coverage", False),
+        _c("depth_sum", _I64, "sum of per-base depth over the bin (additive across shards)", False),
+        _c("mean_depth", _F64, "depth_sum / (bin_end - bin_start)", False),
+        _c("covered_bases", _I64, "bases in the bin with depth >= 1", False),
+    ),
+    key=("sample", "contig", "bin_start"),
+)
+
+_PCT_AT = tuple(
+    _c(f"pct_genome_{t}x", _F64, f"percentage of the reference's bases with depth >= {t} (as `samtools depth -a`)")
+    for t in THRESHOLDS
+)
+
+SAMPLE_SUMMARY = Table(
+    "sample_summary",
+    "One row per run and sample: the figures a lab reads first. Quality figures are of the raw reads "
+    "(both mates); alignment figures follow `samtools stats` (primary alignments), depth `samtools depth -a`.",
+    (
+        _SAMPLE,
+        _c("read_pairs_raw", _I64, "read pairs before trimming (reads for single-end samples)", False),
+        _c("reads_raw", _I64, "reads before trimming, both mates (the denominator of pct_mapped)", False),
+        _c("bases_raw", _I64, "bases before trimming, both mates", False),
+        _c("read_pairs_trimmed", _I64, "read pairs kept by trimming and the length filter", False),
+        _c("bases_trimmed", _I64, "bases kept by trimming, both mates", False),
+        _c("pct_q30", _F64, "percentage of raw bases with Phred quality >= 30"),
+        _c("pct_gc", _F64, "percentage of G and C among raw bases"),
+        _c("mean_quality", _F64, "arithmetic mean of the raw bases' Phred scores (as FastQC, fastp, MultiQC)"),
+        _c("mean_error_quality", _F64, "Phred value of the raw bases' mean error probability (seqkit's "
+           "AvgQual; lower than mean_quality)"),
+        _c("reads_adapter_8bp", _I64, "reads (both mates) with at least 8 bases of adapter removed"),
+        _c("pct_mapped", _F64, "percentage of raw reads (both mates) with a primary alignment"),
+        _c("pct_properly_paired", _F64, "percentage of raw reads flagged proper pair (0x2)"),
+        _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
+        _c("mean_depth", _F64, "mean depth over the reference (`samtools depth -a`: aligned bases, no "
+           "deletions; overlapping mates both count)"),
+        *_PCT_AT,
+        _c("median_insert_size", _F64, "median |TLEN| of pairs with both mates mapped (samtools stats' IS "
+           "histogram)"),
+        _c("error_rate", _F64, "mismatches (NM) / bases mapped (M, I, =, X) of primary and supplementary "
+           "alignments, as samtools stats"),
+        _c("soft_clipped_bases", _I64, "soft-clipped bases of primary alignments"),
+        _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls); null "
+           "without one"),
+        _c("run_name", _S, "the samplesheet's `run_name`, else the run number in the Illumina read names"),
+        _c("flowcell", _S, "flowcell ID from the Illumina read names (comma-separated if several)"),
+        _c("lanes", _S, "comma-separated lanes (samplesheet `lane`, else from the Illumina read names)"),
+        _c("instrument", _S, "instrument ID from the Illumina read names (comma-separated if several)"),
+        _c("committed_at", _TS, "when the run's results were committed (the latest row per sample is the "
+           "latest processing)", False),
+    ),
+    key=("sample",),
+)
+
+CONTIG_COVERAGE = Table(
+    "contig_coverage",
+    "Depth per sample and contig, exact (`samtools depth -a` semantics): mean depth and the percentage of "
+    "bases at each threshold.",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("length", _I64, "contig length", False),
+        _c("mean_depth", _F64, "mean depth over the contig"),
+        *(_c(f"pct_{t}x", _F64, f"percentage of the contig's bases with depth >= {t}") for t in THRESHOLDS),
+    ),
+    key=("sample", "contig"),
+)
+
+LOW_COVERAGE = Table(
+    "low_coverage",
+    "Merged intervals with depth below each threshold, per sample and contig (exact, `samtools depth -a` "
+    "semantics; positions 1-based inclusive as SAM, IGV and samtools regions).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("threshold", _I32, f"depth threshold ({', '.join(map(str, THRESHOLDS))}): every base of the "
+           "interval has a lower depth", False),
+        _c("pos", _I64, "1-based first base of the interval", False),
+        _c("end_pos", _I64, "1-based last base of the interval (inclusive)", False),
+        _c("length", _I64, "bases in the interval (end_pos - pos + 1)", False),
+    ),
+    key=("sample", "contig", "threshold", "pos"),
+)
+
+ALIGNMENT_HIST = Table(
+    "alignment_hist",
+    "Alignment histograms per sample, as samtools stats counts them: `insert_size` (pairs with both mates "
+    "mapped by |TLEN|, samtools' IS rows, capped at 8000) and `mapq` (mapped reads by the MAPQ of their primary).",
+    (
+        _SAMPLE,
+        _c("metric", _S, "`insert_size` or `mapq`", False),
+        _c("value", _I64, "the insert size or the MAPQ", False),
+        _c("frequency", _I64, "pairs (`insert_size`) or reads (`mapq`) with this value", False),
+    ),
+    key=("sample", "metric", "value"),
+)
+
+SAMPLES = Table(
+    "samples",
+    "One row per run, sample and samplesheet row (a lane): its files and metadata. Several rows of one "
+    "sample are processed as one sample.",
+    (
+        _SAMPLE,
+        _c("fastq_1", _S, "the row's read 1 (or single-end) file URI", False),
+        _c("fastq_2", _S, "the row's read 2 file URI; null for single-end"),
+        _c("control", _B, "the samplesheet's `control` (true / false; null when absent or empty)"),
+        _c("run_name", _S, "the samplesheet's `run_name`, else the run number in the Illumina read names"),
+        _c("lane", _S, "the samplesheet's `lane`, else the lane in the Illumina read names"),
+        _c("instrument", _S, "instrument ID from the Illumina read names"),
+        _c("flowcell", _S, "flowcell ID from the Illumina read names (CASAVA 1.8+ names only)"),
+        _c("metadata", _S, "JSON object of the row's other samplesheet columns (strings); null without any"),
+    ),
+)
+
+RUNS = Table(
+    "runs",
+    "One row per run (and per input the start function rejected): inputs, parameters, software version, "
+    "state, timings, shards, cost estimate.",
+    (
+        _c("state", _S, f"{', '.join(s.value for s in FINAL_STATES[:-1])} or {FINAL_STATES[-1].value} (refused by "
+                        "the start function: no execution ran)", False),
+        _c("samples", _S, "comma-separated sample names"),
+        _c("inputs", _S, "JSON list of the input objects as the run saw them: {uri, bucket, key, etag, size} "
+           "(FASTQ files and the samplesheet; which file is which mate of which sample is in the samples table)"),
+        _c("parameters", _S, "JSON object of the run's parameters (trimming, reference, shards)"),
+        _c("reference", _S, "reference URI, or null"),
+        _c("software_version", _S, "seqlake version"),
+        _c("cutadapt_version", _S, "version of cutadapt (the trimming library)"),
+        _c("mappy_version", _S, "version of mappy, minimap2's Python binding (the same version as minimap2's); "
+           "null without a reference"),
+        _c("reference_md5", _S, "JSON object: each reference contig's MD5 as SAM @SQ M5 (of the uppercase "
+           "sequence); null without a reference"),
+        _c("started_at", _TS, "when the run started (REJECTED: when the rejected object was uploaded)"),
+        _c("finished_at", _TS, "when the run was committed, failed or rejected"),
+        _c("duration_s", _F64, "wall-clock seconds"),
+        _c("shards", _I32, "number of shards (Batch array size)"),
+        _c("retried_shards", _I32, "shards that needed more than one attempt"),
+        _c("failed_shard", _I32, "the shard that failed the run, if any"),
+        _c("reason", _S, "why the run failed or was rejected (file, line or record, problem); null when it "
+                         "succeeded"),
+        _c("reads", _I64, "raw reads over all samples and mates"),
+        _c("bases", _I64, "raw bases over all samples and mates"),
+        _c("cost_estimate_usd", _F64, "compute cost estimate: the shard jobs' vCPU-seconds at the Spot price "
+                                       "(docs/COST.md)"),
+        _c("report_uri", _S, "the run's QC report (reports/<run_id>/index.html); null when it failed to render "
+                             "(status.json says why) or the input was rejected"),
+    ),
+)
+
+TABLES: tuple[Table, ...] = (SAMPLE_SUMMARY, QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS,
+                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, ALIGNMENT_HIST, SAMPLES, RUNS)
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+#: columns that differ between two commits of the same data (everything else is a function of the inputs)
+COMMIT_TIME_COLUMNS: tuple[str, ...] = ("committed_at",)
+#: the tables a failed run never gets a partition in (``runs`` records the failure itself)
+RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
+
+
+COVERAGE_BINS = Table(
+    "coverage_bins",
+    "Staging only: a child's non-zero depth bins per sample and contig (the commit adds them up).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("bin", _I64, "0-based bin number (bin_start / coverage_bin)", False),
+        _c("depth_sum", _I64, "sum of per-base depth over the bin", False),
+    ),
+)
+
+COVERED_INTERVALS = Table(
+    "covered_intervals",
+    "Staging only: the union of a child's alignment spans per sample and contig (the commit unions them).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("start", _I64, "0-based start", False),
+        _c("stop", _I64, "0-based exclusive end", False),
+    ),
+)
+
+DEPTH_RUNS = Table(
+    "depth_runs",
+    f"Staging only: a child's exact depth per sample and contig as runs of constant depth, capped at "
+    f"{DEPTH_CAP} (the commit sums them; see seqlake.lake.depth).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("start", _I64, "0-based start", False),
+        _c("stop", _I64, "0-based exclusive end", False),
+        _c("depth", _I32, "depth over the run (>= 1)", False),
+    ),
+)
+
+#: parts a child writes for the commit only: never cataloged, never queried
+STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
+
+
+COORDINATES = (
+    "Coordinates: `pos` and `end_pos` are 1-based and inclusive in every table (`alignments`, `low_coverage`, "
+    "`coverage`), as SAM, IGV and samtools regions (`contig:pos-end_pos`) write them. `coverage` also keeps "
+    "`bin_start` (0-based, BED) for joins with BED files; `bin_end` is the same number in both conventions."
+)
+PERCENTAGES = (
+    "Percentages are named `pct_*` and run from 0 to 100; fractions are not used. Depth thresholds are "
+    f"{', '.join(f'{t}x' for t in THRESHOLDS)}."
+)
+
+
+def markdown() -> str:
+    """The table reference for docs/TABLES.md."""
+    out = ["# Tables", "", "Generated by `python -m seqlake.lake.tables --markdown` from `src/seqlake/lake/tables.py`.",
+           "Every table is partitioned by `run_id` (string).", "", COORDINATES, "", PERCENTAGES, ""]
+    for t in TABLES:
+        out += [f"## `{t.name}`", "", t.doc, "", "| column | type | description |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.glue_type} | {c.doc} |" for c in t.columns]
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--markdown", action="store_true", help="print the table reference")
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown())
+
+
+if __name__ == "__main__":
+    main()

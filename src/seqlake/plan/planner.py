@@ -1,0 +1,380 @@
+"""Planning: validate the inputs, choose the shards, write ``plan.json``.
+
+How each input is cut (no copy of the data is ever written; each child reads its span in place):
+
+- **gzip**: one streaming pass (:func:`seqlake.reads.gzindex.index_gzip`) counts the records, takes a
+  checkpoint every 256 KiB of plain data and exports a GZTOOL seek index to
+  ``<out>/runs/<run_id>/index/``. Shards are record ranges; each shard's span names the checkpoint before
+  its first record and how many records to skip from there ("lazy" plan: pure arithmetic, the child
+  does the skip).
+- **plain, paired**: the same checkpoint table from a counting pass over the file (~2 GB/s), because R1
+  and R2 shards must hold the same read numbers and byte offsets differ between mates.
+- **BGZF, single-end**, above ``count_below``: no pass over the data. BGZF blocks are random access, so
+  shards are byte ranges of the compressed file starting at block headers (:func:`_byte_spans`); a child
+  reads the records whose first byte lies in its blocks (``seqlake.plan.shards``). As for plain byte ranges,
+  record numbers are unknown.
+- **BGZF, paired** (or single-end up to ``count_below``): R1 and R2 shards must hold the same read
+  numbers, so a counting pass inflates every block (on every vCPU: blocks are independent) and takes
+  the same checkpoints as the gzip pass, at BGZF virtual offsets (:func:`seqlake.reads.bgzf.count_records`).
+  No seek index is exported: a child starts at its checkpoint's block.
+- **plain, single-end**: byte ranges snapped to record starts with one small ranged read per boundary (no
+  full pass; :func:`snap_to_record`). Record numbers of such shards are unknown until read, so error lines
+  are resolved when an error happens (``seqlake.plan.shards``). Files up to ``count_plain_below`` bytes are
+  counted instead (exact counts and lines, negligible cost).
+- **bz2 / xz**: no random access: one shard per sample, read as a stream.
+
+The plan's types and its file are :mod:`seqlake.plan.planfile` (what the children and the commit load).
+
+Shard count: ``shards`` if given (the total over all samples), else ``ceil(reads / reads_per_shard)`` per
+sample (reads estimated from the first records' size for uncounted plain files), clamped to 1..10,000 in
+total (the AWS Batch array limit), never more shards than reads; a zero-read input is one empty shard.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import json
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from seqlake.base import storage
+from seqlake.base.errors import BadInputError
+from seqlake.base.layout import RunLayout
+from seqlake.base.model import Sample
+from seqlake.base.params import Params
+from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
+from seqlake.reads import bgzf, fastq, gzindex, seekindex
+
+#: sample names become folder names and table values (same rule as the samplesheet schema)
+SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: AWS Batch's array size limit: a plan never has more children than this
+MAX_CHILDREN = 10_000
+#: shards per sample at most (and in total, unless samples outnumber it: then each sample is one shard)
+MAX_SHARDS = MAX_CHILDREN
+#: whole samples one child processes at most: a sample costs its files' round trips (a HEAD and a GET or
+#: two each, some 50-100 ms on S3) however few its reads, so a child of hundreds of tiny samples would spend
+#: minutes waiting on S3 while the rest of the array sits idle; 32 keep that under a few seconds a child
+MAX_SAMPLES_PER_CHILD = 32
+#: input files scanned (sniffed, counted or indexed) at once by the planner
+SCAN_WORKERS = 8
+#: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
+PLAIN_COUNT_BELOW = 64 << 20
+#: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
+SNAP_WINDOW = 16 << 10
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass
+class _Scanned:
+    """What planning learned about one input file."""
+
+    info: InputFile
+    sniff: fastq.Sniff
+    checkpoints: list[tuple[int, int]] | None = None
+    #: plain bytes per stored byte (a BGZF file cut without a pass: from its first blocks)
+    expansion: float = 1.0
+    #: the seek index's points and size (gzip / BGZF with an index pass)
+    index_points: list[seekindex.Point] | None = None
+    index_size: int = 0
+
+    @property
+    def estimated_records(self) -> int:
+        if self.info.records is not None:
+            return self.info.records
+        if self.sniff.records == 0:
+            return 0
+        per_record = self.sniff.plain_bytes / self.sniff.records
+        return max(self.sniff.records, round(self.info.size * self.expansion / per_record))
+
+
+def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout,
+                count_below: int | None) -> _Scanned:
+    """Sniff, and index or count when the file's shards need record numbers (``count_below`` None:
+    always count plain files, as paired input needs)."""
+    meta = storage.head(uri)
+    sniff = fastq.sniff_fastq(uri)
+    info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
+                     etag=meta.etag, mtime=None if meta.etag else meta.mtime)
+    if sniff.compression == "bgzf" and count_below is not None and meta.size > count_below:
+        with storage.open_read(uri, buffer_size=gzindex.BGZF_WINDOW) as f:
+            expansion = gzindex.bgzf_plain_ratio(f, meta.size)
+        return _Scanned(info, sniff, None, expansion)
+    if sniff.compression == "bgzf":
+        with contextlib.suppress(bgzf.NotBgzfError):  # gzip members of another kind follow: index it
+            scan = bgzf.count_records(uri)
+            info = replace(info, records=scan.records, plain_size=scan.plain_size,
+                           checkpoints_uri=_write_checkpoints(layout.checkpoints(idx), scan))
+            return _Scanned(info, sniff, scan.checkpoints)
+    if sniff.compression in ("gzip", "bgzf"):
+        res = gzindex.index_gzip(uri)
+        assert res.index is not None
+        index_uri = layout.index(idx)
+        storage.write_bytes(index_uri, res.index)
+        ck_uri = _write_checkpoints(layout.checkpoints(idx), res.scan)
+        points = seekindex.index_points(res.index)
+        info = replace(info, records=res.scan.records, plain_size=res.scan.plain_size, index_uri=index_uri,
+                       checkpoints_uri=ck_uri, index_head=seekindex.head_size(points))
+        return _Scanned(info, sniff, res.scan.checkpoints, index_points=points, index_size=len(res.index))
+    if sniff.compression == "plain" and (count_below is None or meta.size <= count_below):
+        scan = gzindex.count_plain(uri)
+        ck_uri = _write_checkpoints(layout.checkpoints(idx), scan)
+        info = replace(info, records=scan.records, plain_size=scan.plain_size, checkpoints_uri=ck_uri)
+        return _Scanned(info, sniff, scan.checkpoints)
+    if sniff.complete:
+        info = replace(info, records=sniff.records, plain_size=sniff.plain_bytes)
+    return _Scanned(info, sniff, None)
+
+
+def _write_checkpoints(uri: str, scan: gzindex.ScanResult) -> str:
+    body = {"records": scan.records, "plain_size": scan.plain_size, "spacing": gzindex.CHECKPOINT_SPACING,
+            "checkpoints": scan.checkpoints}
+    storage.write_bytes(uri, json.dumps(body, separators=(",", ":")).encode())
+    return uri
+
+
+# ---------------------------------------------------------------- shard counts
+
+
+def allocate_shards(reads: list[int], reads_per_shard: int, total: int | None = None) -> list[int]:
+    """Shards per sample: from ``total`` (split by reads) or ``ceil(reads / reads_per_shard)``;
+    each sample gets 1..reads shards (1 when it has no reads), and the sum stays <= MAX_SHARDS
+    unless the samples alone outnumber it (then every sample is one shard)."""
+    caps = [max(1, r) for r in reads]
+    if total is None:
+        want = [max(1, math.ceil(r / max(1, reads_per_shard))) for r in reads]
+    else:
+        total = max(len(reads), min(MAX_SHARDS, total))
+        all_reads = sum(reads)
+        want = [max(1, round(total * r / all_reads)) if all_reads else 1 for r in reads]
+    want = [min(w, c) for w, c in zip(want, caps, strict=True)]
+    limit = max(MAX_SHARDS, len(reads))
+    while sum(want) > limit:
+        scale = limit / sum(want)
+        want = [max(1, math.floor(w * scale)) for w in want]
+    return want
+
+
+def pack_children(shard_reads: list[int], whole_sample: list[bool], reads_per_child: int) -> tuple[int, ...]:
+    """The first shard of each child: consecutive shards that are whole samples share a child while
+    their reads fit in ``reads_per_child`` and they are at most MAX_SAMPLES_PER_CHILD (a split sample's
+    shards keep a child each: they were cut to that size on purpose); never more than MAX_CHILDREN
+    children."""
+    starts: list[int] = []
+    load = 0
+    for i, (reads, whole) in enumerate(zip(shard_reads, whole_sample, strict=True)):
+        shares = (whole and starts and whole_sample[starts[-1]] and load + reads <= reads_per_child
+                  and i - starts[-1] < MAX_SAMPLES_PER_CHILD)
+        if shares:
+            load += reads
+        else:
+            starts.append(i)
+            load = reads
+    if len(starts) > MAX_CHILDREN:  # more samples than the array allows: equal numbers of shards each
+        n = len(shard_reads)
+        starts = sorted({i * n // MAX_CHILDREN for i in range(MAX_CHILDREN)})
+    return tuple(starts)
+
+
+# ---------------------------------------------------------------- byte-range snapping
+
+
+def is_record_start(buf: bytes, p: int, at_eof: bool) -> bool | None:
+    """Does a FASTQ record start at ``buf[p]``? None when ``buf`` ends too early to tell.
+
+    A ``@`` at a line start can also begin a quality line, so check the 4-line shape: ``@`` header,
+    sequence, ``+`` line, quality as long as the sequence, then a ``@`` line or the end of the data.
+    A quality line starting with ``@`` fails it: its "sequence" would be the next header and its ``+``
+    line the next sequence.
+    """
+    ends: list[int] = []
+    q = p
+    for _ in range(4):
+        e = buf.find(b"\n", q)
+        if e < 0:
+            if at_eof and len(ends) == 3:
+                e = len(buf)
+            else:
+                return None if not at_eof else False
+        ends.append(e)
+        q = e + 1
+    if buf[p:p + 1] != b"@":
+        return False
+    seq = buf[ends[0] + 1:ends[1]].rstrip(b"\r")
+    plus = buf[ends[1] + 1:ends[2]]
+    qual = buf[ends[2] + 1:ends[3]].rstrip(b"\r")
+    if plus[:1] != b"+" or len(seq) != len(qual):
+        return False
+    nxt = ends[3] + 1
+    if nxt >= len(buf):
+        return True if at_eof else None
+    return buf[nxt:nxt + 1] == b"@"
+
+
+def snap_to_record(f: Any, offset: int, size: int, path: str) -> int:
+    """The first record start at or after ``offset`` in a plain FASTQ file (``size`` = file size).
+
+    Reads a window of ``SNAP_WINDOW`` bytes (doubled up to 64 MiB when records are longer).
+    """
+    if offset <= 0:
+        return 0
+    window = SNAP_WINDOW
+    while True:
+        start = offset - 1  # include the byte before so a record starting exactly at offset is seen
+        f.seek(start)
+        buf: bytes = f.read(window)
+        at_eof = start + len(buf) >= size
+        p = 0
+        undecided = False
+        while True:
+            nl = buf.find(b"\n", p)
+            if nl < 0:
+                break
+            cand = nl + 1
+            if cand >= len(buf):
+                if at_eof:
+                    return size
+                undecided = True
+                break
+            ok = is_record_start(buf, cand, at_eof)
+            if ok:
+                return start + cand
+            if ok is None:
+                undecided = True
+                break
+            p = cand
+        if at_eof and not undecided:
+            return size
+        if window >= 64 << 20:
+            raise BadInputError(path, f"no FASTQ record start found within 64 MiB after byte {offset}")
+        window *= 2
+
+
+# ---------------------------------------------------------------- planning
+
+
+def _record_spans(sc: _Scanned, idx: int, bounds: list[int]) -> list[Span]:
+    assert sc.checkpoints is not None
+    recs = [c[1] for c in sc.checkpoints]
+    out = []
+    for b, e in itertools.pairwise(bounds):
+        off, rec = sc.checkpoints[bisect.bisect_right(recs, b) - 1]
+        span = Span(input=idx, mate=sc.info.mate, offset=off, skip=b - rec, first_record=b, records=e - b)
+        if sc.index_points is not None:
+            # the span's records end at or before the first checkpoint after them (else the file's end)
+            after = bisect.bisect_left(recs, e)
+            end = sc.checkpoints[after][0] if after < len(recs) else sc.info.plain_size or 0
+            start, stop = seekindex.span_range(sc.index_points, sc.index_size, off, end)
+            span = replace(span, index_start=start, index_stop=stop)
+        out.append(span)
+    return out
+
+
+def _byte_spans(sc: _Scanned, idx: int, k: int) -> list[Span]:
+    """``k`` byte ranges (fewer when they collapse), each from the first record start at or after
+    ``i * size / k``; for BGZF, from the first block header (:func:`gzindex.next_bgzf_block`)."""
+    size = sc.info.size
+    bgzf = sc.info.compression == "bgzf"
+    snap = gzindex.next_bgzf_block if bgzf else snap_to_record
+    window = gzindex.BGZF_WINDOW if bgzf else SNAP_WINDOW
+    with storage.open_read(sc.info.uri, buffer_size=window, block_size=window) as f:
+        starts = sorted({snap(f, i * size // k, size, sc.info.uri) for i in range(k)} | {0})
+    starts = [s for s in starts if s < size] or [0]
+    ends = [*starts[1:], size]
+    return [Span(input=idx, mate=sc.info.mate, offset=s, first_record=None, records=None, end_offset=e)
+            for s, e in zip(starts, ends, strict=True)]
+
+
+def _sample_spans(scans: list[_Scanned], first_idx: int, k: int) -> list[tuple[Span, ...]]:
+    """Spans of one sample's shards (``k`` wanted; fewer for byte ranges that collapse)."""
+    if any(s.info.compression not in fastq.SEEKABLE for s in scans):
+        recs = scans[0].info.records if all(s.info.records is not None for s in scans) else None
+        return [tuple(Span(input=first_idx + m, mate=s.info.mate, offset=0, first_record=0, records=recs)
+                      for m, s in enumerate(scans))]
+    if len(scans) == 1 and scans[0].checkpoints is None:
+        return [(sp,) for sp in _byte_spans(scans[0], first_idx, k)]
+    n = scans[0].info.records
+    assert n is not None
+    k = max(1, min(k, n))
+    bounds = [i * n // k for i in range(k + 1)]
+    per_mate = [_record_spans(s, first_idx + m, bounds) for m, s in enumerate(scans)]
+    return list(zip(*per_mate, strict=True))
+
+
+def _check_lanes(samples: list[Sample]) -> None:
+    """Rows of one sample (its lanes) are one sample: all paired or all single-end, no file twice."""
+    paired: dict[str, bool] = {}
+    files: set[str] = set()
+    for s in samples:
+        if paired.setdefault(s.name, s.r2 is not None) != (s.r2 is not None):
+            raise BadInputError(s.r1, f"sample {s.name!r} mixes paired-end and single-end files")
+        for uri in s.uris:
+            if uri in files:
+                raise BadInputError(uri, f"{uri} is listed twice")
+            files.add(uri)
+
+
+def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
+              params: Params | None = None, shards: int | None = None,
+              count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
+    """Validate the inputs, build indexes, choose the shards, write and return the plan."""
+    params = params or Params()
+    if not samples:
+        raise ValueError("no samples to plan")
+    for s in samples:
+        if not SAMPLE_NAME.fullmatch(s.name):
+            raise BadInputError(s.r1, f"invalid sample name {s.name!r}: use letters, digits, '.', '_' "
+                                "and '-' (it names folders and table rows)")
+        if s.r2 == s.r1:
+            raise BadInputError(s.r1, "R1 and R2 are the same file")
+    _check_lanes(samples)
+    layout = RunLayout(out_prefix, run_id)
+    jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
+
+    def scan(i: int) -> _Scanned:
+        s, mate, uri = jobs[i]
+        found = _scan_input(uri, s.name, mate, idx=i, layout=layout,
+                            count_below=None if len(s.uris) == 2 else count_plain_below)
+        found.info = replace(found.info, metadata=dict(s.metadata))
+        return found
+
+    # the files are scanned a few at a time: a run of thousands of small files costs their round trips
+    # divided by the workers, not added up; map keeps the order, so the first bad file in the run's order
+    # is the one reported
+    with ThreadPoolExecutor(max_workers=max(1, min(SCAN_WORKERS, len(jobs)))) as pool:
+        found = iter(pool.map(scan, range(len(jobs))))
+        scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
+    for group in scanned:
+        if len(group) == 2:
+            n1, n2 = group[0].info.records, group[1].info.records
+            if n1 is not None and n2 is not None and n1 != n2:
+                raise BadInputError(
+                    group[0].info.uri,
+                    f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
+                    f"{group[1].info.uri} has {n2}")
+    reads = [g[0].estimated_records for g in scanned]
+    counts = allocate_shards(reads, params.reads_per_shard, shards)
+    inputs = tuple(sc.info for g in scanned for sc in g)
+    out_shards: list[Shard] = []
+    shard_reads: list[int] = []
+    whole: list[bool] = []
+    idx = 0
+    for s, g, k, n in zip(samples, scanned, counts, reads, strict=True):
+        pieces = _sample_spans(g, idx, k)
+        for spans in pieces:
+            out_shards.append(Shard(index=len(out_shards), sample=s.name, spans=spans))
+            shard_reads.append(n // len(pieces))
+            whole.append(len(pieces) == 1)
+        idx += len(g)
+    children = pack_children(shard_reads, whole, params.reads_per_shard)
+    plan = Plan(run_id=run_id, out_prefix=out_prefix, inputs=inputs, shards=tuple(out_shards),
+                params=params, reference=reference, children=children)
+    write_plan(plan)
+    return plan
+

@@ -1,0 +1,118 @@
+"""The import rules ``make lint`` checks (``scripts/import_rules.py``): no circle, the layers, who imports boto3."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_rules", ROOT / "scripts" / "import_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import registers it
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_finds_circles_through_every_kind_of_import(tmp_path: Path) -> None:
+    check = _script()
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg import b\n",  # `from package import module`
+            "pkg/b.py": "def f():\n    from .sub import c\n",  # relative, inside a function
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from ..a import x\n",  # up two, types only
+            "pkg/d.py": "import pkg.a\n",  # into the circle, not part of it
+            "pkg/e.py": "from pkg import f\n",
+            "pkg/f.py": "import pkg.e\n",
+        },
+    )
+    graph = check.import_graph(src)
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == {"pkg.a"}
+    assert check.circles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"], ["pkg.e", "pkg.f"]]
+    assert check.main([str(src)]) == 1
+
+
+def test_a_package_face_that_hands_names_on_is_no_circle(tmp_path: Path) -> None:
+    check = _script()
+    src = _write(tmp_path, {"pkg/__init__.py": "from pkg.a import x\n", "pkg/a.py": "x = 1\n"})
+    assert check.circles(check.import_graph(src)) == []
+
+
+def test_the_package_has_no_import_circle() -> None:
+    check = _script()
+    assert check.circles(check.import_graph(ROOT / "src")) == []
+
+
+def test_the_local_cloud_is_the_top_floor() -> None:
+    """Only the command line imports the local cloud, and its launcher and fork server import nothing else of
+    seqlake (they are told what to run)."""
+    graph = _script().import_graph(ROOT / "src")
+    local = "seqlake.localcloud"
+    users = {m for m, targets in graph.items() if not m.startswith(local) and any(t.startswith(local) for t in targets)}
+    assert users == {"seqlake.cli"}
+    transport = {f"{local}.launcher", f"{local}.forkserver"}
+    assert all(graph[m] <= transport for m in transport)
+
+
+def _layered(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A copy of the rules' world: a ``seqlake`` package with one module in each named place."""
+    base = {"seqlake/__init__.py": "", "seqlake/base/__init__.py": "", "seqlake/base/storage.py": "",
+            "seqlake/lake/__init__.py": "", "seqlake/lake/merge.py": "", "seqlake/lake/tables.py": "",
+            "seqlake/child/__init__.py": "", "seqlake/child/worker.py": "", "seqlake/aws/__init__.py": "",
+            "seqlake/aws/steps.py": "", "seqlake/process.py": "", "seqlake/localcloud/__init__.py": "",
+            "seqlake/cli.py": ""}
+    return _write(tmp_path, {**base, **files})
+
+
+def test_the_package_keeps_its_layers() -> None:
+    check = _script()
+    src = ROOT / "src"
+    assert check.layer_violations(check.import_graph(src)) == []
+    assert check.boto_violations(src) == []
+    assert check.main([str(src)]) == 0
+
+
+def test_at_most_sixteen_entries_at_the_top() -> None:
+    top = [p for p in (ROOT / "src" / "seqlake").iterdir()
+           if p.name != "__pycache__" and (p.suffix == ".py" or (p / "__init__.py").exists())]
+    assert len(top) <= 16, sorted(p.name for p in top)
+
+
+@pytest.mark.parametrize(("files", "broken"), [
+    ({"seqlake/lake/tables.py": "from seqlake.child import worker\n"}, "up from layer 3"),
+    ({"seqlake/base/storage.py": "def f():\n    import seqlake.lake.tables\n"}, "up from layer 0"),
+    ({"seqlake/child/worker.py": "from seqlake.lake import merge\n"}, "never runs the commit's merge"),
+    ({"seqlake/process.py": "from seqlake.aws import steps\n"}, "across layer 6"),
+    ({"seqlake/aws/steps.py": "from seqlake import localcloud\n"}, "up from layer 6"),
+])
+def test_each_broken_layer_rule_fails_the_check(tmp_path: Path, files: dict[str, str], broken: str) -> None:
+    check = _script()
+    src = _layered(tmp_path, files)
+    assert any(broken in line for line in check.layer_violations(check.import_graph(src)))
+    assert check.main([str(src)]) == 1
+
+
+def test_boto3_only_where_allowed(tmp_path: Path) -> None:
+    check = _script()
+    src = _layered(tmp_path, {"seqlake/lake/merge.py": "import boto3\n", "seqlake/child/worker.py":
+                              "from botocore.config import Config\n", "seqlake/aws/steps.py": "import boto3\n"})
+    assert sorted(v.split()[0] for v in check.boto_violations(src)) == ["seqlake.child.worker", "seqlake.lake.merge"]
+    assert check.main([str(src)]) == 1
