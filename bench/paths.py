@@ -47,9 +47,9 @@ def api(module: str, name: str) -> Any:
 
 
 def path_qc(args: argparse.Namespace) -> dict[str, Any]:
-    api("heap", "keep_freed_memory")()  # the allocator settings of a shard child, where the library runs
-    chunks = api("fastq", "iter_file_chunk_lines")(args.file)
-    s = api("qc", "summarize")(api("qc", "qc_chunks")(chunks, args.file))
+    api("child.heap", "keep_freed_memory")()  # the allocator settings of a shard child, where the library runs
+    chunks = api("reads.fastq", "iter_file_chunk_lines")(args.file)
+    s = api("lake.qc", "summarize")(api("lake.qc", "qc_chunks")(chunks, args.file))
     return {"reads": s["reads"], "bases": s["bases"], "q30_bases": s["q30_bases"]}
 
 
@@ -63,7 +63,7 @@ def cpu_seconds() -> dict[str, float]:
 
 
 def path_index(args: argparse.Namespace) -> dict[str, Any]:
-    res = api("gzindex", "index_gzip")(args.file)
+    res = api("reads.gzindex", "index_gzip")(args.file)
     scan = res.scan
     return {
         "plain_size": getattr(scan, "plain_size", None),
@@ -74,20 +74,20 @@ def path_index(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_bgzf_count(args: argparse.Namespace) -> dict[str, Any]:
-    scan = api("bgzf", "count_records")(args.file)
+    scan = api("reads.bgzf", "count_records")(args.file)
     return {"plain_size": scan.plain_size, "records": scan.records, "checkpoints": len(scan.checkpoints),
             "cpu_s": cpu_seconds()}
 
 
 def path_plan(args: argparse.Namespace) -> dict[str, Any]:
-    params_cls, sample_inputs = api("params", "Params"), api("model", "Sample")
+    params_cls, sample_inputs = api("base.params", "Params"), api("base.model", "Sample")
     r1 = str(Path(args.r1).resolve())
     r2 = str(Path(args.r2).resolve()) if args.r2 else None
     reference = str(Path(args.reference).resolve()) if args.reference else None
     params = params_cls(trim=not args.no_trim)
     key = json.dumps([r1, r2, reference, params.to_dict(), args.shards], sort_keys=True)
     run_id = "bench-" + hashlib.sha256(key.encode()).hexdigest()[:12]
-    plan = api("plan", "make_plan")(
+    plan = api("plan.planner", "make_plan")(
         run_id,
         [sample_inputs("bench", r1, r2)],
         out_prefix=str(Path(args.out).resolve()),
@@ -99,15 +99,15 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_shards(plan_uri: str, shards: range) -> int:
-    plan = api("planfile", "load_plan")(plan_uri)
-    process_child = api("worker", "process_child")
+    plan = api("plan.planfile", "load_plan")(plan_uri)
+    process_child = api("child.worker", "process_child")
     for shard in shards:
         process_child(plan, shard)
     return len(shards)
 
 
 def path_shards(args: argparse.Namespace) -> dict[str, Any]:
-    n = api("planfile", "load_plan")(args.plan).array_size
+    n = api("plan.planfile", "load_plan")(args.plan).array_size
     jobs = max(1, min(args.jobs, n))
     if jobs == 1:
         return {"shards": _run_shards(args.plan, range(n))}
@@ -119,7 +119,7 @@ def path_shards(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_merge(args: argparse.Namespace) -> dict[str, Any]:
-    totals = api("merge", "merge_run")(api("planfile", "load_plan")(args.plan))
+    totals = api("lake.merge", "merge_run")(api("plan.planfile", "load_plan")(args.plan))
     to_dict = getattr(totals, "to_dict", None)
     return {"totals": to_dict() if callable(to_dict) else str(totals)}
 

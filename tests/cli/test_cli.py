@@ -121,7 +121,8 @@ def test_worker_bad_input_exits_65_and_records_the_reason(edge: Path, tmp_path: 
 def test_worker_gives_arrow_the_c_heap_as_its_memory_pool() -> None:
     """A child's Arrow buffers come from the C heap (mimalloc kept ~20-25 MB of pages): the entry point
     sets Arrow's pool before anything on its way imports pyarrow, which reads the choice once."""
-    code = ("import argparse, sys; from seqlake import cli, worker_main; assert 'pyarrow' not in sys.modules; "
+    code = ("import argparse, sys; from seqlake import cli; from seqlake.child import worker_main; "
+            "assert 'pyarrow' not in sys.modules; "
             "worker_main.worker_command(argparse.Namespace(plan=None, shard=0)); "
             "import pyarrow; print(pyarrow.default_memory_pool().backend_name)")
     env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "SEQLAKE_PLAN_URI")}
