@@ -31,6 +31,18 @@ class Params:
     coverage_bin: int = 100
     #: planning target; the shard count is capped at 10,000 (the Batch array limit)
     reads_per_shard: int = 2_000_000
+    #: allele counting, variants and consensus (nf-core/viralrecon's ivar settings; seqlake.lake.alleles):
+    #: bases below this Phred quality are counted only in the ``*_all`` columns (``ivar -q``)
+    min_base_quality: int = 20
+    #: a position needs this SNV depth to carry variants (``ivar variants -m``)
+    variant_min_depth: int = 10
+    #: frequency a variant needs to PASS (``ivar variants -t``)
+    variant_freq: float = 0.25
+    #: frequency an allele needs to be a ``variants`` row at all (with its filters)
+    variant_report_freq: float = 0.03
+    #: consensus frequency threshold and minimum depth (``ivar consensus -t / -m``)
+    consensus_freq: float = 0.75
+    consensus_min_depth: int = 10
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
