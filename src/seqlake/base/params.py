@@ -43,6 +43,9 @@ class Params:
     #: consensus frequency threshold and minimum depth (``ivar consensus -t / -m``)
     consensus_freq: float = 0.75
     consensus_min_depth: int = 10
+    #: amplicon mode: a primer BED (local path or s3:// URI); primers are soft-clipped from the alignments
+    #: before counting, as ``samtools ampliconclip --both-ends --strand`` (seqlake.child.primerclip)
+    primer_bed: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
