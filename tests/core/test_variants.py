@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.layout import CONSENSUS_SUFFIX
+from seqlake.base.errors import BadInputError
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
@@ -92,12 +93,18 @@ class Oracle:
 
 
 def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out: Path, params: Params) -> Oracle:
-    """``minimap2 -ax sr | samtools sort``, then nf-core/viralrecon's mpileup + ivar commands."""
+    """``minimap2 -ax sr | samtools sort`` (then, in amplicon mode, ``samtools ampliconclip --both-ends
+    --strand`` and a sort), then nf-core/viralrecon's mpileup + ivar commands."""
     bam = out / "oracle.bam"
     sam = subprocess.run([tools["minimap2"], "-t", "1", "-ax", "sr", str(ref), *map(str, reads)],
                          capture_output=True, text=True, check=True).stdout
     subprocess.run([tools["samtools"], "sort", "-o", str(bam), "-"], input=sam.encode(), check=True,
                    capture_output=True)
+    if params.primer_bed is not None:
+        clipped = subprocess.run([tools["samtools"], "ampliconclip", "--both-ends", "--strand", "--no-PG", "-b",
+                                  params.primer_bed, str(bam)], capture_output=True, check=True).stdout
+        subprocess.run([tools["samtools"], "sort", "-o", str(bam), "-"], input=clipped, check=True,
+                       capture_output=True)
     alignments: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
     for line in sam.splitlines():
         if line.startswith("@"):
@@ -177,13 +184,14 @@ def compare_with_ivar(tools: dict[str, str], reads: tuple[Path, Path], ref: Path
                       params: Params) -> tuple[Plan, Oracle, set[str]]:
     """seqlake and the oracle over the same trimmed reads, without the reads the aligners place differently."""
     trimmed = trim_pairs(*reads, tmp, params)
-    first = run_seqlake(trimmed, ref, tmp / "first")
+    untrimmed = replace(params, trim=False)  # the reads are trimmed already
+    first = run_seqlake(trimmed, ref, tmp / "first", params=untrimmed)
     oracle = ivar_oracle(tools, trimmed, ref, tmp, params)
     differ = differing_reads(first, oracle)
     if not differ:
         return first, oracle, differ
     kept = drop_pairs(trimmed, differ, tmp)
-    return run_seqlake(kept, ref, tmp / "kept"), ivar_oracle(tools, kept, ref, tmp, params), differ
+    return run_seqlake(kept, ref, tmp / "kept", params=untrimmed), ivar_oracle(tools, kept, ref, tmp, params), differ
 
 
 # ------------------------------------------------------------------------------------ the real pair
@@ -196,6 +204,47 @@ def test_miseq_variants_and_consensus_equal_ivar(miseq: tuple[Path, Path], refer
     assert len(oracle.variants) > 40
     assert mine == oracle.variants
     assert seqlake_consensus(plan) == oracle.consensus
+
+
+def test_miseq_with_the_artic_primers_equals_ampliconclip_then_ivar(miseq: tuple[Path, Path], reference: Path,
+                                                                    tools: dict[str, str], tmp_path: Path) -> None:
+    params = Params(primer_bed=str(PRIMER_BED))
+    plan, oracle, differ = compare_with_ivar(tools, miseq, reference, tmp_path, params)
+    assert len(differ) < 20, sorted(differ)
+    assert seqlake_variants(plan) == oracle.variants
+    assert seqlake_consensus(plan) == oracle.consensus
+    amplicons = pq.read_table(plan.layout.partition("amplicon_depth")).to_pylist()
+    assert len(amplicons) == 98 + 1  # ARTIC V3's amplicons and the row of reads outside any
+    primary = pq.read_table(plan.layout.partition("alignments"), columns=["flag"]).column("flag").to_numpy()
+    mapped_primary = int((((primary & 0x4) == 0) & ((primary & 0x900) == 0)).sum())
+    assert sum(a["reads"] for a in amplicons) == mapped_primary
+    covered = [a for a in amplicons if a["amplicon"] and a["mean_depth"] >= 10]
+    assert 0 < len(covered) < 98  # a thin library: some amplicons dropped out
+
+
+BED_LINES = ["MN908947.3\t30\t54\tnCoV-2019_1_LEFT\t1\t+", "MN908947.3\t385\t410\tnCoV-2019_1_RIGHT\t1\t-"]
+
+
+@pytest.mark.parametrize(("lines", "line", "message"), [
+    (["MN908947.3\t30\t24\tnCoV-2019_1_LEFT\t1\t+", BED_LINES[1]], 1, "end 24 is not after its start 30"),
+    ([*BED_LINES, "MN908947.3\t40\t60\tnCoV-2019_1_LEFT\t1\t+"], 3, "duplicate primer name nCoV-2019_1_LEFT"),
+    ([BED_LINES[0], "MN908947.3\t29900\t29930\tnCoV-2019_1_RIGHT\t1\t-"], 2, "past the end of MN908947.3"),
+    (["chr1\t30\t54\tnCoV-2019_1_LEFT\t1\t+", BED_LINES[1]], 1, "contig 'chr1' is not in the reference"),
+    (["MN908947.3 30 54 nCoV-2019_1_LEFT 1 +", BED_LINES[1]], 1, "not a tab-separated primer BED line"),
+    ([*BED_LINES, "MN908947.3\t320\t342\tnCoV-2019_2_LEFT\t2\t+"], 3, "amplicon nCoV-2019_2: a LEFT primer and no "
+                                                                          "RIGHT primer"),
+])
+def test_a_bad_primer_bed_is_rejected_before_anything_is_written(lines: list[str], line: int, message: str,
+                                                                  reference: Path, tmp_path: Path) -> None:
+    bed = tmp_path / "primers.bed"
+    bed.write_text("\n".join(lines) + "\n")
+    reads = tmp_path / "r.fastq"
+    reads.write_text("@r1\nACGT\n+\nIIII\n")
+    with pytest.raises(BadInputError) as caught:
+        make_plan("bad", [Sample("s", str(reads))], out_prefix=str(tmp_path / "lake"), reference=str(reference),
+                  params=Params(primer_bed=str(bed)))
+    assert str(caught.value).startswith(f"{bed}:{line}: ") and message in str(caught.value)
+    assert not (tmp_path / "lake").exists()
 
 
 # ------------------------------------------------------------------------- a simulated amplicon library

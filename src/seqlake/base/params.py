@@ -67,5 +67,6 @@ def chosen_parameters(args: Any) -> dict[str, Any]:
     ``--min-length``: ``seqlake process`` and ``seqlake local run`` take the same); the others keep
     :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
-              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length}
+              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length,
+              "primer_bed": getattr(args, "primer_bed", None)}
     return {k: v for k, v in chosen.items() if v is not None}

@@ -27,8 +27,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+import pyarrow as pa
+
+from seqlake.base import storage
 from seqlake.child.pileup import AlignmentRows, parse_cigars
-from seqlake.plan.primers import PrimerScheme
+from seqlake.lake.tables import AMPLICON_READS
+from seqlake.plan.primers import PrimerScheme, parse_primer_bed
 
 I64 = npt.NDArray[np.int64]
 #: samtools ampliconclip's default ``--tolerance``
@@ -212,3 +216,43 @@ def _trim_right(cigar: str, bases: int) -> str:
     if hard:
         out.append((hard, "H"))
     return _cigar(out)
+
+
+class AmpliconCounts:
+    """A child's primer clipper and, per sample, its primary alignments by the amplicon that clipped their 5'
+    end (the ``amplicon_reads`` staging rows)."""
+
+    def __init__(self, clipper: PrimerClipper) -> None:
+        self.clipper = clipper
+        self.reads: dict[str, I64] = {}
+        self.misprimed: dict[str, I64] = {}
+
+    @classmethod
+    def of(cls, primer_bed: str | None, contigs: list[tuple[str, int]]) -> AmpliconCounts | None:
+        """The run's primer scheme (checked when the run was planned), or None outside amplicon mode."""
+        if primer_bed is None:
+            return None
+        scheme = parse_primer_bed(primer_bed, storage.read_bytes(primer_bed).decode(), dict(contigs))
+        return cls(PrimerClipper(scheme, contigs))
+
+    def clip(self, sample: str, rows: AlignmentRows) -> AlignmentRows:
+        clipped, left, right = self.clipper.clip(rows)
+        n = len(self.clipper.amplicons)
+        primary = (rows.contig >= 0) & ((rows.flag & (0x4 | 0x100 | 0x800)) == 0)
+        five = np.where((rows.flag & 0x10) != 0, right, left)[primary]
+        other = np.where((rows.flag & 0x10) != 0, left, right)[primary]
+        misprimed = (five >= 0) & (other >= 0) & (other != five)
+        # bin n holds the alignments no primer clipped
+        reads = np.bincount(np.where(five >= 0, five, n), minlength=n + 1)
+        wrong = np.bincount(np.where(five >= 0, five, n)[misprimed], minlength=n + 1)
+        self.reads[sample] = self.reads.get(sample, 0) + reads
+        self.misprimed[sample] = self.misprimed.get(sample, 0) + wrong
+        return clipped
+
+    def table(self, sample: str) -> pa.Table:
+        names = [*self.clipper.amplicons, ""]
+        reads = self.reads.get(sample, np.zeros(len(names), dtype=np.int64))
+        wrong = self.misprimed.get(sample, np.zeros(len(names), dtype=np.int64))
+        keep = np.flatnonzero(reads > 0)
+        return pa.table({"sample": [sample] * len(keep), "amplicon": [names[k] for k in keep],
+                         "reads": reads[keep], "misprimed_reads": wrong[keep]}, schema=AMPLICON_READS.schema)

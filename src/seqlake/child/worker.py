@@ -32,6 +32,7 @@ from seqlake.base.metadata import illumina_fields
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.child.alignqc import alignment_qc
 from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
+from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
@@ -115,6 +116,7 @@ class _Aligning:
         self.alleles: dict[str, AlleleAccumulator] = {}
         self.bin_width = plan.params.coverage_bin
         self.min_base_quality = plan.params.min_base_quality
+        self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
@@ -126,12 +128,17 @@ class _Aligning:
         """One aligned chunk's rows and reads into the sample's allele counts (seqlake.child.pileup)."""
         if sample not in self.alleles:
             self.alleles[sample] = AlleleAccumulator(self.aligner.contigs, self.min_base_quality)
-        self.alleles[sample].add(*batch_inputs(table, reads, self.aligner.contigs))
+        rows, bases = batch_inputs(table, reads, self.aligner.contigs)
+        if self.primers is not None:
+            rows = self.primers.clip(sample, rows)
+        self.alleles[sample].add(rows, bases)
 
     def allele_parts(self) -> list[pa.Table]:
         """The ``alleles`` and ``indels`` staging parts: every sample's rows, in sample order."""
-        per_sample = [self.alleles[s].tables(s) for s in sorted(self.alleles)]
-        return [pa.concat_tables([p[k] for p in per_sample]) if per_sample else spec.schema.empty_table()
+        per_sample = [(*self.alleles[s].tables(s), self.primers.table(s) if self.primers else None)
+                      for s in sorted(self.alleles)]
+        return [pa.concat_tables([p[k] for p in per_sample if p[k] is not None])
+                if any(p[k] is not None for p in per_sample) else spec.schema.empty_table()
                 for k, spec in enumerate(ALLELE_STAGING)]
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:

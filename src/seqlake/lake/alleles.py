@@ -46,6 +46,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base.params import Params
+from seqlake.plan.primers import Amplicon
 from seqlake.lake.tables import ALLELE_COUNT_COLUMNS
 
 I64 = npt.NDArray[np.int64]
@@ -396,6 +397,8 @@ class SampleCalls:
     variants: dict[str, list[Any]] = field(default_factory=dict)
     consensus: dict[str, list[Any]] = field(default_factory=dict)
     fasta: str = ""
+    #: the sample's merged ``alleles`` rows (amplicon depth reads them)
+    counts: pa.Table | None = None
 
 
 def call_sample(sample: str, alleles: Sequence[pa.Table], indels: Sequence[pa.Table],
@@ -432,4 +435,37 @@ def call_sample(sample: str, alleles: Sequence[pa.Table], indels: Sequence[pa.Ta
                      ("min_base_quality", params.min_base_quality), ("fasta_uri", fasta_uri)):
             out.consensus[c].append(v)
     out.fasta = "".join(fasta)
+    out.counts = counts
     return out
+
+
+def amplicon_depth_rows(sample: str, counts: pa.Table, reads: Sequence[pa.Table],
+                        amplicons: Sequence[Amplicon]) -> dict[str, list[Any]]:
+    """``amplicon_depth`` rows of a sample: per amplicon its reads and the mpileup depth over its insert,
+    and a row with a null amplicon for the alignments no primer clipped."""
+    cols: dict[str, list[Any]] = {c: [] for c in ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads",
+                                                  "misprimed_reads", "mean_depth", "min_depth")}
+    summed = add_counts(reads, ("amplicon",), ("reads", "misprimed_reads")) if reads else None
+    by_name = {r["amplicon"]: r for r in summed.to_pylist()} if summed is not None else {}
+    depth = sum(counts.column(f"{b}_all").to_numpy().astype(np.int64) for b in ("a", "c", "g", "t", "n", "del"))
+    contig = counts.column("contig").to_pylist()
+    pos = counts.column("pos").to_numpy()
+    per_contig = {c: (pos[np.array(contig) == c], depth[np.array(contig) == c]) for c in set(contig)}
+    for a in amplicons:
+        p, d = per_contig.get(a.contig, (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+        inside = (p >= a.insert_start) & (p < a.insert_end)
+        width = max(a.insert_end - a.insert_start, 1)
+        covered = int(inside.sum())
+        row = by_name.get(a.name, {})
+        for c, v in (("sample", sample), ("amplicon", a.name), ("contig", a.contig), ("pool", a.pool),
+                     ("pos", a.insert_start + 1), ("end_pos", a.insert_end), ("reads", row.get("reads", 0)),
+                     ("misprimed_reads", row.get("misprimed_reads", 0)),
+                     ("mean_depth", float(d[inside].sum()) / width),
+                     ("min_depth", int(d[inside].min()) if covered == width else 0)):
+            cols[c].append(v)
+    outside = by_name.get("", {})
+    for c, v in (("sample", sample), ("amplicon", None), ("contig", None), ("pool", None), ("pos", None),
+                 ("end_pos", None), ("reads", outside.get("reads", 0)), ("misprimed_reads", 0),
+                 ("mean_depth", None), ("min_depth", None)):
+        cols[c].append(v)
+    return cols

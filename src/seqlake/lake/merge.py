@@ -36,7 +36,8 @@ from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.metadata import lane_row, sample_fields
-from seqlake.lake.alleles import CallParams, call_sample, read_fasta
+from seqlake.lake.alleles import CallParams, amplicon_depth_rows, call_sample, read_fasta
+from seqlake.plan.primers import Amplicon, parse_primer_bed
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator, Profile
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
@@ -225,6 +226,8 @@ class _Results:
     contigs: list[tuple[str, int]] = field(default_factory=list)
     #: the reference's sequences (variants and consensus), read once when the first sample needs them
     sequences: dict[str, bytes] | None = None
+    #: amplicon mode: the primer scheme's amplicons, read once
+    amplicons: tuple[Amplicon, ...] | None = None
 
     def _put(self, table: str, columns: Any) -> None:
         self.writers[table].write_arrow(to_arrow(table, columns))
@@ -240,6 +243,11 @@ class _Results:
         calls = call_sample(sample, parts[0], parts[1], self.sequences, params, fasta_uri)
         self._put("variants", calls.variants)
         self._put("consensus", calls.consensus)
+        if self.plan.params.primer_bed is not None and calls.counts is not None:
+            if self.amplicons is None:
+                bed = self.plan.params.primer_bed
+                self.amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons
+            self._put("amplicon_depth", amplicon_depth_rows(sample, calls.counts, parts[2], self.amplicons))
         self.files[fasta_uri] = calls.fasta.encode()
         vcf = bgzf_compress(vcf_text(sample, self.contigs, calls.variants, params).encode())
         self.files[layout.sample_file(sample, VCF_SUFFIX)] = vcf
