@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.base.layout import CONSENSUS_SUFFIX
 from seqlake.base.errors import BadInputError
+from seqlake.base.layout import CONSENSUS_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
@@ -175,7 +175,8 @@ def differing_reads(plan: Plan, oracle: Oracle) -> set[str]:
     rows = pq.read_table(plan.layout.partition("alignments"), columns=["read_name", "mate", "flag", "pos", "cigar"])
     mine: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
     for r in rows.to_pylist():
-        mine.setdefault((r["read_name"], r["mate"]), []).append(pileup_view(r["flag"], r["pos"] or 0, r["cigar"] or "*"))
+        view = pileup_view(r["flag"], r["pos"] or 0, r["cigar"] or "*")
+        mine.setdefault((r["read_name"], r["mate"]), []).append(view)
     keys = set(mine) | set(oracle.alignments)
     return {k[0] for k in keys if sorted(mine.get(k, [])) != sorted(oracle.alignments.get(k, []))}
 

@@ -183,6 +183,40 @@ def _positions(*keys: I64) -> tuple[I64, list[I64]]:
 _STATES = 6 * 2 * 2 * 2
 
 
+@dataclass(frozen=True)
+class _Ops:
+    """A batch's CIGAR operations: code, length, row (and index among the counted rows), offsets in the row."""
+
+    op: I64
+    length: I64
+    row: I64
+    counted_row: I64
+    ref_off: I64
+    q_off: I64
+
+
+def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, *, key0: I64, qual_olap: I64,
+                     min_quality: int) -> tuple[I64, I64]:
+    """Keys and states of the deleted reference bases: ``*`` entries with the quality of the next read base
+    (the first base of the next aligned operation; an inserted base when an insertion comes between,
+    which the overlap rule does not adjust)."""
+    d = np.flatnonzero(ops.op == 2)
+    if len(d) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rev = (rows.flag & 0x10) != 0
+    do, dk = _ranges(ops.length[d])
+    drow = ops.row[d]
+    nxt = np.minimum(np.searchsorted(m, d), len(m) - 1)
+    first_event = np.cumsum(ops.length[m]) - ops.length[m]
+    direct = (m[nxt] == d + 1) & (ops.counted_row[m[nxt]] == ops.counted_row[d])
+    dsrc = np.where(rev[drow], reads.length[drow] - 1 - ops.q_off[d], ops.q_off[d])
+    dq = reads.data[reads.qual_start[drow] + dsrc].astype(np.int64) - 33
+    dq_olap = np.where(direct, qual_olap[first_event[nxt]], dq)
+    dkey = key0[drow][do] + ops.ref_off[d][do] + dk
+    dstate = (DEL * 8 + rev[drow] * 4 + (dq >= min_quality) * 2 + (dq_olap >= min_quality))[do]
+    return dkey, dstate
+
+
 def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offsets: I64) -> BatchCounts:
     """The allele counts of one batch (see the module docstring). ``offsets``: each contig's first key
     (its start in the reference's contigs laid end to end), so keys order as (contig, pos)."""
@@ -211,25 +245,12 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     ref_len = np.bincount(cig_row, weights=oplen * _REF_OPS[op], minlength=len(sel)).astype(np.int64)
     row_end = np.full(len(rows.flag), -1, dtype=np.int64)
     row_end[sel] = rows.start[sel] + ref_len
-    qual_olap = _overlap_qualities(rows, reads.length, row_end, mrow, rows.start[mrow] + roff, raw, bq)
+    qual_olap = _overlap_qualities(rows, reads.length, row_end, mrow=mrow, bpos=rows.start[mrow] + roff, raw=raw,
+                                   qual=bq)
     hq = bq >= min_quality
     state = code * 8 + back * 4 + hq * 2 + (qual_olap >= min_quality)
-    # deleted reference bases: '*' entries with the quality of the next read base (the first base of
-    # the next aligned operation; an inserted base when an insertion comes between, not adjusted)
-    d = np.flatnonzero(op == 2)
-    dkey = np.zeros(0, dtype=np.int64)
-    dstate = np.zeros(0, dtype=np.int64)
-    if len(d):
-        do, dk = _ranges(oplen[d])
-        drow = row[d]
-        nxt = np.minimum(np.searchsorted(m, d), len(m) - 1)
-        first_event = np.cumsum(oplen[m]) - oplen[m]
-        direct = (m[nxt] == d + 1) & (cig_row[m[nxt]] == cig_row[d])
-        dsrc = np.where(rev[drow], reads.length[drow] - 1 - q_off[d], q_off[d])
-        dq = reads.data[reads.qual_start[drow] + dsrc].astype(np.int64) - 33
-        dq_olap = np.where(direct, qual_olap[first_event[nxt]], dq)
-        dkey = key0[drow][do] + ref_off[d][do] + dk
-        dstate = (DEL * 8 + rev[drow] * 4 + (dq >= min_quality) * 2 + (dq_olap >= min_quality))[do]
+    dkey, dstate = _deleted_entries(_Ops(op, oplen, row, cig_row, ref_off, q_off), m, rows, reads, key0=key0,
+                                    qual_olap=qual_olap, min_quality=min_quality)
     last = np.flatnonzero(np.concatenate((mrow[1:] != mrow[:-1], [True]))) if len(mrow) else mrow
     uniq, (at, dat, start_at, end_at) = _positions(bkey, dkey, key0[sel], bkey[last])
     n = len(uniq)
@@ -248,11 +269,11 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     counts[:, _COL["read_ends_olap"]] = np.bincount(end_at[qual_olap[last] >= min_quality], minlength=n)
     nonzero = np.flatnonzero(counts.any(axis=1))
     out = BatchCounts(uniq[nonzero], counts[nonzero])
-    _count_indels(out.indels, rows, reads, op, oplen, row, ref_off, q_off, key0)
+    _count_indels(out.indels, rows, reads, op=op, oplen=oplen, row=row, ref_off=ref_off, q_off=q_off, key0=key0)
     return out
 
 
-def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, mrow: I64, bpos: I64, raw: U8,
+def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, mrow: I64, bpos: I64, raw: U8,
                        qual: I64) -> I64:
     """The aligned bases' qualities after htslib's overlapping-mates rule (``tweak_overlap_quality``)."""
     out = qual.copy()
@@ -304,8 +325,8 @@ def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, mrow: I
     return out
 
 
-def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: AlignmentRows, reads: BatchReads, op: I64,
-                  oplen: I64, row: I64, ref_off: I64, q_off: I64, key0: I64) -> None:
+def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: AlignmentRows, reads: BatchReads, *,
+                  op: I64, oplen: I64, row: I64, ref_off: I64, q_off: I64, key0: I64) -> None:
     """Deletions (by length) and insertions (by inserted bases, upper case, reference strand) anchored on
     the reference base before them. An indel before a row's first aligned base has no anchor in the read
     and is not counted (mpileup prints none)."""
@@ -324,13 +345,13 @@ def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: Alignment
     for i, is_rev, k in zip(at.tolist(), rev.tolist(), anchor.tolist(), strict=True):
         if op[i] != 1:
             continue
-        r, n, q = int(row[i]), int(oplen[i]), int(q_off[i])
+        r, size, q = int(row[i]), int(oplen[i]), int(q_off[i])
         if is_rev:
-            first = int(reads.seq_start[r] + reads.length[r] - q - n)
-            bases = _COMP[data[first : first + n]][::-1].tobytes()
+            first = int(reads.seq_start[r] + reads.length[r] - q - size)
+            bases = _COMP[data[first : first + size]][::-1].tobytes()
         else:
             first = int(reads.seq_start[r] + q)
-            bases = data[first : first + n].tobytes()
+            bases = data[first : first + size].tobytes()
         indels.setdefault((k, 0, bases.decode("latin-1").upper()), [0, 0])[int(is_rev)] += 1
 
 

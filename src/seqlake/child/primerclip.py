@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
-
 import pyarrow as pa
 
 from seqlake.base import storage

@@ -212,9 +212,9 @@ class _ShardRun:
         if not self.trimmer.enabled and self.aligning is None:
             return  # the trimmed stage is the raw one (see result): no read needs a string of its own
         if not self.trimmer.enabled:  # every read is kept whole: only the sequences, for mappy
-            index = range(first_record, first_record + len(names))
-            self._align(names, index, [r.sequence_bytes() for r in recs],
-                        _chunk_reads(recs, np.arange(index.start, index.stop), None, None))
+            whole = range(first_record, first_record + len(names))
+            self._align(names, whole, [r.sequence_bytes() for r in recs],
+                        _chunk_reads(recs, np.arange(whole.start, whole.stop), None, None))
             return
         trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
@@ -255,6 +255,7 @@ class _ShardRun:
             while not self.aligning_chunks[0].done() and any(c.steal_one() for c in self.aligning_chunks):
                 pass
             batch = self.aligning_chunks.popleft().result()
+            assert self.aligning is not None  # chunks align only with a reference
             self.aligning.count_alleles(self.sample, batch.rows, self.chunk_reads.popleft())
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows

@@ -46,8 +46,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base.params import Params
-from seqlake.plan.primers import Amplicon
 from seqlake.lake.tables import ALLELE_COUNT_COLUMNS
+from seqlake.plan.primers import Amplicon
 
 I64 = npt.NDArray[np.int64]
 
@@ -88,7 +88,7 @@ class Indel:
 
 # ---------------------------------------------------------------------------- Fisher's exact test
 def _lbinom(n: int, k: int) -> float:
-    if k == 0 or n == k:
+    if k in {0, n}:
         return 0.0
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
@@ -185,7 +185,7 @@ def call_variants(counts: Mapping[str, Any], indels: Sequence[Indel], reference:
     qual = np.stack([_col(counts, f"{b}_qual") for b in "acgtn"], axis=1)
     hq = fwd + rev
     pdepth = hq.sum(axis=1)
-    mdepth = sum(_col(counts, f"{b}_all") for b in ("a", "c", "g", "t", "n", "del"))
+    mdepth = np.sum([_col(counts, f"{b}_all") for b in ("a", "c", "g", "t", "n", "del")], axis=0)
     kept_any = pdepth + _col(counts, "del_fwd") + _col(counts, "del_rev")
     min_depth = params.min_depth & 0xFF  # ivar's uint8_t -m
     ref_base = np.frombuffer(reference, dtype=np.uint8)[pos - ref_start]
@@ -201,29 +201,24 @@ def call_variants(counts: Mapping[str, Any], indels: Sequence[Indel], reference:
     for i in ok.tolist():
         p = int(pos[i])
         rc = int(ref_code[i])
-        ref = chr(ref_base[i])
         ref_dp = int(hq[i, rc]) if rc >= 0 else 0
-        ref_rv = int(rev[i, rc]) if rc >= 0 else 0
-        ref_q = int(qual[i, rc]) // ref_dp if ref_dp else 0
+        site = _Site(rows, params, p, chr(ref_base[i]), ref_dp, int(rev[i, rc]) if rc >= 0 else 0,
+                     int(qual[i, rc]) // ref_dp if ref_dp else 0, int(mdepth[i]))
         depth = int(pdepth[i])
-        md = int(mdepth[i])
         for k, b in enumerate(_BASES):
             n = int(hq[i, k])
-            if k == rc or n == 0 or n / depth < params.report_freq:
-                continue
-            _row(rows, p, ref, b, "snv", depth, md, ref_dp, ref_rv, ref_q, n, int(rev[i, k]), int(qual[i, k]) // n,
-                 n / depth, params)
+            if k != rc and n and n / depth >= params.report_freq:
+                site.row(b, "snv", depth=depth, n=n, n_rev=int(rev[i, k]), alt_qual=int(qual[i, k]) // n)
         for ind in sorted(by_pos.get(p, ()), key=lambda x: (x.deleted, x.inserted)):
             n = ind.fwd + ind.rev
-            if md == 0 or n / md < params.report_freq:
+            if site.mpileup_depth == 0 or n / site.mpileup_depth < params.report_freq:
                 continue
-            if ind.deleted:
-                dref = reference[p - ref_start : p - ref_start + 1 + ind.deleted].decode()
-                _row(rows, p, dref, ref, "del", md, md, ref_dp, ref_rv, ref_q, n, 0, params.min_base_quality,
-                     n / md, params)
+            if ind.deleted:  # VCF style: the anchor base and the deleted bases become the reference allele
+                site.row(reference[p - ref_start : p - ref_start + 1 + ind.deleted].decode(), "del",
+                         depth=site.mpileup_depth, n=n, n_rev=0, alt_qual=params.min_base_quality)
             else:
-                _row(rows, p, ref, ref + ind.inserted, "ins", md, md, ref_dp, ref_rv, ref_q, n, 0,
-                     params.min_base_quality, n / md, params)
+                site.row(site.ref + ind.inserted, "ins", depth=site.mpileup_depth, n=n, n_rev=0,
+                         alt_qual=params.min_base_quality)
     return rows
 
 
@@ -231,14 +226,29 @@ VARIANT_COLUMNS = ("pos", "ref", "alt", "type", "depth", "ref_count", "ref_rev",
                    "alt_fwd", "alt_rev", "alt_qual", "alt_fraction", "pval", "filters", "pass")
 
 
-def _row(rows: dict[str, list[Any]], p: int, ref: str, alt: str, kind: str, depth: int, mpileup_depth: int,
-         ref_dp: int, ref_rv: int, ref_q: int, n: int, n_rev: int, alt_q: int, freq: float, params: CallParams) -> None:
-    pval = ivar_pvalue(n, ref_dp, mpileup_depth, alt_q)
-    filters = [f for f, failed in (("ft", freq < params.call_freq), ("pv", pval > SIG_LEVEL)) if failed]
-    values = (p + 1, ref, alt, kind, depth, ref_dp, ref_rv, ref_q, n, n - n_rev, n_rev, alt_q, freq, pval,
-              ";".join(filters) or "PASS", not filters)
-    for c, v in zip(VARIANT_COLUMNS, values, strict=True):
-        rows[c].append(v)
+@dataclass(frozen=True)
+class _Site:
+    """What every variant row at one position shares, and the rows being written."""
+
+    rows: dict[str, list[Any]]
+    params: CallParams
+    pos: int
+    ref: str
+    ref_count: int
+    ref_rev: int
+    ref_qual: int
+    mpileup_depth: int
+
+    def row(self, allele: str, kind: str, *, depth: int, n: int, n_rev: int, alt_qual: int) -> None:
+        """One allele's row; ``allele`` is the alternate allele, or for a deletion the reference allele."""
+        ref, alt = (allele, self.ref) if kind == "del" else (self.ref, allele)
+        freq = n / depth
+        pval = ivar_pvalue(n, self.ref_count, self.mpileup_depth, alt_qual)
+        filters = [f for f, failed in (("ft", freq < self.params.call_freq), ("pv", pval > SIG_LEVEL)) if failed]
+        values = (self.pos + 1, ref, alt, kind, depth, self.ref_count, self.ref_rev, self.ref_qual, n, n - n_rev,
+                  n_rev, alt_qual, freq, pval, ";".join(filters) or "PASS", not filters)
+        for c, v in zip(VARIANT_COLUMNS, values, strict=True):
+            self.rows[c].append(v)
 
 
 # ---------------------------------------------------------------------------- consensus
@@ -327,7 +337,7 @@ def _position_codes(counts: Mapping[str, Any], deletion_anchors: set[int], inser
     # no single-base allele, only deletions anchored here: ivar writes nothing for the position
     only_del = (total == 0) & np.isin(pos, list(deletion_anchors)) & ~np.isin(pos, list(insertion_anchors))
     code[only_del] = ord("*")
-    called = mdepth >= (params.consensus_min_depth & 0xFF)
+    called = np.asarray(mdepth >= (params.consensus_min_depth & 0xFF), dtype=np.bool_)
     code[~called] = ord("N")
     return _Codes(pos, code, called, total, total - _col(counts, "read_ends_olap"))
 
@@ -402,7 +412,7 @@ class SampleCalls:
 
 
 def call_sample(sample: str, alleles: Sequence[pa.Table], indels: Sequence[pa.Table],
-                reference: Mapping[str, bytes], params: CallParams, fasta_uri: str) -> SampleCalls:
+                reference: Mapping[str, bytes], params: CallParams, *, fasta_uri: str) -> SampleCalls:
     """A sample's variants and consensus from its children's staging parts, each contig as ONE region
     (a small genome: the region reducer will call :func:`call_variants` and :func:`consensus_segment` per
     region instead)."""

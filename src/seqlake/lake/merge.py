@@ -37,7 +37,6 @@ from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.metadata import lane_row, sample_fields
 from seqlake.lake.alleles import CallParams, amplicon_depth_rows, call_sample, read_fasta
-from seqlake.plan.primers import Amplicon, parse_primer_bed
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator, Profile
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
@@ -64,6 +63,7 @@ from seqlake.lake.tables import (
 )
 from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
 from seqlake.plan.planfile import Plan
+from seqlake.plan.primers import Amplicon, parse_primer_bed
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
@@ -240,7 +240,7 @@ class _Results:
         layout = self.plan.layout
         fasta_uri = layout.sample_file(sample, CONSENSUS_SUFFIX)
         params = CallParams.of(self.plan.params)
-        calls = call_sample(sample, parts[0], parts[1], self.sequences, params, fasta_uri)
+        calls = call_sample(sample, parts[0], parts[1], self.sequences, params, fasta_uri=fasta_uri)
         self._put("variants", calls.variants)
         self._put("consensus", calls.consensus)
         if self.plan.params.primer_bed is not None and calls.counts is not None:
@@ -321,8 +321,8 @@ def merge_run(plan: Plan) -> RunTotals:
         for table, writer in out.writers.items():
             writer.close()
             totals.rows[table] = writer.rows
-        for uri, data in out.files.items():
-            storage.write_bytes(uri, data)
+        for uri, body in out.files.items():
+            storage.write_bytes(uri, body)
     totals.rows["alignments"] = align_rows
     return totals
 

@@ -577,7 +577,7 @@ VARIANT_NAMES = """## `variants` in other tools' names
 | `depth` | TOTAL_DP | DP | `INFO_DP`, `genotypes.DP` |
 | `ref_count`, `alt_count` | REF_DP, ALT_DP | REF_DP, ALT_DP | `genotypes.AD` |
 | `alt_fraction` | ALT_FREQ | AF | `genotypes.AF` |
-| `ref_rev`, `alt_rev`, `ref_qual`, `alt_qual`, `pval` | REF_RV, ALT_RV, REF_QUAL, ALT_QUAL, PVAL | - | FORMAT fields of the same names |
+| `ref_rev`, `alt_rev`, `ref_qual`, `alt_qual`, `pval` | REF_RV, ALT_RV, REF_QUAL, ALT_QUAL, PVAL | - | FORMAT |
 | `filters`, `pass` | PASS (TRUE/FALSE) at `-t variant_freq` | FILTER | `filters` |
 
 The per-sample VCF (`results/genomes/run_id=<id>/<sample>.vcf.gz`, with its `.tbi`) holds the same rows;

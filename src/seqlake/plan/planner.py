@@ -43,12 +43,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from seqlake.base import storage
-from seqlake.plan.primers import load_primer_scheme
 from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
+from seqlake.plan.primers import load_primer_scheme
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from seqlake.base import storage
@@ -33,7 +33,10 @@ class Primer:
     name: str
     amplicon: str
     pool: str
-    reverse: bool  # a RIGHT primer, on the - strand
+    #: ``LEFT`` or ``RIGHT`` (from the name)
+    side: str
+    #: on the - strand (BED column 6: what samtools ampliconclip --strand matches reads against)
+    reverse: bool
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,8 @@ class PrimerScheme:
             by_name.setdefault(p.amplicon, []).append(p)
         out = []
         for name, ps in by_name.items():
-            left = [p for p in ps if not p.reverse]
-            right = [p for p in ps if p.reverse]
+            left = [p for p in ps if p.side == "LEFT"]
+            right = [p for p in ps if p.side == "RIGHT"]
             out.append(Amplicon(name, ps[0].contig, ps[0].pool, min(p.start for p in left),
                                 max(p.end for p in right), max(p.end for p in left), min(p.start for p in right)))
         return tuple(sorted(out, key=lambda a: (a.contig, a.start, a.name)))
@@ -71,6 +74,30 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip() and not line.startswith(("#", "track ", "browser ")):
             yield number, line.rstrip("\r")
+
+
+def _fields(line: str, bad: Callable[[str], BadInputError],
+            contigs: Mapping[str, int] | None) -> tuple[str, int, int, str, str, str]:
+    """The checked fields of one primer line."""
+    fields = line.split("\t")
+    if len(fields) < 6:
+        raise bad("not a tab-separated primer BED line (contig, start, end, name, pool, strand)"
+                  if len(fields) == 1 else f"{len(fields)} tab-separated fields, a primer BED line has 6")
+    contig, start_s, end_s, name, pool, strand = (f.strip() for f in fields[:6])
+    try:
+        start, end = int(start_s), int(end_s)
+    except ValueError:
+        raise bad(f"start {start_s!r} and end {end_s!r} must be integers") from None
+    if start < 0 or end <= start:
+        raise bad(f"primer {name}: end {end} is not after its start {start}")
+    if contigs is not None:
+        if contig not in contigs:
+            raise bad(f"primer {name}: contig {contig!r} is not in the reference ({', '.join(list(contigs)[:5])})")
+        if end > contigs[contig]:
+            raise bad(f"primer {name}: end {end} is past the end of {contig} ({contigs[contig]} bases)")
+    if strand not in ("+", "-"):
+        raise bad(f"primer {name}: strand {strand!r} is neither + nor -")
+    return contig, start, end, name, pool, strand
 
 
 def parse_primer_bed(uri: str, text: str, contigs: Mapping[str, int] | None) -> PrimerScheme:
@@ -83,24 +110,7 @@ def parse_primer_bed(uri: str, text: str, contigs: Mapping[str, int] | None) -> 
         def bad(message: str, at: int = number) -> BadInputError:
             return BadInputError(uri, message, line=at)
 
-        fields = line.split("\t")
-        if len(fields) < 6:
-            raise bad("not a tab-separated primer BED line (contig, start, end, name, pool, strand)"
-                      if len(fields) == 1 else f"{len(fields)} tab-separated fields, a primer BED line has 6")
-        contig, start_s, end_s, name, pool, strand = (f.strip() for f in fields[:6])
-        try:
-            start, end = int(start_s), int(end_s)
-        except ValueError:
-            raise bad(f"start {start_s!r} and end {end_s!r} must be integers") from None
-        if start < 0 or end <= start:
-            raise bad(f"primer {name}: end {end} is not after its start {start}")
-        if contigs is not None:
-            if contig not in contigs:
-                raise bad(f"primer {name}: contig {contig!r} is not in the reference ({', '.join(list(contigs)[:5])})")
-            if end > contigs[contig]:
-                raise bad(f"primer {name}: end {end} is past the end of {contig} ({contigs[contig]} bases)")
-        if strand not in ("+", "-"):
-            raise bad(f"primer {name}: strand {strand!r} is neither + nor -")
+        contig, start, end, name, pool, strand = _fields(line, bad, contigs)
         match = _NAME.match(name)
         if match is None:
             raise bad(f"primer name {name!r} ends in neither _LEFT nor _RIGHT")
@@ -109,7 +119,7 @@ def parse_primer_bed(uri: str, text: str, contigs: Mapping[str, int] | None) -> 
         first_line[name] = number
         amplicon, side = match["amplicon"], match["side"]
         sides.setdefault(amplicon, {}).setdefault(side, number)
-        primers.append(Primer(contig, start, end, name, amplicon, pool, side == "RIGHT"))
+        primers.append(Primer(contig, start, end, name, amplicon, pool, side, strand == "-"))
     if not primers:
         raise BadInputError(uri, "no primer in the BED file")
     for amplicon, seen in sides.items():

@@ -26,13 +26,13 @@ from seqlake.lake.tables import (
     BY_NAME,
     CONSENSUS,
     COVERAGE,
-    VARIANTS,
     LENGTH_HIST,
     QC_POSITION,
     QC_SUMMARY,
     QUALITY_HIST,
     RUNS,
     SAMPLE_SUMMARY,
+    VARIANTS,
 )
 
 #: the tables a report reads
