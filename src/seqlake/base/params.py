@@ -31,6 +31,8 @@ class Params:
     coverage_bin: int = 100
     #: planning target; the shard count is capped at 10,000 (the Batch array limit)
     reads_per_shard: int = 2_000_000
+    #: allele counts, variants and consensus (off: the child counts nothing and the commit calls nothing)
+    allele_counts: bool = True
     #: allele counting, variants and consensus (nf-core/viralrecon's ivar settings; seqlake.lake.alleles):
     #: bases below this Phred quality are counted only in the ``*_all`` columns (``ivar -q``)
     min_base_quality: int = 20

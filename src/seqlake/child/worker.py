@@ -117,6 +117,7 @@ class _Aligning:
         self.bin_width = plan.params.coverage_bin
         self.min_base_quality = plan.params.min_base_quality
         self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
+        self.count = plan.params.allele_counts
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
@@ -126,6 +127,8 @@ class _Aligning:
 
     def count_alleles(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
         """One aligned chunk's rows and reads into the sample's allele counts (seqlake.child.pileup)."""
+        if not self.count:
+            return
         if sample not in self.alleles:
             self.alleles[sample] = AlleleAccumulator(self.aligner.contigs, self.min_base_quality)
         rows, bases = batch_inputs(table, reads, self.aligner.contigs)

@@ -311,7 +311,7 @@ def merge_run(plan: Plan) -> RunTotals:
                 samples = {plan.shards[i].sample for i in plan.child_shards(child)}
                 _collect_allele_parts(allele_parts, samples, data.coverage[len(COVERAGE_STAGING) :])
             for sample in ending.get(child, []):
-                if sample in allele_parts:
+                if sample in allele_parts and plan.params.allele_counts:
                     out.add_calls(sample, allele_parts.pop(sample))
                 out.add_sample(sample, folds.pop(sample), coverage.pop(sample, None), depth.pop(sample, None))
         align_rows = _check_alignment_parts(plan, alignments)
