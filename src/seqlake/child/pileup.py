@@ -54,6 +54,9 @@ for _x, _y in zip("ACGTNacgtn", "TGCANtgcan", strict=True):
     _COMP[ord(_x)] = ord(_y)
 #: htslib's 4-bit base codes (``seq_nt16_table``): overlapping mates' bases are compared on these
 _COMP_CODE = np.array([3, 2, 1, 0, 4], dtype=np.int64)
+#: the same in one byte (the per-base arrays stay small)
+_CODE8 = _CODE.astype(np.uint8)
+_COMP_CODE8 = _COMP_CODE.astype(np.uint8)
 _NT16 = np.full(256, 15, dtype=np.int64)
 for _k, _b in enumerate("=ACMGRSVTWYHKDBN"):
     _NT16[ord(_b)] = _NT16[ord(_b.lower())] = _k
@@ -195,8 +198,8 @@ class _Ops:
     q_off: I64
 
 
-def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, *, key0: I64, qual_olap: I64,
-                     min_quality: int) -> tuple[I64, I64]:
+def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, *, key0: I64,
+                     qual_olap: npt.NDArray[np.int16], min_quality: int) -> tuple[I64, I64]:
     """Keys and states of the deleted reference bases: ``*`` entries with the quality of the next read base
     (the first base of the next aligned operation; an inserted base when an insertion comes between,
     which the overlap rule does not adjust)."""
@@ -227,31 +230,35 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     ref_off = _within(cig_row, oplen * _REF_OPS[op])
     q_off = _within(cig_row, oplen * _QUERY_OPS[op])
     key0 = offsets[np.maximum(rows.contig, 0)] + rows.start  # key of each row's first aligned base
-    # aligned bases, in row order and reference order inside a row
+    # aligned bases, in row order and reference order inside a row: per operation, where its first base is in
+    # the read buffer and which way the read runs (reverse rows are read backwards and complemented, as SAM
+    # SEQ holds them), then per base one offset from there
     m = np.flatnonzero(_ALIGNED_OPS[op])
+    m_row = row[m]
+    m_back = rev[m_row]
+    m_seq = reads.seq_start[m_row] + np.where(m_back, reads.length[m_row] - 1 - q_off[m], q_off[m])
     mo, mk = _ranges(oplen[m])
-    mop = m[mo]
-    mrow = row[mop]
-    roff = ref_off[mop] + mk
-    bkey = key0[mrow] + roff
-    qi = q_off[mop] + mk
-    back = rev[mrow]
-    src = np.where(back, reads.length[mrow] - 1 - qi, qi)
-    raw = reads.data[reads.seq_start[mrow] + src]
-    code = _CODE[raw]
+    back = m_back[mo]
+    sidx = m_seq[mo] + np.where(back, -mk, mk)
+    raw = reads.data[sidx]
+    bq = reads.data[sidx + (reads.qual_start - reads.seq_start)[m_row][mo]].astype(np.int16) - 33
+    bkey = (key0[m_row] + ref_off[m])[mo] + mk
+    code = _CODE8[raw]
     if back.any():
-        code = np.where(back, _COMP_CODE[code], code)
-    bq = reads.data[reads.qual_start[mrow] + src].astype(np.int64) - 33
+        code = np.where(back, _COMP_CODE8[code], code)
     ref_len = np.bincount(cig_row, weights=oplen * _REF_OPS[op], minlength=len(sel)).astype(np.int64)
     row_end = np.full(len(rows.flag), -1, dtype=np.int64)
     row_end[sel] = rows.start[sel] + ref_len
-    qual_olap = _overlap_qualities(rows, reads.length, row_end, mrow=mrow, bpos=rows.start[mrow] + roff, raw=raw,
-                                   qual=bq)
+    aligned = _Aligned(m_row, rows.start[m_row] + ref_off[m], oplen[m], np.cumsum(oplen[m]) - oplen[m])
+    qual_olap = _overlap_qualities(rows, reads.length, row_end, aligned=aligned, raw=raw, back=back, qual=bq)
     hq = bq >= min_quality
-    state = code * 8 + back * 4 + hq * 2 + (qual_olap >= min_quality)
+    state = (code << 3) | (back.view(np.uint8) << 2) | (hq.view(np.uint8) << 1) | (qual_olap >= min_quality).view(
+        np.uint8)
     dkey, dstate = _deleted_entries(_Ops(op, oplen, row, cig_row, ref_off, q_off), m, rows, reads, key0=key0,
                                     qual_olap=qual_olap, min_quality=min_quality)
-    last = np.flatnonzero(np.concatenate((mrow[1:] != mrow[:-1], [True]))) if len(mrow) else mrow
+    # each row's last aligned base: the last base of its last aligned operation
+    last_op = np.flatnonzero(np.concatenate((m_row[1:] != m_row[:-1], [True]))) if len(m) else m
+    last = aligned.first[last_op] + oplen[m][last_op] - 1
     uniq, (at, dat, start_at, end_at) = _positions(bkey, dkey, key0[sel], bkey[last])
     n = len(uniq)
     hist = np.bincount(at * _STATES + state, minlength=n * _STATES)
@@ -263,7 +270,7 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.sum(axis=(2, 3, 4))
     counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
     counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(np.bincount(
-        at * 5 + np.minimum(code, 4), weights=np.where(hq, bq, 0), minlength=n * 5)).astype(np.int64).reshape(n, 5)
+        at * 5 + code, weights=np.where(hq, bq, 0), minlength=n * 5)).astype(np.int64).reshape(n, 5)
     counts[:, _COL["read_starts"]] = np.bincount(start_at, minlength=n)
     counts[:, _COL["read_ends"]] = np.bincount(end_at, minlength=n)
     counts[:, _COL["read_ends_olap"]] = np.bincount(end_at[qual_olap[last] >= min_quality], minlength=n)
@@ -273,9 +280,26 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     return out
 
 
-def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, mrow: I64, bpos: I64, raw: U8,
-                       qual: I64) -> I64:
-    """The aligned bases' qualities after htslib's overlapping-mates rule (``tweak_overlap_quality``)."""
+@dataclass(frozen=True)
+class _Aligned:
+    """A batch's aligned (M, =, X) operations: row, first reference position, length, and the index of their
+    first base among the batch's aligned bases."""
+
+    row: I64
+    ref_start: I64
+    length: I64
+    first: I64
+
+
+def _nt16(raw: U8, back: npt.NDArray[np.bool_]) -> I64:
+    return np.where(back, _NT16[_COMP[raw]], _NT16[raw])
+
+
+def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _Aligned, raw: U8,
+                       back: npt.NDArray[np.bool_], qual: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
+    """The aligned bases' qualities after htslib's overlapping-mates rule (``tweak_overlap_quality``). Only
+    the bases inside a pair's overlap are looked at (cut out of the aligned operations, not filtered base by
+    base)."""
     out = qual.copy()
     flag = rows.flag
     pairable = ((flag & (0x800 | SKIP_FLAGS | 0x8)) == 0) & ((flag & 0x2) != 0) & (rows.pair >= 0) & (
@@ -296,26 +320,35 @@ def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, mrow
     if len(a_rows) == 0:
         return out
     a_keeps = x31_wang_parity(rows.names.take(pa.array(a_rows)).to_pylist())
-    # a dense (pair, offset in the overlap) table of a's aligned bases, looked up by b's
-    width = int((hi - lo).max())
     pair_of = np.full(len(flag), -1, dtype=np.int64)
     pair_of[a_rows] = np.arange(len(a_rows))
     pair_of[b_rows] = np.arange(len(b_rows))
     is_a = np.zeros(len(flag), dtype=np.bool_)
     is_a[a_rows] = True
-    p = pair_of[mrow]
-    inside = p >= 0
-    inside[inside] = (bpos[inside] >= lo[p[inside]]) & (bpos[inside] < hi[p[inside]])
-    ev_a = np.flatnonzero(inside & is_a[mrow])
-    ev_b = np.flatnonzero(inside & ~is_a[mrow])
+    # the aligned operations of those rows, cut to their pair's overlap, then their bases
+    op_pair = pair_of[aligned.row]
+    ops = np.flatnonzero(op_pair >= 0)
+    pr = op_pair[ops]
+    cut_start = np.maximum(aligned.ref_start[ops], lo[pr])
+    cut_end = np.minimum(aligned.ref_start[ops] + aligned.length[ops], hi[pr])
+    keep = cut_end > cut_start
+    ops, pr, cut_start, cut_end = ops[keep], pr[keep], cut_start[keep], cut_end[keep]
+    owner, k = _ranges(cut_end - cut_start)
+    bpos = cut_start[owner] + k
+    event = aligned.first[ops][owner] + bpos - aligned.ref_start[ops][owner]
+    p = pr[owner]
+    from_a = is_a[aligned.row[ops]][owner]
+    # a dense (pair, offset in the overlap) table of a's aligned bases, looked up by b's
+    width = int((hi - lo).max())
     table = np.full(len(a_rows) * width, -1, dtype=np.int64)
-    table[p[ev_a] * width + bpos[ev_a] - lo[p[ev_a]]] = ev_a
-    match = table[p[ev_b] * width + bpos[ev_b] - lo[p[ev_b]]]
-    ea, eb = match[match >= 0], ev_b[match >= 0]
-    qa, qb = out[ea], out[eb]
-    keeps = a_keeps[p[ea]]
-    back = (flag[mrow[ea]] & 0x10) != 0, (flag[mrow[eb]] & 0x10) != 0
-    same_base = _NT16[np.where(back[0], _COMP[raw[ea]], raw[ea])] == _NT16[np.where(back[1], _COMP[raw[eb]], raw[eb])]
+    table[p[from_a] * width + bpos[from_a] - lo[p[from_a]]] = event[from_a]
+    match = table[p[~from_a] * width + bpos[~from_a] - lo[p[~from_a]]]
+    ea, eb = match[match >= 0], event[~from_a][match >= 0]
+    pa_ = p[~from_a][match >= 0]
+    qa, qb = out[ea].astype(np.int64), out[eb].astype(np.int64)
+    keeps = a_keeps[pa_]
+    # htslib compares the 4-bit codes of SEQ (a reverse row's bases complemented)
+    same_base = _nt16(raw[ea], back[ea]) == _nt16(raw[eb], back[eb])
     summed = np.minimum(qa + qb, 200)
     a80, b80 = (0.8 * qa).astype(np.int64), (0.8 * qb).astype(np.int64)
     out[ea] = np.where(same_base, np.where(keeps, summed, 0),
