@@ -389,10 +389,10 @@ def staging_sums(plan: Plan) -> list[pa.Table]:
     from seqlake.lake.tables import ALLELE_COUNT_COLUMNS
 
     out = []
-    for spec, key, values in ((ALLELE_STAGING[0], ("sample", "contig", "pos"), [c.name for c in ALLELE_COUNT_COLUMNS]),
-                              (ALLELE_STAGING[1], ("sample", "contig", "pos", "deleted", "inserted"), ["fwd", "rev"])):
+    counted = [c.name for c in ALLELE_COUNT_COLUMNS]
+    for spec, values in ((ALLELE_STAGING[0], counted), (ALLELE_STAGING[1], ["fwd", "rev"])):
         parts = [pq.read_table(plan.layout.staging_part(c, spec.name)) for c in range(plan.array_size)]
-        out.append(add_counts(parts, key, values))
+        out.append(add_counts(parts, spec, values))  # one sample: its rows
     return out
 
 

@@ -46,7 +46,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base.params import Params
-from seqlake.lake.tables import ALLELE_COUNT_COLUMNS
+from seqlake.lake.tables import ALLELE_COUNT_COLUMNS, ALLELES, AMPLICON_READS, INDELS, Table
 from seqlake.plan.primers import Amplicon
 
 I64 = npt.NDArray[np.int64]
@@ -391,9 +391,11 @@ def read_fasta(data: bytes) -> dict[str, bytes]:
     return out
 
 
-def add_counts(parts: Sequence[pa.Table], key: Sequence[str], values: Sequence[str]) -> pa.Table:
-    """Staging rows of one sample from several children, added up by ``key`` and sorted by it."""
-    table = pa.concat_tables(parts)
+def add_counts(parts: Sequence[pa.Table], table_of: Table, values: Sequence[str]) -> pa.Table:
+    """Staging rows of one sample from several children (none: no row), added up by the key of their table
+    (``sample`` aside: the rows are of one sample) and sorted by it."""
+    key = [k for k in table_of.key if k != "sample"]
+    table = pa.concat_tables(parts) if parts else table_of.schema.empty_table()
     summed = table.group_by(list(key)).aggregate([(v, "sum") for v in values])
     names = {f"{v}_sum": v for v in values}
     summed = summed.rename_columns([names.get(n, n) for n in summed.column_names])
@@ -416,8 +418,8 @@ def call_sample(sample: str, alleles: Sequence[pa.Table], indels: Sequence[pa.Ta
     """A sample's variants and consensus from its children's staging parts, each contig as ONE region
     (a small genome: the region reducer will call :func:`call_variants` and :func:`consensus_segment` per
     region instead)."""
-    counts = add_counts(alleles, ("contig", "pos"), [c.name for c in ALLELE_COUNT_COLUMNS])
-    ind = add_counts(indels, ("contig", "pos", "deleted", "inserted"), ("fwd", "rev"))
+    counts = add_counts(alleles, ALLELES, [c.name for c in ALLELE_COUNT_COLUMNS])
+    ind = add_counts(indels, INDELS, ("fwd", "rev"))
     out = SampleCalls(variants={"sample": [], "contig": [], **{c: [] for c in VARIANT_COLUMNS}},
                       consensus={c: [] for c in ("sample", "contig", "length", "n_bases", "ambiguous_bases",
                                                  "pct_called", "min_fraction", "min_depth", "min_base_quality",
@@ -455,8 +457,8 @@ def amplicon_depth_rows(sample: str, counts: pa.Table, reads: Sequence[pa.Table]
     and a row with a null amplicon for the alignments no primer clipped."""
     cols: dict[str, list[Any]] = {c: [] for c in ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads",
                                                   "misprimed_reads", "mean_depth", "min_depth")}
-    summed = add_counts(reads, ("amplicon",), ("reads", "misprimed_reads")) if reads else None
-    by_name = {r["amplicon"]: r for r in summed.to_pylist()} if summed is not None else {}
+    summed = add_counts(reads, AMPLICON_READS, ("reads", "misprimed_reads"))
+    by_name = {r["amplicon"]: r for r in summed.to_pylist()}
     depth = sum(counts.column(f"{b}_all").to_numpy().astype(np.int64) for b in ("a", "c", "g", "t", "n", "del"))
     contig = counts.column("contig").to_pylist()
     pos = counts.column("pos").to_numpy()
