@@ -31,9 +31,10 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/seqlake demo
 
-# seqkit, minimap2, samtools and fastp are the tools whose numbers the tests compare against; tabix brings
-# bgzip (the BGZF input tests); Chromium opens the run reports in the browser tests. Tests skip without them.
-TOOLS := seqkit minimap2 samtools fastp tabix chromium time
+# seqkit, minimap2, samtools, ivar and fastp are the tools whose numbers the tests compare against (ivar: the
+# variants and consensus); tabix brings bgzip (the BGZF input tests) and tabix (the VCF index test); Chromium
+# opens the run reports in the browser tests. Tests skip without them.
+TOOLS := seqkit minimap2 samtools ivar fastp tabix chromium time
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || \

@@ -119,6 +119,9 @@ def _add_run_parameters(p: argparse.ArgumentParser, *, reads_per_shard: bool = T
                    help="trim 3' ends below this Phred quality (cutadapt -q; default 20)")
     p.add_argument("--min-length", type=int, default=None, metavar="N",
                    help="drop reads (pairs) shorter than this after trimming (cutadapt -m; default 20)")
+    p.add_argument("--primer-bed", default=None, metavar="BED",
+                   help="amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers are "
+                        "soft-clipped before variants and consensus are called (samtools ampliconclip)")
     if reads_per_shard:
         p.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
                        help="reads per shard when the run is planned (default: the template's ReadsPerShard)")

@@ -14,6 +14,7 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
     runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), coverage parts
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
+    results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
     reports/<run_id>/                       the run's report
 
 A child writes its alignments straight into their result partition (``child=NNNNN.parquet``): nothing
@@ -32,6 +33,10 @@ CHILD_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"
 REPORTS = "reports"
+#: the folder of per-sample files under ``results/`` (no table has this name)
+GENOMES = "genomes"
+CONSENSUS_SUFFIX = ".consensus.fasta"
+VCF_SUFFIX = ".vcf.gz"
 _CHILD_NAME = re.compile(r"child=(\d+)")
 
 
@@ -192,6 +197,10 @@ class RunLayout:
     def alignments_part(self, child: int) -> str:
         """Where child ``child`` writes its alignments: in the result partition, under its own name."""
         return _join(self.root, RESULTS, "alignments", f"run_id={self.run_id}", f"{child_name(child)}.parquet")
+
+    def sample_file(self, sample: str, suffix: str) -> str:
+        """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""
+        return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", f"{sample}{suffix}")
 
     # -- reports/<id>/ -------------------------------------------------------------------------------
     @property

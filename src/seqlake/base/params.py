@@ -31,6 +31,23 @@ class Params:
     coverage_bin: int = 100
     #: planning target; the shard count is capped at 10,000 (the Batch array limit)
     reads_per_shard: int = 2_000_000
+    #: allele counts, variants and consensus (off: the child counts nothing and the commit calls nothing)
+    allele_counts: bool = True
+    #: allele counting, variants and consensus (nf-core/viralrecon's ivar settings; seqlake.lake.alleles):
+    #: bases below this Phred quality are counted only in the ``*_all`` columns (``ivar -q``)
+    min_base_quality: int = 20
+    #: a position needs this SNV depth to carry variants (``ivar variants -m``)
+    variant_min_depth: int = 10
+    #: frequency a variant needs to PASS (``ivar variants -t``)
+    variant_freq: float = 0.25
+    #: frequency an allele needs to be a ``variants`` row at all (with its filters)
+    variant_report_freq: float = 0.03
+    #: consensus frequency threshold and minimum depth (``ivar consensus -t / -m``)
+    consensus_freq: float = 0.75
+    consensus_min_depth: int = 10
+    #: amplicon mode: a primer BED (local path or s3:// URI); primers are soft-clipped from the alignments
+    #: before counting, as ``samtools ampliconclip --both-ends --strand`` (seqlake.child.primerclip)
+    primer_bed: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,5 +69,6 @@ def chosen_parameters(args: Any) -> dict[str, Any]:
     ``--min-length``: ``seqlake process`` and ``seqlake local run`` take the same); the others keep
     :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
-              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length}
+              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length,
+              "primer_bed": getattr(args, "primer_bed", None)}
     return {k: v for k, v in chosen.items() if v is not None}

@@ -31,7 +31,9 @@ from seqlake.base.errors import BadInputError
 from seqlake.base.metadata import illumina_fields
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.child.alignqc import alignment_qc
-from seqlake.child.trim import Trimmer, add_stats
+from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
+from seqlake.child.primerclip import AmpliconCounts
+from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, write_table
@@ -46,7 +48,7 @@ from seqlake.lake.staging import (
     TrimStats,
     coverage_parts,
 )
-from seqlake.lake.tables import STAGING_TABLES
+from seqlake.lake.tables import ALLELE_STAGING, COVERAGE_STAGING
 from seqlake.plan import shards
 from seqlake.plan.childplan import PlanView
 from seqlake.plan.shards import Chunk
@@ -111,13 +113,36 @@ class _Aligning:
         self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
+        self.alleles: dict[str, AlleleAccumulator] = {}
         self.bin_width = plan.params.coverage_bin
+        self.min_base_quality = plan.params.min_base_quality
+        self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
+        self.count = plan.params.allele_counts
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
             self.coverage[sample] = CoverageAccumulator(self.aligner.contigs, self.bin_width)
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
+
+    def count_alleles(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
+        """One aligned chunk's rows and reads into the sample's allele counts (seqlake.child.pileup)."""
+        if not self.count:
+            return
+        if sample not in self.alleles:
+            self.alleles[sample] = AlleleAccumulator(self.aligner.contigs, self.min_base_quality)
+        rows, bases = batch_inputs(table, reads, self.aligner.contigs)
+        if self.primers is not None:
+            rows = self.primers.clip(sample, rows)
+        self.alleles[sample].add(rows, bases)
+
+    def allele_parts(self) -> list[pa.Table]:
+        """The ``alleles`` and ``indels`` staging parts: every sample's rows, in sample order."""
+        per_sample = [(*self.alleles[s].tables(s), self.primers.table(s) if self.primers else None)
+                      for s in sorted(self.alleles)]
+        return [pa.concat_tables([p[k] for p in per_sample if p[k] is not None])
+                if any(p[k] is not None for p in per_sample) else spec.schema.empty_table()
+                for k, spec in enumerate(ALLELE_STAGING)]
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
@@ -147,8 +172,10 @@ class _ShardRun:
         #: aligned chunks' rows not yet in the coverage bins and the Parquet part
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
-        #: chunks aligning behind this one (ReadAligner.submit_*), collected in order
+        #: chunks aligning behind this one (ReadAligner.submit_*), collected in order, and their reads
+        #: (for the allele counts)
         self.aligning_chunks: deque[PendingBatch] = deque()
+        self.chunk_reads: deque[ChunkReads] = deque()
 
     def run(self) -> None:
         for big in shards.iter_shard_chunks(self.plan, self.shard.index):
@@ -188,7 +215,9 @@ class _ShardRun:
         if not self.trimmer.enabled and self.aligning is None:
             return  # the trimmed stage is the raw one (see result): no read needs a string of its own
         if not self.trimmer.enabled:  # every read is kept whole: only the sequences, for mappy
-            self._align(names, range(first_record, first_record + len(names)), [r.sequence_bytes() for r in recs])
+            whole = range(first_record, first_record + len(names))
+            self._align(names, whole, [r.sequence_bytes() for r in recs],
+                        _chunk_reads(recs, np.arange(whole.start, whole.stop), None, None))
             return
         trims = [self.trimmer.trim_mate(r.sequences(), r.qualities()) for r in recs]
         keep = self.trimmer.filter(trims)
@@ -207,12 +236,14 @@ class _ShardRun:
             kept_names = [names[i] for i in kept]
             index = [first_record + i for i in kept]
             seqs = [[t.sequences[i] for i in kept] for t in trims]
-        self._align(kept_names, index, seqs)
+        self._align(kept_names, index, seqs, _chunk_reads(recs, np.asarray(index, dtype=np.int64), trims, keep))
 
-    def _align(self, names: list[str], index: Sequence[int], seqs: Sequence[Sequence[str | bytes]]) -> None:
+    def _align(self, names: list[str], index: Sequence[int], seqs: Sequence[Sequence[str | bytes]],
+               reads: ChunkReads) -> None:
         """Submit the kept reads (one list of sequences per mate) for alignment behind this chunk."""
         assert self.aligning is not None
         aligner = self.aligning.aligner
+        self.chunk_reads.append(reads)
         if len(seqs) == 2:
             self.aligning_chunks.append(aligner.submit_pairs(names, seqs[0], seqs[1], index, self.sample))
         else:
@@ -227,6 +258,8 @@ class _ShardRun:
             while not self.aligning_chunks[0].done() and any(c.steal_one() for c in self.aligning_chunks):
                 pass
             batch = self.aligning_chunks.popleft().result()
+            assert self.aligning is not None  # chunks align only with a reference
+            self.aligning.count_alleles(self.sample, batch.rows, self.chunk_reads.popleft())
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows
             for m, counts in zip(self.mates, batch.stats, strict=True):
@@ -254,6 +287,27 @@ class _ShardRun:
         self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
         return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
                            self.align_qc, header)
+
+
+def _chunk_reads(recs: list[ChunkRecords], index: I64, trims: list[MateTrim] | None,
+                 keep: np.ndarray | None) -> ChunkReads:
+    """Where the kept reads' trimmed bases and qualities are in the chunk's buffers (the allele counts
+    read them there: no copy per read)."""
+    data = recs[0].data if len(recs) == 1 else np.concatenate([r.data for r in recs])
+    shift = 0
+    seq, qual, length = [], [], []
+    for k, r in enumerate(recs):
+        if trims is None:
+            seq.append(r.seq_start + shift)
+            qual.append(r.qual_start + shift)
+            length.append(r.length)
+        else:
+            t, kept = trims[k], keep if keep is not None else slice(None)
+            seq.append(r.seq_start[kept] + t.start[kept] + shift)
+            qual.append(r.qual_start[kept] + t.start[kept] + shift)
+            length.append(t.length[kept])
+        shift += len(r.data)
+    return ChunkReads(data, index, tuple(seq), tuple(qual), tuple(length))
 
 
 def library_versions(aligned: bool) -> dict[str, str]:
@@ -286,7 +340,8 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
         aligning.part.close()
         manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
         manifest.contigs = list(aligning.aligner.contigs)
-        for spec, table in zip(STAGING_TABLES, coverage_parts(aligning.coverage, aligning.depth), strict=True):
+        parts = [*coverage_parts(aligning.coverage, aligning.depth), *aligning.allele_parts()]
+        for spec, table in zip((*COVERAGE_STAGING, *ALLELE_STAGING), parts, strict=True):
             write_table(plan.layout.staging_part(child, spec.name), table)
             manifest.coverage_rows[spec.name] = table.num_rows
     return manifest

@@ -34,7 +34,9 @@ import pyarrow.parquet as pq
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
+from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.metadata import lane_row, sample_fields
+from seqlake.lake.alleles import CallParams, amplicon_depth_rows, call_sample, read_fasta
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator, Profile
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
@@ -50,8 +52,18 @@ from seqlake.lake.staging import (
     add_coverage_parts,
     median_of_hist,
 )
-from seqlake.lake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, STAGING_TABLES, THRESHOLDS
+from seqlake.lake.tables import (
+    ALLELE_STAGING,
+    BY_NAME,
+    COVERAGE_STAGING,
+    QC_SUMMARY,
+    RESULT_TABLES,
+    STAGING_TABLES,
+    THRESHOLDS,
+)
+from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
 from seqlake.plan.planfile import Plan
+from seqlake.plan.primers import Amplicon, parse_primer_bed
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
@@ -208,11 +220,38 @@ class _Results:
     writers: dict[str, PartWriter]
     totals: RunTotals
     committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: per-sample files (consensus FASTA, VCF), written under results/ with the tables
+    files: dict[str, bytes] = field(default_factory=dict)
     #: the reference's contigs (from the manifests; empty without a reference)
     contigs: list[tuple[str, int]] = field(default_factory=list)
+    #: the reference's sequences (variants and consensus), read once when the first sample needs them
+    sequences: dict[str, bytes] | None = None
+    #: amplicon mode: the primer scheme's amplicons, read once
+    amplicons: tuple[Amplicon, ...] | None = None
 
     def _put(self, table: str, columns: Any) -> None:
         self.writers[table].write_arrow(to_arrow(table, columns))
+
+    def add_calls(self, sample: str, parts: list[list[pa.Table]]) -> None:
+        """A sample's variants and consensus from its children's allele parts (the whole genome as one
+        region, until the per-region reduce calls seqlake.lake.alleles itself), its FASTA and VCF."""
+        if self.sequences is None:
+            self.sequences = read_fasta(storage.read_bytes(self.plan.reference)) if self.plan.reference else {}
+        layout = self.plan.layout
+        fasta_uri = layout.sample_file(sample, CONSENSUS_SUFFIX)
+        params = CallParams.of(self.plan.params)
+        calls = call_sample(sample, parts[0], parts[1], self.sequences, params, fasta_uri=fasta_uri)
+        self._put("variants", calls.variants)
+        self._put("consensus", calls.consensus)
+        if self.plan.params.primer_bed is not None and calls.counts is not None:
+            if self.amplicons is None:
+                bed = self.plan.params.primer_bed
+                self.amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons
+            self._put("amplicon_depth", amplicon_depth_rows(sample, calls.counts, parts[2], self.amplicons))
+        self.files[fasta_uri] = calls.fasta.encode()
+        vcf = bgzf_compress(vcf_text(sample, self.contigs, calls.variants, params).encode())
+        self.files[layout.sample_file(sample, VCF_SUFFIX)] = vcf
+        self.files[layout.sample_file(sample, VCF_SUFFIX + ".tbi")] = tabix_index(vcf, [c for c, _ in self.contigs])
 
     def add_sample(self, sample: str, fold: _SampleFold, coverage: CoverageAccumulator | None,
                    depth: DepthAccumulator | None) -> None:
@@ -249,6 +288,7 @@ def merge_run(plan: Plan) -> RunTotals:
     folds: dict[str, _SampleFold] = {}
     coverage: dict[str, CoverageAccumulator] = {}
     depth: dict[str, DepthAccumulator] = {}
+    allele_parts: dict[str, list[list[pa.Table]]] = {}
     alignments: dict[int, PartInfo] = {}
     totals = RunTotals(plan.run_id, plan.array_size)
     with local_tmp() as tmp:
@@ -267,8 +307,12 @@ def merge_run(plan: Plan) -> RunTotals:
                 for sample in {plan.shards[i].sample for i in plan.child_shards(child)}:
                     coverage.setdefault(sample, CoverageAccumulator(out.contigs, plan.params.coverage_bin))
                     depth.setdefault(sample, DepthAccumulator())
-                add_coverage_parts(coverage, depth, *data.coverage)
+                add_coverage_parts(coverage, depth, *data.coverage[: len(COVERAGE_STAGING)])
+                samples = {plan.shards[i].sample for i in plan.child_shards(child)}
+                _collect_allele_parts(allele_parts, samples, data.coverage[len(COVERAGE_STAGING) :])
             for sample in ending.get(child, []):
+                if sample in allele_parts and plan.params.allele_counts:
+                    out.add_calls(sample, allele_parts.pop(sample))
                 out.add_sample(sample, folds.pop(sample), coverage.pop(sample, None), depth.pop(sample, None))
         align_rows = _check_alignment_parts(plan, alignments)
         # every child checked out: only now is anything written under results/
@@ -277,8 +321,23 @@ def merge_run(plan: Plan) -> RunTotals:
         for table, writer in out.writers.items():
             writer.close()
             totals.rows[table] = writer.rows
+        for uri, body in out.files.items():
+            storage.write_bytes(uri, body)
     totals.rows["alignments"] = align_rows
     return totals
+
+
+def _collect_allele_parts(by_sample: dict[str, list[list[pa.Table]]], samples: set[str],
+                          parts: list[pa.Table]) -> None:
+    """A child's ``alleles`` and ``indels`` parts, cut by sample (a child may hold several samples)."""
+    import pyarrow.compute as pc
+
+    for sample in samples:
+        by_sample.setdefault(sample, [[] for _ in ALLELE_STAGING])
+    for k, table in enumerate(parts):
+        for sample in pc.unique(table.column("sample")).to_pylist():
+            mine = table.filter(pc.equal(table.column("sample"), sample))
+            by_sample.setdefault(sample, [[] for _ in ALLELE_STAGING])[k].append(mine)
 
 
 # ------------------------------------------------------------------------------- result rows

@@ -307,6 +307,82 @@ ALIGNMENT_HIST = Table(
     key=("sample", "metric", "value"),
 )
 
+VARIANTS = Table(
+    "variants",
+    "Variant alleles per run, sample, contig, position and allele, as ivar 1.3.1 `variants` calls them over "
+    "`samtools mpileup -A -x -B -d 0 -Q 0` (nf-core/viralrecon's settings): every allele at frequency >= "
+    "the run's variant_report_freq, with its filters. VCF-style 1-based positions and alleles.",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name (ivar REGION, VCF CHROM, Glow contigName)", False),
+        _c("pos", _I64, "1-based position (ivar POS, VCF POS; Glow's start is pos - 1); for an indel the "
+           "reference base before it", False),
+        _c("ref", _S, "reference allele, VCF style (a deletion's ref holds the anchor base and the deleted "
+           "bases; ivar REF is the anchor base alone)", False),
+        _c("alt", _S, "alternate allele, VCF style (an insertion's alt is the anchor base and the inserted "
+           "bases; ivar ALT writes +BASES / -BASES)", False),
+        _c("type", _S, "`snv`, `ins` or `del`", False),
+        _c("depth", _I32, "ivar TOTAL_DP: an SNV's depth is the A/C/G/T/N bases at base quality >= "
+           "min_base_quality; an indel's is every mpileup entry (deletions included)", False),
+        _c("ref_count", _I32, "ivar REF_DP: reference bases at base quality >= min_base_quality", False),
+        _c("ref_rev", _I32, "ivar REF_RV: of ref_count, on the reverse strand", False),
+        _c("ref_qual", _I32, "ivar REF_QUAL: mean quality of those bases, truncated", False),
+        _c("alt_count", _I32, "ivar ALT_DP (VCF AD's second value): reads with the alternate allele", False),
+        _c("alt_fwd", _I32, "of alt_count, on the forward strand (indels: all of them, as ivar counts them)",
+           False),
+        _c("alt_rev", _I32, "ivar ALT_RV: of alt_count, on the reverse strand (0 for indels, as ivar)", False),
+        _c("alt_qual", _I32, "ivar ALT_QUAL: mean quality of the alternate bases, truncated (indels: "
+           "min_base_quality, as ivar)", False),
+        _c("alt_fraction", _F64, "ivar ALT_FREQ (VCF AF): alt_count / depth, from 0 to 1", False),
+        _c("pval", _F64, "ivar PVAL: the left tail of Fisher's exact test ivar runs", False),
+        _c("filters", _S, "`PASS`, or `;`-separated failed filters: `ft` (alt_fraction below the run's "
+           "variant_freq), `pv` (pval above 0.01, ivar's PASS=FALSE)", False),
+        _c("pass", _B, "true when filters is PASS (ivar PASS=TRUE at ivar variants -t variant_freq)", False),
+    ),
+    key=("sample", "contig", "pos", "ref", "alt"),
+)
+
+CONSENSUS = Table(
+    "consensus",
+    "One row per run, sample and contig: the consensus genome ivar 1.3.1 `consensus` builds over `samtools "
+    "mpileup -aa -A -B -d 0 -Q 0` (the FASTA is under the run's results).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("length", _I64, "consensus length (insertions and deletions applied)", False),
+        _c("n_bases", _I64, "N in the consensus (positions below the minimum depth or the threshold)", False),
+        _c("ambiguous_bases", _I64, "IUPAC ambiguity codes other than N (mixed calls)", False),
+        _c("pct_called", _F64, "percentage of the contig's reference positions with a called base (not N): "
+           "0-100", False),
+        _c("min_fraction", _F64, "the frequency threshold used (ivar consensus -t), from 0 to 1", False),
+        _c("min_depth", _I32, "the minimum depth used (ivar consensus -m)", False),
+        _c("min_base_quality", _I32, "the minimum base quality used (ivar consensus -q)", False),
+        _c("fasta_uri", _S, "the sample's consensus FASTA", False),
+    ),
+    key=("sample", "contig"),
+)
+
+AMPLICON_DEPTH = Table(
+    "amplicon_depth",
+    "Amplicon mode: reads and depth per run, sample and amplicon of the primer scheme (`primer_bed`), and "
+    "one row per sample with a null amplicon for the primary alignments no primer clipped.",
+    (
+        _SAMPLE,
+        _c("amplicon", _S, "amplicon name (the primer names before _LEFT / _RIGHT); null: outside any"),
+        _c("contig", _S, "reference sequence name"),
+        _c("pool", _S, "primer pool (BED column 5)"),
+        _c("pos", _I64, "1-based first base of the insert (after the LEFT primer)"),
+        _c("end_pos", _I64, "1-based last base of the insert (before the RIGHT primer)"),
+        _c("reads", _I64, "primary alignments whose 5' end a primer of this amplicon clipped", False),
+        _c("misprimed_reads", _I64, "of those, alignments whose other end another amplicon's primer clipped",
+           False),
+        _c("mean_depth", _F64, "mean mpileup depth (every base and deletion, overlapping mates both counted) "
+           "over the insert"),
+        _c("min_depth", _I64, "lowest depth over the insert"),
+    ),
+    key=("sample", "amplicon"),
+)
+
 SAMPLES = Table(
     "samples",
     "One row per run, sample and samplesheet row (a lane): its files and metadata. Several rows of one "
@@ -360,10 +436,13 @@ RUNS = Table(
 )
 
 TABLES: tuple[Table, ...] = (SAMPLE_SUMMARY, QC_SUMMARY, QC_POSITION, LENGTH_HIST, QUALITY_HIST, ALIGNMENTS,
-                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, ALIGNMENT_HIST, SAMPLES, RUNS)
+                             COVERAGE, CONTIG_COVERAGE, LOW_COVERAGE, ALIGNMENT_HIST, VARIANTS, CONSENSUS,
+                             AMPLICON_DEPTH, SAMPLES, RUNS)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 #: columns that differ between two commits of the same data (everything else is a function of the inputs)
 COMMIT_TIME_COLUMNS: tuple[str, ...] = ("committed_at",)
+#: the tables only amplicon mode (a run with a ``primer_bed``) fills; other runs get an empty partition
+AMPLICON_TABLES: tuple[str, ...] = ("amplicon_depth",)
 #: the tables a failed run never gets a partition in (``runs`` records the failure itself)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
 
@@ -403,8 +482,77 @@ DEPTH_RUNS = Table(
     ),
 )
 
+#: the bases of the allele counts, in column order (anything but A, C, G, T is counted as N)
+ALLELE_BASES: tuple[str, ...] = ("a", "c", "g", "t", "n")
+_ENTRIES = (*ALLELE_BASES, "del")
+
+
+def _entry_doc(b: str) -> str:
+    return "deleted reference bases (mpileup `*`)" if b == "del" else f"{b.upper()} bases"
+
+
+#: the count columns of ``alleles`` (all integers, added up exactly across children)
+ALLELE_COUNT_COLUMNS: tuple[Column, ...] = (
+    *(_c(f"{b}_{s}", _I32, f"{_entry_doc(b)} on the {'forward' if s == 'fwd' else 'reverse'} strand at base "
+         "quality >= the run's min_base_quality (a deletion has the quality of the read base after it)", False)
+      for b in _ENTRIES for s in ("fwd", "rev")),
+    *(_c(f"{b}_all", _I32, f"{_entry_doc(b)} at any quality (their sum is samtools mpileup's depth, column 4)",
+         False) for b in _ENTRIES),
+    *(_c(f"{b}_qual", _I64, f"sum of the Phred qualities of the {b.upper()} bases counted in {b}_fwd + {b}_rev",
+         False) for b in ALLELE_BASES),
+    *(_c(f"{b}_olap", _I32, f"{_entry_doc(b)} at base quality >= min_base_quality after htslib's overlapping-"
+         "mates rule (mpileup without -x: the consensus pileup)", False) for b in _ENTRIES),
+    _c("read_starts", _I32, "alignments whose first aligned base is here", False),
+    _c("read_ends", _I32, "alignments whose last aligned base is here", False),
+    _c("read_ends_olap", _I32, "alignments whose last aligned base is here and passes min_base_quality after "
+       "the overlapping-mates rule (ivar consensus' insertion denominator)", False),
+)
+
+ALLELES = Table(
+    "alleles",
+    "Staging only: a child's allele counts per sample, contig and 0-based position (samtools mpileup -A -B "
+    "-d 0 -Q 0 entries; see seqlake.child.pileup); rows only where a read has a base or a deletion.",
+    (_SAMPLE, _c("contig", _S, "reference sequence name", False), _c("pos", _I64, "0-based position", False),
+     *ALLELE_COUNT_COLUMNS),
+    key=("sample", "contig", "pos"),
+)
+
+INDELS = Table(
+    "indels",
+    "Staging only: a child's indel alleles per sample, contig and 0-based anchor position (the reference base "
+    "before the indel, as mpileup anchors them), counted whatever their quality.",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("pos", _I64, "0-based anchor position", False),
+        _c("deleted", _I32, "deleted reference bases (0 for an insertion)", False),
+        _c("inserted", _S, "inserted bases, reference strand, upper case (empty for a deletion)", False),
+        _c("fwd", _I32, "supporting alignments on the forward strand", False),
+        _c("rev", _I32, "supporting alignments on the reverse strand", False),
+    ),
+    key=("sample", "contig", "pos", "deleted", "inserted"),
+)
+
+AMPLICON_READS = Table(
+    "amplicon_reads",
+    "Staging only (amplicon mode): a child's primary alignments per sample and amplicon of the primer that "
+    "clipped their 5' end (amplicon empty: no primer there).",
+    (
+        _SAMPLE,
+        _c("amplicon", _S, "amplicon name (the primer names before _LEFT / _RIGHT); empty: outside any", False),
+        _c("reads", _I64, "primary alignments", False),
+        _c("misprimed_reads", _I64, "of those, alignments whose other end was clipped by another amplicon's "
+           "primer", False),
+    ),
+    key=("sample", "amplicon"),
+)
+
 #: parts a child writes for the commit only: never cataloged, never queried
-STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
+STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS, ALLELES, INDELS,
+                                     AMPLICON_READS)
+#: the staging tables of depth and coverage (lake.staging.coverage_parts), and of allele counts
+COVERAGE_STAGING: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
+ALLELE_STAGING: tuple[Table, ...] = (ALLELES, INDELS, AMPLICON_READS)
 
 
 COORDINATES = (
@@ -418,6 +566,25 @@ PERCENTAGES = (
 )
 
 
+VARIANT_NAMES = """## `variants` in other tools' names
+
+| seqlake `variants` | ivar 1.3.1 TSV | nf-core/viralrecon long table | Glow VCF schema |
+|---|---|---|---|
+| `contig` | REGION | CHROM | `contigName` |
+| `pos` | POS | POS | `start` + 1 |
+| `ref` | REF (a deletion: REF + the deleted bases) | REF | `referenceAllele` |
+| `alt` | ALT (`+BASES`: REF + BASES; `-BASES`: REF) | ALT | `alternateAlleles[0]` |
+| `depth` | TOTAL_DP | DP | `INFO_DP`, `genotypes.DP` |
+| `ref_count`, `alt_count` | REF_DP, ALT_DP | REF_DP, ALT_DP | `genotypes.AD` |
+| `alt_fraction` | ALT_FREQ | AF | `genotypes.AF` |
+| `ref_rev`, `alt_rev`, `ref_qual`, `alt_qual`, `pval` | REF_RV, ALT_RV, REF_QUAL, ALT_QUAL, PVAL | - | FORMAT |
+| `filters`, `pass` | PASS (TRUE/FALSE) at `-t variant_freq` | FILTER | `filters` |
+
+The per-sample VCF (`results/genomes/run_id=<id>/<sample>.vcf.gz`, with its `.tbi`) holds the same rows;
+the consensus FASTA is beside it (`<sample>.consensus.fasta`).
+"""
+
+
 def markdown() -> str:
     """The table reference for docs/TABLES.md."""
     out = ["# Tables", "", "Generated by `python -m seqlake.lake.tables --markdown` from `src/seqlake/lake/tables.py`.",
@@ -426,6 +593,7 @@ def markdown() -> str:
         out += [f"## `{t.name}`", "", t.doc, "", "| column | type | description |", "|---|---|---|"]
         out += [f"| `{c.name}` | {c.glue_type} | {c.doc} |" for c in t.columns]
         out.append("")
+    out.append(VARIANT_NAMES)
     return "\n".join(out)
 
 

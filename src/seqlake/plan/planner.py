@@ -48,6 +48,7 @@ from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
+from seqlake.plan.primers import load_primer_scheme
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -334,6 +335,10 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
     _check_lanes(samples)
+    if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
+        if reference is None:
+            raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
+        load_primer_scheme(params.primer_bed, reference)
     layout = RunLayout(out_prefix, run_id)
     jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
 

@@ -22,7 +22,9 @@ import pyarrow as pa
 from seqlake.base import storage
 from seqlake.lake.parquet_io import read_table
 from seqlake.lake.tables import (
+    AMPLICON_DEPTH,
     BY_NAME,
+    CONSENSUS,
     COVERAGE,
     LENGTH_HIST,
     QC_POSITION,
@@ -30,13 +32,16 @@ from seqlake.lake.tables import (
     QUALITY_HIST,
     RUNS,
     SAMPLE_SUMMARY,
+    VARIANTS,
 )
 
 #: the tables a report reads
 REPORT_TABLES: tuple[str, ...] = (
     SAMPLE_SUMMARY.name, QC_SUMMARY.name, QC_POSITION.name, LENGTH_HIST.name, QUALITY_HIST.name, COVERAGE.name,
-    RUNS.name,
+    RUNS.name, VARIANTS.name, CONSENSUS.name, AMPLICON_DEPTH.name,
 )
+#: PASS variants the report lists (the table has them all)
+MAX_VARIANT_ROWS = 500
 #: points on one axis (cycles, lengths) before they are grouped into equal bins
 MAX_POINTS = 200
 #: coverage points per sample over all drawn contigs
@@ -200,6 +205,9 @@ class Report:
     trimming: list[TrimRow]
     plots: list[Plot]
     run: dict[str, Any] = field(default_factory=dict)
+    #: PASS variants (at most MAX_VARIANT_ROWS) and consensus rows, as ``variants`` / ``consensus`` rows
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    consensus: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _col(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
@@ -395,5 +403,31 @@ def build_report(run_id: str, tables: dict[str, pa.Table]) -> Report:
     coverage = _coverage(tables[COVERAGE.name], samples)
     if coverage is not None:
         plots.append(coverage)
+    amplicons = _amplicon_depth(tables[AMPLICON_DEPTH.name], samples)
+    if amplicons is not None:
+        plots.append(amplicons)
     runs = tables[RUNS.name].to_pylist()
-    return Report(run_id, samples, rows, trimming_rows(summary), plots, runs[0] if runs else {})
+    variants = tables[VARIANTS.name]
+    passed = variants.filter(variants.column("pass")).sort_by([("sample", "ascending"), ("contig", "ascending"),
+                                                                ("pos", "ascending")])
+    return Report(run_id, samples, rows, trimming_rows(summary), plots, runs[0] if runs else {},
+                  passed.slice(0, MAX_VARIANT_ROWS).to_pylist(),
+                  tables[CONSENSUS.name].sort_by([("sample", "ascending"), ("contig", "ascending")]).to_pylist())
+
+
+def _amplicon_depth(table: pa.Table, samples: list[str]) -> Plot | None:
+    """Mean depth per amplicon (amplicon mode), one line per sample along the scheme's amplicons."""
+    rows = [r for r in table.to_pylist() if r["amplicon"] is not None]
+    if not rows:
+        return None
+    order = sorted({(r["contig"], r["pos"], r["amplicon"]) for r in rows})
+    column = {a[2]: k for k, a in enumerate(order)}
+    index = {s: i for i, s in enumerate(samples)}
+    depth = np.full((len(samples), len(order)), np.nan)
+    for r in rows:
+        if r["sample"] in index:
+            depth[index[r["sample"]], column[r["amplicon"]]] = r["mean_depth"]
+    return Plot("amplicon-depth", "Amplicon depth", "Mean depth over each amplicon's insert (between its "
+                "primers), amplicons in scheme order; below 20x an amplicon counts as dropped out.", "samples",
+                "amplicon", "mean depth", [Panel("amplicons", [float(k + 1) for k in range(len(order))],
+                                                   {"depth": depth})], log_y=True, wide=True)

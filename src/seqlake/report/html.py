@@ -130,6 +130,31 @@ def _trimming_section(report: Report) -> str:
     )
 
 
+def _rows_table(table_id: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{escape(title)}</th>" for _, title in columns)
+    body = "".join(
+        f"<tr data-sample=\"{escape(str(r['sample']))}\">"
+        + "".join(f"<td>{escape(f'{r[k]:.3g}' if isinstance(r[k], float) else str(r[k]))}</td>" for k, _ in columns)
+        + "</tr>" for r in rows)
+    return (f"<div class=\"table-wrap\"><table class=\"sortable per-sample\" id=\"{table_id}\"><thead><tr>{head}"
+            f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+def _genomes_section(report: Report) -> str:
+    """The consensus summary and the PASS variants (runs with a reference)."""
+    if not report.consensus:
+        return ""
+    consensus = _rows_table("consensus-table", [
+        ("sample", "Sample"), ("contig", "Contig"), ("length", "Length"), ("n_bases", "N"),
+        ("ambiguous_bases", "Mixed"), ("pct_called", "Called %")], report.consensus)
+    variants = _rows_table("variants-table", [
+        ("sample", "Sample"), ("contig", "Contig"), ("pos", "Pos"), ("ref", "Ref"), ("alt", "Alt"), ("type", "Type"),
+        ("depth", "Depth"), ("alt_count", "Alt reads"), ("alt_fraction", "Fraction")], report.variants)
+    return ("<section id=\"genomes\"><h2>Consensus and variants</h2><p class=\"desc\">Consensus genomes (ivar "
+            "consensus semantics) and the variants that PASS (ivar variants semantics; the variants table and each "
+            f"sample's VCF have every allele at >= 3 %).</p>{consensus}{variants}</section>")
+
+
 def _figure(plot: Plot) -> str:
     chosen = " Chosen sample: <b class=\"chosen-sample\"></b>." if plot.kind == "components" else ""
     panels = "".join(f"<div class=\"panel\"><h3>{escape(p.title)}</h3><div class=\"plot\" data-panel=\"{i}\"></div>"
@@ -173,7 +198,7 @@ def run_page(report: Report) -> str:
         "show that sample in the plots, a heading to sort.</p>"
         f"<div class=\"table-wrap\">{_summary_table(report)}</div></section>\n"
         + "\n".join(_figure(p) for p in report.plots)
-        + f"\n{_trimming_section(report)}\n</main>\n"
+        + f"\n{_trimming_section(report)}\n{_genomes_section(report)}\n</main>\n"
         "<noscript><p>The plots need JavaScript; the tables above do not.</p></noscript>\n"
         f"<script type=\"application/json\" id=\"report-data\">{_script_json(data)}</script>\n"
         f"<script>{_asset('report.js')}</script>"

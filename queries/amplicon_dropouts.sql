@@ -1,0 +1,16 @@
+-- Amplicons below 20x mean depth per run and sample (amplicon mode: runs with a primer_bed), the worst first, with the reads their primers clipped.
+SELECT
+  run_id,
+  sample,
+  amplicon,
+  pool,
+  contig,
+  pos,
+  end_pos,
+  reads,
+  misprimed_reads,
+  round(mean_depth, 1) AS mean_depth,
+  min_depth
+FROM amplicon_depth
+WHERE amplicon IS NOT NULL AND mean_depth < 20
+ORDER BY run_id, sample, mean_depth, pos

@@ -1,0 +1,158 @@
+"""Primer schemes (amplicon mode): a BED of primers read and checked once, when the run is planned.
+
+The format is the ARTIC / primalscheme primer BED: tab-separated ``contig, start, end, name, pool,
+strand`` with 0-based half-open coordinates; a primer's name ends in ``_LEFT`` or ``_RIGHT`` (an
+``_alt...`` suffix after it marks an alternative primer of the same amplicon), and the text before that
+names its amplicon. Comment, ``track`` and ``browser`` lines and empty lines are skipped.
+
+A bad scheme is rejected before any child runs, as one line naming the file and the line: a line that is
+not tab-separated or has fewer than six fields, coordinates that are not integers, an end at or before
+its start, a contig the reference does not have, a primer past its contig's end, a strand other than
+``+`` / ``-``, a name that is neither LEFT nor RIGHT, a duplicate name, or an amplicon with a LEFT primer
+and no RIGHT one (or the other way round).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from seqlake.base import storage
+from seqlake.base.errors import BadInputError
+
+_NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*)?$")
+
+
+@dataclass(frozen=True)
+class Primer:
+    contig: str
+    start: int  # 0-based
+    end: int  # exclusive
+    name: str
+    amplicon: str
+    pool: str
+    #: ``LEFT`` or ``RIGHT`` (from the name)
+    side: str
+    #: on the - strand (BED column 6: what samtools ampliconclip --strand matches reads against)
+    reverse: bool
+
+
+@dataclass(frozen=True)
+class Amplicon:
+    name: str
+    contig: str
+    pool: str
+    #: the outer ends (the LEFT primers' leftmost start, the RIGHT primers' rightmost end) and the insert
+    #: between the primers (the LEFT primers' rightmost end, the RIGHT primers' leftmost start)
+    start: int
+    end: int
+    insert_start: int
+    insert_end: int
+
+
+@dataclass(frozen=True)
+class PrimerScheme:
+    primers: tuple[Primer, ...]
+
+    @property
+    def amplicons(self) -> tuple[Amplicon, ...]:
+        by_name: dict[str, list[Primer]] = {}
+        for p in self.primers:
+            by_name.setdefault(p.amplicon, []).append(p)
+        out = []
+        for name, ps in by_name.items():
+            left = [p for p in ps if p.side == "LEFT"]
+            right = [p for p in ps if p.side == "RIGHT"]
+            out.append(Amplicon(name, ps[0].contig, ps[0].pool, min(p.start for p in left),
+                                max(p.end for p in right), max(p.end for p in left), min(p.start for p in right)))
+        return tuple(sorted(out, key=lambda a: (a.contig, a.start, a.name)))
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() and not line.startswith(("#", "track ", "browser ")):
+            yield number, line.rstrip("\r")
+
+
+def _fields(line: str, bad: Callable[[str], BadInputError],
+            contigs: Mapping[str, int] | None) -> tuple[str, int, int, str, str, str]:
+    """The checked fields of one primer line."""
+    fields = line.split("\t")
+    if len(fields) < 6:
+        raise bad("not a tab-separated primer BED line (contig, start, end, name, pool, strand)"
+                  if len(fields) == 1 else f"{len(fields)} tab-separated fields, a primer BED line has 6")
+    contig, start_s, end_s, name, pool, strand = (f.strip() for f in fields[:6])
+    try:
+        start, end = int(start_s), int(end_s)
+    except ValueError:
+        raise bad(f"start {start_s!r} and end {end_s!r} must be integers") from None
+    if start < 0 or end <= start:
+        raise bad(f"primer {name}: end {end} is not after its start {start}")
+    if contigs is not None:
+        if contig not in contigs:
+            raise bad(f"primer {name}: contig {contig!r} is not in the reference ({', '.join(list(contigs)[:5])})")
+        if end > contigs[contig]:
+            raise bad(f"primer {name}: end {end} is past the end of {contig} ({contigs[contig]} bases)")
+    if strand not in ("+", "-"):
+        raise bad(f"primer {name}: strand {strand!r} is neither + nor -")
+    return contig, start, end, name, pool, strand
+
+
+def parse_primer_bed(uri: str, text: str, contigs: Mapping[str, int] | None) -> PrimerScheme:
+    """The scheme of a primer BED's text (``uri`` names it in errors); ``contigs`` (name -> length), when
+    given, are the reference's, which every primer must lie within."""
+    primers: list[Primer] = []
+    first_line: dict[str, int] = {}
+    sides: dict[str, dict[str, int]] = {}
+    for number, line in _lines(text):
+        def bad(message: str, at: int = number) -> BadInputError:
+            return BadInputError(uri, message, line=at)
+
+        contig, start, end, name, pool, strand = _fields(line, bad, contigs)
+        match = _NAME.match(name)
+        if match is None:
+            raise bad(f"primer name {name!r} ends in neither _LEFT nor _RIGHT")
+        if name in first_line:
+            raise bad(f"duplicate primer name {name} (first on line {first_line[name]})")
+        first_line[name] = number
+        amplicon, side = match["amplicon"], match["side"]
+        sides.setdefault(amplicon, {}).setdefault(side, number)
+        primers.append(Primer(contig, start, end, name, amplicon, pool, side, strand == "-"))
+    if not primers:
+        raise BadInputError(uri, "no primer in the BED file")
+    for amplicon, seen in sides.items():
+        for side, other in (("LEFT", "RIGHT"), ("RIGHT", "LEFT")):
+            if side in seen and other not in seen:
+                raise BadInputError(uri, f"amplicon {amplicon}: a {side} primer and no {other} primer",
+                                    line=seen[side])
+    return PrimerScheme(tuple(primers))
+
+
+def reference_contigs(uri: str) -> dict[str, int] | None:
+    """Contig name -> length of a FASTA reference (plain or gzip), read once as a stream; None for a
+    prebuilt minimap2 index (its contigs are checked by the children)."""
+    if uri.endswith(".mmi"):
+        return None
+    data = storage.read_bytes(uri)
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    out: dict[str, int] = {}
+    name = None
+    for line in data.split(b"\n"):
+        if line.startswith(b">"):
+            name = line[1:].split()[0].decode() if line[1:].strip() else f"contig{len(out) + 1}"
+            out[name] = 0
+        elif name is not None:
+            out[name] += len(line.strip())
+    return out
+
+
+def load_primer_scheme(uri: str, reference: str | None) -> PrimerScheme:
+    """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs."""
+    try:
+        text = storage.read_bytes(uri).decode()
+    except UnicodeDecodeError as err:
+        raise BadInputError(uri, f"not a text BED file ({err.reason})") from None
+    return parse_primer_bed(uri, text, reference_contigs(reference) if reference else None)
