@@ -67,8 +67,7 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
 
 def status_command(args: argparse.Namespace) -> int:
     state = StateDir(args.home)
-    if not state.exists():
-        raise SeqlakeError(f"no local cloud in {state.root}: run `seqlake demo` or `seqlake local run` first")
+    state.require()
     console = Console()
     for label, value in describe(state, args.run_id):
         console.print(f"[bold]{label:>9}[/]  {value}", soft_wrap=True, highlight=False)
