@@ -42,7 +42,7 @@ SELECT sample,
        pct_genome_1x AS breadth_pct,
        pct_genome_10x AS pct_10x,
        median_insert_size,
-       100.0 * error_rate AS error_rate_pct
+       pct_error AS error_pct
 FROM read_parquet('{glob}')
 ORDER BY sample
 """

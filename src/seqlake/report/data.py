@@ -97,7 +97,7 @@ class SampleRow:
     breadth_pct: float | None
     pct_10x: float | None
     median_insert_size: float | None
-    error_rate_pct: float | None
+    error_pct: float | None
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
     SummaryColumn("pct_10x", "≥10x %", "reference bases with depth >= 10, % of the reference", ".2f"),
     SummaryColumn("median_insert_size", "Insert", "median insert size (samtools stats)", ".0f",
                   general_stats=False),
-    SummaryColumn("error_rate_pct", "Error %", "mismatches per aligned base, % (samtools stats' error rate)",
+    SummaryColumn("error_pct", "Error %", "mismatches per aligned base, % (samtools stats' error rate x 100)",
                   ".3f", general_stats=False),
 )
 
@@ -217,7 +217,6 @@ def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
     out = []
     for r in sorted(sample_summary.to_pylist(), key=lambda r: r["sample"]):
         bases, kept = r["bases_raw"], r["bases_trimmed"]
-        error = r["error_rate"]
         out.append(SampleRow(
             sample=r["sample"],
             reads=r["reads_raw"],
@@ -234,7 +233,7 @@ def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
             breadth_pct=r["pct_genome_1x"],
             pct_10x=r["pct_genome_10x"],
             median_insert_size=r["median_insert_size"],
-            error_rate_pct=100 * error if error is not None else None,
+            error_pct=r["pct_error"],
         ))
     return out
 
