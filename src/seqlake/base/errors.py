@@ -55,8 +55,8 @@ class TruncatedStreamError(BadInputError):
     """A compressed stream (gzip, bz2, xz) that ends before its end-of-stream marker: the file was cut.
 
     ``record`` is the 0-based number of the first record the cut lost (the number of whole records
-    before it); ``line`` is None: the one line is
-    ``R1.fastq.gz: gzip stream truncated after record 1233 (line 4936), the last of 1234 complete records``.
+    before it); ``line`` is None: the one line counts records from 1, as every message does, e.g.
+    ``R1.fastq.gz: gzip stream truncated after record 1234 (line 4936), the last complete record``.
     """
 
 
