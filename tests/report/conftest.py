@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: one row per sample, as the report's summary table and MultiQC's general statistics show it
 EXPECTED_SQL = """
 SELECT sample,
+       read_pairs_raw AS pairs,
        reads_raw AS reads,
        bases_raw AS bases,
        pct_q30 AS q30_pct,

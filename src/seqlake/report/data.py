@@ -83,6 +83,7 @@ class SampleRow:
     ``sample_summary`` row."""
 
     sample: str
+    pairs: int
     reads: int
     bases: int
     q30_pct: float | None
@@ -114,7 +115,8 @@ class SummaryColumn:
 
 
 SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
-    SummaryColumn("reads", "Reads", "raw reads, both mates", ",d"),
+    SummaryColumn("pairs", "Pairs", "raw read pairs (single-end: reads)", ",d", general_stats=False),
+    SummaryColumn("reads", "Reads (all mates)", "raw reads, both mates of every pair counted", ",d"),
     SummaryColumn("bases", "Bases", "raw bases, both mates", ",d", general_stats=False),
     SummaryColumn("q30_pct", "Q30 %", "raw bases with Phred quality >= 30, % of raw bases", ".2f"),
     SummaryColumn("gc_pct", "GC %", "G and C, % of raw bases", ".2f"),
@@ -219,6 +221,7 @@ def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
         bases, kept = r["bases_raw"], r["bases_trimmed"]
         out.append(SampleRow(
             sample=r["sample"],
+            pairs=r["read_pairs_raw"],
             reads=r["reads_raw"],
             bases=bases,
             q30_pct=r["pct_q30"],
