@@ -112,6 +112,7 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
 
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
+    from seqlake.child.align import check_reference
     from seqlake.lake.merge import merge_run
     from seqlake.plan.planner import make_plan
     from seqlake.report import try_render_run
@@ -122,6 +123,8 @@ def process_command(args: argparse.Namespace) -> int:
         chosen["reads_per_shard"] = args.reads_per_shard
     params = Params.from_dict(chosen)
     reference = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
+    if reference is not None:
+        check_reference(reference)
     run_id = local_run_id(files, params, reference)
     out = Path(args.out).resolve()
     jobs = args.jobs or available_cpus()

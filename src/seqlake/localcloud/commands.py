@@ -261,9 +261,8 @@ def jobs_of(args: argparse.Namespace) -> int:
     return int(args.jobs or available_cpus())
 
 
-#: what a bad-input failure adds to its reason: a re-run reads the same bytes, so it cannot help
-NEW_UPLOAD_HINT = ("fix the file, then `seqlake local run` it again: a new upload starts a new run "
-                   "(`local rerun` would read the same bytes)")
+#: what to do after a bad-input failure, in the local cloud's words (the reason says it in S3's)
+NEW_UPLOAD_HINT = "fix the file, then `seqlake local run` it again: that is the new upload, hence a new run"
 
 
 def outcome(console: Console, state: StateDir, finished: list[Any]) -> int:
@@ -309,6 +308,10 @@ def run_command(args: argparse.Namespace) -> int:
         r2 = _check_file(Path(args.r2), "R2") if args.r2 else None
         uploads = plan_reads(_check_file(Path(args.r1), "R1"), r2, args.sample)
     reference = _check_file(Path(args.reference), "--reference") if args.reference else None
+    if reference is not None:
+        from seqlake.child.align import check_reference
+
+        check_reference(str(reference))
     parameters = chosen_parameters(args)
     done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:

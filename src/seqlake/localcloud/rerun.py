@@ -89,9 +89,16 @@ def _put_back(cloud: Any, state: StateDir, inputs: list[Input], run_id: str) -> 
 
 
 def rerun_command(args: argparse.Namespace) -> int:
-    from seqlake.aws.status import failed_on_bad_input
+    from seqlake.aws.status import NEW_UPLOAD_ADVICE, failed_on_bad_input
     from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.commands import NEW_UPLOAD_HINT, cloud_parameters, jobs_of, outcome, print_runs
+    from seqlake.localcloud.commands import (
+        NEW_UPLOAD_HINT,
+        cloud_parameters,
+        jobs_of,
+        name_local_files,
+        outcome,
+        print_runs,
+    )
 
     containers.require(args.containers)
     state = StateDir(args.home)
@@ -105,7 +112,9 @@ def rerun_command(args: argparse.Namespace) -> int:
     inputs = _inputs(state, status, run_id)
     changed = [i for i in inputs if i.changed]
     if not changed and failed_on_bad_input(status):
-        raise BadInputError(f"run {run_id}", f"it failed on bad input ({status.get('reason')}); {NEW_UPLOAD_HINT}")
+        reason = str(status.get("reason") or "").removesuffix(f"; {NEW_UPLOAD_ADVICE}")
+        raise BadInputError(f"run {run_id}", f"it failed on bad input: {name_local_files(reason, state.sources())}; "
+                            f"{NEW_UPLOAD_HINT}")
     with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         with cloud.events_paused():
             put = _put_back(cloud, state, [i for i in inputs if not i.changed], run_id)
