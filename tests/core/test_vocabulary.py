@@ -30,7 +30,7 @@ def depth_kind(column: Column) -> str | None:
 def naming_problems(tables: tuple[Table, ...]) -> list[str]:
     """Every way a column of ``tables`` breaks the rules (empty: none)."""
     found = []
-    for t, c in ((t, c) for t in tables for c in t.columns):
+    for t, c in [(table, c) for table in tables for c in table.columns]:
         where = f"{t.name}.{c.name}"
         percent, fraction = c.name.startswith("pct_"), c.name.endswith("_fraction")
         if percent != c.doc.startswith("percentage"):
@@ -48,7 +48,7 @@ def naming_problems(tables: tuple[Table, ...]) -> list[str]:
         if "depth" in c.name and c.type == pa.float64() and depth_kind(c) is None:
             found.append(f"{where}: say which depth (samtools depth's aligned bases, or whole spans)")
     by_name: dict[str, list[tuple[Table, Column]]] = defaultdict(list)
-    for t, c in ((t, c) for t in tables for c in t.columns):
+    for t, c in [(table, c) for table in tables for c in table.columns]:
         by_name[c.name].append((t, c))
     for name, uses in sorted(by_name.items()):
         if len({c.type for _, c in uses}) > 1:
