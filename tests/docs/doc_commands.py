@@ -167,6 +167,8 @@ def split_commands(doc: str, line: int, text: str, *, fenced: bool) -> list[Comm
 
 def _command(doc: str, line: int, words: list[str], fenced: bool) -> Command:
     """A command from its words; ``NAME=value`` words before it are its environment, alone they assign."""
+    while words and words[0] in ("do", "then", "else"):  # a loop's or condition's body: the command after it
+        words = words[1:]
     env = []
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
         env.append(words[0])

@@ -39,8 +39,8 @@ ALL: list[Command] = [c for doc in DOCS for c in commands(doc)]
 RECORDED = json.loads((Path(__file__).with_name("aws_cli_options.json")).read_text())
 SAM = Path(os.environ.get("SEQLAKE_TOOLS_DIR") or REPO / ".tools") / "sam" / "bin" / "sam"
 SEQLAKE_PROGRAMS = ("seqlake", ".venv/bin/seqlake", "~/seqlake/bin/seqlake")
-#: commands that set up the user's machine, not this app's: nothing of ours to check
-MACHINE_SETUP = ("pyenv", "export", "date", "read", "cd", "mkdir", "docker")
+#: the user's machine and the shell's plumbing (pyenv, PATH, a loop): nothing of this app's to check
+NOT_OURS = ("pyenv", "export", "date", "read", "cd", "mkdir", "docker", "while", "done", "break", "grep")
 #: the one documented command the shared working folder is made with (the README's first own-data run)
 FIRST_RUN = ("local", "run", "sample_R1.fastq.gz", "sample_R2.fastq.gz", "--reference", "ref.fasta")
 #: documented seqlake commands not run here, and why (their arguments are parsed all the same)
@@ -271,8 +271,8 @@ def check_multiqc(command: Command, workdir: Workdir) -> None:
     pytest.skip("not run: tests/report/test_multiqc.py runs the real multiqc on a run's report folder")
 
 
-def check_machine_setup(command: Command, workdir: Workdir) -> None:
-    """Setting up the user's own machine (pyenv, PATH): nothing of this app's to check."""
+def check_not_ours(command: Command, workdir: Workdir) -> None:
+    """The user's machine (pyenv, PATH) or the shell (a loop, grep): nothing of this app's to check."""
 
 
 Check = Callable[[Command, Workdir], None]
@@ -281,7 +281,7 @@ CHECKS: dict[str, Check] = {
     "make": check_make, "sam": check_sam, "aws": check_aws, "xargs": check_xargs,
     "python": check_python, "python3": check_python, ".venv/bin/python": check_python,
     "pip": check_pip, "~/seqlake/bin/pip": check_pip, "multiqc": check_multiqc,
-    **dict.fromkeys(MACHINE_SETUP, check_machine_setup),
+    **dict.fromkeys(NOT_OURS, check_not_ours),
 }
 
 
