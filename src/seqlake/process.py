@@ -110,6 +110,17 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
     return [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)], files
 
 
+def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
+    """The run's ``summary.json``, under ``runs/<run_id>/`` and (the latest run's) at the top of ``out``."""
+    from seqlake.base.layout import RunLayout
+
+    text = json.dumps(summary, indent=2) + "\n"
+    run_summary = Path(RunLayout(str(out), run_id).summary)
+    run_summary.parent.mkdir(parents=True, exist_ok=True)
+    run_summary.write_text(text)
+    (out / "summary.json").write_text(text)
+
+
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
     from seqlake.child.align import check_reference
@@ -131,32 +142,39 @@ def process_command(args: argparse.Namespace) -> int:
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
 
-    t0 = time.perf_counter()
-    plan = make_plan(run_id, samples, out_prefix=str(out), reference=reference, params=params, shards=args.shards)
-    t_plan = time.perf_counter() - t0
     names = sorted({s.name for s in samples})
-    console.print(f"run [bold]{run_id}[/]: {len(names)} sample(s) ({', '.join(names[:5])}"
-                  f"{', ...' if len(names) > 5 else ''}), {plan.array_size} shard(s), {jobs} job(s)")
-    run_shards(plan.plan_uri, plan.array_size, jobs)
-    t_shards = time.perf_counter() - t0 - t_plan
-    totals = merge_run(plan)
-    t_total = time.perf_counter() - t0
     summary: dict[str, Any] = {
         "run_id": run_id,
-        "state": RunState.SUCCEEDED.value,
+        "state": RunState.FAILED.value,
         "software_version": __version__,
         "inputs": [str(p.resolve()) for p in files],
         "samples": names,
         "reference": reference,
         "parameters": params.to_dict(),
+    }
+    t0 = time.perf_counter()
+    try:
+        plan = make_plan(run_id, samples, out_prefix=str(out), reference=reference, params=params,
+                         shards=args.shards)
+        t_plan = time.perf_counter() - t0
+        console.print(f"run [bold]{run_id}[/]: {len(names)} sample(s) ({', '.join(names[:5])}"
+                      f"{', ...' if len(names) > 5 else ''}), {plan.array_size} shard(s), {jobs} job(s)")
+        run_shards(plan.plan_uri, plan.array_size, jobs)
+        t_shards = time.perf_counter() - t0 - t_plan
+        totals = merge_run(plan)
+    except BadInputError as err:  # the failed run is recorded with its reason, as the stack records it
+        _write_summary(out, run_id, {**summary, "bad_input": True, "reason": str(err)})
+        raise
+    t_total = time.perf_counter() - t0
+    summary = {
+        **summary,
+        "state": RunState.SUCCEEDED.value,
         "shards": plan.array_size,
         "results": plan.layout.lake.results_root,
         "timings_s": {"plan": round(t_plan, 3), "shards": round(t_shards, 3), "total": round(t_total, 3)},
         "totals": totals.to_dict(),
     }
-    text = json.dumps(summary, indent=2)
-    (out / "summary.json").write_text(text + "\n")
-    Path(plan.layout.summary).write_text(text + "\n")
+    _write_summary(out, run_id, summary)
     report = try_render_run(str(out), run_id, summary)
     console.print(f"tables in {plan.layout.lake.results_root} ({t_total:.1f} s)", soft_wrap=True)
     console.print(f"report: {report.uri}" if report.uri else f"[yellow]no report[/]: {report.error}",
