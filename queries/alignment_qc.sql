@@ -5,7 +5,7 @@ SELECT
   round(pct_mapped, 2) AS pct_mapped,
   round(pct_properly_paired, 2) AS pct_properly_paired,
   median_insert_size,
-  round(100 * error_rate, 3) AS pct_error_rate,
+  round(pct_error, 3) AS pct_error,
   round(mean_mapq, 1) AS mean_mapq,
   soft_clipped_bases
 FROM sample_summary

@@ -14,7 +14,7 @@ SELECT
   round(pct_genome_10x, 2) AS pct_genome_10x,
   round(pct_genome_30x, 2) AS pct_genome_30x,
   median_insert_size,
-  round(100 * error_rate, 3) AS pct_error_rate,
+  round(pct_error, 3) AS pct_error,
   control
 FROM (
   SELECT *, row_number() OVER (PARTITION BY sample ORDER BY committed_at DESC, run_id DESC) AS newest

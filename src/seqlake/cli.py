@@ -4,8 +4,10 @@ Command and option names are an interface (users' scripts and the Batch job defi
 new ones may be added, existing ones are never renamed or removed.
 
 Thin: parse arguments, call one core function, turn errors into one line on stderr and an exit code.
-Bad input never prints a traceback; it exits ``EXIT_BAD_INPUT`` (65), which the Batch job definition
-does not retry.
+The options that several commands take are defined once here (:data:`EXECUTION_OPTIONS`, the run
+parameters, the inputs), so ``process``, ``local run`` and ``local rerun`` spell, default and explain them
+alike. Bad input never prints a traceback; it exits ``EXIT_BAD_INPUT`` (65), which the Batch job
+definition does not retry.
 """
 
 from __future__ import annotations
@@ -14,10 +16,20 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from seqlake import __version__
-from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
+from seqlake.base.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    BadInputError,
+    SeqlakeError,
+    UsageError,
+)
+from seqlake.base.params import Params
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -76,15 +88,111 @@ def _cmd_local_rerun(args: argparse.Namespace) -> int:
     return rerun_command(args)
 
 
-def _add_local_state(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", default=None, metavar="DIR",
-                   help="the local cloud's state folder: its bucket, catalog, logs and run history "
-                        "(default: $SEQLAKE_HOME, else ./.seqlake)")
+@dataclass(frozen=True)
+class Option:
+    """One option as every command that takes it spells, defaults and explains it."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    type: Callable[[str], Any] | None = None
+    action: str | None = None
+    default: Any = None
+
+    def add_to(self, p: argparse.ArgumentParser) -> None:
+        kw: dict[str, Any] = {"help": self.help, "default": self.default}
+        if self.action:
+            kw["action"] = self.action
+        else:
+            kw.update(metavar=self.metavar, type=self.type)
+        p.add_argument(self.flag, **kw)
+
+
+def _positive(text: str) -> int:
+    """A whole number >= 1 (argparse turns the ValueError into a usage error naming the option)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+_positive.__name__ = "whole number >= 1"  # what argparse calls the type in its message
+
+_DEFAULTS = Params()
+
+#: the execution options: how a run is carried out here, never what it computes (the tables are the same
+#: whatever their values); each command takes those that apply to it (:data:`COMMAND_OPTIONS`)
+EXECUTION_OPTIONS: dict[str, Option] = {o.flag: o for o in (
+    Option("--jobs", "shards processed at once, each in its own process (default: the number of CPUs)",
+           "N", _positive),
+    Option("--threads", "alignment processes (vCPUs) of each shard, sharing one reference index in memory "
+           "(default: $SEQLAKE_THREADS, else 1; WorkerVcpus on AWS); the results are the same whatever the "
+           "number", "N", _positive),
+    Option("--reads-per-shard", f"reads per shard when the run is planned (default {_DEFAULTS.reads_per_shard:,}; "
+           "ReadsPerShard on AWS); at most 10,000 shards", "N", _positive),
+    Option("--home", "the local cloud's state folder: its bucket, catalog, logs and run history "
+           "(default: $SEQLAKE_HOME, else ./.seqlake)", "DIR"),
+    Option("--containers", "run each Batch attempt as a podman container of the worker image (`make image`); "
+           "also set by SEQLAKE_CONTAINERS=1", action="store_true", default=False),
+)}
+
+#: the run parameters (what a run computes: part of its identity, recorded in the runs table)
+RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
+    Option("--no-trim", "skip quality and adapter trimming (the trimmed stage then equals the raw one)",
+           action="store_true", default=False),
+    Option("--adapter", "a 3' adapter to remove (repeat for several; default: the Illumina TruSeq and Nextera "
+           "adapter prefixes, as cutadapt -a)", "SEQ", action="append"),
+    Option("--quality-cutoff", f"trim 3' ends below this Phred quality (cutadapt -q; default "
+           f"{_DEFAULTS.quality_cutoff})", "Q", int),
+    Option("--min-length", f"drop a read shorter than this after trimming, and its mate with it (cutadapt -m; "
+           f"default {_DEFAULTS.min_length})", "N", int),
+    Option("--primer-bed", "amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers "
+           "are soft-clipped before variants and consensus are called (samtools ampliconclip)", "BED"),
+)}
+
+#: which execution options each command that runs shards takes (the others make no sense there)
+COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "process": ("--jobs", "--threads", "--reads-per-shard"),
+    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers"),
+    "local rerun": ("--jobs", "--threads", "--home", "--containers"),
+}
+
+
+def _add_execution_options(p: argparse.ArgumentParser, command: str) -> None:
+    for flag in COMMAND_OPTIONS[command]:
+        EXECUTION_OPTIONS[flag].add_to(p)
+
+
+def _add_home(p: argparse.ArgumentParser) -> None:
+    EXECUTION_OPTIONS["--home"].add_to(p)
+
+
+def _add_run_parameters(p: argparse.ArgumentParser) -> None:
+    """The run parameters ``process`` and ``local run`` take, with the same names."""
+    for option in RUN_PARAMETERS.values():
+        option.add_to(p)
 
 
 def _add_run_id(p: argparse.ArgumentParser, *, whose: str = "the run's") -> None:
     """RUN_ID of `local report`, `local status` and `local rerun`: a whole id or its start, found alike."""
     p.add_argument("run_id", metavar="RUN_ID", help=f"{whose} id, or the start of it (see `seqlake local runs`)")
+
+
+_FASTQ = "FASTQ file: plain, gzip, BGZF, bz2 or xz (told apart by its first bytes, not its name)"
+_R2 = "mate 2 of a paired-end sample (omit for single-end reads)"
+_REFERENCE = "reference FASTA (or a minimap2 .mmi index) to align the trimmed reads to; without it, no alignment"
+_SAMPLE = "sample name (default: from the R1 file name, e.g. x for x_R1.fastq.gz)"
+_SAMPLESHEET = ("a CSV with the columns sample,fastq_1[,fastq_2] (paths relative to the sheet), instead of "
+                "R1 [R2]; several rows of one sample are its lanes")
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    """The reads of a run: R1 [R2] of one sample, or a samplesheet; a reference; a sample name."""
+    p.add_argument("r1", metavar="R1", nargs="?", default=None, help=_FASTQ)
+    p.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
+    p.add_argument("--samplesheet", default=None, metavar="CSV", help=_SAMPLESHEET)
+    p.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
+    p.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
 
 
 _DESCRIPTION = """\
@@ -97,61 +205,29 @@ examples:
   seqlake demo
   seqlake local run sample_R1.fastq.gz sample_R2.fastq.gz --reference ref.fasta
   seqlake local query --named qc_overview
-  seqlake process sample_R1.fastq.gz sample_R2.fastq.gz --reference ref.fasta --out results/
+  seqlake process sample_R1.fastq.gz sample_R2.fastq.gz --reference ref.fasta --out out/
 
-exit codes: {EXIT_OK} success, {EXIT_BAD_INPUT} bad input (the message names the file and line),
-{EXIT_FAILURE} any other failure."""
-
-_FASTQ = "FASTQ file: plain, gzip, BGZF, bz2 or xz (told apart by its first bytes, not its name)"
-_R2 = "mate 2 of a paired-end sample (omit for single-end reads)"
-_REFERENCE = "reference FASTA (or a minimap2 .mmi index) to align the trimmed reads to; without it, no alignment"
-_SAMPLE = "sample name (default: from the R1 file name, e.g. x for x_R1.fastq.gz)"
-
-
-def _add_run_parameters(p: argparse.ArgumentParser, *, reads_per_shard: bool = True) -> None:
-    """The run parameters both ``process`` and ``local run`` take, with the same names."""
-    p.add_argument("--no-trim", action="store_true",
-                   help="skip quality and adapter trimming (the trimmed stage then equals the raw one)")
-    p.add_argument("--adapter", action="append", default=None, metavar="SEQ",
-                   help="a 3' adapter to remove (repeat for several; default: the Illumina TruSeq and Nextera "
-                        "adapter prefixes, as cutadapt -a)")
-    p.add_argument("--quality-cutoff", type=int, default=None, metavar="Q",
-                   help="trim 3' ends below this Phred quality (cutadapt -q; default 20)")
-    p.add_argument("--min-length", type=int, default=None, metavar="N",
-                   help="drop reads (pairs) shorter than this after trimming (cutadapt -m; default 20)")
-    p.add_argument("--primer-bed", default=None, metavar="BED",
-                   help="amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers are "
-                        "soft-clipped before variants and consensus are called (samtools ampliconclip)")
-    if reads_per_shard:
-        p.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
-                       help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
-
-
-def _add_containers(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--containers", action="store_true",
-                   help="run each Batch attempt as a podman container of the worker image (`make image`); "
-                        "also set by SEQLAKE_CONTAINERS=1")
+exit codes (every command): {EXIT_OK} success, {EXIT_BAD_INPUT} bad input (the message names the file and
+line, or the argument, and what is wrong), {EXIT_USAGE} a command line that does not parse, {EXIT_FAILURE}
+any other failure."""
 
 
 def _add_process(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     process = sub.add_parser(
         "process", help="process local FASTQ files into Parquet, without any cloud",
         description="Plan, process each shard in parallel (QC, trimming, QC again, alignment) and merge, on "
-                    "this machine; writes the result tables as Hive-partitioned Parquet under --out.")
-    process.add_argument("r1", metavar="R1", help=_FASTQ)
-    process.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
-    process.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
-    process.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
+                    "this machine. --out DIR becomes a lake laid out as the bucket: the tables under "
+                    "DIR/results/<table>/run_id=<id>/, the report at DIR/reports/<id>/index.html, the run's "
+                    "plan and summary under DIR/runs/<id>/.")
+    _add_inputs(process)
     process.add_argument("--out", required=True, metavar="DIR",
-                         help="output folder for the Parquet tables (one subfolder per table)")
-    process.add_argument("--shards", type=int, default=None, metavar="N",
-                         help="cut the input into N shards (default: from the number of reads)")
-    process.add_argument("--jobs", type=int, default=None, metavar="N",
-                         help="shards processed at once (default: the number of CPUs)")
-    process.add_argument("--threads", type=int, default=None, metavar="N",
-                         help="alignment processes (vCPUs) of each shard, sharing one reference index in memory "
-                              "(default: $SEQLAKE_THREADS, else 1); the results are the same whatever the number")
-    _add_run_parameters(process, reads_per_shard=False)
+                         help="the lake to write: tables in DIR/results/<table>/, the report in DIR/reports/ "
+                              "(created if missing; other runs already there stay)")
+    process.add_argument("--shards", type=_positive, default=None, metavar="N",
+                         help="cut the input into exactly N shards, whatever --reads-per-shard says (process "
+                              "only: a deployed stack plans by ReadsPerShard)")
+    _add_execution_options(process, "process")
+    _add_run_parameters(process)
     process.set_defaults(func=_cmd_process)
 
 
@@ -167,13 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "cloud, follow the run state by state, then print the results of the named queries. "
                     "No AWS account and no Docker needed; the results stay in the state folder for "
                     "`seqlake local query`.")
-    demo.add_argument("--jobs", type=int, default=2, metavar="N",
-                      help="shards processed at once, each as its own process (default %(default)s)")
-    demo.add_argument("--reads-per-shard", type=int, default=5000, metavar="N",
+    EXECUTION_OPTIONS["--jobs"].add_to(demo)
+    demo.add_argument("--reads-per-shard", type=_positive, default=5000, metavar="N",
                       help="reads per shard when the run is planned (default %(default)s: the 20,000 bundled "
                            "pairs become 4 shards)")
-    _add_local_state(demo)
-    _add_containers(demo)
+    _add_home(demo)
+    EXECUTION_OPTIONS["--containers"].add_to(demo)
     demo.set_defaults(func=_cmd_demo)
 
     _add_process(sub)
@@ -203,19 +278,11 @@ def _add_local_commands(sub: Any) -> None:
         "run", help="upload FASTQ files (or a samplesheet) to the local bucket and run the pipeline",
         description="Upload the reads to the local bucket, as a lab would upload to S3, and wait for the "
                     "run to end. Give R1 [R2] for one sample, or --samplesheet for several. The same "
-                    "objects and reference are processed once: a second call reports the earlier run.")
-    run.add_argument("r1", metavar="R1", nargs="?", default=None, help=_FASTQ)
-    run.add_argument("r2", metavar="R2", nargs="?", default=None, help=_R2)
-    run.add_argument("--reference", default=None, metavar="FASTA", help=_REFERENCE)
-    run.add_argument("--sample", default=None, metavar="NAME", help=_SAMPLE)
-    run.add_argument("--samplesheet", default=None, metavar="CSV",
-                     help="a CSV with the columns sample,fastq_1[,fastq_2] (paths relative to the sheet), "
-                          "instead of R1 [R2]")
-    run.add_argument("--jobs", type=int, default=2, metavar="N",
-                     help="shards processed at once, each as its own process (default %(default)s)")
+                    "objects and reference are processed once: a second call reports the earlier run; "
+                    "changed files are a new upload, hence a new run.")
+    _add_inputs(run)
+    _add_execution_options(run, "local run")
     _add_run_parameters(run)
-    _add_local_state(run)
-    _add_containers(run)
     run.set_defaults(func=_cmd_local_run)
     query = lsub.add_parser(
         "query", help="query the local results with SQL (Athena's dialect, answered by DuckDB)",
@@ -227,31 +294,39 @@ def _add_local_commands(sub: Any) -> None:
                        help="run a named query instead, e.g. qc_overview (an unknown name lists the known ones)")
     query.add_argument("--format", choices=("table", "csv", "json"), default="table",
                        help="how the rows are printed (default: %(default)s)")
-    _add_local_state(query)
+    _add_home(query)
     query.set_defaults(func=_cmd_local_query)
     runs = lsub.add_parser(
-        "runs", help="list past runs: state, timings, shards, reads, and the reason of a failure",
-        description="List the runs of this local cloud, oldest first, with rejected samplesheets.")
-    _add_local_state(runs)
+        "runs", help="list past runs: state, attempts, timings, shards, reads, and the reason of a failure",
+        description="List the runs of this local cloud, oldest first, one line per run (a re-run is an "
+                    "attempt of its run), with rejected samplesheets.")
+    _add_home(runs)
     runs.set_defaults(func=_cmd_local_runs)
-    report = lsub.add_parser("report", help="print the path of a run's QC report (an HTML file that opens offline)")
+    report = lsub.add_parser(
+        "report", help="print the path of a run's QC report (an HTML file that opens offline)",
+        description="Print the path of a run's QC report, an HTML file that opens offline in any browser "
+                    "(and that MultiQC reads); render it first if the run has none yet. --open also opens it.")
     _add_run_id(report)
     report.add_argument("--open", action="store_true", help="also open the report in the default web browser")
-    _add_local_state(report)
+    _add_home(report)
     report.set_defaults(func=_cmd_local_report)
     rerun = lsub.add_parser(
         "rerun", help="finish a failed run: only the shards that failed are computed again",
         description="Start a failed run again under its own id: the children that finished keep their work, "
-                    "the others run, and the commit writes the same tables as a run that never failed.")
+                    "the others run, and the commit writes the same tables as a run that never failed. A run "
+                    "that failed on bad input is not re-run (it would read the same bytes): fix the file and "
+                    "run it again, a new upload starts a new run; an input changed since the run read it "
+                    "starts a new run too.")
     _add_run_id(rerun, whose="the failed run's")
-    rerun.add_argument("--jobs", type=int, default=2, metavar="N",
-                       help="shards processed at once, each as its own process (default %(default)s)")
-    _add_local_state(rerun)
+    _add_execution_options(rerun, "local rerun")
     rerun.set_defaults(func=_cmd_local_rerun)
     status = lsub.add_parser(
-        "status", help="one run: its state and reason, the states it went through, its shards, timings and report")
+        "status", help="one run: its state and reason, the states it went through, its shards, timings and report",
+        description="One run as its status.json and the local cloud's records tell it: state and reason, "
+                    "each attempt (execution) with the states it went through, shards done, failed and "
+                    "retried, timings, reads, and where its report is.")
     _add_run_id(status)
-    _add_local_state(status)
+    _add_home(status)
     status.set_defaults(func=_cmd_local_status)
 
 
@@ -263,7 +338,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInputError as err:
         print(f"seqlake: bad input: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except UsageError as err:
+        print(f"seqlake: usage: {err} (see `seqlake {args.command} --help`)", file=sys.stderr)
+        return EXIT_USAGE
     except SeqlakeError as err:
+        print(f"seqlake: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as err:  # a full disk, a lost connection: the system says what, in one line
         print(f"seqlake: error: {err}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

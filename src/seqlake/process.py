@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
-from seqlake.base.model import RunState
+from seqlake.base.errors import BadInputError, UsageError
+from seqlake.base.model import RunState, Sample
 from seqlake.base.params import Params, chosen_parameters
 
 console = Console(stderr=True)
@@ -76,54 +77,109 @@ def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -
                     progress.advance(task)
 
 
+def _input_file(path: str, what: str) -> Path:
+    """A file the user named, checked before any work starts: bad input (exit 65) when it is not there."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInputError(path, f"no such file ({what})" if not p.exists() else f"not a file ({what})")
+    return p
+
+
+def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
+    """The run's samples and the local files they read (the samplesheet first, when there is one)."""
+    from seqlake.base.naming import SAMPLESHEET_NAME, sample_from_filename
+    from seqlake.plan.samplesheet import read_samplesheet
+
+    if bool(args.samplesheet) == bool(args.r1):
+        raise UsageError("give R1 [R2] or --samplesheet CSV" if not args.r1 else
+                         "give either R1 [R2] or --samplesheet, not both")
+    if args.samplesheet:
+        if args.sample:
+            raise UsageError("--sample names the sample of R1 [R2]; a samplesheet names its own")
+        sheet = _input_file(args.samplesheet, "--samplesheet")
+        samples = read_samplesheet(str(sheet.resolve()))
+        files = [sheet] + [_input_file(uri, f"listed in {args.samplesheet}") for s in samples for uri in s.uris]
+        return samples, files
+    r1 = _input_file(args.r1, "R1")
+    if r1.name.lower().endswith(".csv") or r1.name == SAMPLESHEET_NAME:
+        raise BadInputError(args.r1, "this is a samplesheet, not a FASTQ file: give it as --samplesheet "
+                            f"{args.r1}")
+    r2 = _input_file(args.r2, "R2") if args.r2 else None
+    sample = args.sample or sample_from_filename(r1.name)[0]
+    files = [r1] + ([r2] if r2 else [])
+    return [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)], files
+
+
+def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
+    """The run's ``summary.json``, under ``runs/<run_id>/`` and (the latest run's) at the top of ``out``."""
+    from seqlake.base.layout import RunLayout
+
+    text = json.dumps(summary, indent=2) + "\n"
+    run_summary = Path(RunLayout(str(out), run_id).summary)
+    run_summary.parent.mkdir(parents=True, exist_ok=True)
+    run_summary.write_text(text)
+    (out / "summary.json").write_text(text)
+
+
 def process_command(args: argparse.Namespace) -> int:
-    from seqlake.base.cpus import THREADS_VAR
-    from seqlake.base.model import Sample
-    from seqlake.base.naming import sample_from_filename
+    from seqlake.base.cpus import THREADS_VAR, available_cpus
+    from seqlake.child.align import check_reference
     from seqlake.lake.merge import merge_run
     from seqlake.plan.planner import make_plan
+    from seqlake.report import try_render_run
 
-    r1 = Path(args.r1)
-    r2 = Path(args.r2) if args.r2 else None
-    paths = [r1] + ([r2] if r2 else [])
-    sample = args.sample or sample_from_filename(r1.name)[0]
-    params = Params.from_dict(chosen_parameters(args))
-    reference = str(Path(args.reference).resolve()) if args.reference else None
-    run_id = local_run_id(paths, params, reference)
+    samples, files = samples_of(args)
+    chosen = chosen_parameters(args)
+    if args.reads_per_shard is not None:
+        chosen["reads_per_shard"] = args.reads_per_shard
+    params = Params.from_dict(chosen)
+    reference = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
+    if reference is not None:
+        check_reference(reference)
+    run_id = local_run_id(files, params, reference)
     out = Path(args.out).resolve()
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = args.jobs or available_cpus()
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
 
-    t0 = time.perf_counter()
-    plan = make_plan(
-        run_id,
-        [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)],
-        out_prefix=str(out),
-        reference=reference,
-        params=params,
-        shards=args.shards,
-    )
-    t_plan = time.perf_counter() - t0
-    console.print(f"run [bold]{run_id}[/]: sample {sample}, {plan.array_size} shard(s), {jobs} job(s)")
-    run_shards(plan.plan_uri, plan.array_size, jobs)
-    t_shards = time.perf_counter() - t0 - t_plan
-    totals = merge_run(plan)
-    t_total = time.perf_counter() - t0
+    names = sorted({s.name for s in samples})
     summary: dict[str, Any] = {
         "run_id": run_id,
-        "state": RunState.SUCCEEDED.value,
+        "state": RunState.FAILED.value,
         "software_version": __version__,
-        "inputs": [str(p.resolve()) for p in paths],
+        "inputs": [str(p.resolve()) for p in files],
+        "samples": names,
         "reference": reference,
         "parameters": params.to_dict(),
+    }
+    t0 = time.perf_counter()
+    try:
+        plan = make_plan(run_id, samples, out_prefix=str(out), reference=reference, params=params,
+                         shards=args.shards)
+        t_plan = time.perf_counter() - t0
+        console.print(f"run [bold]{run_id}[/]: {len(names)} sample(s) ({', '.join(names[:5])}"
+                      f"{', ...' if len(names) > 5 else ''}), {plan.array_size} shard(s), {jobs} job(s)")
+        run_shards(plan.plan_uri, plan.array_size, jobs)
+        t_shards = time.perf_counter() - t0 - t_plan
+        totals = merge_run(plan)
+    except BadInputError as err:  # the failed run is recorded with its reason, as the stack records it
+        _write_summary(out, run_id, {**summary, "bad_input": True, "reason": str(err)})
+        raise
+    t_total = time.perf_counter() - t0
+    summary = {
+        **summary,
+        "state": RunState.SUCCEEDED.value,
         "shards": plan.array_size,
         "results": plan.layout.lake.results_root,
         "timings_s": {"plan": round(t_plan, 3), "shards": round(t_shards, 3), "total": round(t_total, 3)},
         "totals": totals.to_dict(),
     }
-    text = json.dumps(summary, indent=2)
-    (out / "summary.json").write_text(text + "\n")
-    Path(plan.layout.summary).write_text(text + "\n")
-    console.print(f"results in {out / 'results'} ({t_total:.1f} s)")
+    _write_summary(out, run_id, summary)
+    report = try_render_run(str(out), run_id, summary)
+    console.print(f"tables in {plan.layout.lake.results_root} ({t_total:.1f} s)", soft_wrap=True)
+    console.print(f"report: {report.uri}" if report.uri else f"[yellow]no report[/]: {report.error}",
+                  soft_wrap=True)
+    tables = f"{plan.layout.lake.results_root}sample_summary/*/*.parquet"
+    console.print(f"query them with any Parquet reader, e.g. DuckDB: SELECT * FROM read_parquet('{tables}', "  # noqa: S608 - shown, not run
+                  "hive_partitioning = true)", soft_wrap=True, highlight=False)
     return 0

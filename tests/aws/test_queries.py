@@ -29,7 +29,7 @@ def sample_value(field: pa.Field, i: int) -> Any:
         return pa.scalar(1_795_797_010_000 + i, type=t).as_py()
     if pa.types.is_floating(t):
         return {"pct_genome_10x": 95.0}.get(field.name, 1.5 + i)
-    return {"bin_end": 100, "bin_start": 0, "mean_depth": 3, "threshold": 10}.get(field.name, 5 + i)
+    return {"bin_end": 100, "bin_start": 0, "mean_span_depth": 3, "threshold": 10}.get(field.name, 5 + i)
 
 
 @pytest.fixture(scope="module")

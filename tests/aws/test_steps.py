@@ -15,6 +15,7 @@ import pytest
 
 from seqlake.aws import index_job
 from seqlake.aws.request import RunRequest, store_request
+from seqlake.aws.status import NEW_UPLOAD_ADVICE
 from seqlake.base.errors import BadInputError
 from seqlake.child.worker import process_child
 from seqlake.lake.tables import RESULT_TABLES, TABLES
@@ -198,7 +199,8 @@ def test_failure_in_plan_is_recorded_without_result_partitions(
     run_id = run_input["run_id"]
     event = step_input("record-failure-plan-bad-input.json", run_input)
     out = steps("record_failure", event)
-    message = json.loads(event["error"]["Cause"])["errorMessage"]
+    # the worker's one line, then what to do: a re-run would read the same bytes
+    message = f'{json.loads(event["error"]["Cause"])["errorMessage"]}; {NEW_UPLOAD_ADVICE}'
     assert out == {
         "state": "FAILED",
         "status_uri": f"s3://{deployed.bucket}/runs/{run_id}/status.json",
@@ -208,6 +210,7 @@ def test_failure_in_plan_is_recorded_without_result_partitions(
     }
     status = read_status(deployed, run_id)
     assert status["state"] == "FAILED" and status["reason"] == message and status["error"] == "BadInputError"
+    assert status["bad_input"] is True
     assert runs_row(deployed, run_id)["reason"] == message
     assert partitions(deployed, "runs") == [[run_id]]
     for table in RESULT_TABLES:
@@ -238,6 +241,7 @@ def test_failed_shard_is_recorded_with_the_workers_reason(
     # Then the failed shard and the worker's own line are recorded
     assert out["failed_step"] == "ProcessShards" and out["failed_shard"] == 2
     assert out["reason"].startswith(line) and "Array Child Job failed" not in out["reason"].split(";")[0]
+    assert out["reason"].endswith(NEW_UPLOAD_ADVICE) and read_status(deployed, run_id)["bad_input"] is True
     row = runs_row(deployed, run_id)
     assert row["state"] == "FAILED" and row["failed_shard"] == 2
     for table in RESULT_TABLES:

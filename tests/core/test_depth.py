@@ -68,6 +68,7 @@ def test_illumina_read_names_and_control_values() -> None:
         "instrument": "A00123", "run": "8", "flowcell": "HABCDEFXX", "lane": "2"}
     assert illumina_fields("MS2_34001:1:1101:11301:5707") == {"instrument": "MS2_34001", "lane": "1"}
     assert illumina_fields("SRR123.1 length=150") == {}
-    assert [parse_control(v) for v in ("TRUE", "no", "1", "")] == [True, False, True, None]
-    with pytest.raises(ValueError, match="true or false"):
-        parse_control("neg")
+    assert [parse_control(v) for v in ("TRUE", "false", " False ", "")] == [True, False, False, None]
+    for guess in ("neg", "yes", "no", "1", "0"):  # what the README promises: anything but true/false is rejected
+        with pytest.raises(ValueError, match="true or false"):
+            parse_control(guess)

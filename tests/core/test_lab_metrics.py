@@ -139,8 +139,8 @@ def test_insert_size_and_error_rate_equal_samtools_stats(miseq_run: Plan, refere
     mapq = np.unique([int(line.split("\t")[4]) for line in view.splitlines()], return_counts=True)
     ours = {r["value"]: r["frequency"] for r in table(miseq_run, "alignment_hist") if r["metric"] == "mapq"}
     assert ours == {int(q): int(n) for q, n in zip(*mapq, strict=True)}
-    assert summary["error_rate"] == pytest.approx(float(sn["error rate"]), rel=1e-5)
-    assert 0 < summary["error_rate"] < 0.1
+    assert summary["pct_error"] == pytest.approx(100 * float(sn["error rate"]), rel=1e-5)
+    assert 0 < summary["pct_error"] < 10
     assert summary["soft_clipped_bases"] > 0
 
 

@@ -57,6 +57,7 @@ def test_other_buckets_only_those_allowed() -> None:
          "(first on line 2)"),
         (HEADER + "A,a.fq,\nB,a.fq,\n", 3, "already listed on line 2"),
         ("sample,fastq_1,fastq_2,control\nA,a.fq,,maybe\n", 2, "control must be true or false"),
+        ("sample,fastq_1,fastq_2,control\nA,a.fq,,true\nB,b.fq,,yes\n", 3, "control must be true or false"),
         ("sample,fastq_1,fastq_2,lane\nA,a.fq,,L1\n", 2, "lane must be a positive integer"),
         (HEADER + "A B,a.fq,\n", 2, "column sample"),
         (HEADER + "A,,\n", 2, "column fastq_1"),

@@ -64,10 +64,9 @@ def gzip_with_flush_points(records: list[bytes]) -> tuple[bytes, dict[int, int]]
 
 
 def expected(path: Path, compression: str, whole_records: int) -> str:
-    last = whole_records - 1
     return (
-        f"{path}: {compression} stream truncated after record {last} (line {4 * whole_records}), "
-        f"the last of {whole_records} complete records"
+        f"{path}: {compression} stream truncated after record {whole_records} (line {4 * whole_records}), "
+        "the last complete record"
     )
 
 

@@ -84,7 +84,7 @@ def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, 
         trimmed = next(r for r in summary if r["mate"] == mate and r["stage"] == "trimmed")
         assert trimmed["reads"] == row["reads"] - trimmed["reads_too_short"]
         assert trimmed["mapped_reads"] > 0.98 * trimmed["reads"]
-        assert 0 < trimmed["pct_breadth"] <= 100 and trimmed["mean_depth"] > 0
+        assert 0 < trimmed["pct_span_breadth"] <= 100 and trimmed["mean_span_depth"] > 0
 
 
 def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference: Path, tmp_path: Path) -> None:
@@ -315,8 +315,8 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
     covered = np.add.reduceat((per_base > 0).astype(np.int64), np.arange(0, len(per_base), width))
     assert cov["covered_bases"].to_pylist() == covered.tolist()
     trimmed = next(r for r in result(plan, "qc_summary").to_pylist() if r["stage"] == "trimmed")
-    assert trimmed["pct_breadth"] == 100 * np.count_nonzero(per_base) / len(per_base)
-    assert trimmed["mean_depth"] == pytest.approx(per_base.sum() / len(per_base))
+    assert trimmed["pct_span_breadth"] == 100 * np.count_nonzero(per_base) / len(per_base)
+    assert trimmed["mean_span_depth"] == pytest.approx(per_base.sum() / len(per_base))
 
 
 def test_the_commit_holds_only_the_samples_being_folded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

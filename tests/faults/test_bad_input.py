@@ -135,13 +135,13 @@ def _with(records: list[bytes], index: int, record: bytes) -> bytes:
 
 def _truncated_gzip() -> tuple[bytes, str]:
     """The first 2/3 of a gzip file, and the end of its one-line error: the last whole record that
-    zlib decodes before the cut (0-based) and its last line."""
+    zlib decodes before the cut (counted from 1, as its last line) and that line."""
     gz = gzip.compress(_records(2000), mtime=0)
     cut = gz[: len(gz) * 2 // 3]
     whole = zlib.decompressobj(31).decompress(cut).count(b"\n") // 4
     assert 0 < whole < 2000
-    return cut, (f"t.fastq.gz: gzip stream truncated after record {whole - 1} (line {4 * whole}), "
-                 f"the last of {whole} complete records")
+    return cut, (f"t.fastq.gz: gzip stream truncated after record {whole} (line {4 * whole}), "
+                 "the last complete record")
 
 
 def made_uploads() -> list[Upload]:

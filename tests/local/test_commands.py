@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.base.errors import EXIT_FAILURE, SeqlakeError
+from seqlake.base.errors import EXIT_BAD_INPUT, BadInputError, SeqlakeError
 from seqlake.localcloud.athena import Partition, TableDef
 from seqlake.localcloud.commands import (
     plan_reads,
@@ -118,11 +118,12 @@ def test_query_command_reads_the_state_folder_without_moto(tmp_path: Path, capsy
     ]
     assert query_command(_args(tmp_path, "SELECT n, x FROM t ORDER BY n", fmt="csv")) == 0
     assert capsys.readouterr().out == "n,x\n1,0.5\n2,\n"
-    with pytest.raises(SeqlakeError, match="query failed"):
+    # each a user's mistake: bad input (exit 65), naming what is wrong
+    with pytest.raises(BadInputError, match=r"^SQL: .*nope"):
         query_command(_args(tmp_path, "SELECT nope FROM t"))
-    with pytest.raises(SeqlakeError, match="no named query 'nope'"):
+    with pytest.raises(BadInputError, match="--named nope: no such named query"):
         query_command(_args(tmp_path, named="nope"))
-    with pytest.raises(SeqlakeError, match="no local results"):
+    with pytest.raises(BadInputError, match="empty: no local cloud here"):
         query_command(_args(tmp_path / "empty", "SELECT 1"))
 
 
@@ -149,7 +150,7 @@ def test_run_id_commands_find_a_run_by_the_start_of_its_id_alike(
     state.save_catalog([])
     for run_id in ("r-2026-aaa", "r-2026-aab"):
         Path(RunLayout(str(state.bucket_dir("b")), run_id).status).parent.mkdir(parents=True)
-    assert main(["local", command, "r-2026-aa", "--home", str(tmp_path)]) == EXIT_FAILURE
+    assert main(["local", command, "r-2026-aa", "--home", str(tmp_path)]) == EXIT_BAD_INPUT
     assert "names 2 runs (r-2026-aaa, r-2026-aab): give more of the id" in capsys.readouterr().err
-    assert main(["local", command, "r-2027", "--home", str(tmp_path)]) == EXIT_FAILURE
-    assert "no run 'r-2027'" in capsys.readouterr().err
+    assert main(["local", command, "r-2027", "--home", str(tmp_path)]) == EXIT_BAD_INPUT
+    assert "RUN_ID r-2027: no such run" in capsys.readouterr().err

@@ -100,9 +100,9 @@ def test_three_failed_children_of_a_thousand_are_rerun_alone(tmp_path: Path,
     again = StateDir(failing).runs()[-1]
     assert again["run_id"] == run_id and again["status"] == "SUCCEEDED" and again["shards"] == len(FAILING)
     assert _status(failing, run_id)["state"] == "SUCCEEDED"
-    # and `seqlake local status` tells the story: both executions, all shards done
+    # and `seqlake local status` tells the story: both attempts (executions), all shards done
     told = describe(StateDir(failing), run_id[:12])
-    executions = [value for label, value in told if label == "execution"]
+    executions = [value for label, value in told if label.startswith("attempt ")]
     assert len(executions) == 2 and "FAILED" in executions[0] and "SUCCEEDED" in executions[1], executions
     assert ("shards", f"{CHILDREN} of {CHILDREN} done") in told and ("state", "SUCCEEDED") in told
     # and every result table equals the same input's, run without failures

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: one row per sample, as the report's summary table and MultiQC's general statistics show it
 EXPECTED_SQL = """
 SELECT sample,
+       read_pairs_raw AS pairs,
        reads_raw AS reads,
        bases_raw AS bases,
        pct_q30 AS q30_pct,
@@ -42,7 +43,7 @@ SELECT sample,
        pct_genome_1x AS breadth_pct,
        pct_genome_10x AS pct_10x,
        median_insert_size,
-       100.0 * error_rate AS error_rate_pct
+       pct_error AS error_pct
 FROM read_parquet('{glob}')
 ORDER BY sample
 """

@@ -43,7 +43,7 @@ from botocore.exceptions import ClientError
 from seqlake.aws.events import INCOMING, input_record, run_id, s3_object
 from seqlake.aws.observability import logger
 from seqlake.aws.request import RunRequest, store_request
-from seqlake.aws.status import RunStatus
+from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus
 from seqlake.base import clients, limits, storage
 from seqlake.base.errors import BadInputError
 from seqlake.base.model import ObjectRef, RunState, Sample, Step
@@ -241,7 +241,8 @@ def rejection_status(label: str, obj: ObjectRef, reason: str, uploaded: datetime
         run_id=run_id(label, [obj]), state=RunState.REJECTED.value, bucket=obj.bucket, samples=[],
         inputs=[input_record(obj)],
         samplesheet=obj.uri if kind_of(obj.key) == "samplesheet" else None, started_at=uploaded.isoformat(),
-        failed_step=Step.START.value, error=BadInputError.__name__, reason=reason)
+        failed_step=Step.START.value, error=BadInputError.__name__, reason=f"{reason}; {NEW_UPLOAD_ADVICE}",
+        bad_input=True)
     status.finish(now=uploaded)
     return status
 
@@ -303,7 +304,7 @@ def _start(build: Callable[[], RunRequest], settings: StartSettings, trigger: st
         logger.warning("input rejected", extra={"reason": rejected.reason, "trigger": trigger})
         status = record_rejection(rejected.label, rejected.obj, rejected.reason, settings.database)
         logger.info("rejection recorded", extra={"run_id": status.run_id, "status_uri": status.status_uri})
-        return StartResult("rejected", rejected.reason, status.run_id)
+        return StartResult("rejected", str(status.reason), status.run_id)
     started, arn = start_execution(request, settings.state_machine_arn)
     if not started:
         logger.info("duplicate: the run was already started", extra={"run_id": request.run_id, "execution_arn": arn})

@@ -48,6 +48,8 @@ class RunStatus:
     failed_shards: list[int] = field(default_factory=list)
     error: str | None = None
     reason: str | None = None
+    #: the run failed because an input is wrong: a retry or a re-run reads the same bytes, a new upload can help
+    bad_input: bool = False
     log_stream: str | None = None
     reads: int | None = None
     bases: int | None = None
@@ -107,6 +109,15 @@ def software_columns(totals: dict[str, Any]) -> dict[str, Any]:
     software, md5 = totals.get("software") or {}, totals.get("reference_md5")
     return {"cutadapt_version": software.get("cutadapt"), "mappy_version": software.get("mappy"),
             "reference_md5": json.dumps(md5, sort_keys=True) if md5 else None}
+
+
+#: the end of a bad-input failure's reason: what starts the run again
+NEW_UPLOAD_ADVICE = "fix the file and upload it again: a new upload starts a new run (a re-run reads the same bytes)"
+
+
+def failed_on_bad_input(status: dict[str, Any]) -> bool:
+    """Whether a ``status.json`` document records a failure caused by the input (a REJECTED input always is)."""
+    return bool(status.get("bad_input")) or status.get("state") == RunState.REJECTED.value
 
 
 def parse_time(text: str) -> datetime:

@@ -30,8 +30,9 @@ from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.runs_row import record_unsuccessful, write_runs_row
-from seqlake.aws.status import RunStatus, previous_start, status_of, write_status
+from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, previous_start, status_of, write_status
 from seqlake.base import clients, faults, storage
+from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
 from seqlake.base.model import RunState, Step
 from seqlake.lake.tables import RESULT_TABLES, RUNS
@@ -204,13 +205,20 @@ def _todo_children(plan: dict[str, Any]) -> list[int] | None:
     return [int(c) for c in children] if isinstance(children, list) else None
 
 
+def _bad_input(child: ChildJob, record: dict[str, Any] | None) -> bool:
+    """A Batch job that failed on bad input: its error record says so, or its exit code does."""
+    return bool(record and record.get("error") == "BadInput") or child.exit_code == EXIT_BAD_INPUT
+
+
 def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any], plan: dict[str, Any],
                    log_group: str | None) -> None:
     job_id = str(get(cause, "jobId"))
     if status.failed_step == Step.INDEX_JOB:
         child = ChildJob.from_description(cause)
         status.log_stream = child.log_stream
-        status.reason = _child_line(child, _read_json(request.layout.index_error), log_group)
+        record = _read_json(request.layout.index_error)
+        status.bad_input = _bad_input(child, record)
+        status.reason = _child_line(child, record, log_group)
         return
     todo = _todo_children(plan)
 
@@ -233,7 +241,9 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
         children = children or [run_child(described[0])]
     lines = []
     for j, c in zip(described, children, strict=False):
-        lines.append(f"shard {c}: {_child_line(j, _read_json(request.layout.child_error(c)), log_group)}")
+        record = _read_json(request.layout.child_error(c))
+        status.bad_input = status.bad_input or _bad_input(j, record)
+        lines.append(f"shard {c}: {_child_line(j, record, log_group)}")
     status.failed_shards = children
     status.failed_shard = status.failed_shards[0]
     status.log_stream = described[0].log_stream
@@ -262,6 +272,9 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         # the one line users see (file, line, problem)
         status.reason = str(cause.get("errorMessage") or error.get("Cause") or status.error)
         status.log_stream = cause.get("logStreamName")
+        status.bad_input = status.error in BAD_INPUT_ERRORS
+    if status.bad_input:
+        status.reason = f"{status.reason}; {NEW_UPLOAD_ADVICE}"
     status.finish()
     if step is Step.COMMIT:
         unregister_results(database, request.run_id)

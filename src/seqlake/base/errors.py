@@ -11,6 +11,8 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 65
 #: anything else (a bug, a lost connection): Batch may retry it.
 EXIT_FAILURE = 1
+#: a command line that does not parse (argparse's own code), or arguments that contradict each other
+EXIT_USAGE = 2
 
 
 class SeqlakeError(Exception):
@@ -45,10 +47,18 @@ class BadInputError(SeqlakeError):
                 "error": "BadInput", "text": str(self)}
 
 
+class UsageError(SeqlakeError):
+    """Arguments that parse but do not go together (``R1`` and ``--samplesheet``): exit ``EXIT_USAGE``."""
+
+
 class TruncatedStreamError(BadInputError):
     """A compressed stream (gzip, bz2, xz) that ends before its end-of-stream marker: the file was cut.
 
     ``record`` is the 0-based number of the first record the cut lost (the number of whole records
-    before it); ``line`` is None: the one line is
-    ``R1.fastq.gz: gzip stream truncated after record 1233 (line 4936), the last of 1234 complete records``.
+    before it); ``line`` is None: the one line counts records from 1, as every message does, e.g.
+    ``R1.fastq.gz: gzip stream truncated after record 1234 (line 4936), the last complete record``.
     """
+
+
+#: the names of the error types above that mean bad input (what a Lambda task's failure reports as its type)
+BAD_INPUT_ERRORS: frozenset[str] = frozenset({BadInputError.__name__, TruncatedStreamError.__name__})

@@ -3,8 +3,8 @@
 A samplesheet may carry any columns besides ``sample``, ``fastq_1`` and ``fastq_2``; they are kept
 as strings per row (a row is one lane of a sample). Three have a meaning seqlake knows:
 
-- ``control``: ``true`` / ``false`` (also ``yes`` / ``no``, ``1`` / ``0``; empty: unknown), a
-  negative or positive control;
+- ``control``: ``true`` / ``false`` in any case (empty: unknown), a negative or positive control; any
+  other value (``yes``, ``1``) is rejected rather than guessed at;
 - ``run_name``: the sequencing run;
 - ``lane``: the flowcell lane (a positive integer).
 
@@ -22,8 +22,8 @@ from typing import Any
 
 #: columns of a samplesheet with a known meaning (and type)
 KNOWN_COLUMNS = ("control", "run_name", "lane")
-_TRUE = {"true", "yes", "1"}
-_FALSE = {"false", "no", "0"}
+_TRUE = {"true"}
+_FALSE = {"false"}
 _CASAVA = re.compile(r"^([^:\s]+):(\d+):([^:\s]+):(\d+):\d+:\d+:\d+$")
 _OLD = re.compile(r"^([^:\s]+):(\d+):\d+:\d+:\d+(?:#\S*)?(?:/[12])?$")
 

@@ -29,6 +29,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base import storage
+from seqlake.base.errors import BadInputError
 from seqlake.lake.staging import AlignStats
 from seqlake.lake.tables import BY_NAME
 from seqlake.reads.chunks import parse_chunk
@@ -716,7 +718,30 @@ def resolve_reference(uri: str, preset: str = "sr") -> str:
     return str(cached)
 
 
+#: bytes of a reference read to check it is FASTA before minimap2 is given it
+_REFERENCE_PEEK = 1 << 16
+
+
+def check_reference(uri: str) -> None:
+    """A FASTA reference (plain or gzip) or a minimap2 ``.mmi`` index, by its first bytes: bad input, naming
+    the file and what is wrong, before any shard is planned or minimap2 is given it."""
+    if uri.endswith(".mmi"):
+        return
+    with storage.open_read(uri) as f:
+        head = f.read(_REFERENCE_PEEK)
+    if head[:2] == b"\x1f\x8b":
+        head = zlib.decompressobj(31).decompress(head)
+    if not head.strip():
+        raise BadInputError(uri, "the reference is empty")
+    if not head.lstrip().startswith(b">"):
+        raise BadInputError(uri, "not a FASTA reference: it does not start with a '>' header line (or give a "
+                            "minimap2 .mmi index)")
+    if not head.isascii():
+        raise BadInputError(uri, "not a FASTA reference: it holds bytes that are not text")
+
+
 def _build_index(fasta_uri: str, out: Path, preset: str) -> None:
+    check_reference(fasta_uri)
     local = fasta_uri
     fetched: Path | None = None
     if storage.is_s3(fasta_uri):
@@ -728,7 +753,7 @@ def _build_index(fasta_uri: str, out: Path, preset: str) -> None:
     try:
         aligner = mappy.Aligner(local, preset=preset, fn_idx_out=str(out))
         if not aligner:
-            raise ValueError(f"{fasta_uri}: not a FASTA reference minimap2 can index")
+            raise BadInputError(fasta_uri, "not a FASTA reference minimap2 can index")
     finally:
         if fetched is not None:
             fetched.unlink(missing_ok=True)

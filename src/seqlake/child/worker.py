@@ -201,7 +201,7 @@ class _ShardRun:
                     raise BadInputError(
                         self.paths[1],
                         f"read name {recs[1].names()[bad]!r} does not match "
-                        f"its mate {names[bad]!r} in {self.paths[0]} (record {rec})",
+                        f"its mate {names[bad]!r} in {self.paths[0]} (record {rec + 1})",
                         line=4 * rec + 1,
                         record=rec,
                     )

@@ -128,7 +128,7 @@ class CoverageAccumulator:
     def rows(self, sample: str) -> dict[str, list[object]]:
         """``coverage`` table columns (bins of every contig, in index order)."""
         cols: dict[str, list[object]] = {
-            k: [] for k in ("sample", "contig", "bin_start", "bin_end", "pos", "depth_sum", "mean_depth",
+            k: [] for k in ("sample", "contig", "bin_start", "bin_end", "pos", "depth_sum", "mean_span_depth",
                             "covered_bases")
         }
         for name, c in self.contigs.items():
@@ -140,7 +140,7 @@ class CoverageAccumulator:
             cols["bin_end"] += ends.tolist()
             cols["pos"] += (starts + 1).tolist()
             cols["depth_sum"] += c.depth_sum.tolist()
-            cols["mean_depth"] += (c.depth_sum / np.maximum(ends - starts, 1)).tolist()
+            cols["mean_span_depth"] += (c.depth_sum / np.maximum(ends - starts, 1)).tolist()
             cols["covered_bases"] += c.covered_bases().tolist()
         return cols
 

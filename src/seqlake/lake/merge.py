@@ -364,8 +364,8 @@ def summary_rows(
         row["mapped_reads"] = a.mapped_reads if a else None
         row["properly_paired"] = a.properly_paired if a else None
         row["mean_mapq"] = (a.mapq_sum / a.mapped_reads if a.mapped_reads else None) if a else None
-        row["mean_depth"] = depth if a else None
-        row["pct_breadth"] = 100 * breadth if a and breadth is not None else None
+        row["mean_span_depth"] = depth if a else None
+        row["pct_span_breadth"] = 100 * breadth if a and breadth is not None else None
         rows.append(row)
     return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
 
@@ -489,7 +489,7 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     qc = fold.align_qc
     if qc is not None:
         row["median_insert_size"] = median_of_hist(qc.insert_hist)
-        row["error_rate"] = qc.mismatches / qc.bases_mapped_cigar if qc.bases_mapped_cigar else None
+        row["pct_error"] = 100 * qc.mismatches / qc.bases_mapped_cigar if qc.bases_mapped_cigar else None
         row["soft_clipped_bases"] = qc.soft_clipped_bases
     if exact is not None:
         row["mean_depth"] = exact.mean_depth()

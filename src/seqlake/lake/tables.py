@@ -124,14 +124,17 @@ QC_SUMMARY = Table(
         _c("reads_adapter_trimmed", _I64, "reads from which an adapter was removed (trimmed stage)"),
         _c("bases_quality_trimmed", _I64, "bases removed by 3'/5' quality trimming (trimmed stage)"),
         _c("bases_adapter_trimmed", _I64, "bases removed with adapters (trimmed stage)"),
-        _c("reads_too_short", _I64, "reads (pairs) removed by the minimum length filter (trimmed stage)"),
+        _c("reads_too_short", _I64, "reads of this mate removed by the minimum length filter (trimmed stage; a "
+           "pair goes when either mate is too short, so both mates' rows count it)"),
         _c("bases_too_short", _I64, "bases removed with reads that became too short (trimmed stage)"),
         _c("mapped_reads", _I64, "reads with a primary alignment (with a reference; trimmed stage)"),
         _c("properly_paired", _I64, "reads flagged proper pair, 0x2 (paired-end with a reference)"),
         _c("mean_mapq", _F64, "mean MAPQ of primary alignments"),
-        _c("mean_depth", _F64, "mean depth over the whole reference, whole spans (deletions count, as mosdepth "
-           "--fast-mode); a per-sample figure repeated on both mates' rows: sample_summary has one per sample"),
-        _c("pct_breadth", _F64, "percentage of reference bases with depth >= 1 (whole spans, as mean_depth)"),
+        _c("mean_span_depth", _F64, "mean depth over the whole reference counting whole alignment spans "
+           "(deletions count, as mosdepth --fast-mode); a per-sample figure repeated on both mates' rows "
+           "(sample_summary.mean_depth counts aligned bases only)"),
+        _c("pct_span_breadth", _F64, "percentage of reference bases with span depth >= 1 (whole spans, as "
+           "mean_span_depth)"),
     ),
     key=("sample", "mate", "stage"),
 )
@@ -212,8 +215,9 @@ COVERAGE = Table(
            "for the last bin)", False),
         _c("pos", _I64, "1-based first base of the bin (bin_start + 1): with bin_end, the bin in the 1-based "
            "inclusive convention of alignments and low_coverage", False),
-        _c("depth_sum", _I64, "sum of per-base depth over the bin (additive across shards)", False),
-        _c("mean_depth", _F64, "depth_sum / (bin_end - bin_start)", False),
+        _c("depth_sum", _I64, "sum of per-base span depth over the bin (additive across shards)", False),
+        _c("mean_span_depth", _F64, "depth_sum / (bin_end - bin_start): mean depth of whole alignment spans "
+           "(deletions count)", False),
         _c("covered_bases", _I64, "bases in the bin with depth >= 1", False),
     ),
     key=("sample", "contig", "bin_start"),
@@ -249,8 +253,8 @@ SAMPLE_SUMMARY = Table(
         *_PCT_AT,
         _c("median_insert_size", _F64, "median |TLEN| of pairs with both mates mapped (samtools stats' IS "
            "histogram)"),
-        _c("error_rate", _F64, "mismatches (NM) / bases mapped (M, I, =, X) of primary and supplementary "
-           "alignments, as samtools stats"),
+        _c("pct_error", _F64, "percentage of mismatches: 100 x mismatches (NM) / bases mapped (M, I, =, X) of "
+           "primary and supplementary alignments (samtools stats' error rate, which is a fraction, x 100)"),
         _c("soft_clipped_bases", _I64, "soft-clipped bases of primary alignments"),
         _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls); null "
            "without one"),
@@ -272,7 +276,7 @@ CONTIG_COVERAGE = Table(
         _SAMPLE,
         _c("contig", _S, "reference sequence name", False),
         _c("length", _I64, "contig length", False),
-        _c("mean_depth", _F64, "mean depth over the contig"),
+        _c("mean_depth", _F64, "mean depth over the contig (`samtools depth -a`: aligned bases, no deletions)"),
         *(_c(f"pct_{t}x", _F64, f"percentage of the contig's bases with depth >= {t}") for t in THRESHOLDS),
     ),
     key=("sample", "contig"),
@@ -454,7 +458,7 @@ COVERAGE_BINS = Table(
         _SAMPLE,
         _c("contig", _S, "reference sequence name", False),
         _c("bin", _I64, "0-based bin number (bin_start / coverage_bin)", False),
-        _c("depth_sum", _I64, "sum of per-base depth over the bin", False),
+        _c("depth_sum", _I64, "sum of per-base span depth over the bin", False),
     ),
 )
 
@@ -561,8 +565,12 @@ COORDINATES = (
     "`bin_start` (0-based, BED) for joins with BED files; `bin_end` is the same number in both conventions."
 )
 PERCENTAGES = (
-    "Percentages are named `pct_*` and run from 0 to 100; fractions are not used. Depth thresholds are "
-    f"{', '.join(f'{t}x' for t in THRESHOLDS)}."
+    "Names say their unit, and one name means one thing in every table. Percentages are named `pct_*` and run "
+    "from 0 to 100; a fraction (0 to 1) would be named `*_fraction` (none is used); no other name says rate or "
+    "ratio. Counts say what they count: `reads` counts every read of every mate (a pair is two reads), names "
+    "with `pairs` count pairs. `mean_depth` is `samtools depth -a`'s (aligned bases: a deletion is not "
+    "covered); `mean_span_depth` and `pct_span_breadth` count whole alignment spans (deletions covered, as "
+    f"mosdepth --fast-mode). Depth thresholds are {', '.join(f'{t}x' for t in THRESHOLDS)}."
 )
 
 

@@ -14,6 +14,7 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -50,13 +51,16 @@ class LocalCloud:
         repo: Path | None = None,
         console: Console | None = None,
         quiet: bool = False,
+        parameters: Mapping[str, str] | None = None,
     ) -> None:
-        """``repo``: the folder of ``template.yaml`` and what it refers to (default :func:`.appdir.app_dir`)."""
+        """``repo``: the folder of ``template.yaml`` and what it refers to (default :func:`.appdir.app_dir`);
+        ``parameters``: template parameters deployed with other values (``--parameter-overrides``)."""
         self.state = state
         self.jobs = jobs
         self.repo = repo or app_dir()
         self.console = console or Console(stderr=True)
         self.quiet = quiet
+        self.parameters = dict(parameters or {})
         self.endpoint = ""
         self.outputs: dict[str, Any] = {}
         self.bucket = ""
@@ -135,7 +139,8 @@ class LocalCloud:
     # ---------------------------------------------------------------- deploy
     def deploy(self) -> None:
         assert self.lambdas is not None and self.launcher is not None
-        d = self._deployment = deployment.deploy(self.repo, self.client, self.endpoint, self.state.root / "cache")
+        d = self._deployment = deployment.deploy(self.repo, self.client, self.endpoint, self.state.root / "cache",
+                                                     self.parameters)
         self.outputs, self.bucket, self.state_machine_arn, self.database = (
             d.outputs, d.bucket, d.state_machine_arn, d.database,
         )

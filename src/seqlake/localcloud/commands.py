@@ -29,7 +29,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from seqlake.base.errors import EXIT_FAILURE, EXIT_OK, SeqlakeError
+from seqlake.base.cpus import available_cpus
+from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError, UsageError
 from seqlake.base.model import RunState
 from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
@@ -60,9 +61,10 @@ def sample_name(path: Path) -> str:
     return key_safe_sample_name(path.name)
 
 
-def _check_file(path: Path) -> Path:
+def _check_file(path: Path, what: str = "") -> Path:
+    """A file the user named: bad input (exit 65) when it is not there, before anything starts."""
     if not path.is_file():
-        raise SeqlakeError(f"{path}: no such file")
+        raise BadInputError(str(path), "no such file" + (f" ({what})" if what else ""))
     return path
 
 
@@ -95,7 +97,7 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
             value = (row.get(col) or "").strip()
             if not value or value.startswith("s3://"):
                 continue
-            local = _check_file((sheet.parent / value).resolve())
+            local = _check_file((sheet.parent / value).resolve(), f"{col} of sample {row['sample']}")
             # one flat folder: a FASTQ in a subfolder would not be beside the sheet
             name = local.name if files.get(local.name, local) == local else f"{row['sample']}_{local.name}"
             files[name] = local
@@ -197,22 +199,41 @@ def _error_cell(run: dict[str, Any], sources: dict[str, str]) -> str:
     return name_local_files(f"{run['error']}: {cause}", sources)
 
 
+def by_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per run, in the order the runs first started: its latest execution's record, with
+    ``attempts`` (how many executions it had: a re-run is another attempt of the same run)."""
+    latest: dict[str, dict[str, Any]] = {}
+    attempts: dict[str, int] = {}
+    for r in records:
+        run_id = str(r["run_id"])
+        attempts[run_id] = attempts.get(run_id, 0) + 1
+        latest[run_id] = r if run_id not in latest else {**r, "started": latest[run_id].get("started", "")}
+    return [{**r, "attempts": attempts[run_id]} for run_id, r in latest.items()]
+
+
+#: the columns of `local runs`; reads are counted over every mate (a pair is two reads)
+RUNS_COLUMNS = ("run", "state", "attempts", "started (UTC)", "seconds", "shards", "retried", "reads (all mates)",
+                "error")
+
+
 def print_runs(console: Console, runs: list[dict[str, Any]], sources: dict[str, str] | None = None) -> None:
     table = Table(title="runs", title_justify="left")
-    for col in ("run", "state", "started (UTC)", "seconds", "shards", "retried", "reads", "error"):
-        table.add_column(col, justify="right" if col in ("seconds", "shards", "retried", "reads") else "left")
-    for r in runs:
+    numeric = ("attempts", "seconds", "shards", "retried", "reads (all mates)")
+    for col in RUNS_COLUMNS:
+        table.add_column(col, justify="right" if col in numeric else "left")
+    for r in by_run(runs):
         doc = r.get("status_json") or {}
         reads = doc.get("reads", (doc.get("counts") or {}).get("reads", ""))
         colour = "green" if r["status"] == "SUCCEEDED" else "red" if r["status"] in _RED else ""
         table.add_row(
             r["run_id"],
             f"[{colour}]{r['status']}[/]" if colour else r["status"],
+            str(r["attempts"]),
             str(r.get("started", "")).replace("T", " ").rstrip("Z"),
             f"{r.get('seconds', '')}",
             str(r.get("shards", "")),
             str(r.get("retried", "")),
-            "" if reads is None else str(reads),
+            "" if reads is None or reads == "" else f"{reads:,}" if isinstance(reads, int) else str(reads),
             _error_cell(r, sources or {}),
         )
     _wide(console).print(table)
@@ -229,23 +250,68 @@ def _print_reports(console: Console, state: StateDir, finished: list[Any]) -> No
             console.print(f"report of run [bold]{run_id}[/]: {page}", soft_wrap=True)
 
 
+def cloud_parameters(args: argparse.Namespace) -> dict[str, str]:
+    """Template parameters an execution option sets for the deployment (``--threads``: WorkerVcpus, which
+    the job definition gives each child as its vCPUs and ``SEQLAKE_THREADS``)."""
+    return {"WorkerVcpus": str(args.threads)} if getattr(args, "threads", None) is not None else {}
+
+
+def jobs_of(args: argparse.Namespace) -> int:
+    """``--jobs``, else the number of CPUs (what ``process`` does too)."""
+    return int(args.jobs or available_cpus())
+
+
+#: what to do after a bad-input failure, in the local cloud's words (the reason says it in S3's)
+NEW_UPLOAD_HINT = "fix the file, then `seqlake local run` it again: that is the new upload, hence a new run"
+
+
+def outcome(console: Console, state: StateDir, finished: list[Any]) -> int:
+    """The exit code of commands that waited for runs: 0 when all succeeded, 65 when one failed on bad
+    input (with what to do about it), 1 otherwise."""
+    from seqlake.aws.status import failed_on_bad_input
+
+    failed = [e for e in finished if e.status != "SUCCEEDED"]
+    if not failed:
+        return EXIT_OK
+    bad = [e for e in failed if failed_on_bad_input(_status_doc(state, str(e.input.get("run_id") or e.name)))]
+    if bad:
+        console.print(f"[yellow]bad input[/]: {NEW_UPLOAD_HINT}")
+        return EXIT_BAD_INPUT
+    return EXIT_FAILURE
+
+
+def _status_doc(state: StateDir, run_id: str) -> dict[str, Any]:
+    for record in reversed(state.runs()):
+        if record.get("run_id") == run_id:
+            doc: dict[str, Any] = record.get("status_json") or {}
+            return doc
+    return {}
+
+
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto
     from seqlake.localcloud.cloud import LocalCloud
+    from seqlake.plan.samplesheet import read_samplesheet
 
     containers.require(args.containers)
     if not args.samplesheet and not args.r1:
-        raise SeqlakeError("give R1 [R2] or --samplesheet CSV")
+        raise UsageError("give R1 [R2] or --samplesheet CSV")
     if args.samplesheet and args.r1:
-        raise SeqlakeError("give either R1 [R2] or --samplesheet, not both")
+        raise UsageError("give either R1 [R2] or --samplesheet, not both")
     state = _state(args)
     console = Console(stderr=True)
     if args.samplesheet:
-        uploads = plan_samplesheet(_check_file(Path(args.samplesheet)), state.root / "uploads")
+        sheet = _check_file(Path(args.samplesheet), "--samplesheet")
+        read_samplesheet(str(sheet.resolve()))  # its errors name the user's file and line, before any upload
+        uploads = plan_samplesheet(sheet, state.root / "uploads")
     else:
-        r2 = _check_file(Path(args.r2)) if args.r2 else None
-        uploads = plan_reads(_check_file(Path(args.r1)), r2, args.sample)
-    reference = _check_file(Path(args.reference)) if args.reference else None
+        r2 = _check_file(Path(args.r2), "R2") if args.r2 else None
+        uploads = plan_reads(_check_file(Path(args.r1), "R1"), r2, args.sample)
+    reference = _check_file(Path(args.reference), "--reference") if args.reference else None
+    if reference is not None:
+        from seqlake.child.align import check_reference
+
+        check_reference(str(reference))
     parameters = chosen_parameters(args)
     done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:
@@ -255,7 +321,7 @@ def run_command(args: argparse.Namespace) -> int:
             "see `seqlake local runs` and `seqlake local query`"
         )
         return EXIT_OK
-    with LocalCloud(state=state, jobs=args.jobs, console=console) as cloud:
+    with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         if reference is not None:
             cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
         if args.reads_per_shard is not None:
@@ -272,19 +338,20 @@ def run_command(args: argparse.Namespace) -> int:
         rejected = [r for r in rejected_runs(state) if keys & {i.get("key") for i in r["inputs"]}]
         if rejected:
             print_runs(console, rejected, state.sources())
+            return EXIT_BAD_INPUT
         console.print("[yellow]no run started (see the state folder's logs/lambda/)[/]")
         return EXIT_FAILURE
     print_runs(console, [r for r in state.runs() if r["run_id"] in {e.input.get("run_id") for e in finished}],
                state.sources())
     _print_reports(console, state, finished)
-    return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE
+    return outcome(console, state, finished)
 
 
 def named_query_sql(name: str) -> str:
     path = queries_dir() / f"{name}.sql"
     if not path.is_file():
         known = sorted(p.stem for p in queries_dir().glob("*.sql"))
-        raise SeqlakeError(f"no named query {name!r} (known: {', '.join(known) or 'none'})")
+        raise BadInputError(f"--named {name}", f"no such named query (known: {', '.join(known) or 'none'})")
     return path.read_text()
 
 
@@ -327,15 +394,14 @@ def _cell(v: Any) -> str:
 
 def query_command(args: argparse.Namespace) -> int:
     if bool(args.sql) == bool(args.named):
-        raise SeqlakeError('give a query ("SQL") or --named NAME')
+        raise UsageError('give a query ("SQL") or --named NAME')
     sql = named_query_sql(args.named) if args.named else args.sql
     state = _state(args)
-    if not state.exists():
-        raise SeqlakeError(f"no local results in {state.root}: run `seqlake local run` or `seqlake demo` first")
+    state.require()
     try:
         result = athena.query(state.catalog(), state.files_under, sql)
-    except ValueError as err:
-        raise SeqlakeError(f"query failed: {err}") from None
+    except ValueError as err:  # the SQL does not parse, or names a table or column that is not there
+        raise BadInputError("SQL", " ".join(str(err).split())) from None
     print_result(result, args.format)
     return EXIT_OK
 

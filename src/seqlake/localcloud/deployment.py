@@ -11,7 +11,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -103,15 +103,17 @@ def translate_cached(template: dict[str, Any], state_cache: Path) -> dict[str, A
     return cfn
 
 
-def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path) -> Deployment:
-    """Package ``app``'s template into the artifact bucket, translate it and create its resources."""
+def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
+           overrides: Mapping[str, str] | None = None) -> Deployment:
+    """Package ``app``'s template into the artifact bucket, translate it and create its resources;
+    ``overrides``: template parameters given values, as ``sam deploy --parameter-overrides`` does."""
     s3 = clients("s3")
     s3.create_bucket(Bucket=ARTIFACT_BUCKET)
     packaged = package(
         load_template(app / TEMPLATE), app, lambda b, k, body: s3.put_object(Bucket=b, Key=k, Body=body)
     )
     cfn = translate_cached(packaged.template, state_cache)
-    parameters = {**_network_parameters(cfn), **LOCAL_PARAMETERS}
+    parameters = {**_network_parameters(cfn), **LOCAL_PARAMETERS, **(overrides or {})}
     deployer = Deployer(cfn, parameters, endpoint_url=endpoint, clients=clients)
     outputs = deployer.deploy()
     resources = cfn["Resources"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from seqlake.base import storage
-from seqlake.base.errors import EXIT_OK, SeqlakeError
+from seqlake.base.errors import EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RUNS, LakeLayout, RunLayout
 from seqlake.localcloud.state import StateDir
 from seqlake.report import read_status, render_run, report_uri
@@ -43,8 +43,9 @@ def find_run(state: StateDir, run_id: str) -> tuple[str, Path]:
     if len(matches) == 1:
         return matches[0], runs[matches[0]]
     if matches:
-        raise SeqlakeError(f"{run_id!r} names {len(matches)} runs ({', '.join(matches[:5])}): give more of the id")
-    raise SeqlakeError(f"no run {run_id!r} in {state.root} (see `seqlake local runs`)")
+        raise BadInputError(f"RUN_ID {run_id}", f"names {len(matches)} runs ({', '.join(matches[:5])}): give more "
+                            "of the id")
+    raise BadInputError(f"RUN_ID {run_id}", f"no such run in {state.root} (see `seqlake local runs`)")
 
 
 def local_report_path(state: StateDir, run_id: str) -> Path | None:
@@ -56,16 +57,16 @@ def local_report_path(state: StateDir, run_id: str) -> Path | None:
 
 def report_command(args: argparse.Namespace) -> int:
     state = StateDir(args.home)
-    if not state.exists():
-        raise SeqlakeError(f"no local cloud in {state.root}: run `seqlake demo` or `seqlake local run` first")
+    state.require()
     run_id, bucket = find_run(state, args.run_id)
-    page = Path(report_uri(str(bucket), run_id))
+    # absolute: a relative --home (the default ./.seqlake is one) has no file:// URI
+    page = Path(report_uri(str(bucket), run_id)).resolve()
     if not page.is_file():
         root = str(bucket)
         has_results = bool(storage.list_uris(RunLayout(str(bucket), run_id).partition("qc_summary")))
         if read_status(root, run_id) is None and not has_results:
             raise SeqlakeError(f"run {run_id} has not finished: it has no status and no results yet")
-        page = Path(render_run(root, run_id))
+        page = Path(render_run(root, run_id)).resolve()
         Console(stderr=True).print(f"rendered the report of run {run_id} from its tables")
     print(page)
     if args.open and not webbrowser.open(page.as_uri()):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RESULTS
 from seqlake.localcloud.athena import TableDef
 
@@ -82,6 +83,12 @@ class StateDir:
 
     def exists(self) -> bool:
         return (self.root / "catalog.json").is_file()
+
+    def require(self) -> None:
+        """Bad input (the state folder the user named or defaulted to) when no local cloud ever ran here."""
+        if not self.exists():
+            raise BadInputError(str(self.root), "no local cloud here: run `seqlake demo` or `seqlake local run` "
+                                "first, or give --home (or $SEQLAKE_HOME) the folder of one")
 
     def ensure(self) -> None:
         self.objects_dir.mkdir(parents=True, exist_ok=True)

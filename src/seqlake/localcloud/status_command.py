@@ -50,10 +50,12 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
 
         reason = name_local_files(str(status["reason"]), state.sources())
         lines.append(("reason", f"{status.get('failed_step') or ''}: {reason}"))
-    for record in (r for r in state.runs() if r.get("run_id") == run_id):
+    for n, record in enumerate((r for r in state.runs() if r.get("run_id") == run_id), start=1):
+        # each execution of the run is an attempt: a re-run is the second
         states = " -> ".join(record.get("states") or [])
-        lines.append(("execution", f"{record.get('execution_arn', '').rsplit(':', 1)[-1]} {record.get('status')}, "
-                                   f"{record.get('started')}, {record.get('seconds')} s: {states}"))
+        lines.append((f"attempt {n}", f"{record.get('execution_arn', '').rsplit(':', 1)[-1]} "
+                                      f"{record.get('status')}, {record.get('started')}, {record.get('seconds')} s: "
+                                      f"{states}"))
     lines.append(("shards", _shards(status)))
     lines.append(("samples", ", ".join(status.get("samples") or []) or "-"))
     lines.append(("timings", f"started {status.get('started_at')}, finished {status.get('finished_at')}, "
@@ -67,8 +69,7 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
 
 def status_command(args: argparse.Namespace) -> int:
     state = StateDir(args.home)
-    if not state.exists():
-        raise SeqlakeError(f"no local cloud in {state.root}: run `seqlake demo` or `seqlake local run` first")
+    state.require()
     console = Console()
     for label, value in describe(state, args.run_id):
         console.print(f"[bold]{label:>9}[/]  {value}", soft_wrap=True, highlight=False)

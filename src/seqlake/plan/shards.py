@@ -102,7 +102,7 @@ class _SpanReader:
             try:
                 start = gzindex.skip_records(f, span.offset, span.skip)
             except EOFError as err:
-                raise BadInputError(path, f"file ends before record {span.first_record} (the plan expected "
+                raise BadInputError(path, f"file ends before {_first_record(span)} (the plan expected "
                                     "more records: was the file replaced after planning?)") from err
         if span.offset or span.skip:
             f.seek(start)
@@ -272,7 +272,7 @@ def _bgzf_records(f: Any, span: Span, path: str) -> Iterator[bytes]:
         if data:
             yield data
     if need:
-        raise BadInputError(path, f"file ends before record {span.first_record} (the plan expected more "
+        raise BadInputError(path, f"file ends before {_first_record(span)} (the plan expected more "
                             "records: was the file replaced after planning?)")
 
 
@@ -368,14 +368,21 @@ def _records_before(plan: PlanView, span: Span) -> int:
     return lines // 4
 
 
+def _first_record(span: Span) -> str:
+    """The span's first record as messages name it (from 1), or its byte offset for a span cut by bytes."""
+    return f"its record {span.first_record + 1}" if span.first_record is not None else f"byte {span.offset}"
+
+
 def rebase_error(plan: PlanView, span: Span, err: BadInputError) -> BadInputError:
     """Turn an error with shard-relative lines (a byte-range span) into one with absolute lines."""
     base = _records_before(plan, span)
     if err.line is None:
         return err
     line = err.line + 4 * base
-    record = None if err.record is None else err.record + base
-    message = re.sub(rf"\brecord {err.record}\b", f"record {record}", err.message)
+    record, message = None, err.message
+    if err.record is not None:  # messages count records from 1 (``record`` is 0-based)
+        record = err.record + base
+        message = re.sub(rf"\brecord {err.record + 1}\b", f"record {record + 1}", err.message)
     message = re.sub(rf"\bline {err.line}\b", f"line {line}", message)
     return BadInputError(err.path, message, line=line, record=record)
 

@@ -81,15 +81,15 @@ _CORRUPT: tuple[type[BaseException], ...] = (
 
 def truncated_stream(path: str, compression: str, lines: int) -> TruncatedStreamError:
     """The error of a ``compression`` stream that ends before its end-of-stream marker after ``lines``
-    complete decompressed lines: it names the last whole record (0-based, as every record number in
-    these messages) and its last line."""
+    complete decompressed lines: it names the last whole record (counted from 1, as lines are, in every
+    message) and its last line."""
     records = lines // 4
     if records == 0:
         return TruncatedStreamError(path, f"{compression} stream truncated before the end of the first record",
                                     record=0)
     return TruncatedStreamError(
-        path, f"{compression} stream truncated after record {records - 1} (line {4 * records}), the last of "
-        f"{records} complete records", record=records)
+        path, f"{compression} stream truncated after record {records} (line {4 * records}), the last complete "
+        "record", record=records)
 
 
 #: what a decompressor object raises for data that is not merely cut short
@@ -238,7 +238,7 @@ def _translate(err: FastqFormatError, path: str, first_record: int,
         # dnaio names the line that is missing and quotes the partial record; point at the record's
         # first line instead, as the planner's line count does
         line = 4 * record + 1
-        message = f"file ends inside a record: record {record} (line {line}) is incomplete (truncated file?)"
+        message = f"file ends inside a record: record {record + 1} (line {line}) is incomplete (truncated file?)"
     return BadInputError(path, message, line=line, record=record)
 
 
@@ -306,7 +306,7 @@ def check_quality_range(chunk: bytes, path: str, first_record: int = 0) -> None:
     raise BadInputError(
         path,
         f"quality character {chr(arr[pos])!r} (byte {int(arr[pos])}) is outside '!'..'~' "
-        f"(record {first_record + rel_record}, {name!r})",
+        f"(record {first_record + rel_record + 1}, {name!r})",
         line=4 * first_record + rel_line + 1,
         record=first_record + rel_record,
     )
@@ -345,7 +345,7 @@ def check_mates(r1: list[dnaio.SequenceRecord], r2: list[dnaio.SequenceRecord], 
         if not a.is_mate(b):
             rec = first_record + i
             raise BadInputError(
-                path2, f"read name {b.id!r} does not match its mate {a.id!r} in {path1} (record {rec})",
+                path2, f"read name {b.id!r} does not match its mate {a.id!r} in {path1} (record {rec + 1})",
                 line=4 * rec + 1, record=rec,
             )
 

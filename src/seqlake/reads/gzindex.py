@@ -217,7 +217,7 @@ def whole_records(lines: int, last: int, path: str) -> int:
     if rest:
         first_line = 4 * records + 1
         raise BadInputError(
-            path, f"file ends inside a record: record {records} (line {first_line}) has {rest} of 4 lines",
+            path, f"file ends inside a record: record {records + 1} (line {first_line}) has {rest} of 4 lines",
             line=first_line, record=records)
     return records
 

@@ -88,6 +88,7 @@ class SampleRow:
     ``sample_summary`` row."""
 
     sample: str
+    pairs: int
     reads: int
     bases: int
     q30_pct: float | None
@@ -102,7 +103,7 @@ class SampleRow:
     breadth_pct: float | None
     pct_10x: float | None
     median_insert_size: float | None
-    error_rate_pct: float | None
+    error_pct: float | None
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ class SummaryColumn:
 
 
 SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
-    SummaryColumn("reads", "Reads", "raw reads, both mates", ",d"),
+    SummaryColumn("pairs", "Pairs", "raw read pairs (single-end: reads)", ",d", general_stats=False),
+    SummaryColumn("reads", "Reads (all mates)", "raw reads, both mates of every pair counted", ",d"),
     SummaryColumn("bases", "Bases", "raw bases, both mates", ",d", general_stats=False),
     SummaryColumn("q30_pct", "Q30 %", "raw bases with Phred quality >= 30, % of raw bases", ".2f"),
     SummaryColumn("gc_pct", "GC %", "G and C, % of raw bases", ".2f"),
@@ -137,7 +139,7 @@ SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
     SummaryColumn("pct_10x", "≥10x %", "reference bases with depth >= 10, % of the reference", ".2f"),
     SummaryColumn("median_insert_size", "Insert", "median insert size (samtools stats)", ".0f",
                   general_stats=False),
-    SummaryColumn("error_rate_pct", "Error %", "mismatches per aligned base, % (samtools stats' error rate)",
+    SummaryColumn("error_pct", "Error %", "mismatches per aligned base, % (samtools stats' error rate x 100)",
                   ".3f", general_stats=False),
 )
 
@@ -225,9 +227,9 @@ def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
     out = []
     for r in sorted(sample_summary.to_pylist(), key=lambda r: r["sample"]):
         bases, kept = r["bases_raw"], r["bases_trimmed"]
-        error = r["error_rate"]
         out.append(SampleRow(
             sample=r["sample"],
+            pairs=r["read_pairs_raw"],
             reads=r["reads_raw"],
             bases=bases,
             q30_pct=r["pct_q30"],
@@ -242,7 +244,7 @@ def sample_rows(sample_summary: pa.Table) -> list[SampleRow]:
             breadth_pct=r["pct_genome_1x"],
             pct_10x=r["pct_genome_10x"],
             median_insert_size=r["median_insert_size"],
-            error_rate_pct=100 * error if error is not None else None,
+            error_pct=r["pct_error"],
         ))
     return out
 
