@@ -9,8 +9,8 @@ SELECT
   end_pos,
   reads,
   misprimed_reads,
-  round(mean_depth, 1) AS mean_depth,
-  min_depth
+  round(mean_pileup_depth, 1) AS mean_pileup_depth,
+  min_pileup_depth
 FROM amplicon_depth
-WHERE amplicon IS NOT NULL AND mean_depth < 20
-ORDER BY run_id, sample, mean_depth, pos
+WHERE amplicon IS NOT NULL AND mean_pileup_depth < 20
+ORDER BY run_id, sample, mean_pileup_depth, pos

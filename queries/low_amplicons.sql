@@ -2,7 +2,7 @@
 SELECT
   run_id,
   sample,
-  count_if(amplicon IS NOT NULL AND mean_depth < 20) AS low_amplicons,
+  count_if(amplicon IS NOT NULL AND mean_pileup_depth < 20) AS low_amplicons,
   count_if(amplicon IS NOT NULL) AS amplicons,
   sum(CASE WHEN amplicon IS NULL THEN reads ELSE 0 END) AS reads_outside_amplicons,
   round(100.0 * sum(CASE WHEN amplicon IS NULL THEN reads ELSE 0 END) / nullif(sum(reads), 0), 2)

@@ -219,7 +219,7 @@ def test_miseq_with_the_artic_primers_equals_ampliconclip_then_ivar(miseq: tuple
     primary = pq.read_table(plan.layout.partition("alignments"), columns=["flag"]).column("flag").to_numpy()
     mapped_primary = int((((primary & 0x4) == 0) & ((primary & 0x900) == 0)).sum())
     assert sum(a["reads"] for a in amplicons) == mapped_primary
-    covered = [a for a in amplicons if a["amplicon"] and a["mean_depth"] >= 10]
+    covered = [a for a in amplicons if a["amplicon"] and a["mean_pileup_depth"] >= 10]
     assert 0 < len(covered) < 98  # a thin library: some amplicons dropped out
 
 

@@ -13,7 +13,8 @@ from seqlake.lake.tables import PERCENTAGES, STAGING_TABLES, TABLES, Column, Tab
 
 ALL = (*TABLES, *STAGING_TABLES)
 #: what a depth column's description says about which depth it is
-DEPTH_KINDS = {"samtools depth": "aligned bases (samtools depth -a)", "span": "whole alignment spans"}
+DEPTH_KINDS = {"samtools depth": "aligned bases (samtools depth -a)", "span": "whole alignment spans",
+               "mpileup depth": "bases and deletions (samtools mpileup)"}
 #: phrasings that leave a reader guessing whether reads or pairs are counted
 AMBIGUOUS_COUNT = re.compile(r"reads \(pairs\)|pairs \(reads\)|\breads or pairs\b|\bpairs or reads\b")
 

@@ -456,7 +456,7 @@ def amplicon_depth_rows(sample: str, counts: pa.Table, reads: Sequence[pa.Table]
     """``amplicon_depth`` rows of a sample: per amplicon its reads and the mpileup depth over its insert,
     and a row with a null amplicon for the alignments no primer clipped."""
     cols: dict[str, list[Any]] = {c: [] for c in ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads",
-                                                  "misprimed_reads", "mean_depth", "min_depth")}
+                                                  "misprimed_reads", "mean_pileup_depth", "min_pileup_depth")}
     summed = add_counts(reads, AMPLICON_READS, ("reads", "misprimed_reads"))
     by_name = {r["amplicon"]: r for r in summed.to_pylist()}
     depth = sum(counts.column(f"{b}_all").to_numpy().astype(np.int64) for b in ("a", "c", "g", "t", "n", "del"))
@@ -472,12 +472,12 @@ def amplicon_depth_rows(sample: str, counts: pa.Table, reads: Sequence[pa.Table]
         for c, v in (("sample", sample), ("amplicon", a.name), ("contig", a.contig), ("pool", a.pool),
                      ("pos", a.insert_start + 1), ("end_pos", a.insert_end), ("reads", row.get("reads", 0)),
                      ("misprimed_reads", row.get("misprimed_reads", 0)),
-                     ("mean_depth", float(d[inside].sum()) / width),
-                     ("min_depth", int(d[inside].min()) if covered == width else 0)):
+                     ("mean_pileup_depth", float(d[inside].sum()) / width),
+                     ("min_pileup_depth", int(d[inside].min()) if covered == width else 0)):
             cols[c].append(v)
     outside = by_name.get("", {})
     for c, v in (("sample", sample), ("amplicon", None), ("contig", None), ("pool", None), ("pos", None),
                  ("end_pos", None), ("reads", outside.get("reads", 0)), ("misprimed_reads", 0),
-                 ("mean_depth", None), ("min_depth", None)):
+                 ("mean_pileup_depth", None), ("min_pileup_depth", None)):
         cols[c].append(v)
     return cols

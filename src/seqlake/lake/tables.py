@@ -337,7 +337,8 @@ VARIANTS = Table(
         _c("alt_rev", _I32, "ivar ALT_RV: of alt_count, on the reverse strand (0 for indels, as ivar)", False),
         _c("alt_qual", _I32, "ivar ALT_QUAL: mean quality of the alternate bases, truncated (indels: "
            "min_base_quality, as ivar)", False),
-        _c("alt_fraction", _F64, "ivar ALT_FREQ (VCF AF): alt_count / depth, from 0 to 1", False),
+        _c("alt_fraction", _F64, "fraction of the depth that carries the alt allele, 0-1 (ivar ALT_FREQ, VCF AF): "
+           "alt_count / depth", False),
         _c("pval", _F64, "ivar PVAL: the left tail of Fisher's exact test ivar runs", False),
         _c("filters", _S, "`PASS`, or `;`-separated failed filters: `ft` (alt_fraction below the run's "
            "variant_freq), `pv` (pval above 0.01, ivar's PASS=FALSE)", False),
@@ -358,7 +359,7 @@ CONSENSUS = Table(
         _c("ambiguous_bases", _I64, "IUPAC ambiguity codes other than N (mixed calls)", False),
         _c("pct_called", _F64, "percentage of the contig's reference positions with a called base (not N): "
            "0-100", False),
-        _c("min_fraction", _F64, "the frequency threshold used (ivar consensus -t), from 0 to 1", False),
+        _c("min_fraction", _F64, "fraction threshold used, 0-1 (ivar consensus -t)", False),
         _c("min_depth", _I32, "the minimum depth used (ivar consensus -m)", False),
         _c("min_base_quality", _I32, "the minimum base quality used (ivar consensus -q)", False),
         _c("fasta_uri", _S, "the sample's consensus FASTA", False),
@@ -380,9 +381,9 @@ AMPLICON_DEPTH = Table(
         _c("reads", _I64, "primary alignments whose 5' end a primer of this amplicon clipped", False),
         _c("misprimed_reads", _I64, "of those, alignments whose other end another amplicon's primer clipped",
            False),
-        _c("mean_depth", _F64, "mean mpileup depth (every base and deletion, overlapping mates both counted) "
-           "over the insert"),
-        _c("min_depth", _I64, "lowest depth over the insert"),
+        _c("mean_pileup_depth", _F64, "mean mpileup depth (every base and deletion, overlapping mates both "
+           "counted) over the insert"),
+        _c("min_pileup_depth", _I64, "lowest mpileup depth over the insert"),
     ),
     key=("sample", "amplicon"),
 )

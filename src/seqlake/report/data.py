@@ -428,7 +428,7 @@ def _amplicon_depth(table: pa.Table, samples: list[str]) -> Plot | None:
     depth = np.full((len(samples), len(order)), np.nan)
     for r in rows:
         if r["sample"] in index:
-            depth[index[r["sample"]], column[r["amplicon"]]] = r["mean_depth"]
+            depth[index[r["sample"]], column[r["amplicon"]]] = r["mean_pileup_depth"]
     return Plot("amplicon-depth", "Amplicon depth", "Mean depth over each amplicon's insert (between its "
                 "primers), amplicons in scheme order; below 20x an amplicon counts as dropped out.", "samples",
                 "amplicon", "mean depth", [Panel("amplicons", [float(k + 1) for k in range(len(order))],
