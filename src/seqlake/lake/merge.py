@@ -514,15 +514,16 @@ def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]
         keys(pos, mate, stage, ncyc)
         pos["cycle"] += list(range(1, ncyc + 1))
         pos["reads"] += reads_at.tolist()
-        qsum = acc.cycle_qual_sum[:ncyc]
+        cycles = acc.cycles.dense(ncyc)
+        qsum = cycles[5]
         pos["qual_sum"] += qsum.tolist()
         pos["mean_qual"] += (qsum / np.maximum(reads_at, 1)).tolist()
         for k, col in enumerate("acgtn"):
-            pos[col] += acc.cycle_bases[k, :ncyc].tolist()
-        lengths = np.flatnonzero(acc.length_counts)
+            pos[col] += cycles[k].tolist()
+        lengths, counts = acc.lengths.nonzero()
         keys(lh, mate, stage, len(lengths))
         lh["length"] += lengths.tolist()
-        lh["reads"] += acc.length_counts[lengths].tolist()
+        lh["reads"] += counts[0].tolist()
         quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
         keys(qh, mate, stage, len(quals))
         qh["quality"] += quals.tolist()
