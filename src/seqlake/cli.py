@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from seqlake import __version__
 from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
+from seqlake.base.params import PRESETS
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -122,6 +123,9 @@ def _add_run_parameters(p: argparse.ArgumentParser, *, reads_per_shard: bool = T
     p.add_argument("--primer-bed", default=None, metavar="BED",
                    help="amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers are "
                         "soft-clipped before variants and consensus are called (samtools ampliconclip)")
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
+                        "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads")
     if reads_per_shard:
         p.add_argument("--reads-per-shard", type=int, default=None, metavar="N",
                        help="reads per shard when the run is planned (default: the template's ReadsPerShard)")
