@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake import demo_data
+from seqlake.base.cpus import THREADS_VAR
 from seqlake.base.errors import BadInputError, SeqlakeError
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
-from seqlake.child import worker
+from seqlake.child import align, worker
 from seqlake.demo_data import simulate_long
 from seqlake.demo_data.simulate import read_reference
 from seqlake.lake import merge
@@ -446,3 +449,30 @@ def test_qc_tables_are_the_same_in_small_tiles(reference: Path, tmp_path: Path, 
         int(sk["num_seqs"]), int(sk["sum_len"]), int(sk["min_len"]), int(sk["max_len"]), int(sk["N50"]))
     for col, name in (("q20_bases", "Q20(%)"), ("q30_bases", "Q30(%)"), ("gc_bases", "GC(%)")):
         assert f"{round(100 * raw[col] / raw['bases'], 2):.2f}" == sk[name]
+
+
+@pytest.mark.parametrize("failing", ["PartWriter", "alignment_qc"])
+def test_a_failure_mid_child_leaves_no_alignment_process(reference: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """A child of 3 vCPUs forks 2 alignment processes; whatever fails after that (the alignments part cannot be
+    made, a batch's alignment QC raises), the error reaches the caller and no alignment process is left."""
+    monkeypatch.setenv(THREADS_VAR, "3")
+    r1, r2 = demo_data.paths()[:2]
+    plan = make_plan("fail", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path),
+                     reference=str(reference), shards=1)
+    forked = []
+    fork_aligners = align._fork_aligners
+
+    def recorded(aligner: align.ReadAligner) -> Any:
+        forked.append(fork_aligners(aligner))
+        return forked[-1]
+
+    def injected(*args: object, **kwargs: object) -> Any:
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(align, "_fork_aligners", recorded)
+    monkeypatch.setattr(worker, failing, injected)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        worker.process_child(plan, 0)
+    assert len(forked) == 1, "the child forked its alignment processes before the failure"
+    assert multiprocessing.active_children() == []

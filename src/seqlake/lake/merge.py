@@ -319,7 +319,7 @@ def merge_run(plan: Plan) -> RunTotals:
         if not alignments:  # every table gets a partition, even an empty one (no reference)
             write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
         for table, writer in out.writers.items():
-            writer.close()
+            writer.publish()
             totals.rows[table] = writer.rows
         for uri, body in out.files.items():
             storage.write_bytes(uri, body)
