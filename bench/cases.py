@@ -295,6 +295,8 @@ LONG_READ_MEMORY = 1.25
 LONG_READ = 1_000_000
 #: simulated Nanopore-like reads (0.5-100 kb, seqlake.demo_data.simulate_long) of a random genome
 NANOPORE_READS, NANOPORE_GENOME = 1000, 2_000_000
+#: with --quick
+QUICK_SHORT_READS, QUICK_NANOPORE_READS = 2000, 20
 
 
 def _plain_input(path: Path) -> Input:
@@ -303,8 +305,8 @@ def _plain_input(path: Path) -> Input:
 
 
 def long_read_inputs(ctx: Ctx) -> tuple[Input, Input, Input, Path]:
-    """The demo's 150 bp R1 (10 copies; 1 with --quick), the same with one random 1 Mb read in the middle,
-    and simulated Nanopore reads with their genome (built once, cached)."""
+    """The demo's 150 bp R1 (10 copies; its first 2,000 reads with --quick), the same with one random 1 Mb read
+    in the middle, and simulated Nanopore reads with their genome (built once, cached)."""
     import gzip
 
     import numpy as np
@@ -314,10 +316,11 @@ def long_read_inputs(ctx: Ctx) -> tuple[Input, Input, Input, Path]:
 
     folder = ctx.work / "longreads"
     folder.mkdir(parents=True, exist_ok=True)
-    copies = 1 if ctx.quick else 10
-    short, mixed = folder / f"short150-x{copies}.fastq", folder / f"short150-x{copies}-1mb.fastq"
+    size = "quick" if ctx.quick else "x10"
+    short, mixed = folder / f"short150-{size}.fastq", folder / f"short150-{size}-1mb.fastq"
     if not mixed.exists():
-        data = gzip.decompress(demo_data.paths()[0].read_bytes()) * copies
+        data = gzip.decompress(demo_data.paths()[0].read_bytes())
+        data = b"\n".join(data.split(b"\n")[: 4 * QUICK_SHORT_READS]) + b"\n" if ctx.quick else data * 10
         lines = data.split(b"\n")
         half = b"\n".join(lines[: len(lines) // 8 * 4]) + b"\n"
         rng = np.random.default_rng(25)
@@ -325,7 +328,7 @@ def long_read_inputs(ctx: Ctx) -> tuple[Input, Input, Input, Path]:
         quals = (rng.integers(5, 41, LONG_READ) + 33).astype(np.uint8).tobytes()
         short.write_bytes(data)
         mixed.write_bytes(half + b"@one_1Mb_read\n" + bases + b"\n+\n" + quals + b"\n" + data[len(half):])
-    n = NANOPORE_READS // (10 if ctx.quick else 1)
+    n = QUICK_NANOPORE_READS if ctx.quick else NANOPORE_READS
     genome, nanopore = folder / "genome.fa", folder / f"nanopore-{n}.fastq"
     if not nanopore.exists():
         ref = simulate_long.random_genome(NANOPORE_GENOME, seed=25)
