@@ -497,36 +497,35 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     return _columns("sample_summary", [row])
 
 
-def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]:
-    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators."""
-    pos: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["qc_position"].columns}
-    lh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["length_hist"].columns}
-    qh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["quality_hist"].columns}
+def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, Any]]]:
+    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators, as numpy arrays
+    (a long read's million cycles are a few arrays, not millions of Python numbers)."""
+    pos: list[dict[str, Any]] = []
+    lh: list[dict[str, Any]] = []
+    qh: list[dict[str, Any]] = []
 
-    def keys(cols: dict[str, list[Any]], mate: int, stage: str, n: int) -> None:
-        cols["sample"] += [sample] * n
-        cols["mate"] += [mate] * n
-        cols["stage"] += [stage] * n
+    def keys(mate: int, stage: str, n: int) -> dict[str, Any]:
+        return {"sample": np.full(n, sample, dtype=object), "mate": np.full(n, mate, dtype=np.int64),
+                "stage": np.full(n, stage, dtype=object)}
 
     for (mate, stage), acc in accs:
         ncyc = acc.max_cycle
         reads_at = acc.reads_per_cycle()
-        keys(pos, mate, stage, ncyc)
-        pos["cycle"] += list(range(1, ncyc + 1))
-        pos["reads"] += reads_at.tolist()
         cycles = acc.cycles.dense(ncyc)
-        qsum = cycles[5]
-        pos["qual_sum"] += qsum.tolist()
-        pos["mean_qual"] += (qsum / np.maximum(reads_at, 1)).tolist()
-        for k, col in enumerate("acgtn"):
-            pos[col] += cycles[k].tolist()
+        pos.append({**keys(mate, stage, ncyc), "cycle": np.arange(1, ncyc + 1, dtype=np.int64), "reads": reads_at,
+                    "qual_sum": cycles[5], "mean_qual": cycles[5] / np.maximum(reads_at, 1),
+                    **{col: cycles[k] for k, col in enumerate("acgtn")}})
         lengths, counts = acc.lengths.nonzero()
-        keys(lh, mate, stage, len(lengths))
-        lh["length"] += lengths.tolist()
-        lh["reads"] += counts[0].tolist()
+        lh.append({**keys(mate, stage, len(lengths)), "length": lengths, "reads": counts[0]})
         quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
-        keys(qh, mate, stage, len(quals))
-        qh["quality"] += quals.tolist()
-        qh["bases"] += acc.qual_counts[quals].tolist()
-        qh["reads"] += acc.read_qual_counts[quals].tolist()
-    return [("qc_position", pos), ("length_hist", lh), ("quality_hist", qh)]
+        qh.append({**keys(mate, stage, len(quals)), "quality": quals, "bases": acc.qual_counts[quals],
+                   "reads": acc.read_qual_counts[quals]})
+    return [(name, _concatenated(name, parts)) for name, parts in
+            (("qc_position", pos), ("length_hist", lh), ("quality_hist", qh))]
+
+
+def _concatenated(table: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each column of the parts end to end (the table's columns; empty when there are no parts)."""
+    return {c.name: np.concatenate([p[c.name] for p in parts]) if parts else [] for c in BY_NAME[table].columns}
+
+
