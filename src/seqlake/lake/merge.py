@@ -497,35 +497,28 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     return _columns("sample_summary", [row])
 
 
-def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, Any]]]:
-    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators, as numpy arrays
-    (a long read's million cycles are a few arrays, not millions of Python numbers)."""
-    pos: list[dict[str, Any]] = []
-    lh: list[dict[str, Any]] = []
-    qh: list[dict[str, Any]] = []
+def qc_tables(sample: str, accs: Accs) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Row batches of ``qc_position``, ``length_hist`` and ``quality_hist`` of some accumulators, as numpy
+    columns; ``qc_position`` a block of cycles at a time (:meth:`PositionCounts.slabs`), so that a long read's
+    million cycles are never all in memory as columns."""
 
     def keys(mate: int, stage: str, n: int) -> dict[str, Any]:
         return {"sample": np.full(n, sample, dtype=object), "mate": np.full(n, mate, dtype=np.int64),
                 "stage": np.full(n, stage, dtype=object)}
 
     for (mate, stage), acc in accs:
-        ncyc = acc.max_cycle
-        reads_at = acc.reads_per_cycle()
-        cycles = acc.cycles.dense(ncyc)
-        pos.append({**keys(mate, stage, ncyc), "cycle": np.arange(1, ncyc + 1, dtype=np.int64), "reads": reads_at,
-                    "qual_sum": cycles[5], "mean_qual": cycles[5] / np.maximum(reads_at, 1),
-                    **{col: cycles[k] for k, col in enumerate("acgtn")}})
+        reads_per_cycle = acc.reads_per_cycle()
+        for first, cycles in acc.cycles.slabs(acc.max_cycle):
+            n = cycles.shape[1]
+            reads_at = reads_per_cycle[first : first + n]
+            yield "qc_position", {
+                **keys(mate, stage, n), "cycle": np.arange(first + 1, first + n + 1, dtype=np.int64),
+                "reads": reads_at, "qual_sum": cycles[5], "mean_qual": cycles[5] / np.maximum(reads_at, 1),
+                **{col: cycles[k] for k, col in enumerate("acgtn")}}
         lengths, counts = acc.lengths.nonzero()
-        lh.append({**keys(mate, stage, len(lengths)), "length": lengths, "reads": counts[0]})
+        yield "length_hist", {**keys(mate, stage, len(lengths)), "length": lengths, "reads": counts[0]}
         quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
-        qh.append({**keys(mate, stage, len(quals)), "quality": quals, "bases": acc.qual_counts[quals],
-                   "reads": acc.read_qual_counts[quals]})
-    return [(name, _concatenated(name, parts)) for name, parts in
-            (("qc_position", pos), ("length_hist", lh), ("quality_hist", qh))]
-
-
-def _concatenated(table: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each column of the parts end to end (the table's columns; empty when there are no parts)."""
-    return {c.name: np.concatenate([p[c.name] for p in parts]) if parts else [] for c in BY_NAME[table].columns}
+        yield "quality_hist", {**keys(mate, stage, len(quals)), "quality": quals, "bases": acc.qual_counts[quals],
+                               "reads": acc.read_qual_counts[quals]}
 
 

@@ -193,6 +193,20 @@ class PositionCounts:
             out[:, lo : min(n, lo + self.block)] = block[:, : n - lo]
         return out
 
+    def slabs(self, n: int) -> Iterator[tuple[int, I64]]:
+        """The counts of positions 0..n-1 a block at a time: (first position, rows x positions as int64)."""
+        for b, first in enumerate(range(0, n, self.block)):
+            m = min(self.block, n - first)
+            block = self.blocks[b][:, :m] if b < len(self.blocks) else np.zeros((self.rows, m), dtype=np.int64)
+            yield first, block.astype(np.int64)
+
+    def totals(self) -> I64:
+        """Each row's sum over every position."""
+        out = np.zeros(self.rows, dtype=np.int64)
+        for block in self.blocks:
+            out += block.sum(axis=1, dtype=np.int64)
+        return out
+
     def nonzero(self) -> tuple[I64, I64]:
         """The positions where any count is not zero, and their counts (rows x positions)."""
         where, counts = [np.empty(0, dtype=np.int64)], [np.empty((self.rows, 0), dtype=np.int64)]
@@ -437,12 +451,13 @@ def n50(length_counts: I64) -> int:
 def summarize(acc: QCAccumulator) -> dict[str, Any]:
     """The ``qc_summary`` read-QC columns (and seqkit's ``sum_gap``) from additive aggregates."""
     bases = acc.bases
-    lengths = np.flatnonzero(acc.length_counts)
-    q1, q2, q3 = length_quartiles(acc.length_counts)
+    length_counts = acc.length_counts
+    lengths = np.flatnonzero(length_counts)
+    q1, q2, q3 = length_quartiles(length_counts)
     qc = acc.qual_counts
     phred = np.arange(NQ, dtype=np.float64)
     err = float((qc * np.power(10.0, -phred / 10)).sum())
-    bc = acc.cycle_bases.sum(axis=1)
+    bc = acc.cycles.totals()
     return {
         "reads": acc.reads,
         "bases": bases,
@@ -452,7 +467,7 @@ def summarize(acc: QCAccumulator) -> dict[str, Any]:
         "q1_len": q1 if acc.reads else None,
         "q2_len": q2 if acc.reads else None,
         "q3_len": q3 if acc.reads else None,
-        "n50": n50(acc.length_counts) if acc.reads else None,
+        "n50": n50(length_counts) if acc.reads else None,
         "q20_bases": int(qc[20:].sum()),
         "q30_bases": int(qc[30:].sum()),
         "gc_bases": int(bc[1] + bc[2]),
