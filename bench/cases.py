@@ -288,6 +288,81 @@ def per_shard_note(row: Row, shards: int) -> str:
     return ", ".join(filter(None, [row.note, f"{row.seconds / shards * 1000:.1f} ms per shard"]))
 
 
+# ------------------------------------------------------------------ long reads: memory by bytes, the long-read preset
+LONG_READS = "Long reads: one 1 Mb read among short reads, and a Nanopore-like library (map-ont)"
+#: a child's peak RSS on short reads with one 1 Mb read among them, against without it, at most (issue 25)
+LONG_READ_MEMORY = 1.25
+LONG_READ = 1_000_000
+#: simulated Nanopore-like reads (0.5-100 kb, seqlake.demo_data.simulate_long) of a random genome
+NANOPORE_READS, NANOPORE_GENOME = 1000, 2_000_000
+#: with --quick
+QUICK_SHORT_READS, QUICK_NANOPORE_READS = 2000, 20
+
+
+def _plain_input(path: Path) -> Input:
+    data = path.read_bytes()
+    return Input(path, path, 1, data.count(b"\n") // 4, len(data), 0)
+
+
+def long_read_inputs(ctx: Ctx) -> tuple[Input, Input, Input, Path]:
+    """The demo's 150 bp R1 (10 copies; its first 2,000 reads with --quick), the same with one random 1 Mb read
+    in the middle, and simulated Nanopore reads with their genome (built once, cached)."""
+    import gzip
+
+    import numpy as np
+
+    from seqlake import demo_data
+    from seqlake.demo_data import simulate_long
+
+    folder = ctx.work / "longreads"
+    folder.mkdir(parents=True, exist_ok=True)
+    size = "quick" if ctx.quick else "x10"
+    short, mixed = folder / f"short150-{size}.fastq", folder / f"short150-{size}-1mb.fastq"
+    if not mixed.exists():
+        data = gzip.decompress(demo_data.paths()[0].read_bytes())
+        data = b"\n".join(data.split(b"\n")[: 4 * QUICK_SHORT_READS]) + b"\n" if ctx.quick else data * 10
+        lines = data.split(b"\n")
+        half = b"\n".join(lines[: len(lines) // 8 * 4]) + b"\n"
+        rng = np.random.default_rng(25)
+        bases = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, LONG_READ)].tobytes()
+        quals = (rng.integers(5, 41, LONG_READ) + 33).astype(np.uint8).tobytes()
+        short.write_bytes(data)
+        mixed.write_bytes(half + b"@one_1Mb_read\n" + bases + b"\n+\n" + quals + b"\n" + data[len(half):])
+    n = QUICK_NANOPORE_READS if ctx.quick else NANOPORE_READS
+    genome, nanopore = folder / "genome.fa", folder / f"nanopore-{n}.fastq"
+    if not nanopore.exists():
+        ref = simulate_long.random_genome(NANOPORE_GENOME, seed=25)
+        simulate_long.write_fasta(ref, genome)
+        nanopore.write_bytes(b"".join(simulate_long.simulate(ref, n, seed=25)))
+    return _plain_input(short), _plain_input(mixed), _plain_input(nanopore), genome
+
+
+def long_reads(ctx: Ctx, inputs: Inputs) -> None:
+    print(LONG_READS)
+    short, mixed, nanopore, genome = long_read_inputs(ctx)
+    rows = []
+    for key, inp, what in (("lr_short", short, "150 bp reads"), ("lr_1mb", mixed, "the same + one 1 Mb read")):
+        rows.append(measure_worker(ctx, key, LONG_READS, f"full worker, single-end, {what} ({inp.reads_per_mate:,})",
+                                   inp, paired=False, trim=True, align=True))
+    without, with_long = rows
+    value = with_long.peak_mb / without.peak_mb if with_long.peak_mb and without.peak_mb else None
+    ctx.ratios.append(Ratio("child peak RSS with one 1 Mb read among 150 bp reads", value, "x mem",
+                            f"<= {LONG_READ_MEMORY}x", None if value is None else value <= LONG_READ_MEMORY,
+                            "peak RSS with / without"))
+    row = measure_worker(ctx, "lr_nanopore", LONG_READS,
+                         f"full worker, {nanopore.reads_per_mate:,} Nanopore-like reads (0.5-100 kb), --preset map-ont",
+                         nanopore, paired=False, trim=True, align=True, reference=genome,
+                         run_parameters=("--preset", "map-ont", "--quality-cutoff", "10"))
+    plan_uri = json_out(ctx, "lr_nanopore_plan").get("plan_uri") if row.ok else None
+    if plan_uri:
+        from seqlake.base.layout import RunLayout
+        from seqlake.lake.staging import ChildManifest
+
+        shard = ChildManifest.from_json(Path(RunLayout.of_plan(plan_uri).manifest(0)).read_bytes()).shards[0]
+        mapped, reads = shard.align[1].mapped_reads if shard.align else 0, shard.qc[(1, "trimmed")].reads
+        row.note = ", ".join(filter(None, [row.note, f"{mapped:,} of {reads:,} trimmed reads mapped"]))
+
+
 # ------------------------------------------------------------------ the groups, in report order
 def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], None]]:
     """``--only`` name -> the group's runner."""
@@ -298,6 +373,7 @@ def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], N
         "memory": memory,
         "child": child,
         "shards": lambda ctx, inputs: many_shards(ctx, inputs, shard_counts),
+        "longreads": long_reads,
     }
 
 

@@ -412,12 +412,16 @@ def paths(*args: str) -> list[str]:
 
 def measure_worker(ctx: Ctx, key: str, group: str, label: str, inp: Input, *,
                    paired: bool, trim: bool, align: bool, threads: int | None = None,
-                   tree_memory: bool = False) -> Row:
+                   tree_memory: bool = False, run_parameters: Sequence[str] = (),
+                   reference: Path | None = None) -> Row:
     """Plan a one-shard run (not timed), then time the worker's real entry point, as AWS Batch runs it;
-    ``threads``: as a job with that many vCPUs (``SEQLAKE_THREADS``), not pinned to one core."""
+    ``threads``: as a job with that many vCPUs (``SEQLAKE_THREADS``), not pinned to one core;
+    ``run_parameters``: more options of ``bench/paths.py plan`` (``--preset map-ont``); ``reference``: another
+    than the bench's."""
     out = fresh(ctx.work / "out" / key)
     args = ["plan", str(out), str(inp.r1)] + ([str(inp.r2)] if paired else []) + ["--shards", "1"]
-    args += (["--reference", str(ctx.reference)] if align else []) + ([] if trim else ["--no-trim"])
+    args += (["--reference", str(reference or ctx.reference)] if align else []) + ([] if trim else ["--no-trim"])
+    args += list(run_parameters)
     m = run_measured(ctx, f"{key}_plan", paths(*args))
     reads = inp.reads_per_mate * (2 if paired else 1)
     size = inp.plain_total if paired else inp.plain_r1

@@ -84,7 +84,8 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
     r1 = str(Path(args.r1).resolve())
     r2 = str(Path(args.r2).resolve()) if args.r2 else None
     reference = str(Path(args.reference).resolve()) if args.reference else None
-    params = params_cls(trim=not args.no_trim)
+    chosen = {"preset": args.preset, "quality_cutoff": args.quality_cutoff}
+    params = params_cls(trim=not args.no_trim, **{k: v for k, v in chosen.items() if v is not None})
     key = json.dumps([r1, r2, reference, params.to_dict(), args.shards], sort_keys=True)
     run_id = "bench-" + hashlib.sha256(key.encode()).hexdigest()[:12]
     plan = api("plan.planner", "make_plan")(
@@ -136,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("r2", nargs="?", default=None)
     p.add_argument("--reference", default=None)
     p.add_argument("--no-trim", action="store_true")
+    p.add_argument("--preset", default=None, help="minimap2 preset (a run parameter; default sr)")
+    p.add_argument("--quality-cutoff", type=int, default=None)
     p.add_argument("--shards", type=int, default=None)
     for name in ("shards", "merge"):
         p = sub.add_parser(name)

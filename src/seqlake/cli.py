@@ -29,7 +29,7 @@ from seqlake.base.errors import (
     SeqlakeError,
     UsageError,
 )
-from seqlake.base.params import Params
+from seqlake.base.params import PRESETS, Params
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -98,6 +98,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     action: str | None = None
     default: Any = None
+    choices: tuple[str, ...] | None = None
 
     def add_to(self, p: argparse.ArgumentParser) -> None:
         kw: dict[str, Any] = {"help": self.help, "default": self.default}
@@ -105,6 +106,8 @@ class Option:
             kw["action"] = self.action
         else:
             kw.update(metavar=self.metavar, type=self.type)
+        if self.choices:
+            kw["choices"] = self.choices
         p.add_argument(self.flag, **kw)
 
 
@@ -148,6 +151,8 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
            f"default {_DEFAULTS.min_length})", "N", int),
     Option("--primer-bed", "amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers "
            "are soft-clipped before variants and consensus are called (samtools ampliconclip)", "BED"),
+    Option("--preset", "minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
+           "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
 )}
 
 #: which execution options each command that runs shards takes (the others make no sense there)

@@ -27,3 +27,14 @@ def test_run_parameters_reach_the_settings_and_the_run_id() -> None:
 def test_an_unknown_run_parameter_is_an_error(text: str) -> None:
     with pytest.raises(ValueError, match="RunParameters"):
         run_parameters(text)
+
+
+def test_the_preset_is_a_run_parameter_of_known_values() -> None:
+    """``preset`` chooses minimap2's long-read presets; it is part of the run id like the others, and a preset
+    minimap2 does not have fails at the start, not in every child."""
+    objects = [ObjectRef("s3://b/incoming/x.fastq.gz", 10, "e")]
+    assert run_parameters('{"preset": "map-ont"}') == {"preset": "map-ont"}
+    assert Params.from_dict({"preset": "map-ont"}).long_reads and not Params().long_reads
+    assert run_id("x", objects, {"preset": "map-ont"}) != run_id("x", objects, {"preset": "map-hifi"})
+    with pytest.raises(ValueError, match="preset 'map-nanopore'"):
+        run_parameters('{"preset": "map-nanopore"}')

@@ -28,6 +28,7 @@ SECTIONS = (
     "## Child memory as the input grows 10x (full worker, one shard)",
     "## A child: its fixed cost, and its vCPUs (full worker, paired)",
     "## Many tiny shards: planning and merging",
+    "## Long reads: one 1 Mb read among short reads, and a Nanopore-like library (map-ont)",
     "## Ratios",
     "## Machine",
 )
@@ -53,7 +54,7 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dic
 
 def test_every_group_ran(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
     results, _, _ = quick_bench
-    assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards"]
+    assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards", "longreads"]
     assert all(g["rows"] for g in results.values())
     assert not [r["label"] for g in results.values() for r in g["rows"] if r["note"].startswith("failed")]
 
@@ -77,7 +78,8 @@ def test_every_seqlake_row_is_measured(quick_bench: tuple[dict[str, dict], str, 
     (gz,) = [r for r in rows if r["label"] == "gzip -dc"]
     assert gz["peak_mb"] < 20, gz
     worker = [r for r in ours if r["command"] == "python -m seqlake worker --plan PLAN --shard 0"]
-    assert {r["reads"] for r in worker} == {300, 600, 6000}  # one mate, both mates, both mates at 10 copies
+    # one mate, both mates, both mates at 10 copies; 150 bp reads without and with a 1 Mb read, Nanopore reads
+    assert {r["reads"] for r in worker} == {300, 600, 6000, 2000, 2001, 20}
 
 
 def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
@@ -86,7 +88,7 @@ def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], 
     assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
     assert "Reference: MN908947.3 (29,903 bp)." in report
     ratios = [r["label"] for g in results.values() for r in g["ratios"]]
-    assert len(ratios) == 18
+    assert len(ratios) == 19
     assert all(f"| {label} |" in report for label in ratios)
 
 

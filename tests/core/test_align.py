@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import itertools
 import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from seqlake import demo_data
 from seqlake.child import align
 from seqlake.lake import coverage
-from seqlake.lake.tables import BY_NAME
+from seqlake.lake.staging import AlignStats
 from seqlake.reads import chunks, fastq
 
 Key = tuple[str, int]
@@ -28,27 +31,44 @@ def ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
+def _collect(pending: list[align.PendingBatch]) -> tuple[pa.Table, list[AlignStats]]:
+    """Submitted calls' rows, in the order submitted, and their counts per mate summed."""
+    batches = [p.result() for p in pending]
+    stats = [AlignStats() for _ in batches[0].stats]
+    for batch in batches:
+        for total, counts in zip(stats, batch.stats, strict=True):
+            total.merge(counts)
+    return pa.concat_tables([b.rows for b in batches]), stats
+
+
+def _align_files(r1: Path, r2: Path | None, index: str, threads: int = 1) -> tuple[pa.Table, list[AlignStats]]:
+    """Every read of a file (or pair of files) through the child's aligning path: one call per chunk."""
+    with align.ReadAligner(index, threads=threads) as aligner:
+        pending = []
+        first = 0
+        chunks2 = fastq.iter_file_chunks(str(r2)) if r2 else None
+        for c1 in fastq.iter_file_chunks(str(r1)):
+            rec1 = chunks.parse_chunk(c1, "R1", first)
+            index_range = range(first, first + len(rec1))
+            if chunks2 is not None:
+                rec2 = chunks.parse_chunk(next(chunks2), "R2", first)
+                pending.append(aligner.submit_pairs(rec1.names(), rec1.sequences(), rec2.sequences(), index_range,
+                                                    "s"))
+            else:
+                pending.append(aligner.submit_single(rec1.names(), rec1.sequences(), index_range, "s"))
+            first += len(rec1)
+        return _collect(pending)
+
+
+def _rows(table: pa.Table) -> dict[str, list[Any]]:
+    rows: dict[str, list[Any]] = table.select(list(align.ROW_COLUMNS)).to_pydict()
+    return rows
+
+
 def _align_miseq(
     miseq: tuple[Path, Path], index: str, threads: int = 1
-) -> tuple[align.AlignmentColumns, list[align.AlignStats]]:
-    aligner = align.ReadAligner(index, threads=threads)
-    out = align.AlignmentColumns()
-    stats = [align.AlignStats(), align.AlignStats()]
-    spans: list[tuple[str, int, int]] = []
-    first = 0
-    for c1, c2 in zip(fastq.iter_file_chunks(str(miseq[0])), fastq.iter_file_chunks(str(miseq[1])), strict=True):
-        r1, r2 = chunks.parse_chunk(c1, "R1", first), chunks.parse_chunk(c2, "R2", first)
-        aligner.align_pairs(
-            r1.names(),
-            r1.sequences(),
-            r2.sequences(),
-            list(range(first, first + len(r1))),
-            out=out,
-            stats=(stats[0], stats[1]),
-            spans=spans,
-        )
-        first += len(r1)
-    return out, stats
+) -> tuple[pa.Table, list[AlignStats]]:
+    return _align_files(miseq[0], miseq[1], index, threads)
 
 
 def _cli(minimap2: str, reference: Path, miseq: tuple[Path, Path]) -> list[list[str]]:
@@ -85,7 +105,7 @@ def test_alignments_equal_minimap2_cli(
     ours: dict[Key, set[tuple[str, int, str]]] = collections.defaultdict(set)
     our_primary: dict[Key, tuple[str, int, str]] = {}
     our_flags: dict[Key, int] = {}
-    for row in zip(*out.as_dict().values(), strict=True):
+    for row in zip(*_rows(out).values(), strict=True):
         r = dict(zip(align.ROW_COLUMNS, row, strict=True))
         key = (r["read_name"], r["mate"])
         if r["is_primary"]:
@@ -129,16 +149,15 @@ def test_reference_index_is_built_once_and_cached(reference: Path, ref_cache: Pa
 
 def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -> None:
     aligner = align.ReadAligner(align.resolve_reference(str(reference)))
-    out = align.AlignmentColumns()
-    stats = align.AlignStats()
-    spans: list[tuple[str, int, int]] = []
     seq = "ATTAAAGGTTTATACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTG"
-    aligner.align_single(["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2], out=out, stats=stats, spans=spans)
-    cols = out.as_dict()
+    table, (stats,) = _collect([aligner.submit_single(["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2],
+                                                      "s")])
+    cols = _rows(table)
     assert cols["flag"] == [0, 4, 4]
     assert cols["contig"] == ["MN908947.3", None, None]
     assert cols["pos"][0] == 1 and cols["end_pos"][0] == len(seq) and cols["cigar"][0] == f"{len(seq)}M"
-    assert stats.mapped_reads == 1 and spans == [("MN908947.3", 0, len(seq))]
+    spans = [(c, s.tolist(), e.tolist()) for c, s, e in align.alignment_spans(table)]
+    assert stats.mapped_reads == 1 and spans == [("MN908947.3", [0], [len(seq)])]
 
 
 def test_threads_give_the_same_rows_in_the_same_order(
@@ -158,36 +177,24 @@ def test_threads_give_the_same_rows_in_the_same_order(
     three, stats_three = _align_miseq(miseq, index, threads=3)
     pids = set(ran_in.read_text().split())
     assert len(pids - {str(os.getpid())}) == 2, "aligned in two forked processes (and here, parts taken back)"
-    assert len(one) > 2 * 5762
-    assert three.values == one.values
+    assert one.num_rows > 2 * 5762
+    assert three.equals(one)
     assert stats_three == stats_one
-    # single-end reads, including an empty one, cut into parts the same way
+    # single-end reads, including an empty one, cut into parts the same way, in one call or two
     c1 = next(fastq.iter_file_chunks(str(miseq[0])))
     recs = chunks.parse_chunk(c1, "R1", 0)
     seqs = [*recs.sequences()[:-1], ""]
+    names = recs.names()
+    half = len(recs) // 2
     outs = []
-    for threads in (1, 4):
-        aligner = align.ReadAligner(index, threads=threads)
-        out, st = align.AlignmentColumns(), align.AlignStats()
-        spans: list[tuple[str, int, int]] = []
-        aligner.align_single(recs.names(), seqs, range(len(recs)), out=out, stats=st, spans=spans)
-        outs.append((out.values, st, spans))
-    assert outs[0] == outs[1]
-    assert outs[0][1].mapped_reads > 0.9 * len(recs)
-    # submitted calls (aligned behind the caller) give the same rows, as Arrow, and counts, in the order
-    # submitted
-    expected = align.AlignmentColumns()
-    expected.values.extend(outs[0][0])
-    schema = BY_NAME["alignments"].schema
-    for threads in (1, 2):
-        aligner = align.ReadAligner(index, threads=threads)
-        half = len(recs) // 2
-        pending = [aligner.submit_single(recs.names()[a:b], seqs[a:b], range(a, b), "s1")
-                   for a, b in ((0, half), (half, len(recs)))]
-        batches = [p.result() for p in pending]
-        aligner.close()
-        assert pa.concat_tables([b.rows for b in batches]).equals(expected.to_arrow("s1", schema))
-        assert sum(b.stats[0].mapped_reads for b in batches) == outs[0][1].mapped_reads
+    for threads, cuts in ((1, (0, len(recs))), (4, (0, len(recs))), (1, (0, half, len(recs))),
+                          (2, (0, half, len(recs)))):
+        with align.ReadAligner(index, threads=threads) as aligner:
+            outs.append(_collect([aligner.submit_single(names[a:b], seqs[a:b], range(a, b), "s1")
+                                  for a, b in itertools.pairwise(cuts)]))
+    for table, stats in outs[1:]:
+        assert table.equals(outs[0][0]) and stats == outs[0][1]
+    assert outs[0][1][0].mapped_reads > 0.9 * len(recs)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -219,9 +226,7 @@ def test_aligning_pairs_keeps_no_memory_per_pair(reference: Path, ref_cache: Pat
     names = [f"r{i}" for i in range(len(starts))]
 
     def align_all() -> int:
-        out, stats = align.AlignmentColumns(), (align.AlignStats(), align.AlignStats())
-        aligner.align_pairs(names, mate1, mate2, range(len(names)), out=out, stats=stats)
-        return stats[0].properly_paired
+        return aligner.submit_pairs(names, mate1, mate2, range(len(names)), "s").result().stats[0].properly_paired
 
     assert align_all() > 990, "the pairs map as proper pairs: every step of the paired path runs"
     before = _malloc_in_use()
@@ -229,6 +234,31 @@ def test_aligning_pairs_keeps_no_memory_per_pair(reference: Path, ref_cache: Pat
         align_all()
     grown = _malloc_in_use() - before
     assert grown < 20_000 * 16, f"the C heap grew by {grown} bytes over 20,000 pairs"
+
+
+def test_the_fast_path_of_a_pair_writes_the_rows_of_the_general_one(
+    reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pairs with one primary hit per mate take ``_one_hit_each``; without it every pair goes through
+    ``_pair_primaries`` and ``_emit``: the same rows and counts."""
+    index = align.resolve_reference(str(reference))
+    r1, r2 = demo_data.paths()[:2]
+    fast, fast_stats = _align_files(r1, r2, index)
+    taken = []
+    one_hit_each = align._one_hit_each
+
+    def counted(*args: Any) -> tuple[bool, int, int] | None:
+        done = one_hit_each(*args)
+        taken.append(done is not None)
+        return done
+
+    monkeypatch.setattr(align, "_one_hit_each", counted)
+    _align_files(r1, r2, index)
+    assert sum(taken) > 0.9 * len(taken), "most pairs take the fast path"
+    monkeypatch.setattr(align, "_one_hit_each", lambda *args: None)
+    general, general_stats = _align_files(r1, r2, index)
+    assert fast.equals(general)
+    assert fast_stats == general_stats
 
 
 # -- coverage ---------------------------------------------------------------------------------------
@@ -270,8 +300,9 @@ def test_coverage_bins_are_exact_and_additive_across_shards() -> None:
     assert breadth == pytest.approx(np.count_nonzero(depth) / length)
 
 
-def test_align_files_counts_mapped_reads(miseq: tuple[Path, Path], reference: Path, ref_cache: Path) -> None:
-    paired = align.align_files(str(miseq[0]), str(miseq[1]), str(reference))
-    single = align.align_files(str(miseq[0]), None, str(reference))
+def test_files_count_mapped_reads(miseq: tuple[Path, Path], reference: Path, ref_cache: Path) -> None:
+    index = align.resolve_reference(str(reference))
+    paired = _align_files(miseq[0], miseq[1], index)[1]
+    single = _align_files(miseq[0], None, index)[1]
     assert [s.mapped_reads for s in paired] == [5745, 5673]  # = minimap2 -ax sr (test above)
-    assert single[0].mapped_reads > 0.99 * 5762 and single[1].mapped_reads == 0
+    assert single[0].mapped_reads > 0.99 * 5762 and len(single) == 1

@@ -24,6 +24,7 @@ from seqlake.plan import planner as planmod
 from seqlake.plan.planfile import load_plan
 from seqlake.plan.planner import allocate_shards, make_plan
 from seqlake.reads import bgzf
+from seqlake.reads.chunks import parse_chunk
 
 
 def reassemble(plan: planfile.Plan) -> dict[int, bytes]:
@@ -33,9 +34,10 @@ def reassemble(plan: planfile.Plan) -> dict[int, bytes]:
         for chunks in shards.iter_shard_chunks(plan, i):
             for c in chunks:
                 parts[c.mate].append(c.data)
-    for batch in shards.iter_shard_batches(plan, plan.array_size // 2):  # shape, qualities, mate names
-        if len(batch) == 2:
-            assert [r.id for r in batch[0]] == [r.id for r in batch[1]]
+    for pair in shards.iter_shard_chunks(plan, plan.array_size // 2):  # shape and mate names, as the child
+        names = [parse_chunk(c.data, "x", c.first_record, c.newlines).names() for c in pair]
+        if len(names) == 2:
+            assert [n.removesuffix("/1") for n in names[0]] == [n.removesuffix("/2") for n in names[1]]
     return {m: b"".join(p) for m, p in parts.items() if p}
 
 

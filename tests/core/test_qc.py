@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import dnaio
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 from seqlake.base.errors import BadInputError
-from seqlake.lake import qc
+from seqlake.lake import qc, staging
 from seqlake.reads import chunks, fastq
 
 SEQKIT_COLUMNS = (
@@ -273,3 +275,83 @@ def test_narrow_sums_do_not_overflow(rows: int) -> None:
     np.testing.assert_array_equal(qc._row_sums(a, qc._QMAX), np.full(rows, 600 * qc._QMAX))
     ones = np.ones((rows, 9), dtype=np.uint8)
     np.testing.assert_array_equal(qc._column_sums(ones, 1), np.full(9, rows))
+
+
+# -- long reads: memory bounded by bytes, the same sums in any tiles ---------------------------------------
+
+
+def _mixed_reads(rng: np.random.Generator, lengths: list[int]) -> list[tuple[str, str]]:
+    """Reads of the given lengths: bases of every class QC counts (either case, N, IUPAC, gaps), qualities
+    over the whole Phred+33 range."""
+    letters = np.frombuffer(b"ACGTacgtNRn.-", dtype=np.uint8)
+    return [
+        (letters[rng.integers(0, len(letters), n)].tobytes().decode(),
+         (rng.integers(33, 127, n).astype(np.uint8)).tobytes().decode())
+        for n in lengths
+    ]
+
+
+def _chunk(records: list[tuple[str, str]]) -> bytes:
+    return "".join(f"@r{i}\n{s}\n+\n{q}\n" for i, (s, q) in enumerate(records)).encode()
+
+
+def test_tiles_give_the_same_sums_as_one_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads grouped by length and long reads cut into slabs (tiny tiles here) add up to the same integers as
+    one padded matrix, and as a per-read Python count."""
+    rng = np.random.default_rng(11)
+    lengths = [0, 1, 3, 150, 150, 151, 2, 700, 64, 65, 129, 5000, 0, 33, 1200, 150]
+    records = _mixed_reads(rng, lengths)
+    recs = chunks.parse_chunk(_chunk(records), "mixed.fq")
+    whole = qc.QCAccumulator()
+    whole.add_chunk(recs)
+    monkeypatch.setattr(qc, "QC_TILE_BYTES", 300)
+    monkeypatch.setattr(qc, "QC_SLAB_CYCLES", 97)
+    monkeypatch.setattr(qc, "POSITION_BLOCK", 256)
+    tiled = qc.QCAccumulator()
+    tiled.add_chunk(recs)
+    assert tiled.to_state() == whole.to_state()
+    assert tiled.gap_bases == whole.gap_bases > 0
+    ref = _reference_qc(records)
+    assert tiled.bases == ref.pop("bases")
+    state = tiled.to_state()
+    for key, value in ref.items():
+        assert state[key] == value, key
+    # and in the manifest's JSON, blocks and all
+    assert staging.qc_from_json(json.loads(json.dumps(staging.qc_to_json(tiled)))).to_state() == state
+
+
+def test_bad_quality_in_a_tile_names_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qc, "QC_TILE_BYTES", 300)
+    records = _mixed_reads(np.random.default_rng(2), [150, 150, 9000, 150])
+    seq, qual = records[2]
+    records[2] = (seq, qual[:5000] + " " + qual[5001:])
+    with pytest.raises(BadInputError) as err:
+        qc.QCAccumulator().add_chunk(chunks.parse_chunk(_chunk(records), "q.fq"))
+    assert err.value.line == 12
+    assert "outside '!'..'~'" in err.value.message
+
+
+def _peak_bytes(acc: qc.QCAccumulator, recs: chunks.ChunkRecords) -> int:
+    """Peak bytes allocated (numpy's buffers included: numpy reports them to tracemalloc) while adding."""
+    tracemalloc.start()
+    try:
+        acc.add_chunk(recs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_long_read_among_short_ones_costs_its_own_bytes_not_reads_times_its_length() -> None:
+    """2,000 reads of 150 bp and one of 100 kb: padding every read to the longest needed 200 MB a matrix (the
+    issue's 5.48 GB was this at 20,000 reads); the QC of the chunk stays within a few tiles, and within a few
+    MB of the same chunk without the long read."""
+    rng = np.random.default_rng(5)
+    short = _mixed_reads(rng, [150] * 2000)
+    long_read = _mixed_reads(rng, [100_000])
+    alone = _peak_bytes(qc.QCAccumulator(), chunks.parse_chunk(_chunk(short), "short.fq"))
+    mixed = qc.QCAccumulator()
+    peak = _peak_bytes(mixed, chunks.parse_chunk(_chunk(short[:1000] + long_read + short[1000:]), "mixed.fq"))
+    assert peak < alone + 4 * qc.QC_TILE_BYTES, f"{peak / 1e6:.1f} MB with the long read, {alone / 1e6:.1f} without"
+    assert mixed.max_cycle == 100_000 and mixed.reads == 2001
+    # the per-cycle counts only the long read reaches are kept a byte a count
+    assert all(block.dtype == np.uint8 for block in mixed.cycles.blocks[1:])

@@ -1,22 +1,27 @@
 """Shard reading: chunks, error lines that stay absolute across chunks and shards, paired mismatches.
 
 The truncation table follows dnaio's ``tests/test_internal.py``: a valid file cut at every byte of its
-last record, read at several chunk sizes so that the cut falls at and across chunk boundaries.
+last record, read at several chunk sizes so that the cut falls at and across chunk boundaries. Every shard
+is read twice: by a dnaio-based oracle and by the child's own parser (``parse_chunk``), which must agree.
 """
 
 from __future__ import annotations
 
 import bz2
 import gzip
+from collections.abc import Iterator
 from pathlib import Path
 
+import dnaio
 import pytest
 
 from seqlake.base.errors import BadInputError
 from seqlake.base.model import Sample
+from seqlake.lake import qc
 from seqlake.plan import shards
+from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
-from seqlake.reads import fastq
+from seqlake.reads import chunks, fastq
 
 RECS = [b"@r%d\nACGT%s\n+\nIIII%s\n" % (i, b"G" * (i % 5), b"5" * (i % 5)) for i in range(60)]
 LAST = b"@last\nACGTA\n+last\nIIIII\n"
@@ -29,15 +34,65 @@ def small_sniff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fastq, "SNIFF_BYTES", 16)
 
 
-def read_all(plan_uri_plan: object, chunk_bytes: int) -> int:
-    from seqlake.plan.planfile import Plan
+def dnaio_batches(plan: Plan, shard_index: int, chunk_bytes: int) -> Iterator[tuple[list[dnaio.SequenceRecord], ...]]:
+    """The oracle: the shard's records parsed by dnaio and checked by the plan-time checks (shape, quality
+    range, mate names), an implementation independent of :func:`~seqlake.reads.chunks.parse_chunk`; errors
+    carry absolute lines, also for byte-range shards."""
+    shard = plan.shards[shard_index]
+    for pieces in shards.iter_shard_chunks(plan, shard_index, chunk_bytes):
+        try:
+            batch = []
+            for c, sp in zip(pieces, shard.spans, strict=True):
+                path = plan.inputs[sp.input].uri
+                fastq.check_quality_range(c.data, path, c.first_record)
+                batch.append(fastq.parse_records(c.data, path, c.first_record))
+            if len(batch) == 2:
+                fastq.check_mates(batch[0], batch[1], plan.inputs[shard.spans[0].input].uri,
+                                  plan.inputs[shard.spans[1].input].uri, pieces[0].first_record)
+        except BadInputError as err:
+            if pieces[0].relative:
+                raise shards.rebase_error(plan, shard.spans[0], err) from None
+            raise
+        yield tuple(batch)
 
-    assert isinstance(plan_uri_plan, Plan)
+
+def chunk_reads(plan: Plan, shard_index: int, chunk_bytes: int) -> int:
+    """The shard's reads as the child parses and checks them (single-end: parse_chunk, then the quality range
+    in the QC); errors rebased as the child rebases them."""
+    shard = plan.shards[shard_index]
+    path = plan.inputs[shard.spans[0].input].uri
     n = 0
-    for i in range(plan_uri_plan.array_size):
-        for batch in shards.iter_shard_batches(plan_uri_plan, i, chunk_bytes=chunk_bytes):
-            n += len(batch[0])
+    for (c,) in shards.iter_shard_chunks(plan, shard_index, chunk_bytes):
+        try:
+            recs = chunks.parse_chunk(c.data, path, c.first_record, c.newlines)
+            qc.QCAccumulator().add_chunk(recs)
+        except BadInputError as err:
+            if c.relative:
+                raise shards.rebase_error(plan, shard.spans[0], err) from None
+            raise
+        n += len(recs)
     return n
+
+
+def read_all(plan: Plan, chunk_bytes: int) -> int:
+    """Reads of every shard of a single-end plan, by the dnaio oracle and by the child's parser: the same
+    count, or errors naming the same file and line (the oracle's is raised)."""
+    def oracle_reads(i: int) -> int:
+        return sum(len(b[0]) for b in dnaio_batches(plan, i, chunk_bytes))
+
+    outcomes: list[int | BadInputError] = []
+    for count in (oracle_reads, lambda i: chunk_reads(plan, i, chunk_bytes)):
+        try:
+            outcomes.append(sum(count(i) for i in range(plan.array_size)))
+        except BadInputError as err:
+            outcomes.append(err)
+    oracle, child = outcomes
+    if isinstance(oracle, BadInputError):
+        assert isinstance(child, BadInputError), f"the oracle rejects ({oracle}), parse_chunk accepts"
+        assert (child.path, child.line, child.record) == (oracle.path, oracle.line, oracle.record)
+        raise oracle
+    assert child == oracle
+    return oracle
 
 
 def _truncations() -> list[tuple[int, int | None]]:
@@ -135,7 +190,7 @@ def test_paired_count_mismatch_in_a_stream(tmp_path: Path) -> None:
     plan = make_plan("m", [Sample("x", str(a), str(b))], out_prefix=str(tmp_path / "o"))
     assert plan.inputs[0].records is None
     with pytest.raises(BadInputError) as info:
-        for _ in shards.iter_shard_batches(plan, 0, chunk_bytes=4096):
+        for _ in dnaio_batches(plan, 0, chunk_bytes=4096):
             pass
     text = str(info.value)
     assert "different read counts" in text or "does not match its mate" in text

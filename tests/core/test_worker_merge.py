@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from seqlake import demo_data
+from seqlake.base.cpus import THREADS_VAR
 from seqlake.base.errors import BadInputError, SeqlakeError
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
-from seqlake.child import worker
+from seqlake.child import align, worker
+from seqlake.demo_data import simulate_long
+from seqlake.demo_data.simulate import read_reference
 from seqlake.lake import merge
+from seqlake.lake import qc as lake_qc
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
@@ -380,3 +387,92 @@ def test_a_qc_only_child_loads_no_alignment_library(miseq: tuple[Path, Path], tm
     assert Path(plan.layout.manifest(0)).exists()
     loaded = set(out.stdout.splitlines()[-1].split())
     assert loaded.isdisjoint({"pyarrow.compute", "mappy"}), loaded
+
+
+# -- long reads ----------------------------------------------------------------------------------------------
+
+
+def _long_read_library(path: Path, reference: Path) -> Path:
+    """60 Nanopore-like reads of 0.5-20 kb from the reference with 300 short reads of 150 bp around them."""
+    ref = read_reference(reference)
+    config = simulate_long.LongReadConfig(median_length=3000, max_length=20_000)
+    long_reads = list(simulate_long.simulate(ref, 60, seed=3, cfg=config))
+    short = gzip.decompress(demo_data.paths()[0].read_bytes()).split(b"\n")[: 4 * 300]
+    records = [b"\n".join(short[k : k + 4]) + b"\n" for k in range(0, len(short), 4)]
+    path.write_bytes(b"".join(records[:150] + long_reads + records[150:]))
+    return path
+
+
+def _long_read_run(tmp_path: Path, reference: Path, name: str, shards: int) -> Plan:
+    reads = tmp_path / "long.fastq"
+    if not reads.exists():
+        _long_read_library(reads, reference)
+    plan = make_plan(name, [Sample("ont", str(reads))], out_prefix=str(tmp_path / name), reference=str(reference),
+                     params=Params(preset="map-ont", quality_cutoff=7), shards=shards)
+    run_all(plan)
+    return plan
+
+
+def test_long_reads_align_where_they_come_from_with_the_long_read_preset(reference: Path, tmp_path: Path) -> None:
+    plan = _long_read_run(tmp_path, reference, "ont", shards=2)
+    rows = result(plan, "alignments").filter(pc.starts_with(pc.field("read_name"), "long"))
+    primary = [r for r in rows.to_pylist() if r["is_primary"]]
+    assert len(primary) == 60
+    truth = {f"long{i + 1}": t for i, t in enumerate(
+        line.split(" ", 1)[1] for line in (tmp_path / "long.fastq").read_text().splitlines()
+        if line.startswith("@long"))}
+    placed = 0
+    for r in primary:
+        contig, start, strand = truth[r["read_name"]].rsplit(":", 2)
+        placed += r["contig"] == contig and r["strand"] == strand and abs(r["pos"] - int(start)) <= 50
+    assert placed >= 58, f"{placed} of 60 long reads aligned where they were simulated from"
+    summary = {r["stage"]: r for r in result(plan, "qc_summary").to_pylist()}
+    assert summary["raw"]["max_len"] > 10_000 and summary["trimmed"]["mapped_reads"] > 0.95 * 60
+
+
+def test_qc_tables_are_the_same_in_small_tiles(reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               seqkit: str) -> None:
+    """Long reads among short ones: every table of a run whose QC cuts the reads into tiny tiles equals the
+    run with whole chunks, and the raw QC equals ``seqkit stats -a``."""
+    whole = _long_read_run(tmp_path, reference, "whole", shards=1)
+    monkeypatch.setattr(lake_qc, "QC_TILE_BYTES", 5000)
+    monkeypatch.setattr(lake_qc, "QC_SLAB_CYCLES", 700)
+    monkeypatch.setattr(lake_qc, "POSITION_BLOCK", 1024)
+    tiled = _long_read_run(tmp_path, reference, "tiled", shards=3)
+    assert_same_results(whole, tiled)
+    raw = next(r for r in result(whole, "qc_summary").to_pylist() if r["stage"] == "raw")
+    out = subprocess.run([seqkit, "stats", "-a", "-T", str(tmp_path / "long.fastq")], capture_output=True,
+                         text=True, check=True)
+    head, values = out.stdout.splitlines()[:2]
+    sk = dict(zip(head.split("\t"), values.split("\t"), strict=True))
+    assert (raw["reads"], raw["bases"], raw["min_len"], raw["max_len"], raw["n50"]) == (
+        int(sk["num_seqs"]), int(sk["sum_len"]), int(sk["min_len"]), int(sk["max_len"]), int(sk["N50"]))
+    for col, name in (("q20_bases", "Q20(%)"), ("q30_bases", "Q30(%)"), ("gc_bases", "GC(%)")):
+        assert f"{round(100 * raw[col] / raw['bases'], 2):.2f}" == sk[name]
+
+
+@pytest.mark.parametrize("failing", ["PartWriter", "alignment_qc"])
+def test_a_failure_mid_child_leaves_no_alignment_process(reference: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """A child of 3 vCPUs forks 2 alignment processes; whatever fails after that (the alignments part cannot be
+    made, a batch's alignment QC raises), the error reaches the caller and no alignment process is left."""
+    monkeypatch.setenv(THREADS_VAR, "3")
+    r1, r2 = demo_data.paths()[:2]
+    plan = make_plan("fail", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path),
+                     reference=str(reference), shards=1)
+    forked = []
+    fork_aligners = align._fork_aligners
+
+    def recorded(aligner: align.ReadAligner) -> Any:
+        forked.append(fork_aligners(aligner))
+        return forked[-1]
+
+    def injected(*args: object, **kwargs: object) -> Any:
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(align, "_fork_aligners", recorded)
+    monkeypatch.setattr(worker, failing, injected)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        worker.process_child(plan, 0)
+    assert len(forked) == 1, "the child forked its alignment processes before the failure"
+    assert multiprocessing.active_children() == []

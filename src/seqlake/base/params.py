@@ -5,6 +5,14 @@ Defaults follow what users of cutadapt / fastp / minimap2 expect for Illumina sh
 TruSeq / Nextera adapter prefixes with cutadapt's aligner (``-a AGATCGGAAGAGC``, ``-e 0.1``,
 minimum overlap 3), and a minimum length of 20 after trimming (``-m 20``); a pair is dropped if
 either mate becomes too short (cutadapt's default ``--pair-filter=any``).
+
+Long reads (Nanopore, PacBio) are aligned with minimap2's long-read presets, chosen by the ``preset``
+parameter (``seqlake process --preset map-ont``), never guessed from the reads: a child sees only its
+shard, so a guess could differ between the children of one run, and the preset is part of the run id
+(the same files aligned another way are another run) and of what keys the reference index (minimap2
+builds an index per preset: ``sr`` k=21 w=11, ``map-ont`` k=15 w=10, ``map-hifi`` k=19 w=19).
+Trimming is the same for every preset; its defaults are Illumina's (Phred 20, Illumina adapters): for
+Nanopore reads lower ``--quality-cutoff`` or use ``--no-trim``.
 """
 
 from __future__ import annotations
@@ -14,6 +22,10 @@ from typing import Any
 
 #: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
+#: minimap2 presets a run may align with: Illumina short reads, then the long-read ones
+SHORT_READ_PRESET = "sr"
+LONG_READ_PRESETS: tuple[str, ...] = ("map-ont", "map-hifi", "map-pb")
+PRESETS: tuple[str, ...] = (SHORT_READ_PRESET, *LONG_READ_PRESETS)
 
 
 @dataclass(frozen=True)
@@ -25,8 +37,8 @@ class Params:
     adapter_max_error_rate: float = 0.1
     adapter_min_overlap: int = 3
     min_length: int = 20
-    #: minimap2 preset for the reference alignment
-    preset: str = "sr"
+    #: minimap2 preset for the reference alignment, one of :data:`PRESETS` (what keys the reference index too)
+    preset: str = SHORT_READ_PRESET
     #: width of the ``coverage`` bins in bases
     coverage_bin: int = 100
     #: planning target; the shard count is capped at 10,000 (the Batch array limit)
@@ -50,6 +62,15 @@ class Params:
     primer_bed: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown minimap2 preset {self.preset!r}: one of {', '.join(PRESETS)}")
+
+    @property
+    def long_reads(self) -> bool:
+        """Aligned with a long-read preset."""
+        return self.preset in LONG_READ_PRESETS
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["adapters"] = list(self.adapters)
@@ -66,9 +87,9 @@ class Params:
 
 def chosen_parameters(args: Any) -> dict[str, Any]:
     """The run parameters a command line set (``--no-trim``, ``--adapter``, ``--quality-cutoff``,
-    ``--min-length``: ``seqlake process`` and ``seqlake local run`` take the same); the others keep
-    :class:`Params`' defaults."""
+    ``--min-length``, ``--preset``: ``seqlake process`` and ``seqlake local run`` take the same); the others
+    keep :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
-              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length,
+              "quality_cutoff": args.quality_cutoff, "min_length": args.min_length, "preset": args.preset,
               "primer_bed": getattr(args, "primer_bed", None)}
     return {k: v for k, v in chosen.items() if v is not None}

@@ -44,8 +44,6 @@ from seqlake.base import storage
 from seqlake.base.errors import BadInputError
 from seqlake.lake.staging import AlignStats
 from seqlake.lake.tables import BY_NAME
-from seqlake.reads.chunks import parse_chunk
-from seqlake.reads.fastq import iter_file_chunks
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``
 SR_MAX_FRAG_LEN = 800
@@ -54,7 +52,7 @@ SR_MAX_FRAG_LEN = 800
 _Read = tuple[str, int, int, int]
 
 
-#: the ``alignments`` columns of :meth:`AlignmentColumns.as_dict`, in order (``sample`` is added when written)
+#: the ``alignments`` columns of one read's alignment, in order (the table adds ``sample`` and the mate's columns)
 ROW_COLUMNS = (
     "mate",
     "read_name",
@@ -88,22 +86,8 @@ class AlignmentColumns:
     def __len__(self) -> int:
         return len(self.values) // _WIDTH
 
-    def row(self, i: int) -> tuple[Any, ...]:
-        return tuple(self.values[i * _WIDTH : (i + 1) * _WIDTH])
-
     def _stored(self) -> dict[str, list[Any]]:
         return {name: self.values[k::_WIDTH] for k, name in enumerate(_STORED)}
-
-    def as_dict(self) -> dict[str, list[Any]]:
-        """The rows as Python columns named :data:`ROW_COLUMNS` (for tests and small outputs)."""
-        c = self._stored()
-        mapped = [x is not None for x in c["contig"]]
-        derived: dict[str, list[Any]] = {
-            "pos": [s + 1 if s is not None else None for s in c["start"]],
-            "strand": [("-" if f & 0x10 else "+") if m else None for f, m in zip(c["flag"], mapped, strict=True)],
-            "is_primary": [not f & 0x800 for f in c["flag"]],
-        }
-        return {name: list(derived[name] if name in derived else c[name]) for name in ROW_COLUMNS}
 
     def to_arrow(self, sample: str, schema: pa.Schema) -> pa.Table:
         """The rows as an ``alignments`` table (``schema``), built column-wise in Arrow."""
@@ -195,12 +179,21 @@ def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64
 
 def _cigar(hit: Any, read_len: int, revcomp_query: bool) -> str:
     """The CIGAR with soft clips. mappy's query coordinates are those of the sequence it aligned,
-    which for mate 2 of a pair is the reverse complement of the read (``cmappy.h``)."""
+    which for mate 2 of a pair is the reverse complement of the read (``cmappy.h``). An int's formatting is
+    most of a CIGAR's cost: short pieces come from tables."""
     left, right = hit.q_st, read_len - hit.q_en
     if (hit.strand < 0) != revcomp_query:
         left, right = right, left
-    ops = _cigar_ops(hit.cigar)
-    return (f"{left}S" if left else "") + ops + (f"{right}S" if right else "")
+    c = hit.cigar
+    n, op = c[0]
+    ops = _MATCH_STR[n] if len(c) == 1 and op == 0 and n < _TABLED_LEN else _cigar_ops(c)
+    if left or right:
+        return _clip(left) + ops + _clip(right)
+    return ops
+
+
+def _clip(n: int) -> str:
+    return _CLIP_STR[n] if n < _TABLED_LEN else f"{n}S"
 
 
 def _dp_score(hit: Any) -> int:
@@ -264,22 +257,10 @@ class PendingBatch:
         """Align here the first part no process has started; False when there is none."""
         return any(p.steal() for p in self._parts)
 
-    def join(self, out: AlignmentColumns, stats: tuple[AlignStats, ...]) -> None:
-        """Parts aligned as Python rows: appended to ``out``, their counts added to ``stats``, in order."""
-        while not self.done() and self.steal_one():
-            pass
-        for values, counts in self._results():
-            out.values.extend(values)
-            _merge_stats(stats, counts)
-
-    def _results(self) -> Iterator[tuple[Any, tuple[AlignStats, ...]]]:
-        for part in self._parts:
-            yield part.result()
-
     def result(self) -> AlignedBatch:
         if self._done is None:
             tables, stats = [], None
-            for table, counts in self._results():
+            for table, counts in (part.result() for part in self._parts):
                 tables.append(table)
                 stats = counts if stats is None else _merge_stats(stats, counts)
             assert stats is not None
@@ -355,10 +336,17 @@ class ReadAligner:
         self._processes = _fork_aligners(self) if self.threads > 1 else None
 
     def close(self) -> None:
-        """Stop the alignment processes (a child's last call; the aligner maps no more after it)."""
+        """Stop the alignment processes (a child's last call; the aligner maps no more after it). Calls not
+        yet started are cancelled: after a failure nobody waits for their rows."""
         if self._processes is not None:
-            self._processes.shutdown()
+            self._processes.shutdown(cancel_futures=True)
         self._processes = None
+
+    def __enter__(self) -> ReadAligner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"ReadAligner(index={self.index_path!r}, preset={self.preset!r})"
@@ -381,50 +369,19 @@ class ReadAligner:
             tmp.replace(sidecar)
         return contigs
 
-    def align_single(
-        self,
-        names: Sequence[str],
-        seqs: Sequence[str],
-        read_index: Sequence[int],
-        *,
-        out: AlignmentColumns,
-        stats: AlignStats,
-        spans: list[tuple[str, int, int]] | None = None,
-    ) -> None:
-        """Align single-end reads. ``spans``, when given, collects (contig, start, end) of primary +
-        supplementary alignments (0-based, end exclusive)."""
-        first = len(out)
-        self._in_parts("_single", (names, seqs, read_index), out, (stats,))
-        _collect_spans(out, first, spans)
-
-    def align_pairs(
-        self,
-        names: Sequence[str],
-        seqs1: Sequence[str],
-        seqs2: Sequence[str],
-        read_index: Sequence[int],
-        *,
-        out: AlignmentColumns,
-        stats: tuple[AlignStats, AlignStats],
-        spans: list[tuple[str, int, int]] | None = None,
-    ) -> None:
-        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags)."""
-        first = len(out)
-        self._in_parts("_pairs", (names, seqs1, seqs2, read_index), out, stats)
-        _collect_spans(out, first, spans)
-
     def submit_pairs(
         self, names: Sequence[str], seqs1: Sequence[str | bytes], seqs2: Sequence[str | bytes],
         read_index: Sequence[int], sample: str,
     ) -> PendingBatch:
-        """:meth:`align_pairs` behind the caller: the rows (of ``sample``) and counts of mates 1 and 2.
-        Sequences may be ``bytes`` (mappy maps those as given) or ``str``."""
+        """Align read pairs together (minimap2's paired-end mode: pairing, proper pairs, mate flags), behind
+        the caller: the rows (of ``sample``) and counts of mates 1 and 2. Sequences may be ``bytes`` (mappy
+        maps those as given) or ``str``."""
         return self._submit("_pairs", (names, seqs1, seqs2, read_index), 2, sample)
 
     def submit_single(
         self, names: Sequence[str], seqs: Sequence[str | bytes], read_index: Sequence[int], sample: str
     ) -> PendingBatch:
-        """:meth:`align_single` behind the caller."""
+        """Align single-end reads behind the caller (as :meth:`submit_pairs`)."""
         return self._submit("_single", (names, seqs, read_index), 1, sample)
 
     def _submit(
@@ -438,31 +395,16 @@ class ReadAligner:
             return PendingBatch([], _aligned(getattr(self, method), reads, mates, sample, self._buffers[0]))
         return PendingBatch(self._submit_parts(self._processes, method, reads, mates, sample))
 
-    def _in_parts(
-        self,
-        method: str,
-        reads: tuple[Sequence[Any], ...],
-        out: AlignmentColumns,
-        stats: tuple[AlignStats, ...],
-    ) -> None:
-        """``align`` over ``reads`` (parallel sequences) into ``out`` and ``stats``: here, or cut into
-        consecutive parts aligned in the alignment processes and appended in order."""
-        if self._processes is None:
-            getattr(self, method)(reads, out.values, stats, self._buffers[0])
-            return
-        PendingBatch(self._submit_parts(self._processes, method, reads, len(stats), None)).join(out, stats)
-
     def _submit_parts(
         self,
         processes: ProcessPoolExecutor,
         method: str,
         reads: tuple[Sequence[Any], ...],
         mates: int,
-        sample: str | None,
+        sample: str,
     ) -> list[_Part]:
         """The call cut into consecutive parts, each aligned in an alignment process (or by the caller, when
-        it takes one back): as an ``alignments`` table of ``sample``, or as Python rows when ``sample`` is
-        None."""
+        it takes one back) as an ``alignments`` table of ``sample``."""
         n = len(reads[0])
         parts = min(self.threads * PARTS_PER_PROCESS, max(1, n // MIN_READS_PER_THREAD))
         cuts = [n * k // parts for k in range(parts + 1)]
@@ -529,8 +471,7 @@ def _cigar_ops(cigar: list[list[int]]) -> str:
     return "".join([f"{n}{_CIGAR_OPS[op]}" for n, op in cigar])
 
 
-#: reads up to this length take their CIGAR pieces from the tables below (an int's formatting is most of a
-#: CIGAR's cost); longer ones go through :func:`_emit`
+#: CIGAR pieces up to this length come from the tables below (an int's formatting is most of a CIGAR's cost)
 _TABLED_LEN = 1024
 #: ``f"{n}M"`` and the soft clip ``f"{n}S"`` ("" for 0) for n < :data:`_TABLED_LEN`
 _MATCH_STR = [f"{n}M" for n in range(_TABLED_LEN)]
@@ -542,38 +483,19 @@ def _one_hit_each(  # noqa: PLR0917 - called per pair: no tuple to pack and unpa
 ) -> tuple[bool, int, int] | None:
     """The rows of a pair whose two hits are one primary per mate (mate 1's first), or None when the
     hits are anything else; returns (proper pair, MAPQ 1, MAPQ 2). The general case is :func:`_emit`
-    after :func:`_pair_primaries`; this is the same, inline, for the pairs that need no choice."""
+    after :func:`_pair_primaries`; this is its result for the pairs that need no choice (no mate unmapped,
+    no supplementary hit), with the counts left to the caller: the same rows (a test holds them equal)."""
     a, b = hits
-    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary
-            and l1 < _TABLED_LEN and l2 < _TABLED_LEN):
+    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary):
         return None
-    ctg, a_st, a_en, a_rev = a.ctg, a.r_st, a.r_en, a.strand < 0
-    b_ctg, b_st, b_en, b_rev = b.ctg, b.r_st, b.r_en, b.strand < 0
-    proper = False
-    if a_rev != b_rev and ctg == b_ctg:  # _proper: the forward hit leftmost, the reverse one near
-        gap = max(frag - l1 - l2, SR_MAX_GAP)
-        proper = (a_st >= b_st and a_st - b_en <= gap) if a_rev else (b_st >= a_st and b_st - a_en <= gap)
+    a_rev, b_rev = a.strand < 0, b.strand < 0
+    proper = _proper(a, b, max(frag - l1 - l2, SR_MAX_GAP))
     flag = 0x3 if proper else 0x1
     qa, qb = a.mapq, b.mapq
-    # soft clips (_cigar): mate 2 was aligned reverse-complemented, so its clips swap on "+"
-    q_st, q_en = a.q_st, a.q_en
-    left, right = (l1 - q_en, q_st) if a_rev else (q_st, l1 - q_en)
-    c = a.cigar
-    c0 = c[0]
-    cig1 = _MATCH_STR[c0[0]] if len(c) == 1 and c0[1] == 0 else _cigar_ops(c)
-    if left or right:
-        cig1 = _CLIP_STR[left] + cig1 + _CLIP_STR[right]
-    q_st, q_en = b.q_st, b.q_en
-    left, right = (q_st, l2 - q_en) if b_rev else (l2 - q_en, q_st)
-    c = b.cigar
-    c0 = c[0]
-    cig2 = _MATCH_STR[c0[0]] if len(c) == 1 and c0[1] == 0 else _cigar_ops(c)
-    if left or right:
-        cig2 = _CLIP_STR[left] + cig2 + _CLIP_STR[right]
-    extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), ctg, a_st, a_en, qa, cig1,
-            a.NM, l1,
-            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b_ctg, b_st, b_en, qb, cig2,
-            b.NM, l2))
+    extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), a.ctg, a.r_st, a.r_en, qa,
+            _cigar(a, l1, False), a.NM, l1,
+            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b.ctg, b.r_st, b.r_en, qb,
+            _cigar(b, l2, True), b.NM, l2))
     return proper, qa, qb
 
 
@@ -643,12 +565,6 @@ def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
                 read_len,
             )
         )
-
-
-def _collect_spans(out: AlignmentColumns, first: int, spans: list[tuple[str, int, int]] | None) -> None:
-    if spans is not None:
-        c = {name: out.values[first * _WIDTH + k :: _WIDTH] for k, name in enumerate(_STORED)}
-        spans.extend((g, s, e) for g, s, e in zip(c["contig"], c["start"], c["end_pos"], strict=True) if g is not None)
 
 
 def contig_md5(aligner: ReadAligner) -> dict[str, str]:
@@ -765,35 +681,6 @@ def _publish_beside(index: Path, uri: str) -> None:
         storage.upload(index, uri)
 
 
-def align_files(r1: str, r2: str | None, reference: str, preset: str = "sr") -> list[AlignStats]:
-    """Align local FASTQ files (a pair when ``r2`` is given) without trimming: the benchmark's
-    alignment path, and a quick check against the command line."""
-    aligner = ReadAligner(resolve_reference(reference, preset), preset)
-    stats = [AlignStats(), AlignStats()]
-    first = 0
-    chunks2 = iter_file_chunks(r2) if r2 else None
-    for chunk in iter_file_chunks(r1):
-        rec1 = parse_chunk(chunk, r1, first)
-        out = AlignmentColumns()
-        spans: list[tuple[str, int, int]] = []
-        index = list(range(first, first + len(rec1)))
-        if chunks2 is not None and r2 is not None:
-            rec2 = parse_chunk(next(chunks2), r2, first)
-            aligner.align_pairs(
-                rec1.names(),
-                rec1.sequences(),
-                rec2.sequences(),
-                index,
-                out=out,
-                stats=(stats[0], stats[1]),
-                spans=spans,
-            )
-        else:
-            aligner.align_single(rec1.names(), rec1.sequences(), index, out=out, stats=stats[0], spans=spans)
-        first += len(rec1)
-    return stats
-
-
 #: the aligner a forked alignment process maps with (key ``aligner``): set in the parent just before it
 #: forks them
 _FORKED: dict[str, ReadAligner] = {}
@@ -813,25 +700,18 @@ def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
 
 
 def _align_forked(
-    method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str | None
+    method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str
 ) -> tuple[Any, tuple[AlignStats, ...]]:
     """One part of a call, in a forked alignment process (see :func:`_align_part`)."""
     return _align_part(_FORKED["aligner"], method, reads, mates, sample)
 
 
 def _align_part(
-    aligner: ReadAligner, method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str | None
+    aligner: ReadAligner, method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str
 ) -> tuple[Any, tuple[AlignStats, ...]]:
     """One part of a call: its rows (an Arrow table of ``sample``, which crosses back from an alignment
-    process as buffers and not as millions of Python objects; or Python rows when ``sample`` is None) and
-    counts."""
-    align = getattr(aligner, method)
-    if sample is None:
-        values: list[Any] = []
-        stats = tuple(AlignStats() for _ in range(mates))
-        align(reads, values, stats, aligner._buffers[0])
-        return values, stats
-    batch = _aligned(align, reads, mates, sample, aligner._buffers[0])
+    process as buffers and not as millions of Python objects) and counts."""
+    batch = _aligned(getattr(aligner, method), reads, mates, sample, aligner._buffers[0])
     return batch.rows, batch.stats
 
 

@@ -18,6 +18,7 @@ queries need not know how a run was made.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -103,21 +104,32 @@ def _mate_names_match(n1: list[str], n2: list[str]) -> int | None:
 
 
 class _Aligning:
-    """What a child's shards share when the run has a reference: one index in memory, one
-    alignments part, and a coverage accumulator per sample."""
+    """What a child's shards share when the run has a reference: one index in memory (and the alignment
+    processes that share it), one alignments part, and a coverage accumulator per sample. A context
+    manager: leaving it stops the alignment processes and closes the part, whatever happened (as cutadapt's
+    runners hold their workers), so a failure leaks no process."""
 
     def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
         assert plan.reference is not None
         index = resolve_reference(plan.reference, plan.params.preset)
-        self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
-        self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
+        with contextlib.ExitStack() as stack:
+            self.aligner = stack.enter_context(ReadAligner(index, plan.params.preset, threads=threads_from_env()))
+            self.part = stack.enter_context(
+                PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS))
+            self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
+            self._resources = stack.pop_all()
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
         self.alleles: dict[str, AlleleAccumulator] = {}
         self.bin_width = plan.params.coverage_bin
         self.min_base_quality = plan.params.min_base_quality
-        self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
         self.count = plan.params.allele_counts
+
+    def __enter__(self) -> _Aligning:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._resources.close()
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
@@ -324,27 +336,31 @@ def library_versions(aligned: bool) -> dict[str, str]:
 
 def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
-    aligning = _Aligning(plan, child, tmp) if plan.reference else None
-    results = []
-    try:
+    with contextlib.ExitStack() as stack:
+        aligning = stack.enter_context(_Aligning(plan, child, tmp)) if plan.reference else None
+        results = []
         for index in plan.child_shards(child):
             run = _ShardRun(plan, index, aligning)
             run.run()
             results.append(run.result())
-    finally:
+        manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
         if aligning is not None:
-            aligning.aligner.close()  # its alignment processes, also when a shard's input is bad
-    manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
-    if aligning is not None:
-        manifest.reference_md5 = contig_md5(aligning.aligner)
-        aligning.part.close()
-        manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
-        manifest.contigs = list(aligning.aligner.contigs)
-        parts = [*coverage_parts(aligning.coverage, aligning.depth), *aligning.allele_parts()]
-        for spec, table in zip((*COVERAGE_STAGING, *ALLELE_STAGING), parts, strict=True):
-            write_table(plan.layout.staging_part(child, spec.name), table)
-            manifest.coverage_rows[spec.name] = table.num_rows
+            aligning.aligner.close()  # nothing more to align: the processes go before the parts are written
+            _finish_aligning(plan, child, aligning, manifest)
     return manifest
+
+
+def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest) -> None:
+    """Publish the alignments part and write the coverage and allele parts; their counts and the reference's
+    contigs into the manifest."""
+    manifest.reference_md5 = contig_md5(aligning.aligner)
+    aligning.part.publish()
+    manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
+    manifest.contigs = list(aligning.aligner.contigs)
+    parts = [*coverage_parts(aligning.coverage, aligning.depth), *aligning.allele_parts()]
+    for spec, table in zip((*COVERAGE_STAGING, *ALLELE_STAGING), parts, strict=True):
+        write_table(plan.layout.staging_part(child, spec.name), table)
+        manifest.coverage_rows[spec.name] = table.num_rows
 
 
 def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:

@@ -319,7 +319,7 @@ def merge_run(plan: Plan) -> RunTotals:
         if not alignments:  # every table gets a partition, even an empty one (no reference)
             write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
         for table, writer in out.writers.items():
-            writer.close()
+            writer.publish()
             totals.rows[table] = writer.rows
         for uri, body in out.files.items():
             storage.write_bytes(uri, body)
@@ -497,35 +497,28 @@ def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | No
     return _columns("sample_summary", [row])
 
 
-def qc_tables(sample: str, accs: Accs) -> list[tuple[str, dict[str, list[Any]]]]:
-    """``qc_position``, ``length_hist`` and ``quality_hist`` columns of some accumulators."""
-    pos: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["qc_position"].columns}
-    lh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["length_hist"].columns}
-    qh: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["quality_hist"].columns}
+def qc_tables(sample: str, accs: Accs) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Row batches of ``qc_position``, ``length_hist`` and ``quality_hist`` of some accumulators, as numpy
+    columns; ``qc_position`` a block of cycles at a time (:meth:`PositionCounts.slabs`), so that a long read's
+    million cycles are never all in memory as columns."""
 
-    def keys(cols: dict[str, list[Any]], mate: int, stage: str, n: int) -> None:
-        cols["sample"] += [sample] * n
-        cols["mate"] += [mate] * n
-        cols["stage"] += [stage] * n
+    def keys(mate: int, stage: str, n: int) -> dict[str, Any]:
+        return {"sample": np.full(n, sample, dtype=object), "mate": np.full(n, mate, dtype=np.int64),
+                "stage": np.full(n, stage, dtype=object)}
 
     for (mate, stage), acc in accs:
-        ncyc = acc.max_cycle
-        reads_at = acc.reads_per_cycle()
-        keys(pos, mate, stage, ncyc)
-        pos["cycle"] += list(range(1, ncyc + 1))
-        pos["reads"] += reads_at.tolist()
-        qsum = acc.cycle_qual_sum[:ncyc]
-        pos["qual_sum"] += qsum.tolist()
-        pos["mean_qual"] += (qsum / np.maximum(reads_at, 1)).tolist()
-        for k, col in enumerate("acgtn"):
-            pos[col] += acc.cycle_bases[k, :ncyc].tolist()
-        lengths = np.flatnonzero(acc.length_counts)
-        keys(lh, mate, stage, len(lengths))
-        lh["length"] += lengths.tolist()
-        lh["reads"] += acc.length_counts[lengths].tolist()
+        reads_per_cycle = acc.reads_per_cycle()
+        for first, cycles in acc.cycles.slabs(acc.max_cycle):
+            n = cycles.shape[1]
+            reads_at = reads_per_cycle[first : first + n]
+            yield "qc_position", {
+                **keys(mate, stage, n), "cycle": np.arange(first + 1, first + n + 1, dtype=np.int64),
+                "reads": reads_at, "qual_sum": cycles[5], "mean_qual": cycles[5] / np.maximum(reads_at, 1),
+                **{col: cycles[k] for k, col in enumerate("acgtn")}}
+        lengths, counts = acc.lengths.nonzero()
+        yield "length_hist", {**keys(mate, stage, len(lengths)), "length": lengths, "reads": counts[0]}
         quals = np.flatnonzero(acc.qual_counts + acc.read_qual_counts)
-        keys(qh, mate, stage, len(quals))
-        qh["quality"] += quals.tolist()
-        qh["bases"] += acc.qual_counts[quals].tolist()
-        qh["reads"] += acc.read_qual_counts[quals].tolist()
-    return [("qc_position", pos), ("length_hist", lh), ("quality_hist", qh)]
+        yield "quality_hist", {**keys(mate, stage, len(quals)), "quality": quals, "bases": acc.qual_counts[quals],
+                               "reads": acc.read_qual_counts[quals]}
+
+

@@ -64,7 +64,8 @@ def _tmp_dir(uri: str) -> str | None:
 
 class PartWriter:
     """Streams row batches of one table into one Parquet file, in row groups of ``row_group_rows``
-    (held as Arrow until a group is complete: that is the writer's memory)."""
+    (held as Arrow until a group is complete: that is the writer's memory), kept in ``tmp_dir`` until
+    :meth:`publish`. A context manager: leaving it closes the local file, published or not."""
 
     def __init__(self, uri: str, table_name: str, tmp_dir: str, row_group_rows: int = ROW_GROUP_ROWS) -> None:
         self.uri = uri
@@ -99,11 +100,19 @@ class PartWriter:
             self._writer.write_table(pa.concat_tables(self._pending), row_group_size=self.row_group_rows)
         self._pending, self._pending_rows = [], 0
 
-    def close(self) -> None:
+    def publish(self) -> None:
+        """Write the rows still held, close the file and put it at ``uri``: from here the part exists."""
         self._write_pending()
         self._writer.close()
         self.bytes = self._local.stat().st_size
         _put(self._local, self.uri)
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the local file (once :meth:`publish` has, again is a no-op): a failure publishes nothing."""
+        self._writer.close()
 
 
 def read_table(uri: str, columns: Sequence[str] | None = None) -> pa.Table:

@@ -9,6 +9,12 @@ The accumulator holds additive aggregates only (counts and histograms), so shard
 by adding them up (:meth:`QCAccumulator.merge`); every derived number (means, quartiles, N50) is
 computed from the merged histograms (:func:`summarize`).
 
+Memory is bounded by bytes, not by the longest read: a chunk's reads are padded into (reads x cycles)
+tiles of at most :data:`QC_TILE_BYTES` (reads grouped by length, a long read's cycles in slabs), and the
+per-cycle counts are kept in blocks of the narrowest integer type they fit (:class:`PositionCounts`), so
+one 1 Mb read among short reads costs a few MB, not reads x 1 Mb. The aggregates are the same integers
+however the reads are grouped.
+
 The derived numbers follow ``seqkit stats -a`` (shenwei356/seqkit ``seqkit/cmd/stat.go``; the
 length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``):
 
@@ -24,7 +30,7 @@ length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,13 +113,136 @@ def _row_sums(a: U8, top: int) -> I64:
     return out
 
 
-def _grow(a: I64, n: int) -> I64:
-    if n <= a.shape[-1]:
-        return a
-    size = max(n, 2 * a.shape[-1])
-    out = np.zeros((*a.shape[:-1], size), dtype=np.int64)
-    out[..., : a.shape[-1]] = a
-    return out
+#: the bytes of one (reads x cycles) tile of :meth:`QCAccumulator.add`, at most (each of the step's few
+#: temporaries is one tile): reads are taken in groups of similar lengths and a long read's cycles in slabs,
+#: so a chunk's QC needs this much whatever its lengths, never its reads times its longest read
+QC_TILE_BYTES = 4 << 20
+#: cycles per slab of a tile, at most: the per-cycle sums of a tile are int64 (a few times 8 bytes a cycle)
+QC_SLAB_CYCLES = 1 << 16
+#: reads up to this long share a group whatever their lengths (they pad a tile by at most this much each)
+QC_GROUP_FLOOR = 64
+#: positions (cycles, lengths) per block of :class:`PositionCounts`
+POSITION_BLOCK = 1 << 14
+#: the integer types a block of counts widens through as its counts grow
+_WIDTHS: tuple[type[np.unsignedinteger[Any]] | type[np.int64], ...] = (np.uint8, np.uint16, np.uint32, np.int64)
+
+
+class PositionCounts:
+    """Exact counts per position (a cycle, a read length), ``rows`` of them at each, in blocks of
+    :data:`POSITION_BLOCK` positions, each block in the narrowest integer type its counts fit (a bound of
+    its largest count, kept as counts are added, says when it must widen). The positions only a few long
+    reads reach cost a byte a count instead of eight: one 1 Mb read among short ones adds 6 MB of per-cycle
+    counts to an accumulator, not 48."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        #: positions per block
+        self.block = POSITION_BLOCK
+        self.blocks: list[npt.NDArray[Any]] = []
+        #: per block, a bound of its largest count
+        self.bounds: list[int] = []
+
+    def __len__(self) -> int:
+        """Positions held (a multiple of the block size)."""
+        return len(self.blocks) * self.block
+
+    def add(self, first: int, values: npt.NDArray[Any], bound: int | None = None) -> None:
+        """Add ``values`` (``rows`` x n, non-negative) at positions ``first``..``first + n - 1``; ``bound``: a
+        bound of the largest value (computed when not given)."""
+        values = values.reshape(self.rows, -1)
+        n = values.shape[1]
+        while len(self) < first + n:
+            self.blocks.append(np.zeros((self.rows, self.block), dtype=np.uint8))
+            self.bounds.append(0)
+        b = first // self.block
+        while n > 0:
+            lo = first - b * self.block
+            take = min(n, self.block - lo)
+            part = values[:, :take]
+            top = self.bounds[b] + (int(part.max()) if bound is None else bound)
+            block = self.blocks[b]
+            if top > np.iinfo(block.dtype).max:
+                block = self.blocks[b] = block.astype(next(w for w in _WIDTHS if np.iinfo(w).max >= top))
+            np.add(block[:, lo : lo + take], part, out=block[:, lo : lo + take], casting="unsafe")
+            self.bounds[b] = top
+            values, first, n, b = values[:, take:], first + take, n - take, b + 1
+
+    def count(self, positions: I64) -> None:
+        """Add one (in row 0) at each of ``positions``: a bincount per block they fall in."""
+        blocks = positions // self.block
+        top = int(blocks.max())
+        if top == 0:  # the usual case: every position in the first block
+            self.add(0, np.bincount(positions), len(positions))
+            return
+        for b in np.unique(blocks).tolist():
+            at = positions[blocks == b] - b * self.block
+            self.add(b * self.block, np.bincount(at), len(at))
+
+    def merge(self, other: PositionCounts) -> None:
+        for b, (block, bound) in enumerate(zip(other.blocks, other.bounds, strict=True)):
+            if bound:
+                self.add(b * other.block, block, bound)
+
+    def dense(self, n: int) -> I64:
+        """The counts of positions 0..n-1 as one (rows x n) int64 array."""
+        out = np.zeros((self.rows, n), dtype=np.int64)
+        for b, block in enumerate(self.blocks):
+            lo = b * self.block
+            if lo >= n:
+                break
+            out[:, lo : min(n, lo + self.block)] = block[:, : n - lo]
+        return out
+
+    def slabs(self, n: int) -> Iterator[tuple[int, I64]]:
+        """The counts of positions 0..n-1 a block at a time: (first position, rows x positions as int64)."""
+        for b, first in enumerate(range(0, n, self.block)):
+            m = min(self.block, n - first)
+            block = self.blocks[b][:, :m] if b < len(self.blocks) else np.zeros((self.rows, m), dtype=np.int64)
+            yield first, block.astype(np.int64)
+
+    def totals(self) -> I64:
+        """Each row's sum over every position."""
+        out = np.zeros(self.rows, dtype=np.int64)
+        for block in self.blocks:
+            out += block.sum(axis=1, dtype=np.int64)
+        return out
+
+    def nonzero(self) -> tuple[I64, I64]:
+        """The positions where any count is not zero, and their counts (rows x positions)."""
+        where, counts = [np.empty(0, dtype=np.int64)], [np.empty((self.rows, 0), dtype=np.int64)]
+        for b, block in enumerate(self.blocks):
+            at = np.flatnonzero(block.any(axis=0))
+            where.append(at + b * self.block)
+            counts.append(block[:, at].astype(np.int64))
+        return np.concatenate(where), np.concatenate(counts, axis=1)
+
+    @classmethod
+    def of(cls, values: npt.NDArray[Any]) -> PositionCounts:
+        """Counts from a dense (rows x n) array."""
+        values = np.atleast_2d(values)
+        counts = cls(values.shape[0])
+        if values.shape[1] and values.any():
+            counts.add(0, values)
+        return counts
+
+
+def _length_groups(length: I64, budget: int) -> Iterator[I64]:
+    """The reads (indices) in groups of similar lengths: each group's longest read at most twice its shortest
+    (or :data:`QC_GROUP_FLOOR`), and the group's reads times its longest read within ``budget`` unless the
+    group is one read. Padding each group to its longest read costs at most twice its bases."""
+    order = np.argsort(length, kind="stable")
+    lens = length[order]
+    n, start = len(lens), 0
+    while start < n:
+        first = int(lens[start])
+        # the longest a read of the group may be: twice the first, and the budget for as many reads as that
+        top = max(2 * first, QC_GROUP_FLOOR)
+        end = int(np.searchsorted(lens, top, side="right"))
+        # the group's reads times its longest, within the budget: the last k with (k - start + 1) * lens[k] <= budget
+        fits = np.flatnonzero((np.arange(start, end) - start + 1) * lens[start:end] <= budget)
+        end = start + (int(fits[-1]) + 1 if len(fits) else 1)
+        yield order[start:end]
+        start = end
 
 
 @dataclass
@@ -121,18 +250,35 @@ class QCAccumulator:
     """Additive QC aggregates of one (sample, mate, stage); shards merge by :meth:`merge`."""
 
     reads: int = 0
-    #: reads per length (index = length)
-    length_counts: I64 = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
     #: bases per Phred value 0..93
     qual_counts: I64 = field(default_factory=lambda: np.zeros(NQ, dtype=np.int64))
     #: reads per floored mean Phred value (zero-length reads have none)
     read_qual_counts: I64 = field(default_factory=lambda: np.zeros(NQ, dtype=np.int64))
-    #: per-cycle (index = 0-based cycle) Phred sums
-    cycle_qual_sum: I64 = field(default_factory=lambda: np.zeros(256, dtype=np.int64))
-    #: per-cycle base counts, rows A, C, G, T, N
-    cycle_bases: I64 = field(default_factory=lambda: np.zeros((5, 256), dtype=np.int64))
-    #: seqkit's sum_gap ('-', '.', ' '), counted as N in ``cycle_bases`` too
+    #: seqkit's sum_gap ('-', '.', ' '), counted as N in the per-cycle bases too
     gap_bases: int = 0
+    #: reads per length (position = length)
+    lengths: PositionCounts = field(default_factory=lambda: PositionCounts(1))
+    #: per 0-based cycle, the A, C, G, T, N base counts (rows 0-4) and the Phred sum (row 5)
+    cycles: PositionCounts = field(default_factory=lambda: PositionCounts(6))
+    #: the longest read added
+    max_cycle: int = 0
+
+    @property
+    def length_counts(self) -> I64:
+        """Reads per length (index = length), up to the longest."""
+        counts: I64 = self.lengths.dense(self.max_cycle + 1)[0]
+        return counts
+
+    @property
+    def cycle_bases(self) -> I64:
+        """Per-cycle base counts (index = 0-based cycle), rows A, C, G, T, N."""
+        return self.cycles.dense(self.max_cycle)[:5]
+
+    @property
+    def cycle_qual_sum(self) -> I64:
+        """Per-cycle (index = 0-based cycle) Phred sums."""
+        sums: I64 = self.cycles.dense(self.max_cycle)[5]
+        return sums
 
     def add_chunk(self, recs: ChunkRecords) -> None:
         """Add the reads of a parsed chunk, checking that every quality byte is in ``!``..``~``."""
@@ -141,67 +287,92 @@ class QCAccumulator:
     def add(self, arr: U8, seq_start: I64, qual_start: I64, length: I64, check: ChunkRecords | None = None) -> None:
         """Add reads given as views into ``arr``: ``arr[seq_start[i]:seq_start[i]+length[i]]``.
 
-        Trimmed reads are passed as shifted starts and shorter lengths into the raw buffer.
-        Reads are gathered into a (reads x cycles) matrix padded to the longest read: per-cycle
-        numbers are column reductions, much cheaper than bincounts over flattened indices.
+        Trimmed reads are passed as shifted starts and shorter lengths into the raw buffer. Reads are
+        gathered into (reads x cycles) tiles padded to the tile's longest read: per-cycle numbers are column
+        reductions, much cheaper than bincounts over flattened indices. Usually the chunk is one tile; when
+        its reads times its longest read exceed :data:`QC_TILE_BYTES` the reads go in groups of similar
+        lengths and a long read's cycles in slabs (:func:`_length_groups`): the same sums, in bounded memory.
         """
         n = len(length)
         if n == 0:
             return
         self.reads += n
         maxlen = int(length.max())
-        counts = np.bincount(length, minlength=maxlen + 1)
-        self.length_counts = _grow(self.length_counts, maxlen + 1)
-        self.length_counts[: maxlen + 1] += counts
+        self.max_cycle = max(self.max_cycle, maxlen)
+        self.lengths.count(length)
         if maxlen == 0:
             return
-        self.cycle_qual_sum = _grow(self.cycle_qual_sum, maxlen)
-        self.cycle_bases = _grow(self.cycle_bases, maxlen)
-        cols = np.arange(maxlen, dtype=np.int64)
-        padded = int(length.min()) < maxlen
         if int(max(seq_start.max(), qual_start.max())) + maxlen > len(arr):
             arr = np.concatenate([arr, np.zeros(maxlen, dtype=np.uint8)])  # padding past the end
+        bad = False
+        if n * maxlen <= QC_TILE_BYTES and maxlen <= QC_SLAB_CYCLES:
+            bad = self._add_tile(arr, seq_start, qual_start, length, first=0, width=maxlen)
+        else:
+            for group in _length_groups(length, QC_TILE_BYTES):
+                glen = length[group]
+                per_read = np.zeros(len(group), dtype=np.int64)
+                width = max(1, min(QC_TILE_BYTES // len(group), QC_SLAB_CYCLES))
+                longest = int(glen.max())
+                for c0 in range(0, longest, width):
+                    bad |= self._add_tile(arr, seq_start[group], qual_start[group], glen, first=c0,
+                                          width=min(width, longest - c0), per_read=per_read)
+                self._add_read_quals(per_read, glen)
+        if bad and check is not None:
+            raise_bad_quality(check.path, check.first_record, arr, qual_start, length)
+
+    def _add_tile(self, arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int,
+                  per_read: I64 | None = None) -> bool:
+        """Cycles ``first``..``first + width - 1`` of some reads; their Phred sums go to ``per_read`` (when
+        given; else the tile holds whole reads and their mean qualities are counted here). True when a
+        quality byte is outside ``!``..``~``."""
+        n = len(length)
+        inside = np.clip(length - first, 0, width)  # each read's cycles in the tile
+        counts = np.bincount(inside, minlength=width + 1)
+        reads_at = np.cumsum(counts[::-1])[::-1][1:]  # reads long enough to have each cycle
         # one row copy per read from a strided window view: no (reads x cycles) index array
-        windows = sliding_window_view(arr, maxlen)
-        seq = windows[seq_start]
-        qual = windows[qual_start]
-        if padded:
+        windows = sliding_window_view(arr, width)
+        seq = windows[seq_start + first]
+        qual = windows[qual_start + first]
+        padding = n * width - int(inside.sum())
+        if padding:
             # neutral padding: byte 0 is no base class and no gap; quality '!' is Phred 0
-            pad = cols[None, :] >= length[:, None]
+            pad = np.arange(width, dtype=np.int64)[None, :] >= inside[:, None]
             seq[pad] = 0
             qual[pad] = _QMIN
         hist = _byte_histogram(qual)
-        if check is not None and (hist[:_QMIN].any() or hist[_QMAX + 1 :].any()):
-            raise_bad_quality(check.path, check.first_record, arr, qual_start, length)
-        reads_at = np.cumsum(counts[::-1])[::-1][1:]  # reads long enough to have each cycle
+        bad = bool(hist[:_QMIN].any() or hist[_QMAX + 1 :].any())
         low = seq | np.uint8(0x20)  # case-insensitive
-        acgt = np.zeros(maxlen, dtype=np.int64)
+        sums = np.empty((6, width), dtype=np.int64)
         for k, base in enumerate(b"acgt"):
-            c = _column_sums((low == base).view(np.uint8), 1)
-            self.cycle_bases[k, :maxlen] += c
-            acgt += c
-        other = reads_at - acgt
-        self.cycle_bases[4, :maxlen] += other
-        if other.any():  # gaps are rare: only look for them when a non-ACGT base other than N exists
-            rest = int(other.sum()) - int(np.count_nonzero(low == ord("n")))
+            sums[k] = _column_sums((low == base).view(np.uint8), 1)
+        sums[4] = reads_at - sums[:4].sum(axis=0)
+        if sums[4].any():  # gaps are rare: only look for them when a non-ACGT base other than N exists
+            rest = int(sums[4].sum()) - int(np.count_nonzero(low == ord("n")))
             if rest:
                 self.gap_bases += sum(int(np.count_nonzero(seq == g)) for g in _GAP_BYTES)
-        self.cycle_qual_sum[:maxlen] += _column_sums(qual, _QMAX) - _QMIN * n
+        sums[5] = _column_sums(qual, _QMAX) - _QMIN * n
+        self.cycles.add(first, sums, n * (_QMAX - _QMIN))
         qhist = hist[_QMIN : _QMAX + 1]
-        qhist[0] -= n * maxlen - int(length.sum())  # the padding
+        qhist[0] -= padding
         self.qual_counts += qhist
+        row_sums = _row_sums(qual, _QMAX) - _QMIN * width
+        if per_read is None:
+            self._add_read_quals(row_sums, length)
+        else:
+            per_read += row_sums
+        return bad
+
+    def _add_read_quals(self, qual_sums: I64, length: I64) -> None:
+        """Reads per floored mean Phred value, from their Phred sums."""
         nonzero = length > 0
-        per_read = _row_sums(qual, _QMAX)[nonzero] - _QMIN * maxlen
-        self.read_qual_counts += np.bincount(per_read // length[nonzero], minlength=NQ)[:NQ]
+        self.read_qual_counts += np.bincount(qual_sums[nonzero] // length[nonzero], minlength=NQ)[:NQ]
 
     def merge(self, other: QCAccumulator) -> None:
         """Add another accumulator's aggregates (exact: integers only)."""
         self.reads += other.reads
-        for name in ("length_counts", "cycle_qual_sum", "cycle_bases"):
-            mine, theirs = getattr(self, name), getattr(other, name)
-            mine = _grow(mine, theirs.shape[-1])
-            mine[..., : theirs.shape[-1]] += theirs
-            setattr(self, name, mine)
+        self.lengths.merge(other.lengths)
+        self.cycles.merge(other.cycles)
+        self.max_cycle = max(self.max_cycle, other.max_cycle)
         self.qual_counts += other.qual_counts
         self.read_qual_counts += other.read_qual_counts
         self.gap_bases += other.gap_bases
@@ -211,11 +382,6 @@ class QCAccumulator:
     def bases(self) -> int:
         lc = self.length_counts
         return int((lc * np.arange(len(lc), dtype=np.int64)).sum())
-
-    @property
-    def max_cycle(self) -> int:
-        nz = np.flatnonzero(self.length_counts)
-        return int(nz[-1]) if len(nz) else 0
 
     def reads_per_cycle(self) -> I64:
         """Reads long enough to have each cycle (index = 0-based cycle)."""
@@ -285,12 +451,13 @@ def n50(length_counts: I64) -> int:
 def summarize(acc: QCAccumulator) -> dict[str, Any]:
     """The ``qc_summary`` read-QC columns (and seqkit's ``sum_gap``) from additive aggregates."""
     bases = acc.bases
-    lengths = np.flatnonzero(acc.length_counts)
-    q1, q2, q3 = length_quartiles(acc.length_counts)
+    length_counts = acc.length_counts
+    lengths = np.flatnonzero(length_counts)
+    q1, q2, q3 = length_quartiles(length_counts)
     qc = acc.qual_counts
     phred = np.arange(NQ, dtype=np.float64)
     err = float((qc * np.power(10.0, -phred / 10)).sum())
-    bc = acc.cycle_bases.sum(axis=1)
+    bc = acc.cycles.totals()
     return {
         "reads": acc.reads,
         "bases": bases,
@@ -300,7 +467,7 @@ def summarize(acc: QCAccumulator) -> dict[str, Any]:
         "q1_len": q1 if acc.reads else None,
         "q2_len": q2 if acc.reads else None,
         "q3_len": q3 if acc.reads else None,
-        "n50": n50(acc.length_counts) if acc.reads else None,
+        "n50": n50(length_counts) if acc.reads else None,
         "q20_bases": int(qc[20:].sum()),
         "q30_bases": int(qc[30:].sum()),
         "gc_bases": int(bc[1] + bc[2]),

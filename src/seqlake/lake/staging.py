@@ -20,7 +20,9 @@ worker's libraries (cutadapt, mappy, dnaio): the commit imports this module, not
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -30,7 +32,7 @@ import pyarrow as pa
 
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator, Profile
-from seqlake.lake.qc import NQ, QCAccumulator
+from seqlake.lake.qc import NQ, PositionCounts, QCAccumulator
 from seqlake.lake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
 MANIFEST_VERSION = 3
@@ -117,39 +119,56 @@ class AlignQC:
 
 # ------------------------------------------------------------------------------- QC in JSON
 def qc_to_json(acc: QCAccumulator) -> dict[str, Any]:
-    """An accumulator as compact JSON: arrays cut to the longest read, lengths as sparse pairs
-    (long-read libraries have thousands of distinct lengths, short-read ones a few)."""
-    m = acc.max_cycle
-    lengths = np.flatnonzero(acc.length_counts)
+    """An accumulator as compact JSON: lengths as sparse pairs (long-read libraries have thousands of
+    distinct lengths, short-read ones a few), the per-cycle counts as the blocks they are kept in
+    (:func:`counts_to_json`: a long read's cycles in a few bytes each, not a JSON number each)."""
+    lengths, counts = acc.lengths.nonzero()
     return {
         "reads": acc.reads,
         "gap_bases": acc.gap_bases,
-        "lengths": [lengths.tolist(), acc.length_counts[lengths].tolist()],
+        "lengths": [lengths.tolist(), counts[0].tolist()],
         "qual_counts": acc.qual_counts.tolist(),
         "read_qual_counts": acc.read_qual_counts.tolist(),
-        "cycle_qual_sum": acc.cycle_qual_sum[:m].tolist(),
-        "cycle_bases": acc.cycle_bases[:, :m].tolist(),
+        "max_cycle": acc.max_cycle,
+        "cycles": counts_to_json(acc.cycles, acc.max_cycle),
     }
 
 
 def qc_from_json(d: Mapping[str, Any]) -> QCAccumulator:
     lengths, counts = (np.asarray(x, dtype=np.int64) for x in d["lengths"])
-    m = int(lengths[-1]) if len(lengths) else 0
     acc = QCAccumulator()
     acc.reads = int(d["reads"])
     acc.gap_bases = int(d["gap_bases"])
-    acc.length_counts = np.zeros(max(m + 1, 1), dtype=np.int64)
-    acc.length_counts[lengths] = counts
+    acc.max_cycle = int(d["max_cycle"])
+    if len(lengths):
+        dense = np.zeros(int(lengths[-1]) + 1, dtype=np.int64)
+        dense[lengths] = counts
+        acc.lengths.add(0, dense)
     acc.qual_counts = np.asarray(d["qual_counts"], dtype=np.int64).reshape(NQ)
     acc.read_qual_counts = np.asarray(d["read_qual_counts"], dtype=np.int64).reshape(NQ)
-    acc.cycle_qual_sum = np.zeros(max(m, 1), dtype=np.int64)
-    acc.cycle_qual_sum[:m] = np.asarray(d["cycle_qual_sum"], dtype=np.int64)
-    acc.cycle_bases = np.zeros((5, max(m, 1)), dtype=np.int64)
-    if m:
-        acc.cycle_bases[:, :m] = np.asarray(d["cycle_bases"], dtype=np.int64)
-    if acc.reads != int(counts.sum()):
+    counts_from_json(acc.cycles, d["cycles"])
+    if acc.reads != int(counts.sum()) or acc.max_cycle != (int(lengths[-1]) if len(lengths) else 0):
         raise ValueError(f"QC aggregates disagree: {acc.reads} reads but the length histogram holds {counts.sum()}")
     return acc
+
+
+def counts_to_json(counts: PositionCounts, n: int) -> list[list[Any]]:
+    """The counts of positions 0..n-1, per block that holds any: [its first position, its little-endian
+    numpy type, base64 of its counts (rows x positions, zlib level 1)]."""
+    out: list[list[Any]] = []
+    for b, (block, bound) in enumerate(zip(counts.blocks, counts.bounds, strict=True)):
+        first = b * counts.block
+        if bound and first < n:
+            data = np.ascontiguousarray(block[:, : n - first], dtype=block.dtype.newbyteorder("<"))
+            out.append([first, data.dtype.str, base64.b64encode(zlib.compress(data.tobytes(), 1)).decode("ascii")])
+    return out
+
+
+def counts_from_json(counts: PositionCounts, blocks: list[list[Any]]) -> None:
+    """Add what :func:`counts_to_json` wrote to ``counts``."""
+    for first, dtype, data in blocks:
+        values = np.frombuffer(zlib.decompress(base64.b64decode(data)), dtype=np.dtype(dtype))
+        counts.add(int(first), values.reshape(counts.rows, -1))
 
 
 # ------------------------------------------------------------------------------- one shard

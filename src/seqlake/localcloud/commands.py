@@ -120,7 +120,7 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
 
 
 #: the parameters ``seqlake local run`` sets (a run with other values of these is another run)
-_TRIM_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length")
+_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset")
 
 
 def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
@@ -134,7 +134,7 @@ def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
         ref = run.get("reference") or ""
         same_ref = str(ref).endswith("/" + reference_key) if reference_key else not ref
         ran_with = (run.get("status_json") or {}).get("parameters") or {}
-        same_params = all(ran_with.get(k, wanted_params[k]) == wanted_params[k] for k in _TRIM_PARAMETERS)
+        same_params = all(ran_with.get(k, wanted_params[k]) == wanted_params[k] for k in _CHOSEN_PARAMETERS)
         if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref and same_params:
             found: dict[str, Any] = run
             return found

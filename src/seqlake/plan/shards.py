@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import dnaio
 import numpy as np
 import numpy.typing as npt
 
@@ -346,10 +345,6 @@ def iter_shard_chunks(plan: PlanView, shard_index: int,
             yield tuple(chunks)
 
 
-# the name docs/INTERNALS.md uses
-iter_shard_records = iter_shard_chunks
-
-
 def _records_before(plan: PlanView, span: Span) -> int:
     """Records before a byte-range span's start (counted only to report an error's absolute line)."""
     inp = plan.inputs[span.input]
@@ -385,31 +380,3 @@ def rebase_error(plan: PlanView, span: Span, err: BadInputError) -> BadInputErro
         message = re.sub(rf"\brecord {err.record + 1}\b", f"record {record + 1}", err.message)
     message = re.sub(rf"\bline {err.line}\b", f"line {line}", message)
     return BadInputError(err.path, message, line=line, record=record)
-
-
-#: the name seqlake.child.worker imports
-_rebase = rebase_error
-
-
-def iter_shard_batches(plan: PlanView, shard_index: int,
-                       chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[list[dnaio.SequenceRecord], ...]]:
-    """Parsed records of the shard, one list per mate per step, validated (shape, qualities, mate names).
-
-    Errors carry absolute lines, also for byte-range shards (resolved by counting only on error).
-    """
-    shard = plan.shards[shard_index]
-    for chunks in iter_shard_chunks(plan, shard_index, chunk_bytes):
-        try:
-            batch = []
-            for c, sp in zip(chunks, shard.spans, strict=True):
-                path = plan.inputs[sp.input].uri
-                fastq.check_quality_range(c.data, path, c.first_record)
-                batch.append(fastq.parse_records(c.data, path, c.first_record))
-            if len(batch) == 2:
-                fastq.check_mates(batch[0], batch[1], plan.inputs[shard.spans[0].input].uri,
-                                  plan.inputs[shard.spans[1].input].uri, chunks[0].first_record)
-        except BadInputError as err:
-            if chunks[0].relative:
-                raise rebase_error(plan, shard.spans[0], err) from None
-            raise
-        yield tuple(batch)
