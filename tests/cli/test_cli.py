@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.errors import EXIT_BAD_INPUT
+from seqlake.base.layout import GENOMES
 from seqlake.lake.tables import COMMIT_TIME_COLUMNS
 
 SEQLAKE = [sys.executable, "-m", "seqlake"]
@@ -176,15 +177,22 @@ def test_process_threads_write_the_same_tables(miseq: tuple[Path, Path], referen
         proc = run("process", *map(str, miseq), "--reference", str(reference), "--out", str(out), "--jobs", "1",
                    "--shards", "1", "--threads", threads)
         assert proc.returncode == 0, proc.stderr
-        tables[threads] = {t.name: pq.read_table(t) for t in (out / "results").iterdir()}
+        tables[threads] = {t.name: pq.read_table(t) for t in (out / "results").iterdir() if t.name != GENOMES}
     # Then every table is identical, row order included
     assert tables["1"].keys() == tables["2"].keys() and "alignments" in tables["1"]
     assert tables["1"]["alignments"].num_rows > 2 * 5762
     for name, table in tables["1"].items():
         def rows(t: pa.Table) -> list[dict[str, object]]:
-            return t.drop_columns([c for c in COMMIT_TIME_COLUMNS if c in t.column_names]).to_pylist()
+            # the consensus row names its FASTA, under each run's own folder
+            own = (*COMMIT_TIME_COLUMNS, "fasta_uri")
+            return t.drop_columns([c for c in own if c in t.column_names]).to_pylist()
 
         assert rows(table) == rows(tables["2"][name]), name
     # the child's alignments part too, row groups included (the same bytes)
     parts = [sorted((tmp_path / f"t{t}" / "results" / "alignments").rglob("*.parquet")) for t in ("1", "2")]
     assert len(parts[0]) == 1 and parts[0][0].read_bytes() == parts[1][0].read_bytes()
+    # and the genomes: the consensus FASTA and the VCF, byte for byte
+    genomes = [sorted(p for p in (tmp_path / f"t{t}" / "results" / GENOMES).rglob("*") if p.is_file())
+               for t in ("1", "2")]
+    assert [p.name for p in genomes[0]] == [p.name for p in genomes[1]] and genomes[0]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(*genomes, strict=True))
