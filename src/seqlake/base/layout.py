@@ -11,13 +11,17 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
                                             seqlake.reads.seekindex), and its record checkpoints
     runs/<run_id>/index/job.json            what the Batch index job plans (inputs too large for Lambda)
     runs/<run_id>/index/_error.json         the index job's bad-input record
-    runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), coverage parts
+    runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), positions.arrows
+                                            (its per-position tables cut by region, seqlake.lake.positions)
+    runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
+    runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     reports/<run_id>/                       the run's report
 
-A child writes its alignments straight into their result partition (``child=NNNNN.parquet``): nothing
-is copied at commit, and nothing is visible before the commit registers the partition in Glue.
+A child writes its alignments straight into their result partition (``child=NNNNN.parquet``), and a
+reducer its region's rows of the per-position result tables (``region=NNNNN.parquet``): nothing is
+copied at commit, and nothing is visible before the commit registers the partition in Glue.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from pathlib import Path
 
 #: ``child=NNNNN``: five digits hold the Batch array limit (10,000 children: 0..9999)
 CHILD_DIGITS = 5
+#: ``region=NNNNN``: a genome cut into 25 Mb regions has a few hundred; five digits hold any size
+REGION_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"
 REPORTS = "reports"
@@ -43,6 +49,10 @@ def _join(base: str, *parts: str) -> str:
 
 def child_name(child: int) -> str:
     return f"child={child:0{CHILD_DIGITS}d}"
+
+
+def region_name(region: int) -> str:
+    return f"region={region:0{REGION_DIGITS}d}"
 
 
 def child_of(name: str) -> int | None:
@@ -170,8 +180,22 @@ class RunLayout:
     def manifest(self, child: int) -> str:
         return self._run("staging", child_name(child), "manifest.json")
 
-    def staging_part(self, child: int, part: str) -> str:
-        return self._run("staging", child_name(child), f"{part}.parquet")
+    def positions(self, child: int) -> str:
+        """The child's per-position staging tables, cut by region (:mod:`seqlake.lake.positions`)."""
+        return self._run("staging", child_name(child), "positions.arrows")
+
+    @property
+    def reduce_prefix(self) -> str:
+        return self._run("reduce") + "/"
+
+    @property
+    def reduce_plan(self) -> str:
+        """The reduce step's regions (what the reducers and the commit agree on)."""
+        return self._run("reduce", "regions.json")
+
+    def region_summary(self, region: int) -> str:
+        """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""
+        return self._run("reduce", f"{region_name(region)}.json")
 
     @property
     def errors_prefix(self) -> str:
@@ -188,6 +212,10 @@ class RunLayout:
     def result_file(self, table: str) -> str:
         """The one file of a table the commit writes whole (every table but ``alignments``)."""
         return _join(self.root, RESULTS, table, f"run_id={self.run_id}", "part-00000.parquet")
+
+    def region_part(self, table: str, region: int) -> str:
+        """Where the reducer of region ``region`` writes its rows of ``table``, in the result partition."""
+        return _join(self.root, RESULTS, table, f"run_id={self.run_id}", f"{region_name(region)}.parquet")
 
     def alignments_part(self, child: int) -> str:
         """Where child ``child`` writes its alignments: in the result partition, under its own name."""

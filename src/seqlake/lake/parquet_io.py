@@ -45,6 +45,11 @@ def _put(local: Path, uri: str) -> None:
             sibling.replace(dest)
 
 
+def put_file(local: Path, uri: str) -> None:
+    """Put a finished local file at ``uri`` (one upload, or a rename on the same file system)."""
+    _put(local, uri)
+
+
 def write_table(uri: str, table: pa.Table) -> None:
     """Write one Parquet file at ``uri`` (replacing any previous one)."""
     with tempfile.TemporaryDirectory(prefix="seqlake-pq-", dir=_tmp_dir(uri)) as tmp:
