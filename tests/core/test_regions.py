@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from seqlake.base.params import Params, coverage_bin_width
 from seqlake.lake.positions import dictionary_column, read_region, table_from_arrays, write_positions
-from seqlake.lake.regions import RegionMap, check_bin_width, regions
+from seqlake.lake.regions import RegionMap, regions
 from seqlake.lake.tables import COVERAGE_BINS, DEPTH_RUNS, STAGING_TABLES
 
 CONTIGS = [("chr1", 250), ("chr2", 40), ("chr3", 30), ("chr4", 50), ("chr5", 100)]
@@ -28,9 +29,11 @@ def test_long_contigs_are_cut_and_short_ones_grouped() -> None:
 
 
 def test_bins_must_not_straddle_regions() -> None:
-    check_bin_width(25_000_000, 5_000)
+    assert coverage_bin_width(Params(), 29_903) == 100
+    assert coverage_bin_width(Params(), 3_100_000_000) == 5_000  # GRCh38: 620,000 bins per sample
+    assert coverage_bin_width(Params(region_size=3_000), 3_100_000_000) == 1_000  # widened, then made to divide
     with pytest.raises(ValueError, match="divide"):
-        check_bin_width(1_000, 300)
+        Params(coverage_bin=300, region_size=1_000)
 
 
 def _runs(rows: list[tuple[int, str, int, int, int]]) -> pa.Table:

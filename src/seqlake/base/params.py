@@ -46,6 +46,9 @@ class Params:
         if self.coverage_bin < 1 or self.region_size < 1:
             raise ValueError(f"coverage_bin ({self.coverage_bin}) and region_size ({self.region_size}) must be "
                              "positive numbers of bases")
+        if self.region_size % self.coverage_bin:  # a bin must not straddle two regions
+            raise ValueError(f"the coverage bin width ({self.coverage_bin}) must divide the region size "
+                             f"({self.region_size})")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

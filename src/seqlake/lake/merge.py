@@ -36,15 +36,8 @@ from seqlake.base.errors import SeqlakeError
 from seqlake.base.metadata import lane_row, sample_fields
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
-from seqlake.lake.reduce import (
-    REGION_TABLES,
-    ReducePlan,
-    RegionSummary,
-    SampleSums,
-    load_reduce_plan,
-    reduce_missing,
-    samples_ending,
-)
+from seqlake.lake.reduce import REGION_TABLES, RegionSummary, SampleSums, reduce_missing, samples_ending
+from seqlake.lake.regions import ReducePlan, load_reduce_plan
 from seqlake.lake.staging import (
     STAGES,
     AlignQC,

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,82 +42,23 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
-from seqlake.base.params import coverage_bin_width
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
 from seqlake.lake.parquet_io import PartWriter, local_tmp
 from seqlake.lake.positions import Extent, contig_codes, dictionary_column, index_from_json, read_regions, sample_groups
-from seqlake.lake.regions import Contigs, Piece, Region, reference_length, regions
+from seqlake.lake.regions import (
+    Piece,
+    ReducePlan,
+    Region,
+    load_reduce_plan,
+    plan_reduce,
+)
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, STAGING_BY_NAME, STAGING_TABLES, THRESHOLDS, position_column
 from seqlake.plan.planfile import Plan
 
 I64 = npt.NDArray[np.int64]
 #: rows of a region's result part held before they are written as a row group
 REDUCE_ROW_GROUP_ROWS = 200_000
-#: coverage points per sample the report may draw (over its longest contigs): the reducers sum the bins
-#: into at most this many (the report regroups them to its own budget)
-COVERAGE_POINTS = 2_000
-#: contigs the report draws (the longest)
-COVERAGE_CONTIGS = 12
-
-
-# ------------------------------------------------------------------------------------------ the plan
-@dataclass(frozen=True)
-class ReducePlan:
-    """What the reducers and the commit agree on (``runs/<id>/reduce/regions.json``)."""
-
-    contigs: list[tuple[str, int]]
-    region_size: int
-    bin_width: int
-
-    @property
-    def regions(self) -> list[Region]:
-        return regions(self.contigs, self.region_size)
-
-    def to_json(self) -> bytes:
-        return json.dumps({"contigs": [list(c) for c in self.contigs], "region_size": self.region_size,
-                           "bin_width": self.bin_width, "regions": len(self.regions)}).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> ReducePlan:
-        d = json.loads(data)
-        return cls([(str(n), int(length)) for n, length in d["contigs"]], int(d["region_size"]), int(d["bin_width"]))
-
-    def coverage_widths(self) -> dict[str, int]:
-        """Contig -> the width of its report points (a multiple of the bin width), for the drawn contigs:
-        the longest, sharing :data:`COVERAGE_POINTS` by length."""
-        drawn = sorted(self.contigs, key=lambda c: (-c[1], c[0]))[:COVERAGE_CONTIGS]
-        total = sum(n for _, n in drawn) or 1
-        out = {}
-        for name, length in drawn:
-            step = min(self.bin_width, length) or 1
-            budget = max(20, COVERAGE_POINTS * length // total)
-            out[name] = step * max(1, math.ceil(math.ceil(length / step) / budget))
-        return out
-
-
-def reduce_plan_of(plan: Plan, contigs: Contigs) -> ReducePlan:
-    return ReducePlan(list(contigs), plan.params.region_size,
-                      coverage_bin_width(plan.params, reference_length(contigs)))
-
-
-def plan_reduce(plan: Plan) -> ReducePlan | None:
-    """Write the reduce step's plan from the children's contigs (the first child's manifest: with a
-    reference every child aligns); None without a reference (nothing to reduce)."""
-    if not plan.reference or plan.array_size == 0:
-        return None
-    uri = plan.layout.manifest(0)
-    try:
-        contigs = json.loads(storage.read_bytes(uri)).get("contigs") or []
-    except FileNotFoundError as err:
-        raise SeqlakeError(f"child 0 has no manifest at {uri}: it did not finish") from err
-    rp = reduce_plan_of(plan, [(str(n), int(length)) for n, length in contigs])
-    storage.write_bytes(plan.layout.reduce_plan, rp.to_json())
-    return rp
-
-
-def load_reduce_plan(plan: Plan) -> ReducePlan:
-    return ReducePlan.from_json(storage.read_bytes(plan.layout.reduce_plan))
 
 
 def samples_ending(plan: Plan) -> dict[int, list[str]]:
