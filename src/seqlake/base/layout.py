@@ -15,6 +15,7 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
                                             (its per-position tables cut by region, seqlake.lake.positions)
     runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
+    runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     reports/<run_id>/                       the run's report
@@ -66,6 +67,15 @@ class LakeLayout:
     """The lake's root: where runs, results and reports live."""
 
     root: str
+
+    @classmethod
+    def of_results(cls, results_prefix: str) -> LakeLayout:
+        """The lake whose ``results`` folder is ``results_prefix`` (a local path or ``s3://bucket/results``)."""
+        trimmed = results_prefix.rstrip("/")
+        head, sep, tail = trimmed.rpartition("/")
+        if tail != RESULTS or not sep:
+            raise ValueError(f"{results_prefix} is not a lake's {RESULTS} folder")
+        return cls(head)
 
     @property
     def results_root(self) -> str:
@@ -192,6 +202,11 @@ class RunLayout:
     def reduce_plan(self) -> str:
         """The reduce step's regions (what the reducers and the commit agree on)."""
         return self._run("reduce", "regions.json")
+
+    @property
+    def coverage_points(self) -> str:
+        """Each sample's coverage summed into a few points, which the report draws (the commit writes it)."""
+        return self._run("reduce", "coverage_points.parquet")
 
     def region_summary(self, region: int) -> str:
         """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""

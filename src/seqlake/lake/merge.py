@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
@@ -48,7 +49,7 @@ from seqlake.lake.staging import (
     TrimStats,
     median_of_hist,
 )
-from seqlake.lake.tables import BY_NAME, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
+from seqlake.lake.tables import BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
 from seqlake.plan.planfile import Plan
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
@@ -194,8 +195,11 @@ class _Results:
     writers: dict[str, PartWriter]
     totals: RunTotals
     committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    #: the reference's contigs (from the manifests; empty without a reference)
+    #: the reference's contigs (from the reduce plan; empty without a reference)
     contigs: list[tuple[str, int]] = field(default_factory=list)
+    #: each sample's coverage points for the report (with a reference), and their widths per contig
+    points: PartWriter | None = None
+    point_widths: dict[str, int] = field(default_factory=dict)
 
     def _put(self, table: str, columns: Any) -> None:
         self.writers[table].write_arrow(to_arrow(table, columns))
@@ -217,6 +221,8 @@ class _Results:
         if exact is not None:
             self._put("contig_coverage", exact.contig_rows(sample))
             self._put("low_coverage", exact.edge_rows(sample))
+            if self.points is not None:
+                self.points.write_arrow(exact.points(sample, self.point_widths))
         for table, cols in qc_tables(sample, accs):
             self._put(table, cols)
         for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
@@ -249,7 +255,9 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         out = _Results(plan, {t: PartWriter(plan.layout.result_file(t), t, tmp, COMMIT_ROW_GROUP_ROWS)
                               for t in written}, totals)
         if rp is not None:
-            out.contigs = rp.contigs
+            out.contigs, out.point_widths = rp.contigs, rp.coverage_widths()
+            out.points = PartWriter(plan.layout.coverage_points, COVERAGE_POINTS.name, tmp, COMMIT_ROW_GROUP_ROWS,
+                                    schema=COVERAGE_POINTS.schema)
         for child, m in enumerate(_read_manifests(plan)):
             totals.reference_md5 = m.reference_md5 or totals.reference_md5
             totals.software = {**totals.software, **m.software}
@@ -264,6 +272,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         # every child checked out: only now is anything written under results/
         if not alignments:  # every table gets a partition, even an empty one (no reference)
             write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
+        if out.points is not None:
+            out.points.close()
         for table, writer in out.writers.items():
             writer.close()
             totals.rows[table] = writer.rows + region_rows.get(table, 0)
@@ -337,6 +347,18 @@ class GenomeCoverage:
                         for k, t in enumerate(THRESHOLDS)})
             rows.append(row)
         return _columns("contig_coverage", rows)
+
+    def points(self, sample: str, widths: dict[str, int]) -> pa.Table:
+        """The sample's report points: the regions' partial sums of each point added up."""
+        lengths = dict(self.contigs)
+        summed: dict[tuple[str, int], int] = {}
+        for contig, point, depth_sum in self.sums.points:
+            summed[(contig, point)] = summed.get((contig, point), 0) + depth_sum
+        keys = sorted(summed, key=lambda k: (-lengths[k[0]], k[0], k[1]))
+        starts = [p * widths[c] for c, p in keys]
+        return pa.table({"sample": [sample] * len(keys), "contig": [c for c, _ in keys], "bin_start": starts,
+                         "bin_end": [min(s + widths[c], lengths[c]) for s, (c, _) in zip(starts, keys, strict=True)],
+                         "depth_sum": [summed[k] for k in keys]}, schema=COVERAGE_POINTS.schema)
 
     def edge_rows(self, sample: str) -> dict[str, list[Any]]:
         """The low-coverage intervals the reducers left at their regions' edges, joined to their neighbours."""

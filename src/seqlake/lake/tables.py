@@ -426,6 +426,22 @@ def position_column(table: Table) -> str:
     return next(c for c in POSITION_COLUMNS if c in names)
 
 
+COVERAGE_POINTS = Table(
+    "coverage_points",
+    "Not cataloged: each sample's depth over its longest contigs summed into at most about 2,000 points (what "
+    "the report draws instead of reading the whole coverage table; written by the commit from the reducers' "
+    "summaries, runs/<id>/reduce/coverage_points.parquet).",
+    (
+        _SAMPLE,
+        _c("contig", _S, "reference sequence name", False),
+        _c("bin_start", _I64, "0-based start of the point's bases", False),
+        _c("bin_end", _I64, "exclusive end of the point's bases", False),
+        _c("depth_sum", _I64, "sum of per-base depth over them (as the coverage table's)", False),
+    ),
+    key=("sample", "contig", "bin_start"),
+)
+
+
 COORDINATES = (
     "Coordinates: `pos` and `end_pos` are 1-based and inclusive in every table (`alignments`, `low_coverage`, "
     "`coverage`), as SAM, IGV and samtools regions (`contig:pos-end_pos`) write them. `coverage` also keeps "
