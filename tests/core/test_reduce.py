@@ -15,6 +15,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.demo_data import paths
 from seqlake.demo_data.simulate import write_pairs
+from seqlake.lake import reduce
 from seqlake.lake.tables import THRESHOLDS
 from seqlake.plan.planner import make_plan
 
@@ -24,7 +25,7 @@ def _ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SEQLAKE_REF_CACHE", str(tmp_path / "refcache"))
 
 
-def test_many_regions_give_the_tables_of_one(tmp_path: Path) -> None:
+def test_many_regions_give_the_tables_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     r1, r2, reference = paths()
     single = tmp_path / "other_R1.fastq.gz"  # a second, single-end sample (a file may be listed once)
     shutil.copy(r2, single)
@@ -34,6 +35,8 @@ def test_many_regions_give_the_tables_of_one(tmp_path: Path) -> None:
     many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=str(reference), shards=4,
                      params=Params(region_size=1_000))
     assert run_all(one).regions == 1
+    # and the reducers fold a sample's pieces as soon as a second one arrives (the big-run path)
+    monkeypatch.setattr(reduce, "FOLD_ROWS", 1)
     totals = run_all(many)
     assert totals.regions == 30 and totals.rows["low_coverage"] > 0
     assert_same_results(one, many)

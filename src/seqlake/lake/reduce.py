@@ -59,6 +59,9 @@ from seqlake.plan.planfile import Plan
 I64 = npt.NDArray[np.int64]
 #: rows of a region's result part held before they are written as a row group
 REDUCE_ROW_GROUP_ROWS = 200_000
+#: a sample's rows of one staging table read and not yet merged, past which they are merged (if they also
+#: outnumber the rows merged so far): ~30 MB of depth runs
+FOLD_ROWS = 1_000_000
 
 
 def samples_ending(plan: Plan) -> dict[int, list[str]]:
@@ -363,6 +366,15 @@ def _positions_entries(plan: Plan, region: int) -> list[dict[str, Extent]]:
     return out
 
 
+def _fold_early(name: str, pieces: list[pa.Table]) -> None:
+    """Merge a sample's pieces read so far into one once they outgrow what is merged already (and
+    :data:`FOLD_ROWS`): the state stays about one merged region of the sample, whatever the number of its
+    children, and each row is merged a few times at most (the merged part at least doubles between folds)."""
+    waiting = sum(p.num_rows for p in pieces[1:])
+    if len(pieces) > 1 and waiting > max(FOLD_ROWS, pieces[0].num_rows):
+        pieces[:] = [merger(name)(pieces)]
+
+
 def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> RegionSummary:
     """Merge one region of every child and write its result parts, then its summary (module docstring)."""
     t0 = time.perf_counter()
@@ -382,10 +394,12 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
         for child, tables in enumerate(stream):
             for name, table in tables.items():
                 for sample, rows in sample_groups(table):
-                    pending.setdefault(sample, {}).setdefault(name, []).append(rows)
+                    pieces = pending.setdefault(sample, {}).setdefault(name, [])
+                    pieces.append(rows)
+                    _fold_early(name, pieces)
             for sample in ending.get(child, []):
-                pieces = pending.pop(sample, {})
-                merged = {spec.name: merger(spec.name)(pieces.get(spec.name, [])) for spec in STAGING_TABLES}
+                read = pending.pop(sample, {})
+                merged = {spec.name: merger(spec.name)(read.get(spec.name, [])) for spec in STAGING_TABLES}
                 sums = summary.samples.setdefault(sample, SampleSums())
                 for f in FINISHERS:
                     for table, parts in f.finish(ctx, sample, merged, sums).items():
