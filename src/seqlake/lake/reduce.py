@@ -8,12 +8,14 @@ regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer `
 1. reads every child's manifest for its offsets, then the region's bytes of every child (one ranged GET
    each, in parallel, in child order);
 2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
-   child is read (the state is the region's rows of the samples being read, never the genome, never the
-   run);
+   child is read, and its pieces read so far are merged early whenever they outgrow what is merged already
+   (:data:`FOLD_ROWS`): the state is about one merged region of the samples being read, never the genome,
+   never the run, whatever the number of children;
 3. merges each staging table with the merger registered for its name (:data:`MERGERS`; by default the
    rows with one key are added, as every per-position count is an integer): the children's sorted runs
-   of one (sample, contig) are merged by one stable sort of their concatenation (a k-way merge: timsort
-   merges the k sorted runs), depth runs by a capped sweep, covered intervals by a union;
+   of one (sample, contig) are merged by one stable sort of their concatenation (a k-way merge: NumPy's
+   stable sort of int64 is a timsort, which merges the k sorted runs), depth runs by the capped sweep of
+   :mod:`seqlake.lake.depth` (one sort of their boundaries), covered intervals by a union;
 4. turns the merged tables into the region's rows of the result tables with the finishers registered in
    :data:`FINISHERS` (``coverage``: every bin of the region; ``low_coverage``: the intervals below each
    threshold inside the region), written as ``results/<table>/run_id=<id>/region=NNNNN.parquet``;
