@@ -182,11 +182,22 @@ def section(work: Path) -> list[str]:
         big, c = r["largest_reducer"], r["commit"]
         cells = [f"{r['genome_bases'] / 1e6:,.0f} Mb", f"{r['contigs']:,}", f"{r['depth']}x", f"{r['pairs']:,}",
                  str(r["children"]), f"{r['regions']} ({r['region_size'] / 1e6:g} Mb)", f"{r['coverage_bin']:,}",
-                 f"{r['positions_bytes'] / 1e6:,.0f}", f"{big['bases'] / 1e6:g} Mb", f"{big['peak_rss_mb']:,}",
+                 f"{r['positions_bytes'] / 1e6:,.0f}", f"{big['bases'] / 1e6:,.1f} Mb", f"{big['peak_rss_mb']:,}",
                  str(big["seconds"]), str(r["reducer_seconds_total"]), str(r.get("reducer_cpu_seconds_total", "")),
                  str(c["peak_rss_mb"]), str(c["seconds"]),
                  f"{r['load_average']:.1f}", r["measured_at"]]
         lines.append("| " + " | ".join(cells) + " |")
+    # the reducer's bar: at one window size, depth and number of children, flat in the genome's size
+    same: dict[tuple[float, float, int], list[dict[str, Any]]] = {}
+    for r in results:
+        same.setdefault((round(r["largest_reducer"]["bases"], -5), r["depth"], r["children"]), []).append(r)
+    for (bases, depth, children), rs in same.items():
+        if len(rs) > 1:
+            small, large = rs[0], rs[-1]
+            ratio = large["largest_reducer"]["peak_rss_mb"] / small["largest_reducer"]["peak_rss_mb"]
+            lines += ["", f"Largest reducer's peak RSS at a {bases / 1e6:g} Mb window, {depth}x, {children} children: "
+                          f"**{ratio:.2f}x** from the {small['genome_bases'] / 1e6:,.0f} Mb to the "
+                          f"{large['genome_bases'] / 1e6:,.0f} Mb genome (flat in the genome's size)."]
     commits = [r["commit"]["peak_rss_mb"] for r in results]
     if len(results) > 1:
         ratio = max(commits) / min(commits)
