@@ -64,18 +64,22 @@ def _states(events: list[dict[str, Any]]) -> tuple[dict[str, float], int]:
 
 def _merge_peak(bucket_dir: Path, run_id: str) -> dict[str, float]:
     """Run the commit's merge again on a copy of the run's objects, in a process of its own."""
+    from seqlake.lake.reduce import REGION_TABLES
+
     with tempfile.TemporaryDirectory(prefix="seqlake-scale-") as tmp:
         root = Path(tmp)
         shutil.copytree(bucket_dir / "runs" / run_id, root / "runs" / run_id)
-        aligned = bucket_dir / "results" / "alignments" / f"run_id={run_id}"
-        if aligned.is_dir():
-            shutil.copytree(aligned, root / "results" / "alignments" / f"run_id={run_id}")
+        # the parts the children and the reducers wrote in their result partitions (the commit checks them)
+        for table in ("alignments", *REGION_TABLES):
+            parts = bucket_dir / "results" / table / f"run_id={run_id}"
+            if parts.is_dir():
+                shutil.copytree(parts, root / "results" / table / f"run_id={run_id}")
         plan = json.loads((root / "runs" / run_id / "plan.json").read_text())
         plan["out_prefix"] = str(root)
         (root / "runs" / run_id / "plan.json").write_text(json.dumps(plan))
         code = ("import sys, time; from seqlake.lake.merge import merge_run; "
                 "from seqlake.plan.planfile import load_plan; "
-                "t = time.perf_counter(); merge_run(load_plan(sys.argv[1])); "
+                "t = time.perf_counter(); merge_run(load_plan(sys.argv[1]), reduce_here=False); "
                 "print(f'merge_seconds={time.perf_counter() - t:.3f}', file=sys.stderr)")
         out = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", code,
                               str(root / "runs" / run_id / "plan.json")],

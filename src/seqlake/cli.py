@@ -46,6 +46,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return worker_command(args)
 
 
+def _cmd_reduce(args: argparse.Namespace) -> int:
+    from seqlake.lake.reduce_main import reduce_command
+
+    return reduce_command(args)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from seqlake.localcloud.commands import demo_command
 
@@ -267,6 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--shard", type=int, default=None, metavar="I",
                         help="the shard to process, from 0 (default: $AWS_BATCH_JOB_ARRAY_INDEX, else 0)")
     worker.set_defaults(func=_cmd_worker)
+
+    reduce = sub.add_parser(
+        "reduce", help="merge one region of every child of a run (what each reducer of the reduce step runs)",
+        description="Merge one region of the reference across every child of a run and write that region's "
+                    "coverage and low_coverage rows and its summary. AWS Batch runs this in each child of the "
+                    "run's reduce array job; you rarely run it by hand.")
+    reduce.add_argument("--plan", default=None, metavar="URI",
+                        help="the run's plan.json, a local path or s3:// URI (default: $SEQLAKE_PLAN_URI)")
+    reduce.add_argument("--region", type=int, default=None, metavar="I",
+                        help="the region to reduce, from 0 (default: $AWS_BATCH_JOB_ARRAY_INDEX, else 0)")
+    reduce.set_defaults(func=_cmd_reduce)
     _add_local_commands(sub)
     return parser
 

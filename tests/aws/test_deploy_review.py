@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 
 from seqlake.aws import batch_reasons, steps
 from seqlake.base.errors import EXIT_BAD_INPUT
+from seqlake.base.model import Step
 from seqlake.lake.tables import TABLES
 from seqlake.localcloud.batch import ESSENTIAL_EXITED, Outcome, decide
 from seqlake.localcloud.deployer import Deployer
@@ -28,7 +29,8 @@ from .test_template import ASL_PATH, as_list, asl, statements
 
 FUNCTIONS = ("StartRunFunction", "PlanFunction", "CommitFunction", "RecordFailureFunction")
 INPUT_READERS = ("StartRunFunction", "PlanFunction", "WorkerJobRole")
-BATCH_TASKS = ("IndexJob", "ProcessShards", "ProcessOneShard")
+#: the states that submit a Batch job (the shards', the index job's, the reducers')
+BATCH_TASKS = tuple(s.value for s in Step if s.is_batch)
 
 
 def resources(template: dict[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from seqlake.aws.request import RunRequest, store_request
 from seqlake.aws.status import NEW_UPLOAD_ADVICE
 from seqlake.base.errors import BadInputError
 from seqlake.child.worker import process_child
+from seqlake.lake.reduce import reduce_region
 from seqlake.lake.tables import RESULT_TABLES, TABLES
-from seqlake.plan.planfile import load_plan
+from seqlake.plan.planfile import Plan, load_plan
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 
@@ -75,6 +76,16 @@ def step_input(name: str, request: dict[str, Any], **kw: Any) -> dict[str, Any]:
     return event
 
 
+def reduce_all(steps: Callable[[str, dict[str, Any]], dict[str, Any]], run_input: dict[str, Any],
+               plan: Plan) -> int:
+    """What the state machine runs between the children and the commit: the plan step's second call (the
+    regions), then every reducer (what the reduce array's children do); the number of regions."""
+    regions: int = steps("plan", step_input("plan-input.json", run_input, reduce=True))["regions"]
+    for region in range(regions):
+        reduce_region(plan, region)
+    return regions
+
+
 def test_plan_shards_commit(
     deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
 ) -> None:
@@ -99,6 +110,8 @@ def test_plan_shards_commit(
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):
         process_child(loaded, shard)
+    # and the reducers (the demo's 30 kb genome is one region)
+    assert reduce_all(steps, run_input, loaded) == 1
     assert not partitions(deployed, "qc_summary")
     out = steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
     # Then the run is visible in every table, and status.json and the runs row agree
@@ -140,6 +153,7 @@ def test_a_rerun_computes_only_the_children_without_a_manifest(
     assert json.loads(deployed.get(f"runs/{run_id}/todo/{run_id}-rerun-1.json")) == {"children": [1]}
     # and once that child has run, the commit equals a run that never failed
     process_child(loaded, 1)
+    reduce_all(steps, run_input, loaded)
     out = steps("commit", step_input("commit-input.json", run_input, plan=again, batch={"job_id": None}))
     assert out["state"] == "SUCCEEDED" and out["reads"] == 2 * READS
 
@@ -151,6 +165,7 @@ def test_commit_registers_all_or_nothing(
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):
         process_child(loaded, shard)
+    reduce_all(steps, run_input, loaded)
     # Given a catalog that refuses one table's partition (the table is missing)
     glue = boto3.client("glue", region_name=REGION)
     coverage = glue.get_table(DatabaseName=deployed.database, Name="coverage")["Table"]

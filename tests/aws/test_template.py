@@ -300,10 +300,29 @@ def test_fanout_uses_a_plain_job_for_one_shard() -> None:
         {"Variable": "$.plan.array_size", "NumericGreaterThan": 1, "Next": "ProcessShards"},
         {"Variable": "$.plan.array_size", "NumericEquals": 1, "Next": "ProcessOneShard"},
     ]
-    # a re-run whose children are all done already goes straight to the commit
-    assert fanout["Default"] == "Commit"
+    # a re-run whose children are all done already goes straight to the reduce
+    assert fanout["Default"] == "PlanReduce"
     assert "ArrayProperties" in states["ProcessShards"]["Parameters"]
     assert "ArrayProperties" not in states["ProcessOneShard"]["Parameters"]
+
+
+def test_the_reduce_runs_one_reducer_per_region_between_the_children_and_the_commit() -> None:
+    states = asl()["States"]
+    assert states["ProcessShards"]["Next"] == states["ProcessOneShard"]["Next"] == "PlanReduce"
+    assert states["PlanReduce"]["Next"] == "ReduceFanout"
+    assert states["ReduceFanout"]["Choices"] == [
+        {"Variable": "$.reduce.regions", "NumericGreaterThan": 1, "Next": "ReduceRegions"},
+        {"Variable": "$.reduce.regions", "NumericEquals": 1, "Next": "ReduceOneRegion"},
+    ]
+    assert states["ReduceFanout"]["Default"] == "Commit"  # no reference: nothing to reduce
+    assert states["ReduceRegions"]["Parameters"]["ArrayProperties"] == {"Size.$": "$.reduce.regions"}
+    for name in ("ReduceRegions", "ReduceOneRegion"):
+        state = states[name]
+        assert state["Next"] == "Commit"
+        overrides = state["Parameters"]["ContainerOverrides"]
+        assert overrides["Command"] == ["seqlake", "reduce"]
+        # the commit reads the shard jobs' accounting from $.batch: the reducers' job goes elsewhere
+        assert state["ResultPath"] == "$.reduce_batch"
 
 
 @pytest.mark.parametrize("state", ["ProcessShards", "ProcessOneShard"])

@@ -90,6 +90,18 @@ def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
     return summary
 
 
+def reduce_plan_step(execution: ExecutionInput) -> dict[str, int]:
+    """After the children: write the reduce step's regions (:func:`seqlake.lake.regions.plan_reduce`) and
+    answer how many reducers run (0 without a reference: the commit follows at once)."""
+    from seqlake.lake.regions import plan_reduce
+
+    request = execution.load()
+    reduce_plan = plan_reduce(load_plan(request.layout.plan))
+    regions = len(reduce_plan.regions) if reduce_plan is not None else 0
+    logger.info("reduce planned", extra={"regions": regions})
+    return {"regions": regions}
+
+
 def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
     """The children without a finished manifest (all of them, unless this is a re-run), listed once."""
     layout = request.layout

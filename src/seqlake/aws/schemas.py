@@ -57,7 +57,7 @@ _COMMON = {"execution_arn": {"type": "string"}, "execution_name": {"type": "stri
 PLAN_INPUT: dict[str, Any] = {
     "type": "object",
     "required": ["execution"],
-    "properties": {"execution": EXECUTION_INPUT, **_COMMON},
+    "properties": {"execution": EXECUTION_INPUT, "reduce": {"type": "boolean"}, **_COMMON},
 }
 
 COMMIT_INPUT: dict[str, Any] = {

@@ -34,7 +34,7 @@ from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, previous_start, sta
 from seqlake.base import clients, faults, storage
 from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
-from seqlake.base.model import RunState, Step
+from seqlake.base.model import REDUCE_STEPS, RunState, Step
 from seqlake.lake.tables import RESULT_TABLES, RUNS
 
 #: failed children described in a failure's reason (the rest are counted)
@@ -61,7 +61,7 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
 
     request = execution.load()
     plan = load_plan(request.layout.plan)
-    totals = merge_run(plan).to_dict()
+    totals = merge_run(plan, reduce_here=False).to_dict()  # the reducers ran before (the state machine)
     status = status_of(request, RunState.SUCCEEDED, execution_arn, previous_start(request) or started_at)
     status.shards = plan.array_size
     status.parameters = {**plan.params.to_dict(), **status.parameters}
@@ -220,7 +220,9 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
         status.bad_input = _bad_input(child, record)
         status.reason = _child_line(child, record, log_group)
         return
-    todo = _todo_children(plan)
+    reducing = status.failed_step in {s.value for s in REDUCE_STEPS}
+    unit = "region" if reducing else "shard"
+    todo = None if reducing else _todo_children(plan)  # a reducer's array index is its region
 
     def run_child(j: ChildJob) -> int:
         """Array index -> the run's child number (a re-run's array holds only some children)."""
@@ -236,20 +238,22 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
         described = batch_info.describe(failed[:REASON_CHILDREN])
         children = [run_child(ChildJob.from_description(f)) for f in failed]
     else:  # without Batch's listing, the children that recorded bad input (one LIST), else the job itself
-        children = sorted(c for c in map(child_of, storage.list_sizes(request.layout.errors_prefix)) if c is not None)
+        children = [] if reducing else sorted(
+            c for c in map(child_of, storage.list_sizes(request.layout.errors_prefix)) if c is not None)
         described = [ChildJob.from_description(cause)] * max(1, min(len(children), REASON_CHILDREN))
         children = children or [run_child(described[0])]
     lines = []
     for j, c in zip(described, children, strict=False):
-        record = _read_json(request.layout.child_error(c))
+        record = None if reducing else _read_json(request.layout.child_error(c))
         status.bad_input = status.bad_input or _bad_input(j, record)
-        lines.append(f"shard {c}: {_child_line(j, record, log_group)}")
+        lines.append(f"{unit} {c}: {_child_line(j, record, log_group)}")
     status.failed_shards = children
     status.failed_shard = status.failed_shards[0]
     status.log_stream = described[0].log_stream
     count = len(status.failed_shards)
-    total = plan.get("array_size") or count
-    head = f"{count} of {total} shards failed" if count > 1 else f"shard {status.failed_shard} failed"
+    # a reduce step's array is the regions (Batch's description has its size), a shard step's the children
+    total = (get(cause, "arrayProperties") or {}).get("size", count) if reducing else plan.get("array_size") or count
+    head = f"{count} of {total} {unit}s failed" if count > 1 else f"{unit} {status.failed_shard} failed"
     more = f"; and {count - len(lines)} more (status.json lists them)" if count > len(lines) else ""
     status.reason = (f"{head}: " + " | ".join(lines) + more) if count > 1 else lines[0].split(": ", 1)[1]
 

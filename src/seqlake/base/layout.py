@@ -11,14 +11,19 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
                                             seqlake.reads.seekindex), and its record checkpoints
     runs/<run_id>/index/job.json            what the Batch index job plans (inputs too large for Lambda)
     runs/<run_id>/index/_error.json         the index job's bad-input record
-    runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), coverage parts
+    runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), positions.arrows
+                                            (its per-position tables cut by region, seqlake.lake.positions)
+    runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
+    runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
+    runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
     reports/<run_id>/                       the run's report
 
-A child writes its alignments straight into their result partition (``child=NNNNN.parquet``): nothing
-is copied at commit, and nothing is visible before the commit registers the partition in Glue.
+A child writes its alignments straight into their result partition (``child=NNNNN.parquet``), and a
+reducer its region's rows of the per-position result tables (``region=NNNNN.parquet``): nothing is
+copied at commit, and nothing is visible before the commit registers the partition in Glue.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from pathlib import Path
 
 #: ``child=NNNNN``: five digits hold the Batch array limit (10,000 children: 0..9999)
 CHILD_DIGITS = 5
+#: ``region=NNNNN``: a genome cut into 25 Mb regions has a few hundred; five digits hold any size
+REGION_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"
 REPORTS = "reports"
@@ -50,6 +57,10 @@ def child_name(child: int) -> str:
     return f"child={child:0{CHILD_DIGITS}d}"
 
 
+def region_name(region: int) -> str:
+    return f"region={region:0{REGION_DIGITS}d}"
+
+
 def child_of(name: str) -> int | None:
     """The child number in an object name made by :func:`child_name` (None if there is none)."""
     m = _CHILD_NAME.search(name)
@@ -61,6 +72,15 @@ class LakeLayout:
     """The lake's root: where runs, results and reports live."""
 
     root: str
+
+    @classmethod
+    def of_results(cls, results_prefix: str) -> LakeLayout:
+        """The lake whose ``results`` folder is ``results_prefix`` (a local path or ``s3://bucket/results``)."""
+        trimmed = results_prefix.rstrip("/")
+        head, sep, tail = trimmed.rpartition("/")
+        if tail != RESULTS or not sep:
+            raise ValueError(f"{results_prefix} is not a lake's {RESULTS} folder")
+        return cls(head)
 
     @property
     def results_root(self) -> str:
@@ -176,7 +196,30 @@ class RunLayout:
         return self._run("staging", child_name(child), "manifest.json")
 
     def staging_part(self, child: int, part: str) -> str:
+        """A staging table the child writes whole as Parquet (the allele counts, read by the commit)."""
         return self._run("staging", child_name(child), f"{part}.parquet")
+
+    def positions(self, child: int) -> str:
+        """The child's per-position staging tables, cut by region (:mod:`seqlake.lake.positions`)."""
+        return self._run("staging", child_name(child), "positions.arrows")
+
+    @property
+    def reduce_prefix(self) -> str:
+        return self._run("reduce") + "/"
+
+    @property
+    def reduce_plan(self) -> str:
+        """The reduce step's regions (what the reducers and the commit agree on)."""
+        return self._run("reduce", "regions.json")
+
+    @property
+    def coverage_points(self) -> str:
+        """Each sample's coverage summed into a few points, which the report draws (the commit writes it)."""
+        return self._run("reduce", "coverage_points.parquet")
+
+    def region_summary(self, region: int) -> str:
+        """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""
+        return self._run("reduce", f"{region_name(region)}.json")
 
     @property
     def errors_prefix(self) -> str:
@@ -193,6 +236,10 @@ class RunLayout:
     def result_file(self, table: str) -> str:
         """The one file of a table the commit writes whole (every table but ``alignments``)."""
         return _join(self.root, RESULTS, table, f"run_id={self.run_id}", "part-00000.parquet")
+
+    def region_part(self, table: str, region: int) -> str:
+        """Where the reducer of region ``region`` writes its rows of ``table``, in the result partition."""
+        return _join(self.root, RESULTS, table, f"run_id={self.run_id}", f"{region_name(region)}.parquet")
 
     def alignments_part(self, child: int) -> str:
         """Where child ``child`` writes its alignments: in the result partition, under its own name."""

@@ -45,11 +45,22 @@ class Step(StrEnum):
     PLAN_AFTER_INDEX = "PlanAfterIndex"
     PROCESS_SHARDS = "ProcessShards"
     PROCESS_ONE_SHARD = "ProcessOneShard"
+    PLAN_REDUCE = "PlanReduce"
+    REDUCE_REGIONS = "ReduceRegions"
+    REDUCE_ONE_REGION = "ReduceOneRegion"
     COMMIT = "Commit"
 
     @property
     def is_batch(self) -> bool:
-        return self in (Step.INDEX_JOB, Step.PROCESS_SHARDS, Step.PROCESS_ONE_SHARD)
+        return self in (Step.INDEX_JOB, Step.PROCESS_SHARDS, Step.PROCESS_ONE_SHARD, *REDUCE_STEPS)
+
+    @property
+    def is_reduce(self) -> bool:
+        return self in REDUCE_STEPS
+
+
+#: the Batch states of the reduce step (their children are regions, not shards)
+REDUCE_STEPS = (Step.REDUCE_REGIONS, Step.REDUCE_ONE_REGION)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,12 @@ Nanopore reads lower ``--quality-cutoff`` or use ``--no-trim``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+#: bases per region of the reduce step: ~130 reducers for a human genome, one for anything up to 25 Mb
+DEFAULT_REGION_SIZE = 25_000_000
 #: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
 #: minimap2 presets a run may align with: Illumina short reads, then the long-read ones
@@ -39,8 +42,14 @@ class Params:
     min_length: int = 20
     #: minimap2 preset for the reference alignment, one of :data:`PRESETS` (what keys the reference index too)
     preset: str = SHORT_READ_PRESET
-    #: width of the ``coverage`` bins in bases
+    #: width of the ``coverage`` bins in bases, for references of up to ``coverage_bins_max`` bins; a longer
+    #: reference gets the next of 2x, 5x, 10x, 20x, ... this width that keeps a sample's bins under
+    #: ``coverage_bins_max`` (GRCh38: 5,000 bases; :func:`coverage_bin_width`)
     coverage_bin: int = 100
+    #: the most ``coverage`` rows per sample before the bins widen; 0: never widen
+    coverage_bins_max: int = 1_000_000
+    #: bases per region of the reduce step (seqlake.lake.regions); the coverage bin width must divide it
+    region_size: int = DEFAULT_REGION_SIZE
     #: planning target; the shard count is capped at 10,000 (the Batch array limit)
     reads_per_shard: int = 2_000_000
     #: allele counts, variants and consensus (off: the child counts nothing and the commit calls nothing)
@@ -65,6 +74,12 @@ class Params:
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
             raise ValueError(f"unknown minimap2 preset {self.preset!r}: one of {', '.join(PRESETS)}")
+        if self.coverage_bin < 1 or self.region_size < 1:
+            raise ValueError(f"coverage_bin ({self.coverage_bin}) and region_size ({self.region_size}) must be "
+                             "positive numbers of bases")
+        if self.region_size % self.coverage_bin:  # a bin must not straddle two regions
+            raise ValueError(f"the coverage bin width ({self.coverage_bin}) must divide the region size "
+                             f"({self.region_size})")
 
     @property
     def long_reads(self) -> bool:
@@ -83,6 +98,17 @@ class Params:
         if "adapters" in kw:
             kw["adapters"] = tuple(kw["adapters"])
         return cls(**kw)
+
+
+def coverage_bin_width(params: Params, reference_length: int) -> int:
+    """The run's coverage bin width: ``coverage_bin``, times the first of 1, 2, 5, 10, 20, 50, ... that
+    keeps the reference under ``coverage_bins_max`` bins (100 bases up to 100 Mb, 2,000 for 1.5 Gb,
+    5,000 for GRCh38), made to divide ``region_size`` so that no bin straddles two regions."""
+    width, k = params.coverage_bin, 0
+    while params.coverage_bins_max and reference_length > width * params.coverage_bins_max:
+        width = width * (2, 5, 10)[k % 3] // (1, 2, 5)[k % 3]
+        k += 1
+    return math.gcd(width, params.region_size)
 
 
 def chosen_parameters(args: Any) -> dict[str, Any]:

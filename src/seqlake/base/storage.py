@@ -307,18 +307,31 @@ def read_many(uris: Iterable[str], workers: int = MAX_PARALLEL_READS) -> Iterato
     """``(uri, bytes)`` for each URI, in the given order (None for a missing object), read by up to
     ``workers`` threads with at most ``2 * workers`` reads in flight: the time is the data's and a
     fraction of the round trips, and memory is bounded whatever the number of objects."""
+    return ((u, data) for (u, _, _), data in _ordered(((u, 0, -1) for u in uris), workers))
 
-    def get(uri: str) -> bytes | None:
+
+def read_many_ranges(ranges: Iterable[tuple[str, int, int]],
+                     workers: int = MAX_PARALLEL_READS) -> Iterator[bytes | None]:
+    """Bytes ``[start, stop)`` of each ``(uri, start, stop)``, in the given order (None for a missing
+    object), read as :func:`read_many` reads (one ranged GET each)."""
+    return (data for _, data in _ordered(iter(ranges), workers))
+
+
+def _ordered(ranges: Iterator[tuple[str, int, int]],
+             workers: int) -> Iterator[tuple[tuple[str, int, int], bytes | None]]:
+    """Each range (``stop`` -1: the whole object) with its bytes, in order, by a bounded pool of threads."""
+
+    def get(item: tuple[str, int, int]) -> bytes | None:
+        uri, start, stop = item
         try:
-            return read_bytes(uri)
+            return read_bytes(uri) if stop < 0 else read_range(uri, start, stop)
         except FileNotFoundError:
             return None
 
-    it = iter(uris)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="seqlake-read") as pool:
-        window: deque[tuple[str, Future[bytes | None]]] = deque()
-        for uri in it:
-            window.append((uri, pool.submit(get, uri)))
+        window: deque[tuple[tuple[str, int, int], Future[bytes | None]]] = deque()
+        for item in ranges:
+            window.append((item, pool.submit(get, item)))
             if len(window) >= 2 * workers:
                 first, fut = window.popleft()
                 yield first, fut.result()

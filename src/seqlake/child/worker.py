@@ -22,6 +22,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,7 @@ from seqlake.base import storage
 from seqlake.base.cpus import threads_from_env
 from seqlake.base.errors import BadInputError
 from seqlake.base.metadata import illumina_fields
+from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
 from seqlake.child.alignqc import alignment_qc
 from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
@@ -37,8 +39,10 @@ from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
-from seqlake.lake.parquet_io import PartWriter, local_tmp, write_table
+from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, write_table
+from seqlake.lake.positions import PositionsIndex, write_positions
 from seqlake.lake.qc import QCAccumulator
+from seqlake.lake.regions import reference_length, regions
 from seqlake.lake.staging import (
     STAGES,
     AlignQC,
@@ -47,9 +51,9 @@ from seqlake.lake.staging import (
     PartInfo,
     ShardResult,
     TrimStats,
-    coverage_parts,
+    staging_tables,
 )
-from seqlake.lake.tables import ALLELE_STAGING, COVERAGE_STAGING
+from seqlake.lake.tables import ALLELE_STAGING
 from seqlake.plan import shards
 from seqlake.plan.childplan import PlanView
 from seqlake.plan.shards import Chunk
@@ -121,7 +125,7 @@ class _Aligning:
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
         self.alleles: dict[str, AlleleAccumulator] = {}
-        self.bin_width = plan.params.coverage_bin
+        self.bin_width = coverage_bin_width(plan.params, reference_length(self.aligner.contigs))
         self.min_base_quality = plan.params.min_base_quality
         self.count = plan.params.allele_counts
 
@@ -334,6 +338,16 @@ def library_versions(aligned: bool) -> dict[str, str]:
     return out
 
 
+def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, contigs: list[tuple[str, int]],
+                          tmp: str) -> PositionsIndex:
+    """The child's per-position staging tables in one object, cut by region (:mod:`seqlake.lake.positions`)."""
+    tables = staging_tables(aligning.coverage, aligning.depth, list(aligning.coverage), contigs, aligning.bin_width)
+    local = Path(tmp) / "positions.arrows"
+    index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size))
+    put_file(local, plan.layout.positions(child))
+    return index
+
+
 def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
     with contextlib.ExitStack() as stack:
@@ -346,19 +360,20 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
         manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
         if aligning is not None:
             aligning.aligner.close()  # nothing more to align: the processes go before the parts are written
-            _finish_aligning(plan, child, aligning, manifest)
+            _finish_aligning(plan, child, aligning, manifest, tmp)
     return manifest
 
 
-def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest) -> None:
-    """Publish the alignments part and write the coverage and allele parts; their counts and the reference's
-    contigs into the manifest."""
+def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest, tmp: str) -> None:
+    """Publish the alignments part and write the per-position object (depth and coverage by region) and the
+    allele parts; their counts and the reference's contigs into the manifest."""
     manifest.reference_md5 = contig_md5(aligning.aligner)
     aligning.part.publish()
     manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
     manifest.contigs = list(aligning.aligner.contigs)
-    parts = [*coverage_parts(aligning.coverage, aligning.depth), *aligning.allele_parts()]
-    for spec, table in zip((*COVERAGE_STAGING, *ALLELE_STAGING), parts, strict=True):
+    manifest.positions = write_child_positions(plan, child, aligning, manifest.contigs, tmp)
+    # the allele counts still go to the commit whole, as Parquet parts (until a reducer calls lake.alleles)
+    for spec, table in zip(ALLELE_STAGING, aligning.allele_parts(), strict=True):
         write_table(plan.layout.staging_part(child, spec.name), table)
         manifest.coverage_rows[spec.name] = table.num_rows
 

@@ -143,14 +143,3 @@ class CoverageAccumulator:
             cols["mean_span_depth"] += (c.depth_sum / np.maximum(ends - starts, 1)).tolist()
             cols["covered_bases"] += c.covered_bases().tolist()
         return cols
-
-    def interval_rows(self, sample: str) -> dict[str, list[object]]:
-        """The covered-interval union (staging only: the commit step unions shards with it)."""
-        cols: dict[str, list[object]] = {"sample": [], "contig": [], "start": [], "end": []}
-        for name, c in self.contigs.items():
-            n = len(c.union_start)
-            cols["sample"] += [sample] * n
-            cols["contig"] += [name] * n
-            cols["start"] += c.union_start.tolist()
-            cols["end"] += c.union_end.tolist()
-        return cols

@@ -104,6 +104,11 @@ def profile_of_blocks(starts: I64, ends: I64) -> Profile:
     return _sweep(np.concatenate([starts, ends]).astype(np.int64), np.concatenate([ones, -ones]))
 
 
+def sum_runs(starts: I64, ends: I64, depths: I64) -> Profile:
+    """The capped sum of runs given in any order (several profiles' runs, concatenated)."""
+    return _sweep(np.concatenate([starts, ends]).astype(np.int64), np.concatenate([depths, -depths]).astype(np.int64))
+
+
 def add_profiles(*profiles: Profile) -> Profile:
     """The capped sum of profiles (exact for every threshold up to the cap)."""
     parts = [p for p in profiles if len(p)]

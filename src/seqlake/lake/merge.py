@@ -1,24 +1,25 @@
-"""The commit step's data work: check every child, add their aggregates up exactly, write the run's
-result tables.
+"""The commit step's data work: check every child and every region, add their aggregates up exactly,
+write the run's small result tables.
 
-Every number a child leaves (:mod:`seqlake.lake.staging`) is a count or a histogram, so merging is integer
-addition; the derived columns (means, quartiles, N50, mean depth, breadth) are computed once, from
-the merged aggregates, by the same functions the worker's QC uses (:func:`seqlake.lake.qc.summarize`).
-Covered bases are the exception to addition: the children's covered-interval unions are unioned
-(see :mod:`seqlake.lake.coverage`).
+Every number a child leaves (:mod:`seqlake.lake.staging`) is a count or a histogram, so merging is
+integer addition; the derived columns (means, quartiles, N50, mean depth, breadth) are computed once,
+from the merged aggregates, by the same functions the worker's QC uses (:func:`seqlake.lake.qc.summarize`).
+The per-position tables are not read here: the reducers (:mod:`seqlake.lake.reduce`) merged them region
+by region and wrote ``coverage`` and ``low_coverage``; the commit adds up their summaries (per sample:
+depth and covered bases, bases at each threshold per contig, the low-coverage intervals that touch a
+region's edge, the report's coverage points), which are small whatever the genome's size.
 
-The cost is the data, not round trips: the children's manifests (one small object each) and
-coverage parts are read by a pool of threads (:func:`seqlake.base.storage.read_many`), in child order, and
-folded as they arrive; a sample is turned into rows as soon as its last child is read, and the rows
-stream into local Parquet files. So time grows with the bytes, and memory stays flat in the number of
-children and of samples: the state is the samples of the child being read (their accumulators,
-coverage bins and covered-interval unions) and one row group per table. The alignments are
-already in their result partition (each child wrote its own part there); one listing of that
-partition checks every part's size against its child's manifest. No HEAD precedes a GET, nothing
-is copied, and nothing is written under ``results/`` before every child has checked out.
+The children's manifests (one small object each) and the regions' summaries are read by a pool of
+threads (:func:`seqlake.base.storage.read_many`), in order, and folded as they arrive; a sample is turned
+into rows as soon as its last child is read, and the rows stream into local Parquet files. So memory
+stays flat in the number of children and of samples. The alignments and the reducers' parts are already
+in their result partitions; one listing of each partition checks every part's size against its
+manifest or summary. No HEAD precedes a GET, nothing is copied, and nothing is written under
+``results/`` before every child and region has checked out.
 
-Results: ``results/<table>/run_id=<id>/part-00000.parquet`` (alignments: ``child=NNNNN.parquet``).
-``run_id`` is the Hive partition, not a column in the files.
+Results: ``results/<table>/run_id=<id>/part-00000.parquet`` (alignments: ``child=NNNNN.parquet``;
+coverage and low_coverage also ``region=NNNNN.parquet``). ``run_id`` is the Hive partition, not a
+column in the files.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.metadata import lane_row, sample_fields
 from seqlake.lake.alleles import CallParams, amplicon_depth_rows, call_sample, read_fasta
-from seqlake.lake.coverage import CoverageAccumulator
-from seqlake.lake.depth import DepthAccumulator, Profile
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
+from seqlake.lake.reduce import REGION_TABLES, RegionSummary, SampleSums, reduce_missing, samples_ending
+from seqlake.lake.regions import ReducePlan, load_reduce_plan
 from seqlake.lake.staging import (
     STAGES,
     AlignQC,
@@ -49,18 +50,9 @@ from seqlake.lake.staging import (
     PartInfo,
     ShardResult,
     TrimStats,
-    add_coverage_parts,
     median_of_hist,
 )
-from seqlake.lake.tables import (
-    ALLELE_STAGING,
-    BY_NAME,
-    COVERAGE_STAGING,
-    QC_SUMMARY,
-    RESULT_TABLES,
-    STAGING_TABLES,
-    THRESHOLDS,
-)
+from seqlake.lake.tables import ALLELE_STAGING, BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
 from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
@@ -84,6 +76,9 @@ class RunTotals:
     reference_md5: dict[str, str] = field(default_factory=dict)
     #: library versions the children ran (cutadapt, mappy)
     software: dict[str, str] = field(default_factory=dict)
+    #: regions of the reduce step and the coverage bin width (with a reference)
+    regions: int = 0
+    coverage_bin: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,31 +142,23 @@ def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> C
     return m
 
 
-@dataclass
-class _ChildData:
-    manifest: ChildManifest
-    #: the child's coverage parts in STAGING_TABLES order (empty without alignments)
-    coverage: list[pa.Table]
-
-
-def _read_children(plan: Plan) -> Iterator[_ChildData]:
-    """Every child's manifest and coverage parts, in child order, from one stream of parallel reads
-    (a run with a reference reads the parts of every child: with one, every child aligns)."""
-    per_child = 1 + (len(STAGING_TABLES) if plan.reference else 0)
+def _read_children(plan: Plan) -> Iterator[tuple[ChildManifest, list[pa.Table]]]:
+    """Every child's manifest and allele parts (:data:`ALLELE_STAGING`, with a reference), in child order,
+    from one stream of parallel reads (the per-position depth and coverage went to the reducers)."""
+    parts = ALLELE_STAGING if plan.reference else ()
 
     def uris() -> Iterator[str]:
         for c in range(plan.array_size):
             yield plan.layout.manifest(c)
-            if plan.reference:
-                yield from (plan.layout.staging_part(c, spec.name) for spec in STAGING_TABLES)
+            yield from (plan.layout.staging_part(c, spec.name) for spec in parts)
 
     stream = storage.read_many(uris())
     for child in range(plan.array_size):
-        got = [next(stream) for _ in range(per_child)]
+        got = [next(stream) for _ in range(1 + len(parts))]
         m = _checked_manifest(plan, child, *got[0])
         tables = []
         if m.alignments is not None:
-            for spec, (uri, data) in zip(STAGING_TABLES, got[1:], strict=True):
+            for spec, (uri, data) in zip(parts, got[1:], strict=True):
                 if data is None:
                     raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
                 table = pq.read_table(pa.BufferReader(data))
@@ -179,7 +166,33 @@ def _read_children(plan: Plan) -> Iterator[_ChildData]:
                     raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its "
                                        f"manifest says {m.coverage_rows.get(spec.name)}")
                 tables.append(table)
-        yield _ChildData(m, tables)
+        yield m, tables
+
+
+def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int]) -> dict[str, SampleSums]:
+    """Every region's summary, checked, added up per sample (and the rows of the reducers' parts into
+    ``rows``); the parts' sizes checked by one listing per table."""
+    n = len(rp.regions)
+    sums: dict[str, SampleSums] = {}
+    parts: dict[str, dict[str, int]] = {t: {} for t in REGION_TABLES}
+    for region, (uri, data) in enumerate(storage.read_many(plan.layout.region_summary(r) for r in range(n))):
+        if data is None:
+            raise SeqlakeError(f"region {region} of {n} has no summary at {uri}: its reducer did not finish")
+        s = RegionSummary.from_json(data)
+        if s.run_id != plan.run_id or s.region != region:
+            raise SeqlakeError(f"the summary at {uri} belongs to run {s.run_id}, region {s.region}")
+        for sample, v in s.samples.items():
+            sums.setdefault(sample, SampleSums()).add(v)
+        for table in REGION_TABLES:
+            parts[table][plan.layout.region_part(table, region)] = s.parts[table][1]
+            rows[table] = rows.get(table, 0) + s.parts[table][0]
+    for table, expected in parts.items():
+        listed = storage.list_sizes(plan.layout.partition(table))
+        for uri, size in expected.items():
+            if listed.get(uri) != size:
+                found = "missing" if uri not in listed else f"{listed[uri]} bytes"
+                raise SeqlakeError(f"the reducer's part {uri} is {found}, its summary says {size} bytes")
+    return sums
 
 
 def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
@@ -192,19 +205,6 @@ def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
             raise SeqlakeError(f"{_describe(plan, child)}: its alignments part {uri} is {found}, its manifest "
                                f"says {info.bytes} bytes")
     return sum(i.rows for i in expected.values())
-
-
-def _samples_ending(plan: Plan) -> dict[int, list[str]]:
-    """Child -> the samples whose last shard it holds, in plan order (a plan's shards are in sample
-    order, so a sample's children are consecutive and it is complete once its last child is read)."""
-    last: dict[str, int] = {}
-    for child in range(plan.array_size):
-        for i in plan.child_shards(child):
-            last[plan.shards[i].sample] = child
-    ending: dict[int, list[str]] = {}
-    for sample in plan.samples:
-        ending.setdefault(last[sample], []).append(sample)
-    return ending
 
 
 #: rows of a result table held in memory before they are written out as a row group (the commit's
@@ -222,12 +222,15 @@ class _Results:
     committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     #: per-sample files (consensus FASTA, VCF), written under results/ with the tables
     files: dict[str, bytes] = field(default_factory=dict)
-    #: the reference's contigs (from the manifests; empty without a reference)
+    #: the reference's contigs (from the reduce plan; empty without a reference)
     contigs: list[tuple[str, int]] = field(default_factory=list)
     #: the reference's sequences (variants and consensus), read once when the first sample needs them
     sequences: dict[str, bytes] | None = None
     #: amplicon mode: the primer scheme's amplicons, read once
     amplicons: tuple[Amplicon, ...] | None = None
+    #: each sample's coverage points for the report (with a reference), and their widths per contig
+    points: PartWriter | None = None
+    point_widths: dict[str, int] = field(default_factory=dict)
 
     def _put(self, table: str, columns: Any) -> None:
         self.writers[table].write_arrow(to_arrow(table, columns))
@@ -253,13 +256,15 @@ class _Results:
         self.files[layout.sample_file(sample, VCF_SUFFIX)] = vcf
         self.files[layout.sample_file(sample, VCF_SUFFIX + ".tbi")] = tabix_index(vcf, [c for c, _ in self.contigs])
 
-    def add_sample(self, sample: str, fold: _SampleFold, coverage: CoverageAccumulator | None,
-                   depth: DepthAccumulator | None) -> None:
-        """A complete sample's rows in every result table, and its raw reads and bases in the totals."""
+    def add_sample(self, sample: str, fold: _SampleFold, sums: SampleSums | None) -> None:
+        """A complete sample's rows in every result table the commit writes, and its raw reads and bases
+        in the totals."""
         accs = fold.accumulators()
-        summary = summary_rows(sample, accs, fold.trim, fold.align, coverage)
+        length = sum(n for _, n in self.contigs)
+        spans = (sums.depth_sum / length, sums.covered / length) if sums is not None and length else None
+        summary = summary_rows(sample, accs, fold.trim, fold.align, spans)
         self._put("qc_summary", summary)
-        exact = ExactCoverage(self.contigs, depth, fold.align_qc) if depth is not None else None
+        exact = GenomeCoverage(self.contigs, sums, fold.align_qc) if sums is not None else None
         self._put("sample_summary", sample_summary_row(
             sample, fold, exact, {"committed_at": self.committed_at, **sample_metadata(self.plan, sample, fold)}))
         self._put("samples", _columns("samples", lane_rows(self.plan, sample, fold)))
@@ -267,62 +272,72 @@ class _Results:
             self._put("alignment_hist", histogram_rows(sample, fold.align_qc))
         if exact is not None:
             self._put("contig_coverage", exact.contig_rows(sample))
-            self._put("low_coverage", exact.low_rows(sample))
+            self._put("low_coverage", exact.edge_rows(sample))
+            if self.points is not None:
+                self.points.write_arrow(exact.points(sample, self.point_widths))
         for table, cols in qc_tables(sample, accs):
             self._put(table, cols)
-        if coverage is not None:
-            self._put("coverage", coverage.rows(sample))
         for stage, reads, bases in zip(summary["stage"], summary["reads"], summary["bases"], strict=True):
             if stage == "raw":
                 self.totals.reads += reads
                 self.totals.bases += bases
 
 
-def merge_run(plan: Plan) -> RunTotals:
-    """Check every child, merge, and write the run's result tables (see the module docstring).
+def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
+    """Check every child and region, add up, and write the run's result tables (see the module docstring).
 
-    Samples are folded as their children's data arrives and turned into rows as soon as their last
-    child is read; the rows go to local Parquet files, which are put under ``results/`` only after
-    every child has checked out."""
-    ending = _samples_ending(plan)
-    folds: dict[str, _SampleFold] = {}
-    coverage: dict[str, CoverageAccumulator] = {}
-    depth: dict[str, DepthAccumulator] = {}
-    allele_parts: dict[str, list[list[pa.Table]]] = {}
-    alignments: dict[int, PartInfo] = {}
+    ``reduce_here``: first reduce, in this process, every region the reduce step has not (``seqlake
+    process`` and the tests; the state machine runs the reducers as a Batch array before the commit, which
+    passes False and fails on a region without a summary). Samples are folded as their children's
+    manifests arrive and turned into rows as soon as their last child is read; the rows go to local
+    Parquet files, which are put under ``results/`` only after every child and region has checked out."""
+    rp = reduce_missing(plan) if reduce_here else (load_reduce_plan(plan) if plan.reference else None)
     totals = RunTotals(plan.run_id, plan.array_size)
+    region_rows: dict[str, int] = {}
+    region_sums = _read_regions(plan, rp, region_rows) if rp is not None else {}
+    ending = samples_ending(plan)
+    folds: dict[str, _SampleFold] = {}
+    alignments: dict[int, PartInfo] = {}
+    if rp is not None:
+        totals.regions, totals.coverage_bin = len(rp.regions), rp.bin_width
+    # the reducers wrote coverage whole; every other table (low_coverage: the rows that cross a region's
+    # edge) has a part from here, even an empty one
+    written = [t for t in RESULT_TABLES if t != "alignments" and not (t == "coverage" and rp is not None)]
     with local_tmp() as tmp:
         out = _Results(plan, {t: PartWriter(plan.layout.result_file(t), t, tmp, COMMIT_ROW_GROUP_ROWS)
-                              for t in RESULT_TABLES if t != "alignments"}, totals)
-        for child, data in enumerate(_read_children(plan)):
-            m = data.manifest
+                              for t in written}, totals)
+        if rp is not None:
+            out.contigs, out.point_widths = rp.contigs, rp.coverage_widths()
+            out.points = PartWriter(plan.layout.coverage_points, COVERAGE_POINTS.name, tmp, COMMIT_ROW_GROUP_ROWS,
+                                    schema=COVERAGE_POINTS.schema)
+        allele_parts: dict[str, list[list[pa.Table]]] = {}
+        for child, (m, tables) in enumerate(_read_children(plan)):
             totals.reference_md5 = m.reference_md5 or totals.reference_md5
             totals.software = {**totals.software, **m.software}
             for r in m.shards:
                 folds.setdefault(r.sample, _SampleFold()).add(r)
             if m.alignments is not None:
                 alignments[child] = m.alignments
-                out.contigs = m.contigs
-            if data.coverage:
-                for sample in {plan.shards[i].sample for i in plan.child_shards(child)}:
-                    coverage.setdefault(sample, CoverageAccumulator(out.contigs, plan.params.coverage_bin))
-                    depth.setdefault(sample, DepthAccumulator())
-                add_coverage_parts(coverage, depth, *data.coverage[: len(COVERAGE_STAGING)])
                 samples = {plan.shards[i].sample for i in plan.child_shards(child)}
-                _collect_allele_parts(allele_parts, samples, data.coverage[len(COVERAGE_STAGING) :])
+                _collect_allele_parts(allele_parts, samples, tables)
             for sample in ending.get(child, []):
                 if sample in allele_parts and plan.params.allele_counts:
                     out.add_calls(sample, allele_parts.pop(sample))
-                out.add_sample(sample, folds.pop(sample), coverage.pop(sample, None), depth.pop(sample, None))
+                sums = region_sums.pop(sample, SampleSums()) if rp is not None else None
+                out.add_sample(sample, folds.pop(sample), sums)
         align_rows = _check_alignment_parts(plan, alignments)
         # every child checked out: only now is anything written under results/
         if not alignments:  # every table gets a partition, even an empty one (no reference)
             write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
+        if out.points is not None:
+            out.points.publish()
         for table, writer in out.writers.items():
             writer.publish()
-            totals.rows[table] = writer.rows
+            totals.rows[table] = writer.rows + region_rows.get(table, 0)
         for uri, body in out.files.items():
             storage.write_bytes(uri, body)
+    for table in set(region_rows) - set(out.writers):
+        totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = align_rows
     return totals
 
@@ -346,12 +361,12 @@ def summary_rows(
     accs: Accs,
     trim_stats: dict[int, TrimStats],
     align_stats: dict[int, AlignStats] | None,
-    coverage: CoverageAccumulator | None,
+    coverage: tuple[float, float] | None,
 ) -> dict[str, list[Any]]:
     """``qc_summary`` columns. Trimming, alignment and coverage columns are on ``trimmed`` rows only
     (null on ``raw`` rows); mean depth and breadth are per sample (both mates' rows carry them)."""
     rows: list[dict[str, Any]] = []
-    depth, breadth = coverage.mean_depth_and_breadth() if coverage is not None else (None, None)
+    depth, breadth = coverage if coverage is not None else (None, None)
     for (mate, stage), acc in accs:
         s = summarize(acc)
         s.pop("sum_gap")
@@ -370,12 +385,13 @@ def summary_rows(
     return {c.name: [r[c.name] for r in rows] for c in QC_SUMMARY.columns}
 
 
-class ExactCoverage:
-    """A sample's merged depth profiles over the reference: thresholds and low-coverage intervals."""
+class GenomeCoverage:
+    """A sample's exact depth over the reference, added up from the regions' sums: thresholds per contig and
+    the low-coverage intervals that cross a region's edge."""
 
-    def __init__(self, contigs: list[tuple[str, int]], depth: DepthAccumulator, qc: AlignQC | None) -> None:
+    def __init__(self, contigs: list[tuple[str, int]], sums: SampleSums, qc: AlignQC | None) -> None:
         self.contigs = contigs
-        self.profiles = {name: depth.profiles.get(name, Profile()) for name, _ in contigs}
+        self.sums = sums
         self.depth_bases = qc.depth_bases if qc is not None else {}
 
     @property
@@ -385,32 +401,53 @@ class ExactCoverage:
     def mean_depth(self) -> float | None:
         return sum(self.depth_bases.values()) / self.length if self.length else None
 
+    def _at_least(self, contig: str, k: int) -> int:
+        counts = self.sums.at_least.get(contig)
+        return counts[k] if counts else 0
+
     def pct_at(self, threshold: int) -> float | None:
-        at = sum(p.bases_at_least(threshold) for p in self.profiles.values())
+        k = THRESHOLDS.index(threshold)
+        at = sum(self._at_least(name, k) for name, _ in self.contigs)
         return 100 * at / self.length if self.length else None
 
     def contig_rows(self, sample: str) -> dict[str, list[Any]]:
         rows: list[dict[str, Any]] = []
         for name, length in self.contigs:
-            p = self.profiles[name]
             row: dict[str, Any] = {"sample": sample, "contig": name, "length": length,
                                    "mean_depth": self.depth_bases.get(name, 0) / length if length else None}
-            row.update({f"pct_{t}x": 100 * p.bases_at_least(t) / length if length else None for t in THRESHOLDS})
+            row.update({f"pct_{t}x": 100 * self._at_least(name, k) / length if length else None
+                        for k, t in enumerate(THRESHOLDS)})
             rows.append(row)
         return _columns("contig_coverage", rows)
 
-    def low_rows(self, sample: str) -> dict[str, list[Any]]:
+    def points(self, sample: str, widths: dict[str, int]) -> pa.Table:
+        """The sample's report points: the regions' partial sums of each point added up."""
+        lengths = dict(self.contigs)
+        summed: dict[tuple[str, int], int] = {}
+        for contig, point, depth_sum in self.sums.points:
+            summed[(contig, point)] = summed.get((contig, point), 0) + depth_sum
+        keys = sorted(summed, key=lambda k: (-lengths[k[0]], k[0], k[1]))
+        starts = [p * widths[c] for c, p in keys]
+        return pa.table({"sample": [sample] * len(keys), "contig": [c for c, _ in keys], "bin_start": starts,
+                         "bin_end": [min(s + widths[c], lengths[c]) for s, (c, _) in zip(starts, keys, strict=True)],
+                         "depth_sum": [summed[k] for k in keys]}, schema=COVERAGE_POINTS.schema)
+
+    def edge_rows(self, sample: str) -> dict[str, list[Any]]:
+        """The low-coverage intervals the reducers left at their regions' edges, joined to their neighbours."""
         cols: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["low_coverage"].columns}
-        for name, length in self.contigs:
-            for t in THRESHOLDS:
-                starts, ends = self.profiles[name].below(t, length)
-                n = len(starts)
-                cols["sample"] += [sample] * n
-                cols["contig"] += [name] * n
-                cols["threshold"] += [t] * n
-                cols["pos"] += (starts + 1).tolist()
-                cols["end_pos"] += ends.tolist()
-                cols["length"] += (ends - starts).tolist()
+        order = {name: i for i, (name, _) in enumerate(self.contigs)}
+        edges = sorted(self.sums.low_edges, key=lambda x: (order[x[0]], x[1], x[2]))
+        joined: list[list[Any]] = []
+        for contig, t, s, e in edges:
+            last = joined[-1] if joined else None
+            if last is not None and last[0] == contig and last[1] == t and last[3] == s:
+                last[3] = e
+            else:
+                joined.append([contig, t, s, e])
+        for contig, t, s, e in joined:
+            for k, v in (("sample", sample), ("contig", contig), ("threshold", t), ("pos", s + 1), ("end_pos", e),
+                         ("length", e - s)):
+                cols[k].append(v)
         return cols
 
 
@@ -456,7 +493,7 @@ def _pct(part: int, whole: int) -> float | None:
     return 100 * part / whole if whole else None
 
 
-def sample_summary_row(sample: str, fold: _SampleFold, exact: ExactCoverage | None,
+def sample_summary_row(sample: str, fold: _SampleFold, exact: GenomeCoverage | None,
                        metadata: dict[str, Any]) -> dict[str, list[Any]]:
     """The ``sample_summary`` row of a sample (see the table's columns)."""
     raw = [summarize(fold.qc[(m, "raw")]) for m in fold.mates]

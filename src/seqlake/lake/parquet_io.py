@@ -45,6 +45,11 @@ def _put(local: Path, uri: str) -> None:
             sibling.replace(dest)
 
 
+def put_file(local: Path, uri: str) -> None:
+    """Put a finished local file at ``uri`` (one upload, or a rename on the same file system)."""
+    _put(local, uri)
+
+
 def write_table(uri: str, table: pa.Table) -> None:
     """Write one Parquet file at ``uri`` (replacing any previous one)."""
     with tempfile.TemporaryDirectory(prefix="seqlake-pq-", dir=_tmp_dir(uri)) as tmp:
@@ -67,10 +72,11 @@ class PartWriter:
     (held as Arrow until a group is complete: that is the writer's memory), kept in ``tmp_dir`` until
     :meth:`publish`. A context manager: leaving it closes the local file, published or not."""
 
-    def __init__(self, uri: str, table_name: str, tmp_dir: str, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+    def __init__(self, uri: str, table_name: str, tmp_dir: str, row_group_rows: int = ROW_GROUP_ROWS,
+                 schema: pa.Schema | None = None) -> None:
         self.uri = uri
         self.table_name = table_name
-        self.schema = BY_NAME[table_name].schema
+        self.schema = schema or BY_NAME[table_name].schema
         self.row_group_rows = row_group_rows
         self.rows = 0
         #: the file's size once closed

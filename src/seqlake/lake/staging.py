@@ -5,12 +5,13 @@ leaves, under ``runs/<id>/staging/child=NNNNN/`` (:class:`seqlake.base.layout.Ru
 
 - ``manifest.json``, written last (its presence means the child is done): per shard, every additive
   aggregate the result tables are computed from (QC histograms and per-cycle sums per mate and
-  stage, trimming and alignment counters), the alignments part's row count and size, and the
-  coverage parts' row counts. Everything but coverage travels in this one object, so the commit
-  reads one small object per child.
-- with a reference, three coverage parts (schemas in :data:`seqlake.lake.tables.STAGING_TABLES`): the
-  non-zero depth bins, the covered-interval union and the exact depth runs (:mod:`seqlake.lake.depth`)
-  of each of the child's samples.
+  stage, trimming and alignment counters), the alignments part's row count and size, and the offset
+  index of its positions object. Everything but the per-position tables travels in this one object,
+  so the commit reads one small object per child.
+- with a reference, ``positions.arrows``: its per-position staging tables
+  (:data:`seqlake.lake.tables.STAGING_TABLES`: the non-zero depth bins, the covered-interval union and
+  the exact depth runs (:mod:`seqlake.lake.depth`) of each of its samples), cut by region
+  (:mod:`seqlake.lake.positions`), for the reducers (:mod:`seqlake.lake.reduce`).
 - its alignments, in the result partition (``results/alignments/run_id=<id>/child=NNNNN.parquet``).
 
 Every number is an integer count or sum, so merging children is addition (covered intervals: a
@@ -23,7 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -31,11 +32,12 @@ import numpy as np
 import pyarrow as pa
 
 from seqlake.lake.coverage import CoverageAccumulator
-from seqlake.lake.depth import DepthAccumulator, Profile
+from seqlake.lake.depth import DepthAccumulator
+from seqlake.lake.positions import PositionsIndex, dictionary_column, index_from_json, index_to_json, table_from_arrays
 from seqlake.lake.qc import NQ, PositionCounts, QCAccumulator
 from seqlake.lake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
-MANIFEST_VERSION = 3
+MANIFEST_VERSION = 4
 STAGES = ("raw", "trimmed")
 
 
@@ -227,7 +229,10 @@ class ChildManifest:
     shards: list[ShardResult]
     #: None when the run has no reference (no alignments part)
     alignments: PartInfo | None = None
-    #: rows of each coverage staging part (empty without a reference)
+    #: where each region's per-position tables are in the child's positions object (empty without a
+    #: reference; :mod:`seqlake.lake.positions`)
+    positions: PositionsIndex = field(default_factory=dict)
+    #: rows of each staging part written as Parquet (the allele tables; empty without a reference)
     coverage_rows: dict[str, int] = field(default_factory=dict)
     #: reference contigs and lengths (the coverage parts hold non-zero bins only)
     contigs: list[tuple[str, int]] = field(default_factory=list)
@@ -249,6 +254,7 @@ class ChildManifest:
             "child": self.child,
             "shards": [s.to_json() for s in self.shards],
             "alignments": None if self.alignments is None else asdict(self.alignments),
+            "positions": index_to_json(self.positions),
             "coverage_rows": self.coverage_rows,
             "contigs": [list(c) for c in self.contigs],
             "reference_md5": self.reference_md5,
@@ -266,6 +272,7 @@ class ChildManifest:
         return cls(
             run_id=d["run_id"], child=int(d["child"]), shards=[ShardResult.from_json(s) for s in d["shards"]],
             alignments=None if a is None else PartInfo(int(a["rows"]), int(a["bytes"])),
+            positions=index_from_json(d.get("positions", {})),
             coverage_rows={k: int(v) for k, v in d.get("coverage_rows", {}).items()},
             contigs=[(str(n), int(length)) for n, length in d.get("contigs", [])],
             reference_md5={str(k): str(v) for k, v in d.get("reference_md5", {}).items()},
@@ -289,63 +296,48 @@ def median_of_hist(hist: dict[int, int]) -> float | None:
     return (lo + hi) / 2
 
 
-# ------------------------------------------------------------------------------- coverage parts
-def coverage_parts(by_sample: Mapping[str, CoverageAccumulator],
-                   depth: Mapping[str, DepthAccumulator]) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The non-zero depth bins, the covered-interval unions and the exact depth runs of a child's samples."""
-    bins: dict[str, list[Any]] = {c.name: [] for c in COVERAGE_BINS.columns}
-    ivl: dict[str, list[Any]] = {c.name: [] for c in COVERED_INTERVALS.columns}
-    runs: dict[str, list[Any]] = {c.name: [] for c in DEPTH_RUNS.columns}
-    for sample, cov in by_sample.items():
-        for contig, cc in cov.contigs.items():
-            nz = np.flatnonzero(cc.depth_sum)
-            bins["sample"] += [sample] * len(nz)
-            bins["contig"] += [contig] * len(nz)
-            bins["bin"] += nz.tolist()
-            bins["depth_sum"] += cc.depth_sum[nz].tolist()
-            n = len(cc.union_start)
-            ivl["sample"] += [sample] * n
-            ivl["contig"] += [contig] * n
-            ivl["start"] += cc.union_start.tolist()
-            ivl["stop"] += cc.union_end.tolist()
-    for sample, acc in depth.items():
-        for contig, p in acc.profiles.items():
-            runs["sample"] += [sample] * len(p)
-            runs["contig"] += [contig] * len(p)
-            runs["start"] += p.start.tolist()
-            runs["stop"] += p.end.tolist()
-            runs["depth"] += p.depth.tolist()
-    return (pa.table(bins, schema=COVERAGE_BINS.schema), pa.table(ivl, schema=COVERED_INTERVALS.schema),
-            pa.table(runs, schema=DEPTH_RUNS.schema))
+# ------------------------------------------------------------------------------- per-position tables
+def staging_tables(by_sample: Mapping[str, CoverageAccumulator], depth: Mapping[str, DepthAccumulator],
+                   samples: Sequence[str], contigs: Sequence[tuple[str, int]], bin_width: int) -> dict[str, pa.Table]:
+    """A child's per-position staging tables (name -> table): the non-zero depth bins, the covered-interval
+    unions and the exact depth runs of its samples, sorted by (sample, contig, position), built from NumPy."""
+    contig_code = {name: i for i, name in enumerate(name for name, _ in contigs)}
+    names = [name for name, _ in contigs]
+    cols: dict[str, dict[str, list[Any]]] = {t.name: {c.name: [] for c in t.columns} for t in
+                                             (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)}
 
+    def put(table: str, sample: int, contig: str, **arrays: Any) -> None:
+        n = len(next(iter(arrays.values())))
+        if n == 0:
+            return
+        c = cols[table]
+        c["sample"].append(np.full(n, sample, dtype=np.int32))
+        c["contig"].append(np.full(n, contig_code[contig], dtype=np.int32))
+        for k, v in arrays.items():
+            c[k].append(v)
 
-def add_coverage_parts(by_sample: Mapping[str, CoverageAccumulator], depth: Mapping[str, DepthAccumulator],
-                       bins: pa.Table, intervals: pa.Table, runs: pa.Table) -> None:
-    """Add a child's coverage parts to per-sample accumulators (which hold every sample it names)."""
-    for table, add in ((bins, _add_bins), (intervals, _add_intervals)):
-        for sample, contig, cols in _groups(table):
-            add(by_sample[sample].contigs[contig], cols)
-    for sample, contig, cols in _groups(runs):
-        depth[sample].add(contig, Profile(cols["start"].astype(np.int64), cols["stop"].astype(np.int64),
-                                          cols["depth"].astype(np.int64)))
-
-
-def _groups(table: pa.Table) -> Iterable[tuple[str, str, dict[str, Any]]]:
-    """The rows of a staging part per (sample, contig), as numpy columns (rows are grouped)."""
-    if table.num_rows == 0:
-        return
-    keys = table.select(["sample", "contig"]).to_pylist()
-    cols = {name: table.column(name).to_numpy() for name in table.column_names if name not in ("sample", "contig")}
-    start = 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            yield keys[start]["sample"], keys[start]["contig"], {k: v[start:i] for k, v in cols.items()}
-            start = i
-
-
-def _add_bins(cc: Any, cols: Mapping[str, Any]) -> None:
-    np.add.at(cc.depth_sum, cols["bin"], cols["depth_sum"])
-
-
-def _add_intervals(cc: Any, cols: Mapping[str, Any]) -> None:
-    cc.add_union(cols["start"].astype(np.int64), cols["stop"].astype(np.int64))
+    for s, sample in enumerate(samples):
+        cov = by_sample.get(sample)
+        runs = depth[sample].profiles if sample in depth else {}
+        for contig in names:
+            if cov is not None:
+                cc = cov.contigs[contig]
+                nz = np.flatnonzero(cc.depth_sum)
+                put("coverage_bins", s, contig, pos=nz.astype(np.int64) * bin_width, depth_sum=cc.depth_sum[nz])
+                put("covered_intervals", s, contig, start=cc.union_start, stop=cc.union_end)
+            p = runs.get(contig)
+            if p is not None:
+                put("depth_runs", s, contig, start=p.start, stop=p.end, depth=p.depth)
+    out: dict[str, pa.Table] = {}
+    for spec in (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS):
+        c = cols[spec.name]
+        arrays: dict[str, Any] = {}
+        for col in spec.columns:
+            parts = c[col.name]
+            joined = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+            if col.name in ("sample", "contig"):
+                arrays[col.name] = dictionary_column(joined, list(samples) if col.name == "sample" else names)
+            else:
+                arrays[col.name] = joined
+        out[spec.name] = table_from_arrays(spec, arrays)
+    return out

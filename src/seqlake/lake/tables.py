@@ -452,39 +452,73 @@ AMPLICON_TABLES: tuple[str, ...] = ("amplicon_depth",)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
 
 
+#: the key of every per-position staging table (docs/INTERNALS.md, "Per-position data"): the sample and the
+#: contig dictionary-encoded (a child's few samples, a region's contigs), then a 0-based position column
+#: (``pos``, or ``start`` with an exclusive ``stop`` for runs and intervals); rows sorted by that key
+STAGING_STRING = pa.dictionary(pa.int32(), pa.string())
+STAGING_SAMPLE = _c("sample", STAGING_STRING, "sample name", False)
+STAGING_CONTIG = _c("contig", STAGING_STRING, "reference sequence name", False)
+#: the position columns a staging table may have, in the order they are looked for
+POSITION_COLUMNS: tuple[str, ...] = ("pos", "start")
+#: a staging table with this column holds intervals ``[start, stop)``: a region gets the part inside it
+INTERVAL_END = "stop"
+
 COVERAGE_BINS = Table(
     "coverage_bins",
-    "Staging only: a child's non-zero depth bins per sample and contig (the commit adds them up).",
+    "Staging only: a child's non-zero depth bins per sample and contig (the reducers add them up).",
     (
-        _SAMPLE,
-        _c("contig", _S, "reference sequence name", False),
-        _c("bin", _I64, "0-based bin number (bin_start / coverage_bin)", False),
+        STAGING_SAMPLE, STAGING_CONTIG,
+        _c("pos", _I64, "0-based first base of the bin (a multiple of the run's coverage bin width)", False),
         _c("depth_sum", _I64, "sum of per-base span depth over the bin", False),
     ),
+    key=("sample", "contig", "pos"),
 )
 
 COVERED_INTERVALS = Table(
     "covered_intervals",
-    "Staging only: the union of a child's alignment spans per sample and contig (the commit unions them).",
+    "Staging only: the union of a child's alignment spans per sample and contig (the reducers union them).",
     (
-        _SAMPLE,
-        _c("contig", _S, "reference sequence name", False),
+        STAGING_SAMPLE, STAGING_CONTIG,
         _c("start", _I64, "0-based start", False),
-        _c("stop", _I64, "0-based exclusive end", False),
+        _c(INTERVAL_END, _I64, "0-based exclusive end", False),
     ),
+    key=("sample", "contig", "start"),
 )
 
 DEPTH_RUNS = Table(
     "depth_runs",
     f"Staging only: a child's exact depth per sample and contig as runs of constant depth, capped at "
-    f"{DEPTH_CAP} (the commit sums them; see seqlake.lake.depth).",
+    f"{DEPTH_CAP} (the reducers sum them; see seqlake.lake.depth).",
+    (
+        STAGING_SAMPLE, STAGING_CONTIG,
+        _c("start", _I64, "0-based start", False),
+        _c(INTERVAL_END, _I64, "0-based exclusive end", False),
+        _c("depth", _I32, "depth over the run (>= 1)", False),
+    ),
+    key=("sample", "contig", "start"),
+)
+
+
+
+def position_column(table: Table) -> str:
+    """The 0-based position column of a staging table (its key's third column)."""
+    names = [c.name for c in table.columns]
+    return next(c for c in POSITION_COLUMNS if c in names)
+
+
+COVERAGE_POINTS = Table(
+    "coverage_points",
+    "Not cataloged: each sample's depth over its longest contigs summed into at most about 2,000 points (what "
+    "the report draws instead of reading the whole coverage table; written by the commit from the reducers' "
+    "summaries, runs/<id>/reduce/coverage_points.parquet).",
     (
         _SAMPLE,
         _c("contig", _S, "reference sequence name", False),
-        _c("start", _I64, "0-based start", False),
-        _c("stop", _I64, "0-based exclusive end", False),
-        _c("depth", _I32, "depth over the run (>= 1)", False),
+        _c("bin_start", _I64, "0-based start of the point's bases", False),
+        _c("bin_end", _I64, "exclusive end of the point's bases", False),
+        _c("depth_sum", _I64, "sum of per-base depth over them (as the coverage table's)", False),
     ),
+    key=("sample", "contig", "bin_start"),
 )
 
 #: the bases of the allele counts, in column order (anything but A, C, G, T is counted as N)
@@ -555,9 +589,13 @@ AMPLICON_READS = Table(
 #: parts a child writes for the commit only: never cataloged, never queried
 STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS, ALLELES, INDELS,
                                      AMPLICON_READS)
-#: the staging tables of depth and coverage (lake.staging.coverage_parts), and of allele counts
+#: the staging tables of depth and coverage (lake.staging.staging_tables), and of allele counts
 COVERAGE_STAGING: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
 ALLELE_STAGING: tuple[Table, ...] = (ALLELES, INDELS, AMPLICON_READS)
+#: the staging tables that travel by region in a child's positions object to the reducers
+#: (seqlake.lake.positions, seqlake.lake.reduce); the allele tables still go to the commit as Parquet parts
+POSITION_STAGING: tuple[Table, ...] = COVERAGE_STAGING
+STAGING_BY_NAME: dict[str, Table] = {t.name: t for t in POSITION_STAGING}
 
 
 COORDINATES = (

@@ -159,7 +159,8 @@ class Watcher:
                 owner.arrays.append(array)
             note = f"retried {array.retries}" + (f", failed {array.failed}" if array.failed else "")
             if job_id not in self._bars:
+                unit = "regions" if array.job_name.startswith("reduce-") else "shards"  # the reducers' job
                 self._bars[job_id] = self._progress.add_task(
-                    f"{array.job_name[:40]} shards", total=array.size, note=note
+                    f"{array.job_name[:40]} {unit}", total=array.size, note=note
                 )
             self._progress.update(self._bars[job_id], completed=array.succeeded + array.failed, note=note)

@@ -12,6 +12,7 @@ FastQC does past cycle 9) and coverage at most :data:`MAX_COVERAGE_POINTS` per s
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +21,14 @@ import numpy as np
 import pyarrow as pa
 
 from seqlake.base import storage
+from seqlake.base.layout import LakeLayout, RunLayout
 from seqlake.lake.parquet_io import read_table
 from seqlake.lake.tables import (
     AMPLICON_DEPTH,
     BY_NAME,
     CONSENSUS,
     COVERAGE,
+    COVERAGE_POINTS,
     LENGTH_HIST,
     QC_POSITION,
     QC_SUMMARY,
@@ -35,13 +38,16 @@ from seqlake.lake.tables import (
     VARIANTS,
 )
 
-#: the tables a report reads
+#: the tables a report reads (and, under the ``coverage`` key, the run's coverage points: never the whole
+#: coverage table, which grows with the genome)
 REPORT_TABLES: tuple[str, ...] = (
-    SAMPLE_SUMMARY.name, QC_SUMMARY.name, QC_POSITION.name, LENGTH_HIST.name, QUALITY_HIST.name, COVERAGE.name,
-    RUNS.name, VARIANTS.name, CONSENSUS.name, AMPLICON_DEPTH.name,
+    SAMPLE_SUMMARY.name, QC_SUMMARY.name, QC_POSITION.name, LENGTH_HIST.name, QUALITY_HIST.name, RUNS.name,
+    VARIANTS.name, CONSENSUS.name, AMPLICON_DEPTH.name,
 )
 #: PASS variants the report lists (the table has them all)
 MAX_VARIANT_ROWS = 500
+#: schema metadata of the coverage points: every contig's length (JSON), for the note on undrawn contigs
+CONTIGS_KEY = b"seqlake.contigs"
 #: points on one axis (cycles, lengths) before they are grouped into equal bins
 MAX_POINTS = 200
 #: coverage points per sample over all drawn contigs
@@ -56,7 +62,9 @@ Matrix = np.ndarray[Any, np.dtype[np.float64]]
 
 
 def load_run_tables(results_prefix: str, run_id: str) -> dict[str, pa.Table]:
-    """The run's partition of each report table (an empty table where the run has none).
+    """The run's partition of each report table (an empty table where the run has none), and under
+    ``coverage`` its coverage points (:data:`seqlake.lake.tables.COVERAGE_POINTS`: at most about 2,000 per
+    sample, summed by the reducers; empty without a reference).
 
     ``results_prefix``: the lake's ``results`` folder, a local path or ``s3://bucket/results``.
     """
@@ -67,7 +75,18 @@ def load_run_tables(results_prefix: str, run_id: str) -> dict[str, pa.Table]:
                  if u.endswith(".parquet")]
         tables = [read_table(u).select(schema.names).cast(schema) for u in parts]
         out[name] = pa.concat_tables(tables) if tables else schema.empty_table()
+    out[COVERAGE.name] = _coverage_points(LakeLayout.of_results(results_prefix).run(run_id))
     return out
+
+
+def _coverage_points(layout: RunLayout) -> pa.Table:
+    schema = COVERAGE_POINTS.schema
+    try:
+        points = read_table(layout.coverage_points).select(schema.names).cast(schema)
+        contigs = json.loads(storage.read_bytes(layout.reduce_plan))["contigs"]
+    except FileNotFoundError:
+        return schema.empty_table()
+    return points.replace_schema_metadata({CONTIGS_KEY: json.dumps(contigs).encode()})
 
 
 @dataclass(frozen=True)
@@ -374,6 +393,8 @@ def _coverage(table: pa.Table, samples: list[str]) -> Plot | None:
     by_contig = table.group_by("contig").aggregate([("bin_end", "max")])
     lengths = dict(zip(by_contig["contig"].to_pylist(), by_contig["bin_end_max"].to_pylist(), strict=True))
     drawn = sorted(lengths, key=lambda c: (-lengths[c], c))[:MAX_CONTIGS]
+    listed = (table.schema.metadata or {}).get(CONTIGS_KEY)  # every contig, the undrawn ones too
+    lengths = {**{str(n): int(length) for n, length in json.loads(listed)}, **lengths} if listed else lengths
     total = sum(lengths[c] for c in drawn)
     panels = []
     for c in drawn:

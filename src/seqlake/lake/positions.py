@@ -1,0 +1,267 @@
+"""A child's per-position staging tables in one object, cut by region, with an offset index.
+
+Every table of :data:`seqlake.lake.tables.POSITION_STAGING` has the same key: ``sample``, ``contig``
+(dictionary-encoded) and a 0-based position (``pos``, or ``start`` .. ``stop`` for runs and intervals),
+rows sorted by it. A child writes them all into one object (``staging/child=NNNNN/positions.arrows``,
+:meth:`seqlake.base.layout.RunLayout.positions`), region after region (:mod:`seqlake.lake.regions`),
+and inside a region table after table, each an Arrow IPC stream::
+
+    [region 0: coverage_bins | covered_intervals | depth_runs | ...][region 3: ...] ...
+
+A region's streams are contiguous, so a reducer reads its region of a child with one ranged GET; the
+index (region -> table -> offset, length, rows) travels in the child's manifest. Regions where the child
+has no row at all are left out. Inside a region's streams, the ``contig`` dictionary is the region's
+contigs in reference order (the same codes in every child) and the ``sample`` dictionary the child's
+samples; intervals that cross a window boundary are cut there (each region gets its part).
+
+Columns are built from NumPy arrays (:func:`dictionary_column`, :func:`table_from_arrays`), never
+from Python lists.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from seqlake.base import storage
+from seqlake.lake.regions import Contigs, Region
+from seqlake.lake.tables import INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, Table, position_column
+
+I64 = npt.NDArray[np.int64]
+#: what every table and its region's streams are read with
+Tables = dict[str, pa.Table]
+
+
+@dataclass(frozen=True)
+class Extent:
+    """Where one table of one region is in a child's object: bytes ``[offset, offset + length)``, rows."""
+
+    offset: int
+    length: int
+    rows: int
+
+    def to_json(self) -> list[int]:
+        return [self.offset, self.length, self.rows]
+
+    @classmethod
+    def from_json(cls, v: Sequence[int]) -> Extent:
+        return cls(int(v[0]), int(v[1]), int(v[2]))
+
+
+#: region -> table name -> extent
+PositionsIndex = dict[int, dict[str, Extent]]
+
+
+def index_to_json(index: PositionsIndex) -> dict[str, dict[str, list[int]]]:
+    return {str(r): {t: e.to_json() for t, e in tables.items()} for r, tables in sorted(index.items())}
+
+
+def index_from_json(d: Mapping[str, Mapping[str, Sequence[int]]]) -> PositionsIndex:
+    return {int(r): {str(t): Extent.from_json(e) for t, e in tables.items()} for r, tables in d.items()}
+
+
+def dictionary_column(codes: npt.NDArray[Any], names: Sequence[str]) -> pa.DictionaryArray:
+    """A dictionary-encoded string column from integer codes into ``names``."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(codes, dtype=np.int32)),
+                                          pa.array(list(names), type=pa.string()))
+
+
+def table_from_arrays(spec: Table, columns: Mapping[str, Any]) -> pa.Table:
+    """A staging table from NumPy arrays (and dictionary columns) in the spec's schema."""
+    schema = spec.schema
+    arrays = [c if isinstance(c, pa.Array | pa.ChunkedArray) else pa.array(np.asarray(c), type=f.type)
+              for f, c in ((f, columns[f.name]) for f in schema)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[npt.NDArray[np.int32], list[str]]:
+    """The codes and dictionary of a dictionary column (one chunk)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    return arr.indices.to_numpy(zero_copy_only=False).astype(np.int32), arr.dictionary.to_pylist()
+
+
+class _Windows:
+    """The windows of every contig on one axis (contigs laid end to end in reference order)."""
+
+    def __init__(self, contigs: Contigs, all_regions: Sequence[Region]) -> None:
+        self.names = [name for name, _ in contigs]
+        lengths = np.array([n for _, n in contigs], dtype=np.int64)
+        self.offset = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        code = {name: i for i, name in enumerate(self.names)}
+        rows = sorted((code[p.contig], p.start, p.end, r.index) for r in all_regions for p in r.pieces)
+        self.starts = np.array([self.offset[c] + s for c, s, _, _ in rows], dtype=np.int64)
+        self.ends = np.array([self.offset[c] + e for c, _, e, _ in rows], dtype=np.int64)
+        self.region = np.array([r for *_, r in rows], dtype=np.int64)
+        self.regions = {r.index: r for r in all_regions}
+
+    def window(self, contig_codes: npt.NDArray[Any], pos: I64) -> I64:
+        """The window (its number on the axis) holding each position."""
+        out: I64 = np.searchsorted(self.starts, self.offset[contig_codes] + pos, side="right") - 1
+        return out
+
+
+def cut_by_region(spec: Table, table: pa.Table, contigs: Contigs, all_regions: Sequence[Region]) -> Iterator[
+        tuple[int, pa.Table]]:
+    """``(region, rows)`` for each region the table has rows in, in region order: the rows in
+    (sample, contig, position) order, intervals cut at window boundaries, the contig column re-encoded to the
+    region's contigs."""
+    if table.num_rows == 0:
+        return
+    windows = _Windows(contigs, all_regions)
+    code_of = {name: i for i, name in enumerate(windows.names)}
+    contig_codes, contig_names = _codes(table.column("contig"))
+    ref_codes = np.array([code_of[n] for n in contig_names], dtype=np.int64)[contig_codes]
+    pos_name = position_column(spec)
+    pos = table.column(pos_name).to_numpy().astype(np.int64)
+    first = windows.window(ref_codes, pos)
+    take = np.arange(table.num_rows, dtype=np.int64)
+    win = first
+    interval = INTERVAL_END in table.column_names
+    if interval:  # an interval over n windows becomes n rows, each clipped to its window
+        stop = table.column(INTERVAL_END).to_numpy().astype(np.int64)
+        last = windows.window(ref_codes, stop - 1)
+        pieces = last - first + 1
+        take = np.repeat(take, pieces)
+        within = np.arange(len(take), dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        win = np.repeat(first, pieces) + within
+    # rows are in (sample, contig, position) order and windows in (contig, position) order: a stable
+    # sort by region keeps each region's rows in key order
+    region = windows.region[win]
+    order = np.argsort(region, kind="stable")
+    take, win, region = take[order], win[order], region[order]
+    cut = table.take(pa.array(take))
+    if interval:
+        base = windows.offset[ref_codes[take]]
+        s = np.maximum(cut.column(pos_name).to_numpy().astype(np.int64), windows.starts[win] - base)
+        e = np.minimum(cut.column(INTERVAL_END).to_numpy().astype(np.int64), windows.ends[win] - base)
+        for name, values in ((pos_name, s), (INTERVAL_END, e)):
+            f = cut.schema.field(name)
+            cut = cut.set_column(cut.schema.get_field_index(name), f, pa.array(values, type=f.type))
+    bounds = np.flatnonzero(np.concatenate([[True], region[1:] != region[:-1], [True]]))
+    all_ref = ref_codes[take]
+    for a, b in itertools.pairwise(bounds):
+        r = int(region[a])
+        names = windows.regions[r].contigs
+        local = {code_of[n]: i for i, n in enumerate(names)}
+        remap = np.full(len(windows.names), -1, dtype=np.int32)
+        for g, i in local.items():
+            remap[g] = i
+        part = cut.slice(int(a), int(b - a))
+        codes = remap[all_ref[a:b]]
+        part = part.set_column(part.schema.get_field_index("contig"), part.schema.field("contig"),
+                               dictionary_column(codes, names))
+        yield r, part
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs,
+                    all_regions: Sequence[Region]) -> PositionsIndex:
+    """Write a child's staging tables (name -> table, in the schemas of POSITION_STAGING; a table the child
+    does not make is left out) into one local file, region by region; returns the index."""
+    unknown = set(tables) - set(STAGING_BY_NAME)
+    if unknown:
+        raise ValueError(f"not staging tables: {sorted(unknown)}")
+    cuts: dict[int, Tables] = {}
+    for spec in POSITION_STAGING:
+        if spec.name not in tables:
+            continue
+        for region, part in cut_by_region(spec, tables[spec.name], contigs, all_regions):
+            cuts.setdefault(region, {})[spec.name] = part
+    index: PositionsIndex = {}
+    offset = 0
+    with path.open("wb") as out:
+        for region in sorted(cuts):
+            entry: dict[str, Extent] = {}
+            for spec in POSITION_STAGING:
+                part = cuts[region].get(spec.name)
+                if part is None:
+                    continue
+                data = _ipc(part)
+                out.write(data)
+                entry[spec.name] = Extent(offset, len(data), part.num_rows)
+                offset += len(data)
+            index[region] = entry
+    return index
+
+
+def region_span(entry: Mapping[str, Extent]) -> tuple[int, int]:
+    """The bytes ``[start, stop)`` holding every table of one region (they are contiguous)."""
+    return min(e.offset for e in entry.values()), max(e.offset + e.length for e in entry.values())
+
+
+def parse_region(data: bytes, start: int, entry: Mapping[str, Extent], uri: str) -> Tables:
+    """The tables of one region from the bytes read at ``start`` (every one of POSITION_STAGING, empty
+    where the child had no rows); a short or foreign read fails naming the object."""
+    out: Tables = {}
+    buf = pa.py_buffer(data)
+    for spec in POSITION_STAGING:
+        e = entry.get(spec.name)
+        if e is None:
+            out[spec.name] = spec.schema.empty_table()
+            continue
+        piece = buf[e.offset - start: e.offset - start + e.length]
+        if piece.size != e.length:
+            raise ValueError(f"{uri}: {spec.name} is cut short ({piece.size} of {e.length} bytes)")
+        table = pa.ipc.open_stream(piece).read_all()
+        if table.num_rows != e.rows or not table.schema.equals(spec.schema):
+            raise ValueError(f"{uri}: {spec.name} holds {table.num_rows} rows of schema {table.schema.names}, "
+                             f"its manifest says {e.rows} rows")
+        out[spec.name] = table
+    return out
+
+
+def read_region(uri: str, entry: Mapping[str, Extent]) -> Tables:
+    """One region's tables of one child's object: one ranged read."""
+    if not entry:
+        return {spec.name: spec.schema.empty_table() for spec in POSITION_STAGING}
+    start, stop = region_span(entry)
+    return parse_region(storage.read_range(uri, start, stop), start, entry, uri)
+
+
+def read_regions(items: Iterable[tuple[str, Mapping[str, Extent]]]) -> Iterator[Tables]:
+    """:func:`read_region` of each ``(uri, entry)``, in order, read in parallel
+    (:func:`seqlake.base.storage.read_many_ranges`)."""
+    listed = [(uri, entry) for uri, entry in items]
+    spans = [(uri, *region_span(entry)) if entry else (uri, 0, 0) for uri, entry in listed]
+    for (uri, entry), (_, start, _), data in zip(listed, spans, storage.read_many_ranges(spans), strict=True):
+        if not entry:
+            yield {spec.name: spec.schema.empty_table() for spec in POSITION_STAGING}
+            continue
+        if data is None:
+            raise FileNotFoundError(uri)
+        yield parse_region(data, start, entry, uri)
+
+
+def sample_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of each sample of one region's table (rows are grouped by sample)."""
+    if table.num_rows == 0:
+        return
+    codes, names = _codes(table.column("sample"))
+    bounds = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1], [True]]))
+    for a, b in itertools.pairwise(bounds):
+        yield names[codes[a]], table.slice(int(a), int(b - a))
+
+
+def contig_codes(table: pa.Table) -> npt.NDArray[np.int32]:
+    """The contig codes of a region's rows (codes into the region's contigs, the same in every child)."""
+    return _codes(table.column("contig"))[0]
+
+
+__all__ = ["STAGING_BY_NAME", "Extent", "PositionsIndex", "Tables", "cut_by_region", "dictionary_column",
+           "index_from_json", "index_to_json", "read_region", "read_regions", "sample_groups", "table_from_arrays",
+           "write_positions"]

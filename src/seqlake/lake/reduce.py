@@ -1,0 +1,441 @@
+"""The reduce step: one reducer per region merges every child's per-position rows of that region.
+
+Children leave their per-position staging tables cut by region (:mod:`seqlake.lake.positions`). The reduce
+step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs, the
+regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
+``seqlake reduce``):
+
+1. reads every child's manifest for its offsets, then the region's bytes of every child (one ranged GET
+   each, in parallel, in child order);
+2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
+   child is read, and its pieces read so far are merged early whenever they outgrow what is merged already
+   (:data:`FOLD_ROWS`): the state is about one merged region of the samples being read, never the genome,
+   never the run, whatever the number of children;
+3. merges each staging table with the merger registered for its name (:data:`MERGERS`; by default the
+   rows with one key are added, as every per-position count is an integer): the children's sorted runs
+   of one (sample, contig) are merged by one stable sort of their concatenation (a k-way merge: NumPy's
+   stable sort of int64 is a timsort, which merges the k sorted runs), depth runs by the capped sweep of
+   :mod:`seqlake.lake.depth` (one sort of their boundaries), covered intervals by a union;
+4. turns the merged tables into the region's rows of the result tables with the finishers registered in
+   :data:`FINISHERS` (``coverage``: every bin of the region; ``low_coverage``: the intervals below each
+   threshold inside the region), written as ``results/<table>/run_id=<id>/region=NNNNN.parquet``;
+5. writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
+   per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at
+   each threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals
+   that touch a window boundary inside a contig (the commit joins them to their neighbours'), the
+   coarse coverage points of the report, and the rows and bytes of each part.
+
+A reducer whose summary already exists exits at once (a retried or re-run reducer computes nothing twice;
+its parts are overwritten whole before the summary, so a summary always describes finished parts).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from seqlake.base import storage
+from seqlake.base.errors import SeqlakeError
+from seqlake.lake.coverage import covered_upto, union_intervals
+from seqlake.lake.depth import Profile, sum_runs
+from seqlake.lake.parquet_io import PartWriter, local_tmp
+from seqlake.lake.positions import Extent, contig_codes, dictionary_column, index_from_json, read_regions, sample_groups
+from seqlake.lake.regions import (
+    Piece,
+    ReducePlan,
+    Region,
+    load_reduce_plan,
+    plan_reduce,
+)
+from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
+from seqlake.plan.planfile import Plan
+
+I64 = npt.NDArray[np.int64]
+#: rows of a region's result part held before they are written as a row group
+REDUCE_ROW_GROUP_ROWS = 200_000
+#: a sample's rows of one staging table read and not yet merged, past which they are merged (if they also
+#: outnumber the rows merged so far): ~30 MB of depth runs
+FOLD_ROWS = 1_000_000
+
+
+def samples_ending(plan: Plan) -> dict[int, list[str]]:
+    """Child -> the samples whose last shard it holds, in plan order (a plan's shards are in sample
+    order, so a sample's children are consecutive and it is complete once its last child is read)."""
+    last: dict[str, int] = {}
+    for child in range(plan.array_size):
+        for i in plan.child_shards(child):
+            last[plan.shards[i].sample] = child
+    ending: dict[int, list[str]] = {}
+    for sample in plan.samples:
+        ending.setdefault(last[sample], []).append(sample)
+    return ending
+
+
+# ----------------------------------------------------------------------------------------- summaries
+@dataclass
+class SampleSums:
+    """One sample's partial sums over one region (or, added up by the commit, the genome)."""
+
+    #: sum of per-base depth (whole spans, the ``coverage`` table's) and bases with depth >= 1
+    depth_sum: int = 0
+    covered: int = 0
+    #: contig -> bases at or above each threshold of THRESHOLDS (``samtools depth -a`` depth)
+    at_least: dict[str, list[int]] = field(default_factory=dict)
+    #: low-coverage intervals ``[contig, threshold, start, end)`` touching a window boundary inside a contig
+    low_edges: list[list[Any]] = field(default_factory=list)
+    #: report points: ``[contig, point, depth_sum]`` (point = bin_start // the contig's point width)
+    points: list[list[Any]] = field(default_factory=list)
+
+    def add(self, other: SampleSums) -> None:
+        self.depth_sum += other.depth_sum
+        self.covered += other.covered
+        for contig, counts in other.at_least.items():
+            mine = self.at_least.setdefault(contig, [0] * len(counts))
+            for i, n in enumerate(counts):
+                mine[i] += n
+        self.low_edges += other.low_edges
+        self.points += other.points
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SampleSums:
+        at_least = {str(k): [int(x) for x in v] for k, v in d["at_least"].items()}
+        return cls(int(d["depth_sum"]), int(d["covered"]), at_least, [list(x) for x in d["low_edges"]],
+                   [list(x) for x in d["points"]])
+
+
+@dataclass
+class RegionSummary:
+    """What a reducer leaves the commit (``runs/<id>/reduce/region=NNNNN.json``)."""
+
+    run_id: str
+    region: int
+    samples: dict[str, SampleSums] = field(default_factory=dict)
+    #: result table -> rows and bytes of the region's part
+    parts: dict[str, list[int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> bytes:
+        return json.dumps({"run_id": self.run_id, "region": self.region, "seconds": self.seconds, "parts": self.parts,
+                           "samples": {s: asdict(v) for s, v in self.samples.items()}},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> RegionSummary:
+        d = json.loads(data)
+        return cls(str(d["run_id"]), int(d["region"]), {s: SampleSums.from_json(v) for s, v in d["samples"].items()},
+                   {t: [int(x) for x in v] for t, v in d["parts"].items()}, float(d.get("seconds", 0.0)))
+
+
+# ------------------------------------------------------------------------------------------ mergers
+#: a staging table's merger: the pieces of one sample (one per child, each sorted by contig and position)
+#: -> one table sorted by contig and position
+Merger = Callable[[Sequence[pa.Table]], pa.Table]
+
+
+def _per_contig(pieces: Sequence[pa.Table], columns: Sequence[str]) -> Iterator[tuple[int, dict[str, I64]]]:
+    """Per contig code, the pieces' columns concatenated (in child order)."""
+    codes = np.concatenate([contig_codes(p) for p in pieces]) if pieces else np.empty(0, dtype=np.int32)
+    cols = {c: np.concatenate([p.column(c).to_numpy().astype(np.int64) for p in pieces]) for c in columns}
+    order = np.argsort(codes, kind="stable")
+    codes = codes[order]
+    if not len(codes):
+        return
+    bounds = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1], [True]]))
+    for a, b in itertools.pairwise(bounds):
+        yield int(codes[a]), {c: v[order[a:b]] for c, v in cols.items()}
+
+
+def _rebuild(spec_name: str, template: pa.Table, rows: list[tuple[int, dict[str, I64]]]) -> pa.Table:
+    """A merged table in the staging schema: the sample and contig dictionaries of the pieces."""
+    spec = STAGING_BY_NAME[spec_name]
+    contigs = template.column("contig").combine_chunks().dictionary.to_pylist()
+    sample = template.column("sample").combine_chunks()
+    n = sum(len(next(iter(cols.values()))) for _, cols in rows)
+    arrays: dict[str, Any] = {
+        "sample": pa.DictionaryArray.from_arrays(pa.array(np.full(n, sample.indices[0].as_py(), dtype=np.int32)),
+                                                 sample.dictionary),
+        "contig": dictionary_column(np.concatenate([np.full(len(next(iter(c.values()))), k, dtype=np.int32)
+                                                    for k, c in rows]) if rows else np.empty(0, np.int32), contigs),
+    }
+    for col in spec.columns[2:]:
+        arrays[col.name] = pa.array(np.concatenate([c[col.name] for _, c in rows]) if rows else np.empty(0, np.int64),
+                                    type=col.type)
+    return pa.Table.from_arrays([arrays[f.name] for f in spec.schema], schema=spec.schema)
+
+
+def merge_sum(name: str) -> Merger:
+    """Rows with one key are one row whose other columns are the sum (every per-position count adds)."""
+    spec = STAGING_BY_NAME[name]
+    pos = position_column(spec)
+    values = [c.name for c in spec.columns if c.name not in spec.key]
+    extra_keys = [k for k in spec.key if k not in ("sample", "contig", pos)]
+
+    def merge(pieces: Sequence[pa.Table]) -> pa.Table:
+        pieces = [p for p in pieces if p.num_rows]
+        if len(pieces) <= 1:
+            return pieces[0] if pieces else spec.schema.empty_table()
+        if extra_keys:  # e.g. an inserted sequence: Arrow's hash aggregation
+            whole = pa.concat_tables(pieces).combine_chunks()
+            codes = pa.array(contig_codes(whole))
+            keyed = whole.drop_columns(["contig"]).append_column("_contig", codes)
+            grouped = keyed.group_by(["sample", "_contig", pos, *extra_keys]).aggregate([(v, "sum") for v in values])
+            grouped = grouped.rename_columns([c.removesuffix("_sum") if c[:-4] in values else c
+                                              for c in grouped.column_names])
+            grouped = grouped.sort_by([("_contig", "ascending"), (pos, "ascending"), *((k, "ascending")
+                                                                                       for k in extra_keys)])
+            contigs = whole.column("contig").combine_chunks().dictionary.to_pylist()
+            grouped = grouped.append_column("contig", dictionary_column(grouped.column("_contig").to_numpy(), contigs))
+            return grouped.select(spec.schema.names).cast(spec.schema)
+        rows = []
+        for code, cols in _per_contig(pieces, [pos, *values]):
+            order = np.argsort(cols[pos], kind="stable")  # k sorted runs: a k-way merge
+            p = cols[pos][order]
+            first = np.flatnonzero(np.concatenate([[True], p[1:] != p[:-1]]))
+            merged = {pos: p[first]}
+            merged.update({v: np.add.reduceat(cols[v][order], first) for v in values})
+            rows.append((code, merged))
+        return _rebuild(name, pieces[0], rows)
+
+    return merge
+
+
+def merge_union(pieces: Sequence[pa.Table]) -> pa.Table:
+    """Covered intervals: the union of the children's unions."""
+    pieces = [p for p in pieces if p.num_rows]
+    if len(pieces) <= 1:
+        return pieces[0] if pieces else STAGING_BY_NAME["covered_intervals"].schema.empty_table()
+    rows = []
+    for code, cols in _per_contig(pieces, ["start", INTERVAL_END]):
+        s, e = union_intervals(cols["start"], cols[INTERVAL_END])
+        rows.append((code, {"start": s, INTERVAL_END: e}))
+    return _rebuild("covered_intervals", pieces[0], rows)
+
+
+def merge_depth(pieces: Sequence[pa.Table]) -> pa.Table:
+    """Depth runs: the capped sum of the children's profiles (:func:`seqlake.lake.depth.add_profiles`)."""
+    pieces = [p for p in pieces if p.num_rows]
+    if len(pieces) <= 1:
+        return pieces[0] if pieces else STAGING_BY_NAME["depth_runs"].schema.empty_table()
+    rows = []
+    for code, cols in _per_contig(pieces, ["start", INTERVAL_END, "depth"]):
+        p = sum_runs(cols["start"], cols[INTERVAL_END], cols["depth"])
+        rows.append((code, {"start": p.start, INTERVAL_END: p.end, "depth": p.depth}))
+    return _rebuild("depth_runs", pieces[0], rows)
+
+
+#: the merger of each staging table that does not simply add (the others: :func:`merge_sum`)
+MERGERS: dict[str, Merger] = {"covered_intervals": merge_union, "depth_runs": merge_depth}
+
+
+def merger(name: str) -> Merger:
+    return MERGERS.get(name) or merge_sum(name)
+
+
+# ----------------------------------------------------------------------------------------- finishers
+@dataclass(frozen=True)
+class RegionContext:
+    plan: Plan
+    reduce_plan: ReducePlan
+    region: Region
+    #: contig -> report point width (drawn contigs only)
+    point_widths: dict[str, int]
+
+
+def _contig_rows(merged: pa.Table, region: Region) -> Iterator[tuple[Piece, pa.Table]]:
+    """Each piece of the region with the merged rows of its contig."""
+    codes = contig_codes(merged) if merged.num_rows else np.empty(0, dtype=np.int32)
+    for k, piece in enumerate(region.pieces):
+        sel = np.flatnonzero(codes == k)
+        rows = merged.take(pa.array(sel)) if len(sel) != merged.num_rows else merged
+        yield piece, rows
+
+
+def _np(t: pa.Table, col: str) -> I64:
+    out: I64 = t.column(col).to_numpy().astype(np.int64)
+    return out
+
+
+def _strings(value: str, n: int) -> pa.Array:
+    """``value`` repeated ``n`` times as a string column, through a one-word dictionary (no Python list)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value])).cast(pa.string())
+
+
+def _result(table: str, columns: Mapping[str, Any]) -> pa.Table:
+    schema = BY_NAME[table].schema
+    return pa.Table.from_arrays([c if isinstance(c, pa.Array) else pa.array(c, type=f.type)
+                                 for f, c in ((f, columns[f.name]) for f in schema)], schema=schema)
+
+
+def finish_coverage(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table],
+                    sums: SampleSums) -> dict[str, list[pa.Table]]:
+    """Every bin of the region (``coverage``: depth sums, covered bases), the sample's depth and covered
+    totals, and its report points."""
+    width = ctx.reduce_plan.bin_width
+    out = []
+    bins = dict(_contig_rows(merged["coverage_bins"], ctx.region))
+    ivl = dict(_contig_rows(merged["covered_intervals"], ctx.region))
+    for piece in ctx.region.pieces:
+        edges = np.append(np.arange(piece.start, piece.end, width, dtype=np.int64), np.int64(piece.end))
+        starts, ends = edges[:-1], edges[1:]
+        depth = np.zeros(len(starts), dtype=np.int64)
+        b = bins[piece]
+        np.add.at(depth, (_np(b, "pos") - piece.start) // width, _np(b, "depth_sum"))
+        i = ivl[piece]
+        us, ue = _np(i, "start"), _np(i, INTERVAL_END)
+        covered = np.diff(covered_upto(us, ue, edges))
+        sums.depth_sum += int(depth.sum())
+        sums.covered += int((ue - us).sum())
+        n = len(starts)
+        out.append(_result("coverage", {
+            "sample": _strings(sample, n), "contig": _strings(piece.contig, n), "bin_start": starts, "bin_end": ends,
+            "pos": starts + 1, "depth_sum": depth, "mean_depth": depth / np.maximum(ends - starts, 1),
+            "covered_bases": covered}))
+        pw = ctx.point_widths.get(piece.contig)
+        if pw:
+            point = starts // pw
+            uniq, first = np.unique(point, return_index=True)
+            sums.points += [[piece.contig, int(p), int(s)] for p, s in zip(uniq, np.add.reduceat(depth, first),
+                                                                             strict=True)]
+    return {"coverage": out}
+
+
+def _below(runs: Profile, threshold: int, start: int, end: int) -> tuple[I64, I64]:
+    """The merged intervals of ``[start, end)`` with depth below ``threshold`` (runs inside the window)."""
+    shifted = Profile(runs.start - start, runs.end - start, runs.depth)
+    s, e = shifted.below(threshold, end - start)
+    return s + start, e + start
+
+
+def finish_depth(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table],
+                 sums: SampleSums) -> dict[str, list[pa.Table]]:
+    """``low_coverage`` rows inside the region and the bases at each threshold (``samtools depth -a``)."""
+    out = []
+    for piece, rows in _contig_rows(merged["depth_runs"], ctx.region):
+        p = Profile(_np(rows, "start"), _np(rows, INTERVAL_END), _np(rows, "depth"))
+        counts = sums.at_least.setdefault(piece.contig, [0] * len(THRESHOLDS))
+        for k, t in enumerate(THRESHOLDS):
+            counts[k] += p.bases_at_least(t)
+            s, e = _below(p, t, piece.start, piece.end)
+            # an interval that reaches a window edge inside the contig may go on in the next region: the
+            # commit joins those
+            edge = ((s == piece.start) & (piece.start > 0)) | ((e == piece.end) & (piece.end < piece.contig_length))
+            sums.low_edges += [[piece.contig, t, int(a), int(b)] for a, b in zip(s[edge], e[edge], strict=True)]
+            s, e = s[~edge], e[~edge]
+            n = len(s)
+            out.append(_result("low_coverage", {
+                "sample": _strings(sample, n), "contig": _strings(piece.contig, n),
+                "threshold": np.full(n, t, dtype=np.int32), "pos": s + 1, "end_pos": e, "length": e - s}))
+    return {"low_coverage": out}
+
+
+@dataclass(frozen=True)
+class Finisher:
+    """Turns one sample's merged staging tables of a region into rows of result tables (and partial sums)."""
+
+    needs: tuple[str, ...]
+    writes: tuple[str, ...]
+    finish: Callable[[RegionContext, str, Mapping[str, pa.Table], SampleSums], dict[str, list[pa.Table]]]
+
+
+FINISHERS: list[Finisher] = [
+    Finisher(("coverage_bins", "covered_intervals"), ("coverage",), finish_coverage),
+    Finisher(("depth_runs",), ("low_coverage",), finish_depth),
+]
+#: result tables written by the reducers, one part per region
+REGION_TABLES: tuple[str, ...] = tuple(t for f in FINISHERS for t in f.writes)
+
+
+# ------------------------------------------------------------------------------------------- reducer
+def _positions_entries(plan: Plan, region: int) -> list[dict[str, Extent]]:
+    """Every child's extents of the region, from its manifest (a missing or foreign one fails naming it)."""
+    out = []
+    uris = (plan.layout.manifest(c) for c in range(plan.array_size))
+    for child, (uri, data) in enumerate(storage.read_many(uris)):
+        if data is None:
+            raise SeqlakeError(f"child {child} has no manifest at {uri}: it did not finish")
+        d = json.loads(data)
+        if d.get("run_id") != plan.run_id or d.get("child") != child:
+            raise SeqlakeError(f"the manifest at {uri} belongs to run {d.get('run_id')}, child {d.get('child')}")
+        out.append(index_from_json(d.get("positions", {})).get(region, {}))
+    return out
+
+
+def _fold_early(name: str, pieces: list[pa.Table]) -> None:
+    """Merge a sample's pieces read so far into one once they outgrow what is merged already (and
+    :data:`FOLD_ROWS`): the state stays about one merged region of the sample, whatever the number of its
+    children, and each row is merged a few times at most (the merged part at least doubles between folds)."""
+    waiting = sum(p.num_rows for p in pieces[1:])
+    if len(pieces) > 1 and waiting > max(FOLD_ROWS, pieces[0].num_rows):
+        pieces[:] = [merger(name)(pieces)]
+
+
+def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> RegionSummary:
+    """Merge one region of every child and write its result parts, then its summary (module docstring)."""
+    t0 = time.perf_counter()
+    rp = rp or load_reduce_plan(plan)
+    all_regions = rp.regions
+    if not 0 <= region < len(all_regions):
+        raise SeqlakeError(f"region {region} does not exist: the reference has {len(all_regions)} regions")
+    ctx = RegionContext(plan, rp, all_regions[region], rp.coverage_widths())
+    entries = _positions_entries(plan, region)
+    summary = RegionSummary(plan.run_id, region)
+    ending = samples_ending(plan)
+    pending: dict[str, dict[str, list[pa.Table]]] = {}
+    with local_tmp() as tmp:
+        writers = {t: PartWriter(plan.layout.region_part(t, region), t, tmp, REDUCE_ROW_GROUP_ROWS)
+                   for t in REGION_TABLES}
+        stream = read_regions((plan.layout.positions(c), entries[c]) for c in range(plan.array_size))
+        for child, tables in enumerate(stream):
+            for name, table in tables.items():
+                for sample, rows in sample_groups(table):
+                    pieces = pending.setdefault(sample, {}).setdefault(name, [])
+                    pieces.append(rows)
+                    _fold_early(name, pieces)
+            for sample in ending.get(child, []):
+                read = pending.pop(sample, {})
+                merged = {spec.name: merger(spec.name)(read.get(spec.name, [])) for spec in POSITION_STAGING}
+                sums = summary.samples.setdefault(sample, SampleSums())
+                for f in FINISHERS:
+                    for table, parts in f.finish(ctx, sample, merged, sums).items():
+                        for part in parts:
+                            writers[table].write_arrow(part)
+        for table, writer in writers.items():
+            writer.publish()
+            summary.parts[table] = [writer.rows, writer.bytes]
+    summary.seconds = round(time.perf_counter() - t0, 3)
+    storage.write_bytes(plan.layout.region_summary(region), summary.to_json())
+    return summary
+
+
+def finished_summary(plan: Plan, region: int) -> RegionSummary | None:
+    try:
+        s = RegionSummary.from_json(storage.read_bytes(plan.layout.region_summary(region)))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    return s if s.run_id == plan.run_id and s.region == region else None
+
+
+def reduce_missing(plan: Plan) -> ReducePlan | None:
+    """Plan the reduce if it is not planned, and reduce every region without a summary, here, one after the
+    other (``seqlake process`` and the tests: the state machine runs them as a Batch array)."""
+    if not plan.reference:
+        return None
+    rp: ReducePlan | None
+    try:
+        rp = load_reduce_plan(plan)
+    except FileNotFoundError:
+        rp = plan_reduce(plan)
+    if rp is None:
+        return None
+    for region in range(len(rp.regions)):
+        if finished_summary(plan, region) is None:
+            reduce_region(plan, region, rp)
+    return rp

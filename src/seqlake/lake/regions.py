@@ -1,0 +1,178 @@
+"""Regions: the reference cut into windows, the unit of the reduce step (one reducer per region).
+
+The reference's contigs, in reference order, are cut into windows of ``region_size`` bases (a run
+parameter, :data:`seqlake.base.params.DEFAULT_REGION_SIZE` by default); consecutive contigs shorter than a window are
+grouped into one region until the next one would take it past ``region_size`` bases. A region is
+therefore a list of pieces ``(contig, start, end)``: one window of a long contig, or several whole
+short contigs. A 30 kb virus is one region; GRCh38 (3.1 Gb, 3,366 contigs with decoys) about 130.
+
+Regions are a pure function of (contigs, region_size): the child that cuts its per-position tables by
+region, the reducer that merges one region and the commit that adds the regions' summaries up all
+compute the same list, and nothing has to carry it. Windows start at multiples of ``region_size``
+inside their contig, so a coverage bin never straddles two regions: the bin width divides ``region_size``
+(:class:`seqlake.base.params.Params` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from seqlake.base import storage
+from seqlake.base.errors import SeqlakeError
+from seqlake.base.params import DEFAULT_REGION_SIZE, coverage_bin_width
+from seqlake.plan.planfile import Plan
+
+Contigs = Sequence[tuple[str, int]]
+#: coverage points per sample the report may draw (over its longest contigs): the reducers sum the bins
+#: into at most this many (the report regroups them to its own budget)
+COVERAGE_POINTS = 2_000
+#: contigs the report draws (the longest)
+COVERAGE_CONTIGS = 12
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Bases ``[start, end)`` of one contig (0-based, half-open) inside a region."""
+
+    contig: str
+    start: int
+    end: int
+    #: the contig's length (a piece that ends before it is a window cut from a longer contig)
+    contig_length: int
+
+    @property
+    def bases(self) -> int:
+        return self.end - self.start
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and self.end == self.contig_length
+
+
+@dataclass(frozen=True)
+class Region:
+    index: int
+    pieces: tuple[Piece, ...]
+
+    @property
+    def bases(self) -> int:
+        return sum(p.bases for p in self.pieces)
+
+    @property
+    def contigs(self) -> list[str]:
+        return [p.contig for p in self.pieces]
+
+
+def regions(contigs: Contigs, region_size: int = DEFAULT_REGION_SIZE) -> list[Region]:
+    """The reference's regions, in reference order (see the module docstring)."""
+    if region_size < 1:
+        raise ValueError(f"region_size must be a positive number of bases, not {region_size}")
+    out: list[Region] = []
+    group: list[Piece] = []
+    held = 0
+
+    def close() -> None:
+        nonlocal group, held
+        if group:
+            out.append(Region(len(out), tuple(group)))
+        group, held = [], 0
+
+    for name, length in contigs:
+        if length >= region_size:
+            close()
+            for start in range(0, length, region_size):
+                out.append(Region(len(out), (Piece(name, start, min(start + region_size, length), length),)))
+            continue
+        if held + length > region_size:
+            close()
+        group.append(Piece(name, 0, length, length))
+        held += length
+    close()
+    return out
+
+
+class RegionMap:
+    """Where each contig's bases go: per contig, its windows' starts, ends and region numbers."""
+
+    def __init__(self, all_regions: Sequence[Region]) -> None:
+        self.regions = list(all_regions)
+        self.windows: dict[str, list[tuple[int, int, int]]] = {}
+        for region in self.regions:
+            for p in region.pieces:
+                self.windows.setdefault(p.contig, []).append((p.start, p.end, region.index))
+        self._starts = {c: [w[0] for w in ws] for c, ws in self.windows.items()}
+
+    def region_at(self, contig: str, pos: int) -> int:
+        """The region holding 0-based position ``pos`` of ``contig``."""
+        ws = self.windows[contig]
+        return ws[bisect_right(self._starts[contig], pos) - 1][2]
+
+    def pieces_of(self, contig: str) -> Iterator[tuple[int, int, int]]:
+        """``(start, end, region)`` of each window of ``contig``, in order."""
+        yield from self.windows.get(contig, ())
+
+
+def reference_length(contigs: Contigs) -> int:
+    return sum(length for _, length in contigs)
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """What the reducers and the commit agree on (``runs/<id>/reduce/regions.json``)."""
+
+    contigs: list[tuple[str, int]]
+    region_size: int
+    bin_width: int
+
+    @property
+    def regions(self) -> list[Region]:
+        return regions(self.contigs, self.region_size)
+
+    def to_json(self) -> bytes:
+        return json.dumps({"contigs": [list(c) for c in self.contigs], "region_size": self.region_size,
+                           "bin_width": self.bin_width, "regions": len(self.regions)}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ReducePlan:
+        d = json.loads(data)
+        return cls([(str(n), int(length)) for n, length in d["contigs"]], int(d["region_size"]), int(d["bin_width"]))
+
+    def coverage_widths(self) -> dict[str, int]:
+        """Contig -> the width of its report points (a multiple of the bin width), for the drawn contigs:
+        the longest, sharing :data:`COVERAGE_POINTS` by length."""
+        drawn = sorted(self.contigs, key=lambda c: (-c[1], c[0]))[:COVERAGE_CONTIGS]
+        total = sum(n for _, n in drawn) or 1
+        out = {}
+        for name, length in drawn:
+            step = min(self.bin_width, length) or 1
+            budget = max(20, COVERAGE_POINTS * length // total)
+            out[name] = step * max(1, math.ceil(math.ceil(length / step) / budget))
+        return out
+
+
+def reduce_plan_of(plan: Plan, contigs: Contigs) -> ReducePlan:
+    return ReducePlan(list(contigs), plan.params.region_size,
+                      coverage_bin_width(plan.params, reference_length(contigs)))
+
+
+def plan_reduce(plan: Plan) -> ReducePlan | None:
+    """Write the reduce step's plan from the children's contigs (the first child's manifest: with a
+    reference every child aligns); None without a reference (nothing to reduce)."""
+    if not plan.reference or plan.array_size == 0:
+        return None
+    uri = plan.layout.manifest(0)
+    try:
+        contigs = json.loads(storage.read_bytes(uri)).get("contigs") or []
+    except FileNotFoundError as err:
+        raise SeqlakeError(f"child 0 has no manifest at {uri}: it did not finish") from err
+    rp = reduce_plan_of(plan, [(str(n), int(length)) for n, length in contigs])
+    storage.write_bytes(plan.layout.reduce_plan, rp.to_json())
+    return rp
+
+
+def load_reduce_plan(plan: Plan) -> ReducePlan:
+    return ReducePlan.from_json(storage.read_bytes(plan.layout.reduce_plan))
