@@ -74,6 +74,48 @@ def sniff_compression(head: bytes) -> Compression:
     return "plain"
 
 
+#: a file longer than this is never a bare gzip header (10 bytes, plus its optional name, comment, extra)
+_BARE_HEADER_MAX = 64 << 10
+
+
+def gzip_header_end(head: bytes) -> int | None:
+    """Length of the gzip member header at the start of ``head`` (RFC 1952, 2.3: the fixed 10 bytes, then
+    FEXTRA, FNAME, FCOMMENT, FHCRC when flagged); None when ``head`` ends inside it or is not one."""
+    if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
+        return None
+    flags, end = head[3], 10
+    if flags & 0x04:  # FEXTRA: a 2-byte length, then that many bytes
+        if len(head) < end + 2:
+            return None
+        end += 2 + int.from_bytes(head[end:end + 2], "little")
+    for flag in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flags & flag:
+            zero = head.find(b"\0", end)
+            if zero < 0:
+                return None
+            end = zero + 1
+    if flags & 0x02:  # FHCRC
+        end += 2
+    return end if end <= len(head) else None
+
+
+def bare_gzip_header(raw: BinaryIO) -> bool:
+    """Whether the seekable ``raw`` holds one gzip member header and nothing else.
+
+    Such a file is what a gzip writer leaves when it was opened and never wrote a byte or closed (a
+    sample with no reads): it holds no record and loses none, so it is read as an empty file, as an
+    empty gzip member and a BGZF file of only its EOF block are (docs/FAULTS.md, "Empty inputs"). A
+    header followed by anything else is a stream like any other (cut, corrupt or whole).
+    """
+    size = raw.seek(0, io.SEEK_END)
+    raw.seek(0)
+    if size > _BARE_HEADER_MAX:
+        return False
+    head = raw.read(size)
+    raw.seek(0)
+    return gzip_header_end(head) == size
+
+
 #: what the decompressors raise for bad data (isal's error type is untyped in its stubs)
 _CORRUPT: tuple[type[BaseException], ...] = (
     gzip.BadGzipFile, cast(type[BaseException], isal_zlib.error), zlib.error, lzma.LZMAError)
@@ -189,6 +231,9 @@ def open_fastq_stream(uri: str) -> Iterator[tuple[BinaryIO, Compression]]:
         if comp == "zstd":
             raise BadInputError(uri, "zstd-compressed FASTQ is not supported; use gzip (or bgzip)")
         inner: BinaryIO
+        if comp == "gzip" and bare_gzip_header(raw):
+            yield io.BytesIO(b""), comp
+            return
         if comp in ("gzip", "bgzf"):
             inner = cast(BinaryIO, igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
         elif comp == "bz2":
