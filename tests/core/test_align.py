@@ -48,6 +48,7 @@ def _align_miseq(
             spans=spans,
         )
         first += len(r1)
+    aligner.close()  # its alignment processes end: the next aligner forks from a process of one thread
     return out, stats
 
 
@@ -171,6 +172,7 @@ def test_threads_give_the_same_rows_in_the_same_order(
         out, st = align.AlignmentColumns(), align.AlignStats()
         spans: list[tuple[str, int, int]] = []
         aligner.align_single(recs.names(), seqs, range(len(recs)), out=out, stats=st, spans=spans)
+        aligner.close()
         outs.append((out.values, st, spans))
     assert outs[0] == outs[1]
     assert outs[0][1].mapped_reads > 0.9 * len(recs)
