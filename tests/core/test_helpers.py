@@ -21,7 +21,7 @@ from seqlake.reads import bgzf, gzindex
 RECORDS = b"".join(b"@r%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(4000))
 
 
-class HelperBug(Exception):
+class HelperBugError(Exception):
     """What a helper raises in these tests (a bug, not bad input)."""
 
 
@@ -38,10 +38,10 @@ def other_thread() -> Iterator[threading.Thread]:
 
 def test_a_helpers_exception_is_raised_in_the_parent_with_its_traceback_and_status() -> None:
     def work() -> None:
-        raise HelperBug("the helper's own words")
+        raise HelperBugError("the helper's own words")
 
     helper = forked.fork_helper("a test helper", work)
-    with pytest.raises(HelperBug, match="the helper's own words") as info:
+    with pytest.raises(HelperBugError, match="the helper's own words") as info:
         helper.join()
     note = "\n".join(info.value.__notes__)
     assert f"raised in a test helper (pid {helper.pid}, exit status 1)" in note
@@ -67,11 +67,11 @@ def test_the_gzip_counting_process_reports_what_it_raised(tmp_path: Path, monkey
 
     def failing_in_the_helper(self: gzindex._RecordScan, buf: bytearray, n: int) -> None:
         if os.getpid() != parent:
-            raise HelperBug("counting failed in the helper")
+            raise HelperBugError("counting failed in the helper")
         feed(self, buf, n)
 
     monkeypatch.setattr(gzindex._RecordScan, "feed", failing_in_the_helper)
-    with pytest.raises(HelperBug, match="counting failed in the helper") as info:
+    with pytest.raises(HelperBugError, match="counting failed in the helper") as info:
         gzindex.index_gzip(str(path), threads=2)
     assert "raised in the counting process of the index pass" in info.value.__notes__[0]
 
@@ -87,12 +87,12 @@ def test_a_bgzf_counting_process_reports_what_it_raised(tmp_path: Path, monkeypa
 
     def failing_in_a_helper(buf: bytes, base: int, path: str) -> list[bgzf._Block]:
         if os.getpid() != parent:
-            raise HelperBug("a BGZF helper's bug")
+            raise HelperBugError("a BGZF helper's bug")
         return count(buf, base, path)
 
     monkeypatch.setattr(bgzf, "_count_batch", failing_in_a_helper)
     assert bgzf.count_records(str(path), threads=1).records == 4000 * 8
-    with pytest.raises(HelperBug, match="a BGZF helper's bug") as info:
+    with pytest.raises(HelperBugError, match="a BGZF helper's bug") as info:
         bgzf.count_records(str(path), threads=2)
     assert "raised in BGZF counting process 1" in info.value.__notes__[0]
 

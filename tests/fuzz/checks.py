@@ -16,14 +16,16 @@ inputs in ``make test``, where no assertion may be timed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from seqlake.base.errors import BadInputError
+
 from . import reference
-from .reference import BadGzip, Counts, Rejected
+from .reference import BadGzipError, Counts, Rejected
 
 Check = Callable[[bytes, Path], None]
 #: plain bytes between checkpoints in the targets that cut shards (the app's 256 KiB would leave
@@ -41,7 +43,7 @@ def located(err: BadInputError, path: str) -> None:
 
 
 @contextlib.contextmanager
-def rejected_like(expect: Counts | Rejected | BadGzip, path: str) -> Iterator[None]:
+def rejected_like(expect: Counts | Rejected | BadGzipError, path: str) -> Iterator[None]:
     """The reader's rejection must be located and agree with the reference's verdict."""
     try:
         yield
@@ -49,13 +51,13 @@ def rejected_like(expect: Counts | Rejected | BadGzip, path: str) -> Iterator[No
         located(err, path)
         assert not isinstance(expect, Counts), f"the reader rejects what the reference accepts ({expect}): {err}"
         return
-    assert not isinstance(expect, Rejected | BadGzip), f"the reader accepts what the reference rejects: {expect}"
+    assert not isinstance(expect, Rejected | BadGzipError), f"the reader accepts what the reference rejects: {expect}"
 
 
-def _verdict(parse: Callable[[], Counts]) -> Counts | Rejected | BadGzip:
+def _verdict(parse: Callable[[], Counts]) -> Counts | Rejected | BadGzipError:
     try:
         return parse()
-    except (Rejected, BadGzip) as why:
+    except (Rejected, BadGzipError) as why:
         return why
 
 
@@ -69,7 +71,7 @@ def _record_cuts(data: bytes, pieces: int) -> list[bytes]:
         return [data]
     step = max(1, len(ends) // pieces)
     cuts = [0, *ends[step - 1::step][:pieces - 1], len(data)]
-    return [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [data]
+    return [data[a:b] for a, b in itertools.pairwise(cuts) if b > a] or [data]
 
 
 def check_chunk(data: bytes, tmp: Path) -> None:
@@ -116,11 +118,11 @@ def _env(name: str, value: str) -> Iterator[None]:
             os.environ[name] = old
 
 
-def _gzip_expect(data: bytes) -> tuple[int, bytes] | Rejected | BadGzip:
+def _gzip_expect(data: bytes) -> tuple[int, bytes] | Rejected | BadGzipError:
     try:
         plain = reference.gunzip(data)
         return reference.newline_records(plain), plain
-    except (Rejected, BadGzip) as why:
+    except (Rejected, BadGzipError) as why:
         return why
 
 
@@ -148,7 +150,7 @@ def check_gzindex(data: bytes, tmp: Path) -> None:
         _check_checkpoints(res.scan.checkpoints, plain)
         if res.index is not None and res.scan.plain_size:
             with gzindex.open_indexed(path, res.index) as r:
-                for offset, before in res.scan.checkpoints:
+                for offset, _ in res.scan.checkpoints:
                     r.seek(offset)
                     assert r.read(64) == plain[offset:offset + 64], f"seek to {offset} reads other bytes"
 
@@ -165,7 +167,7 @@ def _check_checkpoints(cks: list[tuple[int, int]], plain: bytes) -> None:
 
 def check_bgzf(data: bytes, tmp: Path) -> None:
     """The BGZF counting pass in order, on threads and in forked helpers (chunks made small)."""
-    from seqlake.reads import bgzf, gzindex
+    from seqlake.reads import bgzf
 
     f = tmp / "reads.fastq.bgz"
     f.write_bytes(data)
@@ -221,7 +223,7 @@ def _block_starts(path: str) -> dict[int, int]:
 # ------------------------------------------------------------------------------ a child's span
 
 
-def _file_expect(data: bytes) -> Counts | Rejected | BadGzip:
+def _file_expect(data: bytes) -> Counts | Rejected | BadGzipError:
     from seqlake.reads.fastq import sniff_compression
 
     comp = sniff_compression(data[:32])

@@ -75,7 +75,7 @@ def newline_records(data: bytes) -> int:
     return lines // 4
 
 
-class BadGzip(Exception):
+class BadGzipError(Exception):
     """The reference gzip decoder rejects the bytes (corrupt or cut)."""
 
 
@@ -101,7 +101,7 @@ def _header_end(buf: bytes, p: int) -> int | None:
 
 
 def gunzip(buf: bytes) -> bytes:
-    """The plain data of a gzip file of one or more members, or :class:`BadGzip`.
+    """The plain data of a gzip file of one or more members, or :class:`BadGzipError`.
 
     Policy: a file that is exactly one member header and nothing more is empty (a writer that never
     wrote a byte); every other member must be whole (deflate data, CRC32 and ISIZE); bytes after the
@@ -113,13 +113,13 @@ def gunzip(buf: bytes) -> bytes:
     out, p = [], 0
     while p < len(buf):
         if buf[p:p + 3] != b"\x1f\x8b\x08":
-            raise BadGzip(f"not a gzip member at byte {p}")
+            raise BadGzipError(f"not a gzip member at byte {p}")
         d = zlib.decompressobj(wbits=31)
         try:
             out.append(d.decompress(buf[p:]))
         except zlib.error as err:
-            raise BadGzip(f"corrupt member at byte {p}: {err}") from err
+            raise BadGzipError(f"corrupt member at byte {p}: {err}") from err
         if not d.eof:
-            raise BadGzip(f"member at byte {p} is cut")
+            raise BadGzipError(f"member at byte {p} is cut")
         p = len(buf) - len(d.unused_data)
     return b"".join(out)

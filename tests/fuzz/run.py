@@ -83,7 +83,11 @@ def run_one(name: str, data: bytes) -> float:
         return time.perf_counter() - t0
 
 
-def fuzz_round(name: str, examples: int, stats: Stats, known: set[str]) -> None:
+class OutOfTime(BaseException):
+    """The run's time is up (a BaseException: Hypothesis stops at once, without shrinking)."""
+
+
+def fuzz_round(name: str, examples: int, stats: Stats, known: set[str], end: float) -> None:
     failing: list[tuple[bytes, BaseException]] = []
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
@@ -91,6 +95,8 @@ def fuzz_round(name: str, examples: int, stats: Stats, known: set[str]) -> None:
               print_blob=False)
     @given(data=STRATEGIES[name])
     def search(data: bytes) -> None:
+        if time.monotonic() >= end:
+            raise OutOfTime
         stats.executions[name] = stats.executions.get(name, 0) + 1
         try:
             elapsed = run_one(name, data)
@@ -109,6 +115,8 @@ def fuzz_round(name: str, examples: int, stats: Stats, known: set[str]) -> None:
     t0 = time.perf_counter()
     try:
         search()
+    except OutOfTime:
+        pass
     except (Exception, HypothesisException):
         if failing:
             data, err = failing[-1]  # Hypothesis replays the shrunk input last
@@ -135,12 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             if time.monotonic() >= end:
                 break
-            fuzz_round(name, args.examples, stats, known)
-        summary = {"executions": stats.executions, "seconds": {k: round(v, 1) for k, v in stats.seconds.items()},
-                   "failures": stats.failures}
-        print(json.dumps(summary), flush=True)
-        if args.stats is not None:
-            args.stats.write_text(json.dumps(summary, indent=2) + "\n")
+            fuzz_round(name, args.examples, stats, known, end)
+            summary = {"minutes": args.minutes, "executions": stats.executions,
+                       "seconds": {k: round(v, 1) for k, v in stats.seconds.items()}, "failures": stats.failures}
+            print(json.dumps(summary), flush=True)
+            if args.stats is not None:
+                args.stats.write_text(json.dumps(summary, indent=2) + "\n")
     return 1 if stats.failures else 0
 
 

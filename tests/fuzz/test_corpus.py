@@ -1,7 +1,8 @@
 """Every input ``make fuzz`` ever found failing, replayed through its target's check (``tests/data/fuzz/``).
 
-A kept input is named ``<target>/<sha256[:16]>.bin`` (``.bin.gz``: gzipped, when large); its check (:mod:`tests.fuzz.checks`) asserts the
-invariant, so an input whose bug was fixed passes, and one that fails again is a regression.
+A kept input is named ``<target>/<sha256[:16]>.bin`` (``.bin.gz``: gzipped, when large); its check
+(:mod:`tests.fuzz.checks`) asserts the invariant, so an input whose bug was fixed passes, and one that fails
+again is a regression.
 """
 
 from __future__ import annotations

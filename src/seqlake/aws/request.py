@@ -113,9 +113,9 @@ def parse_request(data: bytes, uri: str) -> RunRequest:
     except json.JSONDecodeError as err:
         raise BadInputError(uri, f"not JSON: {err.msg} (column {err.colno})", line=err.lineno) from None
     validator = jsonschema.Draft202012Validator(schemas.load("run_request"))
-    for err in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
-        field = ".".join(str(p) for p in err.absolute_path) or "(the request)"
-        raise BadInputError(uri, f"field {field}: {err.message[:300]}")
+    for problem in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
+        field = ".".join(str(p) for p in problem.absolute_path) or "(the request)"
+        raise BadInputError(uri, f"field {field}: {problem.message[:300]}")
     return RunRequest.from_dict(body)
 
 

@@ -125,7 +125,7 @@ def _send_report(fd: int, err: BaseException) -> None:  # pragma: no cover  (in 
     text = "".join(traceback.format_exception(err))
     try:
         payload = pickle.dumps((err, text))
-        pickle.loads(payload)  # an exception whose constructor takes other arguments fails here
+        pickle.loads(payload)  # noqa: S301 - our own bytes; an exception whose constructor takes other arguments fails here
     except Exception:
         payload = pickle.dumps((HelperError(f"{type(err).__name__}: {err}"), text))
     if len(payload) > REPORT_MAX:  # fits in the pipe at once: the helper never blocks on an unread pipe
@@ -139,6 +139,8 @@ def _send_report(fd: int, err: BaseException) -> None:  # pragma: no cover  (in 
 
 
 def _reraised(report: bytes, name: str, pid: int, code: int) -> BaseException:
+    err: BaseException
+    text: str
     err, text = pickle.loads(report)  # noqa: S301  (written by our own forked helper)
     err.add_note(f"raised in {name} (pid {pid}, exit status {code}); its traceback:\n{text.rstrip()}")
     return err
