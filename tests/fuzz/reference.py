@@ -7,6 +7,7 @@ standard library's ``zlib``. Nothing here imports seqlake: a reader and its refe
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ def _lines(data: bytes) -> list[bytes]:
 def fastq_counts(data: bytes, check_phred64: bool = False) -> Counts:
     """Reads and bases of a plain FASTQ file under seqlake's policy, or :class:`Rejected`."""
     lines = _lines(data)
+    non_ascii = re.search(rb"[\x80-\xff]", data)
+    if non_ascii:  # FASTQ is ASCII (dnaio's rule, and the chunk parser's)
+        raise Rejected(data[:non_ascii.start()].count(b"\n") + 1, "non-ASCII byte")
     if len(lines) % 4:
         raise Rejected(len(lines) // 4 * 4 + 1, "file ends inside a record")
     reads = bases = 0
