@@ -130,7 +130,10 @@ def check_gzindex(data: bytes, tmp: Path) -> None:
     """The gzip index pass on one vCPU and on two (its counting in a forked helper): records, plain
     size and checkpoints at record starts; then every checkpoint's seek lands on its record."""
     from seqlake.reads import gzindex
+    from seqlake.reads.fastq import sniff_compression
 
+    if sniff_compression(data[:32]) not in ("gzip", "bgzf"):
+        return  # the planner indexes only what it sniffs as gzip: the span target covers the rest
     f = tmp / "reads.fastq.gz"
     f.write_bytes(data)
     path = str(f)
@@ -168,7 +171,10 @@ def _check_checkpoints(cks: list[tuple[int, int]], plain: bytes) -> None:
 def check_bgzf(data: bytes, tmp: Path) -> None:
     """The BGZF counting pass in order, on threads and in forked helpers (chunks made small)."""
     from seqlake.reads import bgzf, gzindex
+    from seqlake.reads.fastq import sniff_compression
 
+    if sniff_compression(data[:32]) != "bgzf":
+        return  # the planner counts only what it sniffs as BGZF
     f = tmp / "reads.fastq.bgz"
     f.write_bytes(data)
     path = str(f)

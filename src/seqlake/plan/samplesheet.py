@@ -167,8 +167,10 @@ def _csv_rows(text: str, sheet_uri: str) -> list[tuple[int, list[str]]]:
 
 
 def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[Sample]:
+    data = storage.read_bytes(uri)
     try:
-        text = storage.read_bytes(uri).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise BadInputError(uri, f"not UTF-8 text: {err}") from err
+        raise BadInputError(uri, f"not UTF-8 text: byte {err.start} (0x{data[err.start]:02x}) {err.reason}",
+                            line=data[:err.start].count(b"\n") + 1) from err
     return parse_samplesheet(text, uri, allow_other_buckets=allow_other_buckets)

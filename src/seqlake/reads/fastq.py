@@ -147,13 +147,19 @@ _DECOMPRESSORS: dict[str, Callable[[], Any]] = {
 }
 
 
+#: the first bytes of a stream of each compression (a gzip member: magic and deflate)
+_STREAM_MAGIC = {"gzip": b"\x1f\x8b\x08", "bgzf": b"\x1f\x8b\x08", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+
+
 def _decodable_lines(raw: BinaryIO, compression: str) -> tuple[int, bool]:
     """``(newlines in everything decodable, whether the last stream reached its end marker)``; streams
     (gzip members, bz2 / xz streams) may follow each other."""
-    new = _DECOMPRESSORS[compression]
+    new, magic = _DECOMPRESSORS[compression], _STREAM_MAGIC[compression]
     d, lines, fed = new(), 0, False
     while block := raw.read(_PROBE_BLOCK):
         while block:
+            if not fed and block[:len(magic)] != magic[:len(block)]:
+                return lines, True  # bytes after the last stream that start none: not a cut (another error)
             lines += d.decompress(block).count(b"\n")
             fed = True
             if not d.eof:
@@ -181,6 +187,41 @@ def find_truncation(uri: str, compression: str | None = None) -> TruncatedStream
         except _PROBE_ERRORS:  # corrupt, not (only) cut: the reader's own error stands
             return None
     return None if complete else truncated_stream(uri, comp, lines)
+
+
+def locate_gzip_damage(uri: str) -> str | None:
+    """Where the gzip (or BGZF) file at ``uri`` stops being whole gzip members, for an error that names
+    no place: ``"byte N: why"``, or None when every member is whole (or the data just ends: a cut, which
+    :func:`find_truncation` names). A second pass, run only after a reader failed; member by member with
+    zlib, and byte by byte within the one block that fails, so N is the first byte zlib refuses."""
+    with storage.open_read(uri, buffer_size=_PROBE_BLOCK) as raw:
+        d, member, pos = zlib.decompressobj(31), 0, 0
+        while block := raw.read(_PROBE_BLOCK):
+            while block:
+                before = d.copy()
+                try:
+                    d.decompress(block)
+                except zlib.error as err:
+                    at = pos + _first_refused_byte(before, block)
+                    if at <= member + 2:  # refused within its magic bytes
+                        return f"byte {member}: not a gzip member ({err})"
+                    return f"byte {at}: {err} (in the gzip member that starts at byte {member})"
+                if not d.eof:
+                    pos += len(block)
+                    break
+                pos += len(block) - len(d.unused_data)
+                block, member, d = d.unused_data, pos, zlib.decompressobj(31)
+    return None
+
+
+def _first_refused_byte(d: Any, block: bytes) -> int:
+    """The offset in ``block`` of the byte on which the decompressor ``d`` fails."""
+    for i in range(len(block)):
+        try:
+            d.decompress(block[i:i + 1])
+        except zlib.error:
+            return i
+    return len(block)
 
 
 class _TranslatingReader(io.RawIOBase):

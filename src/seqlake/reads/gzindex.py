@@ -455,16 +455,22 @@ def gzip_header_only(uri: str) -> bool:
 @contextlib.contextmanager
 def naming_truncation(uri: str) -> Iterator[None]:
     """A reader's :class:`BadInputError` inside becomes the :class:`TruncatedStreamError` naming the last
-    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes)."""
+    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes), and
+    one that names no place gets the byte where the gzip members stop being whole."""
     try:
         yield
     except BadInputError as err:
         # imported here: seqlake.reads.fastq brings numpy, a third of a planning pass's start-up, for a rare case
-        from seqlake.reads.fastq import find_truncation
+        from seqlake.reads.fastq import find_truncation, locate_gzip_damage
 
         truncated = find_truncation(uri)
         if truncated is not None:
             raise truncated from err
+        if err.line is None and err.record is None and "byte " not in err.message:
+            # rapidgzip names no place: a second pass finds the first byte zlib refuses
+            where = locate_gzip_damage(uri)
+            if where is not None:
+                raise BadInputError(uri, f"corrupt gzip stream at {where}") from err
         raise
 
 
