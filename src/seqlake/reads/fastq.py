@@ -211,7 +211,13 @@ def locate_gzip_damage(uri: str) -> str | None:
                     break
                 pos += len(block) - len(d.unused_data)
                 block, member, d = d.unused_data, pos, zlib.decompressobj(31)
-    return None
+        if pos == member:
+            return None
+        raw.seek(member)
+        head = raw.read(3)
+    if head != b"\x1f\x8b\x08"[:len(head)]:
+        return f"byte {member}: not a gzip member ({pos - member} bytes after the last whole member)"
+    return f"byte {member}: the gzip member that starts here ends before its end"
 
 
 def _first_refused_byte(d: Any, block: bytes) -> int:
@@ -244,16 +250,20 @@ class _TranslatingReader(io.RawIOBase):
             truncated = find_truncation(self._path, self._compression)
             if truncated is not None:
                 raise truncated from err
-            msg = f"truncated or corrupt {self._compression} stream: {err}"
-            raise BadInputError(self._path, msg) from err
+            raise self._located(f"truncated or corrupt {self._compression} stream: {err}") from err
         except _CORRUPT as err:
-            raise BadInputError(self._path, f"corrupt {self._compression} stream: {err}") from err
+            raise self._located(f"corrupt {self._compression} stream: {err}") from err
         except OSError as err:
             # bz2 reports bad data as a bare OSError; other OSErrors (network, disk) stay retryable
             if str(err) != "Invalid data stream":
                 raise
             raise BadInputError(self._path, f"corrupt {self._compression} stream: {err}") from err
         return n
+
+    def _located(self, message: str) -> BadInputError:
+        """The error, with the byte where a gzip stream stops being whole members when it can be found."""
+        where = locate_gzip_damage(self._path) if self._compression in ("gzip", "bgzf") else None
+        return BadInputError(self._path, f"corrupt {self._compression} stream at {where}" if where else message)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
