@@ -364,6 +364,33 @@ def check_event(data: bytes, tmp: Path) -> None:
     assert obj.uri == f"s3://{detail['bucket']['name']}/{detail['object']['key']}"
 
 
+# ------------------------------------------------------------------------------ the primer BED
+
+
+def check_primers(data: bytes, tmp: Path) -> None:
+    """A primer BED as the planner reads it (against the reference's one contig): one primer per data
+    line, each within the contig, both sides of every amplicon; or a rejection naming a line of the file."""
+    from seqlake.plan.primers import load_primer_scheme
+
+    bed = tmp / "primers.bed"
+    bed.write_bytes(data)
+    ref = tmp / "ref.fa"
+    ref.write_bytes(b">MN908947.3\n" + b"ACGT" * 7476 + b"\n")
+    lines = data.split(b"\n")
+    try:
+        scheme = load_primer_scheme(str(bed), str(ref))
+    except BadInputError as err:
+        assert err.path == str(bed) and "\n" not in str(err), f"the rejection names another file: {err}"
+        if err.message != "no primer in the BED file":  # the whole file is the place
+            assert err.line is not None or _OFFSET.search(err.message), f"the rejection names no line: {err}"
+        assert err.line is None or 1 <= err.line <= len(lines), f"line {err.line} of a {len(lines)}-line file"
+        return
+    data_lines = [ln for ln in lines if ln.strip() and not ln.startswith((b"#", b"track ", b"browser "))]
+    assert len(scheme.primers) == len(data_lines), f"{len(scheme.primers)} primers from {len(data_lines)} lines"
+    assert all(0 <= p.start < p.end <= 4 * 7476 for p in scheme.primers)
+    assert {a.name for a in scheme.amplicons} == {p.amplicon for p in scheme.primers}
+
+
 TARGETS: dict[str, Check] = {
     "chunk": check_chunk,
     "gzindex": check_gzindex,
@@ -372,4 +399,5 @@ TARGETS: dict[str, Check] = {
     "samplesheet": check_samplesheet,
     "request": check_request,
     "event": check_event,
+    "primers": check_primers,
 }

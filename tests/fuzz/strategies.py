@@ -267,6 +267,25 @@ def event_json(draw: st.DrawFn) -> bytes:
     return json.dumps(doc).encode()
 
 
+BED = ROOT / "tests" / "data" / "nCoV-2019.V3.primer.bed"
+
+
+@st.composite
+def primer_bed(draw: st.DrawFn) -> bytes:
+    lines = BED.read_bytes().splitlines(keepends=True) if BED.is_file() else [b"MN908947.3\t30\t54\tx_1_LEFT\t1\t+\n"]
+    start = draw(st.integers(0, max(0, len(lines) - 1)))
+    picked = lines[start:start + draw(st.integers(0, 8))]
+    if picked and draw(st.booleans()):  # one field of one line replaced
+        i = draw(st.integers(0, len(picked) - 1))
+        fields = picked[i].rstrip(b"\n").split(b"\t")
+        j = draw(st.integers(0, len(fields) - 1))
+        fields[j] = draw(st.sampled_from([b"", b"-1", b"99999999", b"1e3", b" 7", b"x_LEFT", b"x_RIGHT_alt1",
+                                           b"+", b"*", b"chr1", b"\x0c", b"\xff", b"10\r"]))
+        picked[i] = b"\t".join(fields) + b"\n"
+    extra = draw(st.sampled_from([b"", b"# comment\n", b"track name=x\n", b"\n", b"\r\n"]))
+    return draw(mutated(extra + b"".join(picked)))
+
+
 STRATEGIES = {
     "chunk": fastq(),
     "gzindex": gzip_file(),
@@ -275,4 +294,5 @@ STRATEGIES = {
     "samplesheet": samplesheet(),
     "request": request_json(),
     "event": event_json(),
+    "primers": primer_bed(),
 }

@@ -38,6 +38,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -324,6 +325,15 @@ def _check_lanes(samples: list[Sample]) -> None:
             files.add(uri)
 
 
+def _scan_all(scan: Callable[[int], _Scanned], n: int, workers: int) -> list[_Scanned]:
+    """``scan(i)`` for every input, in order: in this thread when ``workers`` is 1, else on that many threads
+    (map keeps the order, so the first bad file in the run's order is the one reported)."""
+    if workers == 1:
+        return [scan(i) for i in range(n)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(scan, range(n)))
+
+
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
               params: Params | None = None, shards: int | None = None,
               count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
@@ -359,12 +369,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         found.info = replace(found.info, metadata=dict(s.metadata))
         return found
 
-    if workers == 1:
-        found = iter([scan(0)])
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            # map keeps the order, so the first bad file in the run's order is the one reported
-            found = iter(list(pool.map(scan, range(len(jobs)))))
+    found = iter(_scan_all(scan, len(jobs), workers))
     scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
     for group in scanned:
         if len(group) == 2:
