@@ -7,13 +7,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean
+.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz
 .PHONY: container-tools image test-image
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - import rules (no circle, layers), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
+	@echo "make fuzz   - fuzz the readers for FUZZ_MINUTES (10); failing inputs are kept in tests/data/fuzz"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
@@ -62,6 +63,12 @@ image: $(STAMP) container-tools
 # make test builds the image where podman works; elsewhere the container tests skip, naming why
 test-image: $(STAMP) container-tools
 	@scripts/build-worker-image.sh --if-possible
+
+# the readers' fuzz targets (tests/fuzz/run.py) taking turns for FUZZ_MINUTES in all, at low priority; every
+# failing input is kept in tests/data/fuzz/, which make test replays (tests/fuzz/test_corpus.py)
+FUZZ_MINUTES ?= 10
+fuzz: $(STAMP)
+	nice -n 15 $(BIN)/python -m tests.fuzz.run --minutes $(FUZZ_MINUTES) --stats fuzz-stats.json
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -x

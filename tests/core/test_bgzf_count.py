@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from seqlake import demo_data
-from seqlake.base import clients, storage
+from seqlake.base import clients, forked, storage
 from seqlake.base.errors import BadInputError
 from seqlake.reads import bgzf
 
@@ -36,8 +36,8 @@ def counted_in_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     received: list[int] = []
     receive = bgzf._receive
 
-    def spy(fd: int, uri: str) -> list[bgzf._Block]:
-        blocks = receive(fd, uri)
+    def spy(helper: forked.Helper, fd: int, uri: str) -> list[bgzf._Block]:
+        blocks = receive(helper, fd, uri)
         received.append(len(blocks))
         return blocks
 

@@ -212,15 +212,19 @@ def test_quartiles_and_n50_follow_seqkit() -> None:
 
 
 def test_read_names_end_at_the_first_whitespace(miseq: tuple[Path, Path]) -> None:
-    """``names()`` equals ``header.split(None, 1)[0]`` (SAM's QNAME), also for tabs, latin-1 spaces,
-    leading whitespace, CRLF and headers with no description."""
-    headers = [b"r1", b"r2 desc", b"r3\tx y", b"r4\x1cz", b"r5\xa0w", b" lead name", b"\t", b"r8  ", b"r9\x85q"]
+    """``names()`` equals ``header.split(None, 1)[0]`` (SAM's QNAME), also for tabs, ASCII separators,
+    leading whitespace, CRLF and headers with no description (a non-ASCII header is rejected: FASTQ is
+    ASCII, as the planner's sniff says for the first MiB)."""
+    headers = [b"r1", b"r2 desc", b"r3\tx y", b"r4\x1cz", b"r5\x0bw", b" lead name", b"\t", b"r8  ", b"r9\x1fq"]
     crlf, lf = b"@%s\r\nAC\r\n+\r\nII\r\n", b"@%s\nAC\n+\nII\n"
     data = b"".join((crlf if i % 2 else lf) % h for i, h in enumerate(headers))
     recs = chunks.parse_chunk(data, "names.fastq")
     expected = [(h.decode("latin-1").split(None, 1) or [""])[0] for h in headers]
     assert recs.names() == expected
     assert expected[5] == "lead" and expected[6] == ""
+    with pytest.raises(BadInputError, match="non-ASCII byte 0xa0") as info:
+        chunks.parse_chunk(b"@r1\nAC\n+\nII\n@r2\xa0w\nAC\n+\nII\n", "names.fastq", 10)
+    assert (info.value.line, info.value.record) == (45, 11)
     with dnaio.open(miseq[0]) as reader:
         real = [r.name.split(None, 1)[0] for r in reader]
     got: list[str] = []

@@ -160,3 +160,16 @@ def fastq_records(n: int, *, prefix: str = "r", length: int = 60, seed: int = 1)
 
 def env_without_faults() -> bool:
     return faults.WORKER_VAR not in os.environ and faults.COMMIT_VAR not in os.environ
+
+
+#: a sample with no reads, as the four kinds of file a lab's tools leave for one (docs/FAULTS.md, "Empty
+#: inputs"): each is a run with zero reads, by ``seqlake process`` and through the local cloud alike
+EMPTY_INPUTS: dict[str, bytes] = {
+    "empty plain file": b"",
+    # what gzip.open(...).close() writes: one member of no data
+    "empty gzip member": bytes.fromhex("1f8b08000000000002ff03000000000000000000"),
+    # what a gzip writer leaves when it never wrote a byte nor closed: the 10-byte member header alone
+    "gzip header only": bytes.fromhex("1f8b08000000000002ff"),
+    # what bgzip / bcl-convert write for a sample with no reads: the BGZF EOF block alone (SAM spec, 4.1.2)
+    "BGZF EOF block only": bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000"),
+}

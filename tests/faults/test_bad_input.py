@@ -27,6 +27,7 @@ from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.commands import athena_query, runs_command
 
 from .conftest import (
+    EMPTY_INPUTS,
     Outcome,
     by_folder,
     etags,
@@ -170,6 +171,8 @@ def made_uploads() -> list[Upload]:
         Upload("key with spaces and non-ASCII folder", {"incoming/mk run ü 1/reads.fastq": good}, True, reads=6),
         Upload("file name with a space", {"incoming/mk-space/my reads.fastq": good}, False,
                ("my reads.fastq", "invalid sample name"), "Plan"),
+        *(Upload(f"empty input: {kind}", {k.format(f"empty-{n}", "e.fastq.gz" if body else "e.fastq"): body},
+                 True, reads=0) for n, (kind, body) in enumerate(EMPTY_INPUTS.items())),
         Upload("samplesheet missing column", {k.format("sheet-cols", "samplesheet.csv"): b"sample,fastq_2\ns,a.fq\n"},
                False, ("incoming/mk-sheet-cols/samplesheet.csv:1: ", "missing column 'fastq_1'"), "Start"),
         Upload("samplesheet sample mixing paired and single-end rows",

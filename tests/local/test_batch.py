@@ -312,3 +312,21 @@ def test_a_closed_fork_server_fails_the_attempt_as_a_container_that_cannot_start
     runner.shutdown()
     assert job.status == "FAILED" and len(job.attempts) == 1  # SPOT_ONLY: any reason but a reclaim exits
     assert job.attempts[0]["statusReason"] == "CannotStartContainerError: the launcher is closed"
+
+
+def test_a_job_whose_runner_raises_ends_failed_with_the_reason(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception of the runner itself (not of the job's process) fails that job, names itself as the
+    reason and lets the array and the run end: it must not stay RUNNING in a future nobody reads."""
+    def broken(self: BatchRunner, job: Any, attempt: int) -> dict[str, str]:
+        if job.job_id == "b:0":
+            raise KeyError("AWS_BATCH_JQ_NAME")
+        return {"PATH": "/usr/bin:/bin"}
+
+    monkeypatch.setattr(BatchRunner, "_environment", broken)
+    job, other = Job("b:0", ["true"], SPOT_ONLY, index=0), Job("b:1", ["true"], SPOT_ONLY, index=1)
+    parent = _run(tmp_path, [job, other])
+    assert job.status == "FAILED"
+    assert job.job_stopped_reason == "local Batch runner error: KeyError: 'AWS_BATCH_JQ_NAME'"
+    assert other.status == "SUCCEEDED"
+    assert parent.status == "FAILED" and parent.job_stopped_reason == "Array Child Job failed"

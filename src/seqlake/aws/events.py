@@ -17,6 +17,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
 
+from seqlake.aws.schemas import S3_OBJECT_CREATED
+from seqlake.base.errors import BadInputError
 from seqlake.base.model import ObjectRef, normalise_etag
 from seqlake.base.naming import strip_fastq_suffix
 
@@ -42,13 +44,30 @@ def object_from_event(event: dict[str, Any]) -> ObjectRef:
     S3's classic notifications URL-encode keys (a space becomes ``+``); whether a key in an event is
     encoded is settled against the bucket by :func:`seqlake.aws.start.existing_key`, not guessed here.
     """
+    check_event(event)
     ev = S3EventBridgeNotificationEvent(event)
-    if ev.source != "aws.s3" or ev.detail_type != "Object Created":
-        raise ValueError(f"not an S3 Object Created event: source={ev.source!r} "
-                         f"detail-type={ev.detail_type!r}")
     obj = ev.detail.object
     # the raw key: Powertools' ``obj.key`` URL-decodes, which would turn a literal "+" into a space
     return s3_object(ev.detail.bucket.name, str(event["detail"]["object"]["key"]), obj.etag or "", obj.size or 0)
+
+
+class BadEventError(BadInputError, ValueError):
+    """An event that is not an S3 ``Object Created`` event of the shape this app reads: the "file" is
+    the event (its id), the place is the field (a JSON path)."""
+
+
+def check_event(event: Any) -> None:
+    """Raise :class:`BadEventError` naming the first field of ``event`` that breaks
+    :data:`~seqlake.aws.schemas.S3_OBJECT_CREATED` (the schema the start handler validates with)."""
+    import jsonschema
+
+    where = f"EventBridge event {event.get('id', '?') if isinstance(event, dict) else '?'}"
+    validator = jsonschema.Draft202012Validator(S3_OBJECT_CREATED)
+    for err in sorted(validator.iter_errors(event), key=lambda e: list(e.absolute_path)):
+        field = ".".join(str(p) for p in err.absolute_path) or "(the event)"
+        if list(err.absolute_path)[:1] in (["source"], ["detail-type"]):
+            raise BadEventError(where, f"not an S3 Object Created event: field {field}: {err.message}")
+        raise BadEventError(where, f"field {field}: {err.message}")
 
 
 def slug(text: str, maxlen: int = 40) -> str:

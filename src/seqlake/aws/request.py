@@ -20,6 +20,7 @@ from typing import Any
 
 from seqlake import schemas
 from seqlake.base import storage
+from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 
@@ -94,14 +95,28 @@ class ExecutionInput:
         digest = hashlib.sha256(data).hexdigest()
         if digest != self.request_sha256:
             raise ValueError(f"{self.request_uri} has SHA-256 {digest}, the execution expects {self.request_sha256}")
-        import jsonschema
-
-        body = json.loads(data)
-        jsonschema.validate(body, schemas.load("run_request"))
-        request = RunRequest.from_dict(body)
+        request = parse_request(data, self.request_uri)
         if request.run_id != self.run_id:
             raise ValueError(f"{self.request_uri} is the request of run {request.run_id}, not {self.run_id}")
         return request
+
+
+def parse_request(data: bytes, uri: str) -> RunRequest:
+    """The request in ``data`` (read from ``uri``), checked against its schema; BadInputError naming the
+    line and column of bad JSON, or the field that breaks the schema."""
+    import jsonschema
+
+    try:
+        body = json.loads(data)
+    except UnicodeDecodeError as err:
+        raise BadInputError(uri, f"not UTF-8 text at byte {err.start}") from None
+    except json.JSONDecodeError as err:
+        raise BadInputError(uri, f"not JSON: {err.msg} (column {err.colno})", line=err.lineno) from None
+    validator = jsonschema.Draft202012Validator(schemas.load("run_request"))
+    for problem in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
+        field = ".".join(str(p) for p in problem.absolute_path) or "(the request)"
+        raise BadInputError(uri, f"field {field}: {problem.message[:300]}")
+    return RunRequest.from_dict(body)
 
 
 def store_request(request: RunRequest) -> ExecutionInput:

@@ -17,9 +17,11 @@ S3_OBJECT_CREATED: dict[str, Any] = {
             "required": ["bucket", "object"],
             "properties": {
                 "bucket": {"type": "object", "required": ["name"],
-                           "properties": {"name": {"type": "string"}}},
+                           "properties": {"name": {"type": "string", "minLength": 1}}},
                 "object": {"type": "object", "required": ["key"],
-                           "properties": {"key": {"type": "string"}}},
+                           "properties": {"key": {"type": "string", "minLength": 1},
+                                          "etag": {"type": "string"},
+                                          "size": {"type": "integer", "minimum": 0}}},
             },
         },
     },

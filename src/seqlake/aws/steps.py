@@ -107,10 +107,16 @@ def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[s
                 faults.crash()
             done += catalog.register_run(database, bucket, run_id, [table])
     except Exception:
+        # the unwind is best effort: a cleanup that fails is logged, and the error that caused it stays the
+        # one raised (a second failure must not hide the first)
         glue = clients.client("glue")
         for table in done:
-            glue.batch_delete_partition(DatabaseName=database, TableName=table,
-                                        PartitionsToDelete=[{"Values": [run_id]}])
+            try:
+                glue.batch_delete_partition(DatabaseName=database, TableName=table,
+                                            PartitionsToDelete=[{"Values": [run_id]}])
+            except Exception as cleanup:
+                logger.warning("could not remove a partition while unwinding a failed commit",
+                               extra={"table": table, "run_id": run_id, "error": repr(cleanup)})
         raise
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seqlake.base import storage
+from seqlake.base import forked, storage
 from seqlake.base.errors import BadInputError
 from seqlake.lake.staging import AlignStats
 from seqlake.lake.tables import BY_NAME
@@ -690,6 +690,7 @@ def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
     """``aligner.threads - 1`` processes forked now, each with the parent's index in memory (copy-on-write
     pages: the index is read, never written, so it stays one copy in RAM); the parent is the last aligner,
     taking back the parts no process has started while it waits for a call's rows."""
+    forked.require_single_thread("the aligner's fork")
     _FORKED["aligner"] = aligner
     processes = aligner.threads - 1
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))

@@ -32,12 +32,14 @@ gives a container, with the host volumes mounted rather than substituted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -268,6 +270,23 @@ class BatchRunner:
         return env
 
     def _run_job(self, job: Any, progress: ArrayProgress) -> None:
+        """Run the job's attempts. Whatever the runner itself raises, the job ends FAILED with the error
+        as its reason: an exception left in the pool's future would leave it RUNNING, and the run waiting."""
+        try:
+            self._run_attempts(job, progress)
+        except Exception as err:
+            reason = f"local Batch runner error: {type(err).__name__}: {err}"
+            traceback.print_exc(file=sys.stderr)
+            if job.status not in ("SUCCEEDED", "FAILED"):
+                job.job_stopped_reason = reason
+                job._mark_stopped(success=False)
+                with self._lock:
+                    progress.failed += 1
+                    progress.failures.append(f"{job.job_id}: {reason}")
+            with contextlib.suppress(Exception):
+                self._changed(progress)
+
+    def _run_attempts(self, job: Any, progress: ArrayProgress) -> None:
         jd = job.job_definition
         props = jd.container_properties or {}
         command = job.container_overrides.get("command") or props.get("command") or []
@@ -289,15 +308,19 @@ class BatchRunner:
             job.attempts.append(record)
             with self._lock:
                 progress.running += 1
-            self._changed(progress)
-            outcome = self._attempt(
-                job,
-                argv,
-                self._environment(job, attempt),
-                log_path=log_path,
-                timeout=timeout,
-                attempt=attempt,
-            )
+            try:
+                self._changed(progress)
+                outcome = self._attempt(
+                    job,
+                    argv,
+                    self._environment(job, attempt),
+                    log_path=log_path,
+                    timeout=timeout,
+                    attempt=attempt,
+                )
+            finally:
+                with self._lock:
+                    progress.running -= 1
             record["stoppedAt"] = int(time.time() * 1000)
             record["statusReason"] = outcome.status_reason
             self._send_log(props, log_path)
@@ -305,8 +328,6 @@ class BatchRunner:
                 record["container"]["exitCode"] = outcome.exit_code
             if outcome.reason:
                 record["container"]["reason"] = outcome.reason
-            with self._lock:
-                progress.running -= 1
             if outcome.succeeded:
                 job.exit_code = 0
                 job._mark_stopped(success=True)

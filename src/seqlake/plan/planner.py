@@ -38,6 +38,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -96,9 +97,9 @@ class _Scanned:
 
 
 def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout,
-                count_below: int | None) -> _Scanned:
+                count_below: int | None, threads: int) -> _Scanned:
     """Sniff, and index or count when the file's shards need record numbers (``count_below`` None:
-    always count plain files, as paired input needs)."""
+    always count plain files, as paired input needs), on ``threads`` vCPUs."""
     meta = storage.head(uri)
     sniff = fastq.sniff_fastq(uri)
     info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
@@ -109,13 +110,16 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout
         return _Scanned(info, sniff, None, expansion)
     if sniff.compression == "bgzf":
         with contextlib.suppress(bgzf.NotBgzfError):  # gzip members of another kind follow: index it
-            scan = bgzf.count_records(uri)
+            scan = bgzf.count_records(uri, threads=threads)
             info = replace(info, records=scan.records, plain_size=scan.plain_size,
                            checkpoints_uri=_write_checkpoints(layout.checkpoints(idx), scan))
             return _Scanned(info, sniff, scan.checkpoints)
     if sniff.compression in ("gzip", "bgzf"):
-        res = gzindex.index_gzip(uri)
-        assert res.index is not None
+        res = gzindex.index_gzip(uri, threads=threads)
+        if res.index is None:  # no data, no seek point: the file is one empty span (see _open_span)
+            info = replace(info, records=0, plain_size=0,
+                           checkpoints_uri=_write_checkpoints(layout.checkpoints(idx), res.scan))
+            return _Scanned(info, sniff, res.scan.checkpoints)
         index_uri = layout.index(idx)
         storage.write_bytes(index_uri, res.index)
         ck_uri = _write_checkpoints(layout.checkpoints(idx), res.scan)
@@ -321,6 +325,15 @@ def _check_lanes(samples: list[Sample]) -> None:
             files.add(uri)
 
 
+def _scan_all(scan: Callable[[int], _Scanned], n: int, workers: int) -> list[_Scanned]:
+    """``scan(i)`` for every input, in order: in this thread when ``workers`` is 1, else on that many threads
+    (map keeps the order, so the first bad file in the run's order is the one reported)."""
+    if workers == 1:
+        return [scan(i) for i in range(n)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(scan, range(n)))
+
+
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
               params: Params | None = None, shards: int | None = None,
               count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
@@ -342,19 +355,22 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
     layout = RunLayout(out_prefix, run_id)
     jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
 
+    # the files are scanned a few at a time: a run of thousands of small files costs their round trips
+    # divided by the workers, not added up. The process's vCPUs are split between the scans running at
+    # once; a single scan runs in this thread, where its pass may fork a helper (no fork ever happens
+    # while scan threads run: seqlake.base.forked)
+    workers = max(1, min(SCAN_WORKERS, len(jobs)))
+    threads = max(1, gzindex.index_threads() // workers)
+
     def scan(i: int) -> _Scanned:
         s, mate, uri = jobs[i]
         found = _scan_input(uri, s.name, mate, idx=i, layout=layout,
-                            count_below=None if len(s.uris) == 2 else count_plain_below)
+                            count_below=None if len(s.uris) == 2 else count_plain_below, threads=threads)
         found.info = replace(found.info, metadata=dict(s.metadata))
         return found
 
-    # the files are scanned a few at a time: a run of thousands of small files costs their round trips
-    # divided by the workers, not added up; map keeps the order, so the first bad file in the run's order
-    # is the one reported
-    with ThreadPoolExecutor(max_workers=max(1, min(SCAN_WORKERS, len(jobs)))) as pool:
-        found = iter(pool.map(scan, range(len(jobs))))
-        scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
+    found = iter(_scan_all(scan, len(jobs), workers))
+    scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
     for group in scanned:
         if len(group) == 2:
             n1, n2 = group[0].info.records, group[1].info.records

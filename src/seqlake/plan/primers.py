@@ -71,7 +71,9 @@ class PrimerScheme:
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split at newlines only: str.splitlines also splits at \x0b, \x0c, \x1c..., which would number
+    # lines differently from the file's
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.strip() and not line.startswith(("#", "track ", "browser ")):
             yield number, line.rstrip("\r")
 
@@ -151,8 +153,10 @@ def reference_contigs(uri: str) -> dict[str, int] | None:
 
 def load_primer_scheme(uri: str, reference: str | None) -> PrimerScheme:
     """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs."""
+    data = storage.read_bytes(uri)
     try:
-        text = storage.read_bytes(uri).decode()
+        text = data.decode()
     except UnicodeDecodeError as err:
-        raise BadInputError(uri, f"not a text BED file ({err.reason})") from None
+        raise BadInputError(uri, f"not a text BED file: byte {err.start} ({err.reason})",
+                            line=data[:err.start].count(b"\n") + 1) from None
     return parse_primer_bed(uri, text, reference_contigs(reference) if reference else None)

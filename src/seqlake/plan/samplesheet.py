@@ -83,7 +83,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
     """
     import jsonschema
 
-    rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    rows = [r for _, r in _csv_rows(text, sheet_uri)]
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
         raise BadInputError(sheet_uri, "the samplesheet is empty", line=1)
@@ -98,7 +98,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
     files: dict[str, int] = {}
     out: list[Sample] = []
     line = 1
-    for line, raw in _numbered(text):
+    for line, raw in _numbered(text, sheet_uri):
         if len(raw) != len(header):
             raise BadInputError(sheet_uri, f"{len(raw)} fields but the header has {len(header)}", line=line)
         row = {k: v.strip() for k, v in zip(header, raw, strict=True)}
@@ -139,24 +139,38 @@ def _lane_metadata(sheet_uri: str, row: dict[str, str], line: int, seen: dict[st
     return extra
 
 
-def _numbered(text: str) -> list[tuple[int, list[str]]]:
+def _numbered(text: str, sheet_uri: str) -> list[tuple[int, list[str]]]:
     """Data rows with their 1-based physical line numbers (blank lines skipped)."""
     out = []
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
     first = True
-    for raw in reader:
+    for line, raw in _csv_rows(text, sheet_uri):
         if not any(c.strip() for c in raw):
             continue
         if first:
             first = False
             continue
-        out.append((reader.line_num, raw))
+        out.append((line, raw))
     return out
 
 
-def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[Sample]:
+def _csv_rows(text: str, sheet_uri: str) -> list[tuple[int, list[str]]]:
+    """Every CSV row with the physical line it ends on; what the csv module cannot read (a NUL byte, a
+    field over its size limit, a quote left open) is a BadInputError naming the line."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    rows = []
     try:
-        text = storage.read_bytes(uri).decode("utf-8")
+        for raw in reader:
+            rows.append((reader.line_num, raw))
+    except csv.Error as err:
+        raise BadInputError(sheet_uri, f"not a readable CSV row: {err}", line=max(1, reader.line_num)) from None
+    return rows
+
+
+def read_samplesheet(uri: str, *, allow_other_buckets: OtherBuckets = False) -> list[Sample]:
+    data = storage.read_bytes(uri)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise BadInputError(uri, f"not UTF-8 text: {err}") from err
+        raise BadInputError(uri, f"not UTF-8 text: byte {err.start} (0x{data[err.start]:02x}) {err.reason}",
+                            line=data[:err.start].count(b"\n") + 1) from err
     return parse_samplesheet(text, uri, allow_other_buckets=allow_other_buckets)

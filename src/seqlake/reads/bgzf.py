@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from seqlake.base import storage
+from seqlake.base import forked, storage
 from seqlake.base.cpus import available_cpus, threads_from_env
 from seqlake.base.errors import BadInputError
 from seqlake.reads.gzindex import (
@@ -45,6 +45,7 @@ from seqlake.reads.gzindex import (
     next_bgzf_block,
     read_exact,
     whole_records,
+    write_all,
 )
 
 #: compressed bytes read and handed to a thread at once (whole blocks of at most 64 KiB each)
@@ -140,7 +141,7 @@ def count_records(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | No
 
 
 def _count(uri: str, spacing: int, threads: int) -> ScanResult:
-    if threads > 1 and not storage.is_s3(uri):
+    if threads > 1 and not storage.is_s3(uri) and forked.can_fork():
         try:
             starts = _chunk_starts(uri)
             if starts is not None:
@@ -221,57 +222,60 @@ def _count_chunk(f: Any, start: int, end: int, uri: str) -> list[_Block]:
 def _blocks_in_processes(uri: str, starts: list[int], procs: int) -> Iterator[_Block]:
     """The blocks of a local file, chunk ``k`` counted by process ``k % procs``: this one and
     ``procs - 1`` forked ones, each with a GIL of its own (``bytes.count`` holds it, and the inflating
-    threads of one process wait for it). A forked process reads its own chunks, sends each chunk's
-    blocks back through a pipe (marshal) and leaves with ``os._exit``; a chunk it could not count makes
-    this pass raise _ChunkError."""
-    helpers: list[tuple[int, int]] = []
+    threads of one process wait for it). A forked helper (:func:`seqlake.base.forked.fork_helper`)
+    reads its own chunks and sends each chunk's blocks back through a pipe (marshal); a chunk of bad
+    data makes this pass raise _ChunkError (the pass in order names the error), and anything else a
+    helper raises is raised here, with its traceback and exit status."""
+    helpers: list[tuple[forked.Helper, int]] = []
     try:
         for i in range(1, procs):
             r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover  (a forked process: coverage does not follow it)
-                try:
-                    os.close(r)
-                    _count_chunks_and_send(uri, starts, range(i, len(starts) - 1, procs), w)
-                finally:
-                    os._exit(0)
+            chunks = range(i, len(starts) - 1, procs)
+
+            def count(r: int = r, w: int = w, chunks: range = chunks) -> None:  # pragma: no cover  (forked)
+                os.close(r)
+                _count_chunks_and_send(uri, starts, chunks, w)
+
+            helper = forked.fork_helper(f"BGZF counting process {i} of {uri}", count)
             os.close(w)
-            helpers.append((pid, r))
+            helpers.append((helper, r))
         with storage.open_read(uri) as f:
             for k in range(len(starts) - 1):
                 if k % procs == 0:
                     yield from _count_chunk(f, starts[k], starts[k + 1], uri)
                 else:
-                    yield from _receive(helpers[k % procs - 1][1], uri)
+                    yield from _receive(*helpers[k % procs - 1], uri)
     finally:
-        for pid, r in helpers:
+        for helper, r in helpers:
             os.close(r)  # a process still sending gets EPIPE and leaves
-            os.waitpid(pid, 0)
+            helper.reap()  # one that raised did so at _receive; this pass is ending for its own reason
 
 
 def _count_chunks_and_send(uri: str, starts: list[int], chunks: range, w: int) -> None:  # pragma: no cover
+    """Count the helper's chunks and send each one's blocks; stop at the first chunk whose data is bad
+    (an empty message: the parent's pass in order names the error). Anything else it raises reaches the
+    parent through :func:`seqlake.base.forked.fork_helper`."""
     with storage.open_read(uri) as f:
         for k in chunks:
             try:
                 msg = marshal.dumps(_count_chunk(f, starts[k], starts[k + 1], uri))
-            except Exception:  # the parent retries on one vCPU, which names the error
+            except (_ChunkError, BadInputError):
                 msg = b""
-            _write_all(w, PIPE_U64.pack(len(msg)) + msg)
+            write_all(w, PIPE_U64.pack(len(msg)) + msg)
             if not msg:
                 return
 
 
-def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover  (in a forked process)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _receive(fd: int, uri: str) -> list[_Block]:
+def _receive(helper: forked.Helper, fd: int, uri: str) -> list[_Block]:
+    """The next chunk's blocks from ``helper``; what it raised when it sent none (or _ChunkError when
+    it found bad data and left it to the pass in order)."""
     head = read_exact(fd, PIPE_U64.size)
     size = PIPE_U64.unpack(head)[0] if len(head) == PIPE_U64.size else 0
     msg = read_exact(fd, size) if size else b""
     if not msg or len(msg) != size:
+        if len(head) < PIPE_U64.size or len(msg) != size:
+            helper.join()  # the helper ended without a word for this chunk: raises what it raised
+            raise forked.HelperError(f"{helper.name} ended before sending its counts")
         raise _ChunkError(uri)
     blocks: list[_Block] = marshal.loads(msg)  # noqa: S302  (written by our own forked process)
     return blocks

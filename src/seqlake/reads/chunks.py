@@ -148,7 +148,16 @@ def parse_chunk(
     named_plus = np.flatnonzero(pe - ps > 1)
     if len(named_plus):
         _check_plus_names(path, first_record, arr, (hs, he), (ps, pe), idx=named_plus)
+    if int(arr.max()) >= 0x80:  # one pass; the planner's sniff (dnaio) rejects the same in the first MiB
+        _raise_non_ascii(path, first_record, arr)
     return recs
+
+
+def _raise_non_ascii(path: str, first: int, arr: U8) -> None:
+    pos = int(np.argmax(arr >= 0x80))
+    rel_line = int(np.count_nonzero(arr[:pos] == _NL))
+    raise BadInputError(path, f"non-ASCII byte 0x{int(arr[pos]):02x} (FASTQ is ASCII)",
+                        line=4 * first + rel_line + 1, record=first + rel_line // 4)
 
 
 def _raise_first(

@@ -74,6 +74,48 @@ def sniff_compression(head: bytes) -> Compression:
     return "plain"
 
 
+#: a file longer than this is never a bare gzip header (10 bytes, plus its optional name, comment, extra)
+_BARE_HEADER_MAX = 64 << 10
+
+
+def gzip_header_end(head: bytes) -> int | None:
+    """Length of the gzip member header at the start of ``head`` (RFC 1952, 2.3: the fixed 10 bytes, then
+    FEXTRA, FNAME, FCOMMENT, FHCRC when flagged); None when ``head`` ends inside it or is not one."""
+    if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
+        return None
+    flags, end = head[3], 10
+    if flags & 0x04:  # FEXTRA: a 2-byte length, then that many bytes
+        if len(head) < end + 2:
+            return None
+        end += 2 + int.from_bytes(head[end:end + 2], "little")
+    for flag in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flags & flag:
+            zero = head.find(b"\0", end)
+            if zero < 0:
+                return None
+            end = zero + 1
+    if flags & 0x02:  # FHCRC
+        end += 2
+    return end if end <= len(head) else None
+
+
+def bare_gzip_header(raw: BinaryIO) -> bool:
+    """Whether the seekable ``raw`` holds one gzip member header and nothing else.
+
+    Such a file is what a gzip writer leaves when it was opened and never wrote a byte or closed (a
+    sample with no reads): it holds no record and loses none, so it is read as an empty file, as an
+    empty gzip member and a BGZF file of only its EOF block are (docs/FAULTS.md, "Empty inputs"). A
+    header followed by anything else is a stream like any other (cut, corrupt or whole).
+    """
+    size = raw.seek(0, io.SEEK_END)
+    raw.seek(0)
+    if size > _BARE_HEADER_MAX:
+        return False
+    head = raw.read(size)
+    raw.seek(0)
+    return gzip_header_end(head) == size
+
+
 #: what the decompressors raise for bad data (isal's error type is untyped in its stubs)
 _CORRUPT: tuple[type[BaseException], ...] = (
     gzip.BadGzipFile, cast(type[BaseException], isal_zlib.error), zlib.error, lzma.LZMAError)
@@ -105,13 +147,19 @@ _DECOMPRESSORS: dict[str, Callable[[], Any]] = {
 }
 
 
+#: the first bytes of a stream of each compression (a gzip member: magic and deflate)
+_STREAM_MAGIC = {"gzip": b"\x1f\x8b\x08", "bgzf": b"\x1f\x8b\x08", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+
+
 def _decodable_lines(raw: BinaryIO, compression: str) -> tuple[int, bool]:
     """``(newlines in everything decodable, whether the last stream reached its end marker)``; streams
     (gzip members, bz2 / xz streams) may follow each other."""
-    new = _DECOMPRESSORS[compression]
+    new, magic = _DECOMPRESSORS[compression], _STREAM_MAGIC[compression]
     d, lines, fed = new(), 0, False
     while block := raw.read(_PROBE_BLOCK):
         while block:
+            if not fed and block[:len(magic)] != magic[:len(block)]:
+                return lines, True  # bytes after the last stream that start none: not a cut (another error)
             lines += d.decompress(block).count(b"\n")
             fed = True
             if not d.eof:
@@ -141,6 +189,47 @@ def find_truncation(uri: str, compression: str | None = None) -> TruncatedStream
     return None if complete else truncated_stream(uri, comp, lines)
 
 
+def locate_gzip_damage(uri: str) -> str | None:
+    """Where the gzip (or BGZF) file at ``uri`` stops being whole gzip members, for an error that names
+    no place: ``"byte N: why"``, or None when every member is whole (or the data just ends: a cut, which
+    :func:`find_truncation` names). A second pass, run only after a reader failed; member by member with
+    zlib, and byte by byte within the one block that fails, so N is the first byte zlib refuses."""
+    with storage.open_read(uri, buffer_size=_PROBE_BLOCK) as raw:
+        d, member, pos = zlib.decompressobj(31), 0, 0
+        while block := raw.read(_PROBE_BLOCK):
+            while block:
+                before = d.copy()
+                try:
+                    d.decompress(block)
+                except zlib.error as err:
+                    at = pos + _first_refused_byte(before, block)
+                    if at <= member + 2:  # refused within its magic bytes
+                        return f"byte {member}: not a gzip member ({err})"
+                    return f"byte {at}: {err} (in the gzip member that starts at byte {member})"
+                if not d.eof:
+                    pos += len(block)
+                    break
+                pos += len(block) - len(d.unused_data)
+                block, member, d = d.unused_data, pos, zlib.decompressobj(31)
+        if pos == member:
+            return None
+        raw.seek(member)
+        head = raw.read(3)
+    if head != b"\x1f\x8b\x08"[:len(head)]:
+        return f"byte {member}: not a gzip member ({pos - member} bytes after the last whole member)"
+    return f"byte {member}: the gzip member that starts here ends before its end"
+
+
+def _first_refused_byte(d: Any, block: bytes) -> int:
+    """The offset in ``block`` of the byte on which the decompressor ``d`` fails."""
+    for i in range(len(block)):
+        try:
+            d.decompress(block[i:i + 1])
+        except zlib.error:
+            return i
+    return len(block)
+
+
 class _TranslatingReader(io.RawIOBase):
     """Turns a decompressor's EOFError / zlib / lzma / OSError into a BadInputError naming the file."""
 
@@ -161,16 +250,20 @@ class _TranslatingReader(io.RawIOBase):
             truncated = find_truncation(self._path, self._compression)
             if truncated is not None:
                 raise truncated from err
-            msg = f"truncated or corrupt {self._compression} stream: {err}"
-            raise BadInputError(self._path, msg) from err
+            raise self._located(f"truncated or corrupt {self._compression} stream: {err}") from err
         except _CORRUPT as err:
-            raise BadInputError(self._path, f"corrupt {self._compression} stream: {err}") from err
+            raise self._located(f"corrupt {self._compression} stream: {err}") from err
         except OSError as err:
             # bz2 reports bad data as a bare OSError; other OSErrors (network, disk) stay retryable
             if str(err) != "Invalid data stream":
                 raise
             raise BadInputError(self._path, f"corrupt {self._compression} stream: {err}") from err
         return n
+
+    def _located(self, message: str) -> BadInputError:
+        """The error, with the byte where a gzip stream stops being whole members when it can be found."""
+        where = locate_gzip_damage(self._path) if self._compression in ("gzip", "bgzf") else None
+        return BadInputError(self._path, f"corrupt {self._compression} stream at {where}" if where else message)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -189,6 +282,9 @@ def open_fastq_stream(uri: str) -> Iterator[tuple[BinaryIO, Compression]]:
         if comp == "zstd":
             raise BadInputError(uri, "zstd-compressed FASTQ is not supported; use gzip (or bgzip)")
         inner: BinaryIO
+        if comp == "gzip" and bare_gzip_header(raw):
+            yield io.BytesIO(b""), comp
+            return
         if comp in ("gzip", "bgzf"):
             inner = cast(BinaryIO, igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
         elif comp == "bz2":

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from seqlake.base import storage
+from seqlake.base import forked, storage
 from seqlake.base.cpus import available_cpus, threads_from_env
 from seqlake.base.errors import BadInputError
 
@@ -133,38 +133,38 @@ class _RecordScan:
 
 def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_SPACING,
                         block: int = SCAN_BLOCK, depth: int = 2) -> ScanResult:
-    """:func:`scan_records` with the counting in a forked process, while this one decompresses: on two
-    cores the count costs no wall time.
+    """:func:`scan_records` with the counting in a forked helper process, while this one decompresses:
+    on two cores the count costs no wall time. Call it only when :func:`seqlake.base.forked.can_fork`.
 
     A process, not a thread: rapidgzip takes the GIL back many times per ``readinto`` (for its reads of
     the source and between chunks), and a counting thread holds it as long as the decoder then waits
     (~0.1 s per 273 MB, what the count itself costs). The decompressed blocks go through ``depth + 1``
     slots of an anonymous shared mapping; two pipes carry the slot numbers, and at the end the counting
-    state back (JSON). The child runs nothing but the count and leaves with ``os._exit``: it never touches the
-    source, the decoder or the interpreter's exit handlers.
+    state back (JSON). The helper runs nothing but the count (:func:`seqlake.base.forked.fork_helper`:
+    whatever it raises reaches this process with its traceback and exit status, and is raised here).
     """
     slots = depth + 1
     shared = mmap.mmap(-1, slots * block)
     view = memoryview(shared)
     full_r, full_w = os.pipe()  # slot and length of each decompressed block, to the counting process
     free_r, free_w = os.pipe()  # slots counted, then the counting state (JSON), back
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover  (the counting process: coverage does not follow a fork)
-        try:
-            os.close(full_w)
-            os.close(free_r)
-            scan = _RecordScan(spacing)
-            while len(msg := read_exact(full_r, _SLOT.size)) == _SLOT.size:
-                slot, n = _SLOT.unpack(msg)
-                if n == 0:
-                    os.write(free_w, json.dumps(scan.__dict__).encode())
-                    break
-                scan.feed(bytearray(view[slot * block:slot * block + n]), n)
-                os.write(free_w, PIPE_U64.pack(slot))
-        finally:
-            os._exit(0)
+
+    def count() -> None:  # pragma: no cover  (the helper: coverage does not follow a fork)
+        os.close(full_w)
+        os.close(free_r)
+        scan = _RecordScan(spacing)
+        while len(msg := read_exact(full_r, _SLOT.size)) == _SLOT.size:
+            slot, n = _SLOT.unpack(msg)
+            if n == 0:
+                write_all(free_w, json.dumps(scan.__dict__).encode())
+                return
+            scan.feed(bytearray(view[slot * block:slot * block + n]), n)
+            write_all(free_w, PIPE_U64.pack(slot))
+
+    helper = forked.fork_helper(f"the counting process of the index pass of {path}", count)
     os.close(full_r)
     os.close(free_w)
+    pipes = [full_w, free_r]
     try:
         free, in_flight = list(range(slots)), 0
         while True:
@@ -173,22 +173,44 @@ def scan_counting_aside(stream: BinaryIO, path: str, spacing: int = CHECKPOINT_S
                 in_flight -= 1
             slot = free.pop()
             n = stream.readinto(view[slot * block:(slot + 1) * block])  # type: ignore[attr-defined]
-            os.write(full_w, _SLOT.pack(slot, n))
+            write_all(full_w, _SLOT.pack(slot, n))
             if not n:
                 break
             in_flight += 1
         read_exact(free_r, PIPE_U64.size * in_flight, path)
         state = b"".join(iter(lambda: os.read(free_r, 1 << 20), b""))
-    finally:
-        os.close(full_w)  # on an error the counting process reads a short message and leaves
-        os.close(free_r)
-        os.waitpid(pid, 0)
+    except (HelperGoneError, BrokenPipeError):
+        _close_all(pipes)
+        helper.join()  # raises what the helper raised
+        raise
+    except BaseException:
+        _close_all(pipes)  # the helper reads a short message and leaves
+        helper.reap()  # this process's own error is the one to report
+        raise
+    _close_all(pipes)
+    helper.join()
     if not state:
-        raise RuntimeError(f"{path}: the counting process of the index pass failed")
+        raise HelperGoneError(f"{path}: the counting process of the index pass ended without its counts")
     scan = _RecordScan(spacing)
     scan.__dict__.update(json.loads(state))
     scan.cks = [(offset, records) for offset, records in scan.cks]
     return scan.result(path)
+
+
+class HelperGoneError(RuntimeError):
+    """A forked helper's pipe ended before what it was to send (the helper has ended: join it)."""
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        os.close(fds.pop())
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the pipe ``fd``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 _SLOT = struct.Struct("<QQ")
@@ -202,7 +224,7 @@ def read_exact(fd: int, size: int, path: str | None = None) -> bytes:
     while len(out) < size and (more := os.read(fd, size - len(out))):
         out += more
     if path is not None and len(out) < size:
-        raise RuntimeError(f"{path}: the counting process of the index pass failed")
+        raise HelperGoneError(f"{path}: the counting process of the index pass ended early")
     return out
 
 
@@ -246,7 +268,7 @@ def _check_gzip_end(f: Any, raw: BinaryIO, plain_size: int, path: str) -> None:
         raise BadInputError(path, "truncated gzip stream (shorter than a gzip header and footer)")
     raw.seek(size - 8)
     crc, isize = struct.unpack("<II", raw.read(8))
-    if isize == plain_size % (1 << 32):
+    if isize == plain_size % (1 << 32) and (plain_size or crc == 0):  # rapidgzip checks no CRC of no data
         return
     member = isize
     while member <= plain_size:
@@ -415,23 +437,40 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None 
     record, whichever way rapidgzip met the cut.
     """
     vcpus = index_threads() if threads is None else max(1, threads)
+    if gzip_header_only(uri):
+        return IndexResult(scan=ScanResult(records=0, plain_size=0, checkpoints=[(0, 0)]), index=None)
     with naming_truncation(uri):
         return _index_gzip(uri, spacing, vcpus)
+
+
+def gzip_header_only(uri: str) -> bool:
+    """Whether ``uri`` is one gzip member header and nothing else: a writer that never wrote a byte (see
+    :func:`seqlake.reads.fastq.bare_gzip_header`)."""
+    from seqlake.reads.fastq import bare_gzip_header
+
+    with storage.open_read(uri) as raw:
+        return bare_gzip_header(raw)
 
 
 @contextlib.contextmanager
 def naming_truncation(uri: str) -> Iterator[None]:
     """A reader's :class:`BadInputError` inside becomes the :class:`TruncatedStreamError` naming the last
-    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes)."""
+    complete record when ``uri``'s compressed stream is cut (readers meet a cut in many shapes), and
+    one that names no place gets the byte where the gzip members stop being whole."""
     try:
         yield
     except BadInputError as err:
         # imported here: seqlake.reads.fastq brings numpy, a third of a planning pass's start-up, for a rare case
-        from seqlake.reads.fastq import find_truncation
+        from seqlake.reads.fastq import find_truncation, locate_gzip_damage
 
         truncated = find_truncation(uri)
         if truncated is not None:
             raise truncated from err
+        if err.line is None and err.record is None and "byte " not in err.message:
+            # rapidgzip names no place: a second pass finds the first byte zlib refuses
+            where = locate_gzip_damage(uri)
+            if where is not None:
+                raise BadInputError(uri, f"corrupt gzip stream at {where}") from err
         raise
 
 
@@ -439,7 +478,8 @@ def _index_gzip(uri: str, spacing: int, vcpus: int) -> IndexResult:
     import rapidgzip
 
     with open_indexed(uri, threads=decode_threads(vcpus)) as f:
-        aside = decode_threads(vcpus) == 1 < vcpus and hasattr(os, "fork")
+        # a forked counter only when this thread is the process's only one (forked.can_fork)
+        aside = decode_threads(vcpus) == 1 < vcpus and forked.can_fork()
         result = scan_counting_aside(f, uri, spacing) if aside else scan_records(f, uri, spacing)
         with storage.open_read(uri) as raw:
             _check_gzip_end(f, raw, result.plain_size, uri)
@@ -448,7 +488,8 @@ def _index_gzip(uri: str, spacing: int, vcpus: int) -> IndexResult:
             out = Path(tmp, "index.gztool")
             f.export_index(str(out), rapidgzip.IndexFormat.GZTOOL)
             index = out.read_bytes()
-    return IndexResult(scan=result, index=index)
+    # a stream of no data has no seek point: no index (a zero-record span never opens one)
+    return IndexResult(scan=result, index=index if result.plain_size else None)
 
 
 def count_plain(uri: str, spacing: int = CHECKPOINT_SPACING) -> ScanResult:
