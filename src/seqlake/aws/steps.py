@@ -261,6 +261,9 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         # a Lambda task: the cause is {"errorMessage", "errorType", ...}; BadInputError's message is
         # the one line users see (file, line, problem)
         status.reason = str(cause.get("errorMessage") or error.get("Cause") or status.error)
+        hint = batch_reasons.lambda_advice(status.error, status.failed_step)
+        if hint is not None:
+            status.reason = f"{hint}: {status.reason}"
         status.log_stream = cause.get("logStreamName")
     status.finish()
     if step is Step.COMMIT:
