@@ -59,6 +59,8 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     from seqlake.plan.planfile import load_plan
 
     request = execution.load()
+    fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
+    faults.allocate(fault)
     plan = load_plan(request.layout.plan)
     totals = merge_run(plan).to_dict()
     status = status_of(request, RunState.SUCCEEDED, execution_arn, previous_start(request) or started_at)
@@ -77,8 +79,7 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     _render_report(status, request)
     write_status(status)
     write_runs_row(status)
-    fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
-    crash_after = fault.number("after_partitions", 0) if fault is not None else None
+    crash_after = fault.number("after_partitions", 0) if fault is not None and fault.action == "crash" else None
     register_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
     return status
 
