@@ -131,6 +131,9 @@ def _add_containers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--containers", action="store_true",
                    help="run each Batch attempt as a podman container of the worker image (`make image`); "
                         "also set by SEQLAKE_CONTAINERS=1")
+    p.add_argument("--no-memory-limits", action="store_true",
+                   help="do not hold each Lambda invocation to its function's MemorySize and each Batch attempt "
+                        "to its job's memory, as AWS does (the default); also set by SEQLAKE_LOCAL_MEMORY_LIMITS=0")
 
 
 def _add_process(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

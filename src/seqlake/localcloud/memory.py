@@ -58,6 +58,12 @@ def enabled(env: dict[str, str] | None = None) -> bool:
     return (os.environ if env is None else env).get(MEMORY_VAR, "1") != "0"
 
 
+def apply_flag(no_memory_limits: bool) -> None:
+    """``--no-memory-limits``: the setting for this process and the local cloud's children."""
+    if no_memory_limits:
+        os.environ[MEMORY_VAR] = "0"
+
+
 def _own_cgroup(version: Literal[1, 2]) -> Path | None:
     """This process's cgroup folder in the v2 hierarchy, or in v1's memory hierarchy."""
     try:
