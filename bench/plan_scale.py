@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import scale
+
 REPO = Path(__file__).resolve().parents[1]
 #: the issue's bar: 10,000 samples planned in under this many seconds at 20 ms of S3 latency
 PLAN_SECONDS_BAR = 60.0
@@ -102,14 +104,6 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
             "memory_size_mb": int(found[2]), "max_memory_used_mb": int(found[3]) if found[3] else None}
 
 
-def _commit() -> str:
-    import subprocess
-
-    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                         check=False, capture_output=True, text=True)
-    return out.stdout.strip() or "unknown commit"
-
-
 def section(work: Path) -> list[str]:
     """BENCHMARKS.md's lines on the plan runs saved in ``work`` (``plan-*.json``), with the issue's bar."""
     results = [json.loads(p.read_text()) for p in sorted(work.glob("plan-*.json"))]
@@ -136,18 +130,10 @@ def section(work: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=1000, help="paired samples in the run's request")
-    parser.add_argument("--latency-ms", type=int, default=20, help="per-request S3 latency of the local cloud")
-    parser.add_argument("--home", type=Path, default=None, help="state folder (default: a temporary one)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the result here as JSON")
+    scale.add_common_arguments(parser)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="seqlake-plan-home-"))
-    result = run(args.samples, args.latency_ms, home)
-    result["measured"] = f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {_commit()}"
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    scale.record(run(args.samples, args.latency_ms, home), args.out)
     return 0
 
 

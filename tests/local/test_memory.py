@@ -11,17 +11,11 @@ from pathlib import Path
 import pytest
 
 from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
-from seqlake.localcloud import launcher, memory
+from seqlake.localcloud import memory
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
-
-@pytest.fixture(autouse=True, params=["forked", "interpreter"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """With the fork server and with a new interpreter per invocation: the limit reaches both."""
-    if request.param == "forked" and not launcher.fork_enabled({}):
-        pytest.skip("no fork here")
-    monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
-    return str(request.param)
+#: with the fork server and with a new interpreter per invocation: the limit reaches both
+pytestmark = pytest.mark.usefixtures("launch_mode")
 
 
 @pytest.fixture(params=["cgroup", "rlimit"])
