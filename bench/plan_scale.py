@@ -61,9 +61,13 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
 
 
 def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
+    import boto3
+    from botocore.config import Config
+
     from seqlake.aws.request import RunRequest, store_request
     from seqlake.base.model import Sample
     from seqlake.localcloud.cloud import LocalCloud
+    from seqlake.localcloud.deployer import REGION
     from seqlake.localcloud.state import StateDir
 
     latency_var = "SEQLAKE_LOCAL_S3_LATENCY_MS"
@@ -89,7 +93,10 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
         cloud.lambdas.prestart_one(function)
         os.environ[latency_var] = str(latency_ms)
         t0 = time.monotonic()
-        response = cloud.client("lambda").invoke(
+        # one attempt, waited for as long as the function may run (the client's default gives up after 60 s)
+        client = boto3.client("lambda", endpoint_url=cloud.endpoint, region_name=REGION,
+                              config=Config(read_timeout=900, retries={"total_max_attempts": 1}))
+        response = client.invoke(
             FunctionName=function, Payload=json.dumps({"execution": execution.to_dict(), "execution_name": run_id}))
         wall = time.monotonic() - t0
         os.environ[latency_var] = "0"
