@@ -351,8 +351,10 @@ def confine(spec: dict[str, Any] | None) -> None:
 def write_peak(spec: dict[str, Any] | None) -> None:
     """At the child's end: its peak resident memory, where ``spec`` asks for it."""
     if spec and spec.get(PEAK_FILE):
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        Path(spec[PEAK_FILE]).write_text(str(max(own.ru_maxrss, children.ru_maxrss)))
+        # VmHWM, not ru_maxrss: a new interpreter's ru_maxrss keeps the peak of the process it was forked from
+        status = Path("/proc/self/status").read_text() if Path("/proc/self/status").is_file() else ""
+        own = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+        Path(spec[PEAK_FILE]).write_text(str(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)))
 
 
 def run_program(request: dict[str, Any]) -> int:

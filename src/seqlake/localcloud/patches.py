@@ -293,7 +293,9 @@ def _get_object(self: S3Response) -> Any:
         _ranged.on = False
     if isinstance(body, _KeyView) and not rng:  # the whole object (a range is cut by moto's handler, next)
         whole = body[0 : len(body)]
-        body = bytes(whole) if len(whole) <= _KeyRange.CHUNK else iter(whole)
+        # streamed by the local cloud's server; ``mock_aws`` in-process takes bytes only
+        streamed = HOOKS.lambda_invoke is not None and len(whole) > _KeyRange.CHUNK
+        body = iter(whole) if streamed else bytes(whole)
     return status, headers, body
 
 
