@@ -60,10 +60,16 @@ def input_bytes(request: RunRequest) -> int:
     return sum(int(i.get("size") or 0) for i in request.inputs if i.get("uri") != sheet)
 
 
+def known_inputs(request: RunRequest) -> dict[str, storage.ObjectInfo]:
+    """The inputs' sizes and ETags as the start step listed them: the planner does not ask S3 again."""
+    return {str(i["uri"]): storage.ObjectInfo(size=int(i["size"]), etag=str(i["etag"]))
+            for i in request.inputs if i.get("etag") and i.get("size") is not None}
+
+
 def make_run_plan(request: RunRequest, params: Params) -> int:
     """Plan the run with the core planner (also what the Batch index job runs); its array size."""
     plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
-                     reference=request.reference, params=params)
+                     reference=request.reference, params=params, known=known_inputs(request))
     return plan.array_size
 
 
