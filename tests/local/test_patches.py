@@ -75,9 +75,10 @@ def test_lambda_invoke_runs_the_real_handler(fixture_cloud: Any) -> None:
     assert "FunctionError" not in out
     assert json.loads(out["Payload"].read()) == {"shards": 7, "run_id": "r", "uri": event["uri"]}
     # a handler error comes back as Lambda's error payload (what Step Functions' Catch matches on)
-    bad = lam.invoke(FunctionName=name, Payload=json.dumps({"uri": "s3://nowhere/x", "run_id": "r"}).encode())
+    missing = {"uri": f"s3://{fixture_cloud.bucket}/data/missing.txt", "run_id": "r"}
+    bad = lam.invoke(FunctionName=name, Payload=json.dumps(missing).encode())
     assert bad["FunctionError"] == "Unhandled"
-    assert json.loads(bad["Payload"].read())["errorType"] == "NoSuchBucket"
+    assert json.loads(bad["Payload"].read())["errorType"] == "NoSuchKey"
 
 
 def _wait_job(batch: Any, job_id: str) -> dict[str, Any]:

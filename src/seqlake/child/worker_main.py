@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError
+from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, access_denied
 from seqlake.base.layout import RunLayout
 
 TODO_VAR = "SEQLAKE_TODO_URI"
@@ -129,4 +129,12 @@ def worker_command(args: argparse.Namespace) -> int:
         except Exception:
             traceback.print_exc()
         return EXIT_BAD_INPUT
+    except Exception as err:
+        denied = access_denied(err)
+        if denied is None:
+            raise
+        traceback.print_exc()
+        # the last line is the shard's reason (the failure step reads it): which grant is missing
+        print(f"seqlake: access denied: {denied[0]} on {denied[1]}", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_OK

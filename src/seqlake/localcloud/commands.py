@@ -323,7 +323,7 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         if reference is not None:
-            cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+            cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         if args.reads_per_shard is not None:
             cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         if parameters:
@@ -418,8 +418,9 @@ def runs_command(args: argparse.Namespace) -> int:
 
 def _named_queries(cloud: Any) -> list[tuple[str, str]]:
     """(name, SQL) of the named queries the template deployed, else ``queries/*.sql``."""
-    a = cloud.client("athena")
-    ids = a.list_named_queries().get("NamedQueryIds", [])
+    a = cloud.user_client("athena")
+    workgroup = cloud.outputs.get("AthenaWorkGroupName")
+    ids = a.list_named_queries(**({"WorkGroup": workgroup} if workgroup else {})).get("NamedQueryIds", [])
     out = [(q["Name"], q["QueryString"]) for q in (a.get_named_query(NamedQueryId=i)["NamedQuery"] for i in ids)]
     if not out:
         out = [(p.stem, p.read_text()) for p in sorted(queries_dir().glob("*.sql"))]
@@ -427,8 +428,10 @@ def _named_queries(cloud: Any) -> list[tuple[str, str]]:
 
 
 def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.Result:
-    """One query through the local Athena API (StartQueryExecution -> GetQueryResults)."""
-    a = cloud.client("athena")
+    """One query through the local Athena API (StartQueryExecution -> GetQueryResults), as the lab member,
+    in the stack's workgroup unless ``workgroup`` names another (``primary`` has no results location)."""
+    a = cloud.user_client("athena")
+    workgroup = workgroup or cloud.outputs.get("AthenaWorkGroupName")
     kw: dict[str, Any] = {"QueryString": sql, "QueryExecutionContext": {"Database": cloud.database}}
     if workgroup:
         kw["WorkGroup"] = workgroup
@@ -456,7 +459,7 @@ def demo_command(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
     with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
-        cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         # a few shards, so the demo shows the array job fanning out (2,000,000 reads per shard otherwise)
         cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         cloud.prewarm()

@@ -19,13 +19,20 @@ from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
 #: service name -> a client of the local cloud
 Clients = Callable[[str], Any]
+#: (role ARN, service name) -> a client signed as that role
+RoleClients = Callable[[str, str], Any]
 #: (sql, database) -> (columns, rows as text)
 AthenaQuery = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
 
 
 class Hooks:
-    def __init__(self, clients: Clients) -> None:
+    def __init__(self, clients: Clients, role_clients: RoleClients | None = None) -> None:
         self.clients = clients
+        #: what stands in for an AWS service acts as the role AWS would use (the Batch instances' for
+        #: container logs, the function's for its dead letters); without it, as this process
+        self.role_clients = role_clients or (lambda role, service: clients(service))
+        #: the Batch instances' role (the ECS agent's: it writes the containers' logs)
+        self.instance_role = ""
         self.lambdas: LambdaRunner | None = None
         #: set when a Lambda or Batch job returns: the state machine may have moved
         self.activity = threading.Event()
@@ -57,9 +64,10 @@ class Hooks:
 
     def put_log(self, group: str, stream: str, lines: list[str]) -> None:
         """A Batch attempt's output into CloudWatch Logs (moto), where the failure step reads its last line."""
-        logs = self.clients("logs")
-        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
-            logs.create_log_group(logGroupName=group)
+        platform = self.clients("logs")
+        with contextlib.suppress(platform.exceptions.ResourceAlreadyExistsException):
+            platform.create_log_group(logGroupName=group)  # made by the template (awslogs creates none)
+        logs = self.role_clients(self.instance_role, "logs")
         with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
             logs.create_log_stream(logGroupName=group, logStreamName=stream)
         now = int(time.time() * 1000)
@@ -69,8 +77,9 @@ class Hooks:
 
     def dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
         """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""
-        sqs = self.clients("sqs")
-        url = sqs.get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        # Lambda sends to the queue by its ARN, as the function's role: its URL is looked up as this process
+        url = self.clients("sqs").get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        sqs = self.role_clients(spec.role, "sqs")
         err = json.loads(error or b"{}")
         attributes = {
             "RequestID": {"DataType": "String", "StringValue": "local"},

@@ -44,6 +44,15 @@ in the same process are unaffected.
     children share their parent's overrides: every describe made every later description longer (an
     array job of 1,000 children failed with a ``Cause`` of 89 KB). Here a description is built on a
     copy, as AWS describes a job without changing it.
+12. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`): moto checks a request's identity
+    policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
+    applies), skips most conditions and all resource policies, and its AccessDenied names no resource. Here
+    :attr:`Hooks.authorize` decides each request moto authorizes (:mod:`.policy`) and raises the service's
+    AccessDenied with AWS's message (caller, action, resource, why). moto's signature check signs its
+    parsed parameters in place of an empty body (a Lambda GET's are its headers): with the hook, an empty
+    body is signed as the client signed it.
+13. Step Functions service integrations are signed with fixed fake keys (``ak``/``sk``): here with the keys
+    :attr:`Hooks.state_machine_credentials` gives (the state machine role's session).
 """
 
 from __future__ import annotations
@@ -92,6 +101,7 @@ import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
+import moto.iam.access_control as _access_control  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
 import moto.stepfunctions.exceptions as _sfn_exc  # noqa: E402
@@ -105,6 +115,7 @@ import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.sta
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task as _state_task  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
 import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
+import moto.stepfunctions.parser.asl.utils.boto_client as _sfn_boto_client  # noqa: E402
 import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
@@ -133,6 +144,10 @@ BatchHook = Callable[[Job, list[Job]], None]
 DeliverHook = Callable[[dict[str, Any], dict[str, Any]], None]
 #: (SQL, default database) -> (column names, rows as text or None); raises ValueError on a bad query
 AthenaHook = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
+#: (moto's IAM request, the resource moto names) -> None; raises the service's AccessDenied
+AuthorizeHook = Callable[[Any, str], None]
+#: () -> (access key, secret key, session token) of the state machine's role, or None
+CredentialsHook = Callable[[], tuple[str, str, str] | None]
 
 
 @dataclass
@@ -141,6 +156,8 @@ class Hooks:
     batch_run: BatchHook | None = None
     deliver: DeliverHook | None = None
     athena_query: AthenaHook | None = None
+    authorize: AuthorizeHook | None = None
+    state_machine_credentials: CredentialsHook | None = None
     #: False while state is restored: re-creating objects must not start runs again
     events_enabled: bool = True
     applied: set[str] = field(default_factory=set)
@@ -683,6 +700,63 @@ def _patch_batch_describe() -> None:
     Job._get_container_property = _container_property
 
 
+# ---------------------------------------------------------------- 12. IAM authorization
+IAMRequestBase: Any = _access_control.IAMRequestBase
+_original_check_action = IAMRequestBase.check_action_permitted
+
+
+def _check_action_permitted(self: Any, resource: str) -> None:
+    if HOOKS.authorize is None:
+        _original_check_action(self, resource)
+        return
+    HOOKS.authorize(self, resource)
+
+
+_original_aws_request = IAMRequestBase._create_aws_request
+
+
+def _create_aws_request(self: Any) -> Any:
+    """The request as the client signed it: moto signs its parsed parameters in place of an empty body
+    (for a Lambda GET, the request's headers), so every such request failed its signature check. (A
+    query-protocol POST's parameters are its form body, which moto signs from them correctly.)"""
+    if HOOKS.authorize is None or self._body or self._method not in ("GET", "HEAD", "DELETE"):
+        return _original_aws_request(self)
+    saved, self._data = self._data, b""
+    try:
+        return _original_aws_request(self)
+    finally:
+        self._data = saved
+
+
+def _patch_iam_authorization() -> None:
+    IAMRequestBase.check_action_permitted = _check_action_permitted
+    IAMRequestBase._create_aws_request = _create_aws_request
+
+
+# ---------------------------------------------------------------- 13. Step Functions' credentials
+_boto_client_module: Any = _sfn_boto_client
+_real_boto3 = _boto_client_module.boto3
+
+
+class _StateMachineBoto3:
+    """``boto3`` as moto's interpreter module sees it: its one ``client`` call signs with the keys of
+    :attr:`Hooks.state_machine_credentials` (moto's fixed ``ak``/``sk`` without the hook)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_real_boto3, name)
+
+    @staticmethod
+    def client(*args: Any, **kwargs: Any) -> Any:
+        keys = HOOKS.state_machine_credentials() if HOOKS.state_machine_credentials is not None else None
+        if keys is not None:
+            kwargs.update(aws_access_key_id=keys[0], aws_secret_access_key=keys[1], aws_session_token=keys[2])
+        return _real_boto3.client(*args, **kwargs)
+
+
+def _patch_sfn_credentials() -> None:
+    _boto_client_module.boto3 = _StateMachineBoto3()
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -695,6 +769,8 @@ PATCHES: dict[str, Callable[[], None]] = {
     "aws-limits": _patch_limits,
     "s3-latency": _patch_s3_latency,
     "batch-describe": _patch_batch_describe,
+    "iam-authorization": _patch_iam_authorization,
+    "sfn-credentials": _patch_sfn_credentials,
 }
 
 
