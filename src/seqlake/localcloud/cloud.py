@@ -97,6 +97,12 @@ class LocalCloud:
                 made = self._clients[service] = boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)
             return made
 
+    @property
+    def deployment(self) -> Deployment:
+        """What the template made (after :meth:`start`)."""
+        assert self._deployment is not None, "the local cloud is not started"
+        return self._deployment
+
     def user_client(self, service: str) -> Any:
         """A client signed as the lab member who runs ``seqlake local`` (the template's LabMemberPolicy):
         the commands' uploads, queries and reads go through it."""

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-from moto import settings as _moto_settings
-from moto.core import authorization as _authorization
 from moto.core.exceptions import AccessDeniedError, JsonRESTError
 from moto.iam.models import AWSManagedPolicy, iam_backends
 from moto.s3.exceptions import S3ClientError
@@ -147,7 +145,6 @@ class LocalIam:
         self._sessions: dict[str, Credentials] = {}
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
-        self._saved: tuple[Any, int] | None = None
         self.endpoint = ""
         #: AccessDenied answers given: (caller, action, resource)
         self.denied: list[tuple[str, str, str]] = []
@@ -168,20 +165,15 @@ class LocalIam:
         platform = self.credentials(role_arn(PLATFORM_ROLE))
         assert platform is not None
         if self.enforce:
-            self._saved = (_moto_settings.INITIAL_NO_AUTH_ACTION_COUNT, _authorization.ActionAuthenticatorMixin.request_count)
-            _moto_settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
-            _authorization.ActionAuthenticatorMixin.request_count = 0
             patches.HOOKS.authorize = self.authorize
+            patches.HOOKS.authorized_port = urllib.parse.urlsplit(endpoint).port
             patches.HOOKS.state_machine_credentials = self.state_machine_credentials
         return platform
 
     def stop(self) -> None:
         if patches.HOOKS.authorize == self.authorize:
-            patches.HOOKS.authorize = None
+            patches.HOOKS.authorize = patches.HOOKS.authorized_port = None
             patches.HOOKS.state_machine_credentials = None
-        if self._saved is not None:
-            _moto_settings.INITIAL_NO_AUTH_ACTION_COUNT, _authorization.ActionAuthenticatorMixin.request_count = self._saved
-            self._saved = None
 
     def add_user(self, policy_arn: str | None) -> None:
         """The lab member's role, with the template's managed policy (none: may do nothing)."""

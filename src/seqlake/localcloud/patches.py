@@ -44,7 +44,8 @@ in the same process are unaffected.
     children share their parent's overrides: every describe made every later description longer (an
     array job of 1,000 children failed with a ``Cause`` of 89 KB). Here a description is built on a
     copy, as AWS describes a job without changing it.
-12. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`): moto checks a request's identity
+12. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's requests only:
+    ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a request's identity
     policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
     applies), skips most conditions and all resource policies, and its AccessDenied names no resource. Here
     :attr:`Hooks.authorize` decides each request moto authorizes (:mod:`.policy`) and raises the service's
@@ -64,6 +65,7 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +99,7 @@ import moto.batch.exceptions as _batch_exc  # noqa: E402
 import moto.batch.models as _batch  # noqa: E402
 import moto.batch.responses as _batch_responses  # noqa: E402
 import moto.batch_simple.models as _batch_simple  # noqa: E402
+import moto.core.authorization as _authorization  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
@@ -157,6 +160,8 @@ class Hooks:
     deliver: DeliverHook | None = None
     athena_query: AthenaHook | None = None
     authorize: AuthorizeHook | None = None
+    #: the port of the server whose requests :attr:`authorize` decides (``mock_aws`` requests stay moto's)
+    authorized_port: int | None = None
     state_machine_credentials: CredentialsHook | None = None
     #: False while state is restored: re-creating objects must not start runs again
     events_enabled: bool = True
@@ -702,14 +707,33 @@ def _patch_batch_describe() -> None:
 
 # ---------------------------------------------------------------- 12. IAM authorization
 IAMRequestBase: Any = _access_control.IAMRequestBase
-_original_check_action = IAMRequestBase.check_action_permitted
+ActionAuthenticatorMixin: Any = _authorization.ActionAuthenticatorMixin
+_original_authenticate = ActionAuthenticatorMixin._authenticate_and_authorize_action
 
 
-def _check_action_permitted(self: Any, resource: str) -> None:
-    if HOOKS.authorize is None:
-        _original_check_action(self, resource)
+def _authorized_here(response: Any) -> bool:
+    """Whether a request came to the server whose port :attr:`Hooks.authorized_port` names (the local
+    cloud's; its clients say 127.0.0.1, moto's interpreter localhost), not to ``mock_aws`` in this process."""
+    host, _, port = str(response.headers.get("Host") or "").rpartition(":")
+    return HOOKS.authorized_port is not None and port == str(HOOKS.authorized_port) and host in ("127.0.0.1", "localhost")
+
+
+def _authenticate_and_authorize_action(self: Any, iam_request_cls: Any, resource: str = "*") -> None:
+    authorize = HOOKS.authorize
+    if authorize is None or not _authorized_here(self):
+        _original_authenticate(self, iam_request_cls, resource)
         return
-    HOOKS.authorize(self, resource)
+    # moto's own steps (``INITIAL_NO_AUTH_ACTION_COUNT`` reached): the key looked up, the signature checked;
+    # then the decision is the hook's
+    if self.headers.get("X-Amz-Target") in ActionAuthenticatorMixin.PUBLIC_OPERATIONS:
+        return
+    query = urllib.parse.urlparse(self.uri).query
+    iam_request = iam_request_cls(
+        account_id=self.current_account, method=self.method, path=self.raw_path + (f"?{query}" if query else ""),
+        data=self.data, body=self.raw_body, headers=self.headers, action=self._get_action(),
+    )
+    iam_request.check_signature()
+    authorize(iam_request, resource)
 
 
 _original_aws_request = IAMRequestBase._create_aws_request
@@ -729,7 +753,7 @@ def _create_aws_request(self: Any) -> Any:
 
 
 def _patch_iam_authorization() -> None:
-    IAMRequestBase.check_action_permitted = _check_action_permitted
+    ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action
     IAMRequestBase._create_aws_request = _create_aws_request
 
 
