@@ -137,6 +137,8 @@ EXECUTION_OPTIONS: dict[str, Option] = {o.flag: o for o in (
            "(default: $SEQLAKE_HOME, else ./.seqlake)", "DIR"),
     Option("--containers", "run each Batch attempt as a podman container of the worker image (`make image`); "
            "also set by SEQLAKE_CONTAINERS=1", action="store_true", default=False),
+    Option("--no-iam", "do not enforce the template's IAM roles in the local cloud (every process signs with the "
+           "same keys, unchecked); also set by SEQLAKE_LOCAL_IAM=0", action="store_true", default=False),
 )}
 
 #: the run parameters (what a run computes: part of its identity, recorded in the runs table)
@@ -158,8 +160,8 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
 #: which execution options each command that runs shards takes (the others make no sense there)
 COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "process": ("--jobs", "--threads", "--reads-per-shard"),
-    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers"),
-    "local rerun": ("--jobs", "--threads", "--home", "--containers"),
+    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-iam"),
+    "local rerun": ("--jobs", "--threads", "--home", "--containers", "--no-iam"),
 }
 
 
@@ -254,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "pairs become 4 shards)")
     _add_home(demo)
     EXECUTION_OPTIONS["--containers"].add_to(demo)
+    EXECUTION_OPTIONS["--no-iam"].add_to(demo)
     demo.set_defaults(func=_cmd_demo)
 
     _add_process(sub)

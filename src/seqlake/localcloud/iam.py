@@ -85,6 +85,12 @@ def enforced(env: Mapping[str, str] | None = None) -> bool:
     return value.strip().lower() not in ("0", "false", "off", "no")
 
 
+def require(off: bool) -> None:
+    """``--no-iam``: enforcement off for this process (and the local cloud it starts)."""
+    if off:
+        os.environ[ENFORCE_VAR] = "0"
+
+
 @dataclass(frozen=True)
 class Credentials:
     """An assumed-role session's keys."""
