@@ -64,9 +64,8 @@ def identity_statements(cfn: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
         elif r["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
             docs = [p["PolicyDocument"]]
         for doc in docs:
-            for st in _list(doc["Statement"]):
-                st = st["Fn::If"][1] if "Fn::If" in st else st
-                out.append((lid, st))
+            for written in _list(doc["Statement"]):
+                out.append((lid, written["Fn::If"][1] if "Fn::If" in written else written))
     return out
 
 

@@ -19,7 +19,9 @@ EXIT_USAGE = 2
 
 #: what an AccessDenied message of AWS names: the action and the resource ("User: ARN is not authorized to
 #: perform: s3:PutObject on resource: arn:aws:s3:::bucket/key because ...")
-_ACCESS_DENIED = re.compile(r"not authorized to perform: (?P<action>[\w-]+:[\w*-]+) on resource: \"?(?P<resource>[^\s\"]+)")
+_ACCESS_DENIED = re.compile(
+    r"not authorized to perform: (?P<action>[\w-]+:[\w*-]+) on resource: \"?(?P<resource>[^\s\"]+)"
+)
 
 
 def access_denied(err: BaseException) -> tuple[str, str] | None:

@@ -121,7 +121,8 @@ class LocalCloud:
         self._moto.reset()  # moto's backends are process-wide: a second cloud in this process starts empty
         platform = self.iam.start(self.endpoint)
         if self.iam.enforce:  # this process's own calls: the platform role's (children get their roles')
-            self._env.set(platform.env())
+            keys: dict[str, str | None] = {**platform.env()}
+            self._env.set(keys)
         with self._clients_lock:
             self._clients.clear()
         # the fork server (Lambdas, Batch children) imports its libraries while the template deploys

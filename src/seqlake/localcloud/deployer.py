@@ -291,7 +291,7 @@ def lambda_permission(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     statement: dict[str, Any] = {
         "Sid": lid,
         "Effect": "Allow",
-        "Principal": {"Service": p["Principal"]} if p["Principal"].endswith(".amazonaws.com") else {"AWS": p["Principal"]},
+        "Principal": {"Service" if p["Principal"].endswith(".amazonaws.com") else "AWS": p["Principal"]},
         "Action": p["Action"],
         "Resource": arn,
     }

@@ -146,19 +146,22 @@ def without(cloud: LocalCloud, grant: Grant) -> Iterator[None]:
     doc = json.loads(doc) if isinstance(doc, str) else doc
     rest = [s for i, s in enumerate(_statements(doc)) if i != grant.index]
     reduced = json.dumps({**doc, "Statement": rest})
+    name = "sweep" if grant.managed else grant.policy
     if grant.managed:
         client.detach_role_policy(RoleName=grant.role_name, PolicyArn=grant.policy)
-        client.put_role_policy(RoleName=grant.role_name, PolicyName="sweep", PolicyDocument=reduced)
-    else:
-        client.put_role_policy(RoleName=grant.role_name, PolicyName=grant.policy, PolicyDocument=reduced)
+    if rest:  # a policy of one statement goes as a whole (IAM refuses an empty one)
+        client.put_role_policy(RoleName=grant.role_name, PolicyName=name, PolicyDocument=reduced)
+    elif not grant.managed:
+        client.delete_role_policy(RoleName=grant.role_name, PolicyName=name)
     try:
         yield
     finally:
         if grant.managed:
-            client.delete_role_policy(RoleName=grant.role_name, PolicyName="sweep")
+            if rest:
+                client.delete_role_policy(RoleName=grant.role_name, PolicyName=name)
             client.attach_role_policy(RoleName=grant.role_name, PolicyArn=grant.policy)
         else:
-            client.put_role_policy(RoleName=grant.role_name, PolicyName=grant.policy, PolicyDocument=json.dumps(doc))
+            client.put_role_policy(RoleName=grant.role_name, PolicyName=name, PolicyDocument=json.dumps(doc))
 
 
 # ---------------------------------------------------------------- the runs
@@ -194,9 +197,9 @@ class Runs:
         """Run ``scenario``; returns the reasons the runs it started recorded (failed runs only)."""
         cloud = self.cloud
         if scenario in ("good", "user", "half-commit"):
-            ctx: contextlib.AbstractContextManager[None] = (
-                _commit_fault(cloud, "crash:after_partitions=1") if scenario == "half-commit" else contextlib.nullcontext()
-            )
+            ctx: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if scenario == "half-commit":
+                ctx = _commit_fault(cloud, "crash:after_partitions=1")
             with ctx:
                 self._pair(scenario)
                 finished = cloud.wait(timeout=600)
@@ -306,8 +309,8 @@ def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None,
 
 
 def report(findings: list[Finding], aws_managed: list[str]) -> str:
-    lines = ["| role | statement | actions | outcome | run | refused (action on resource) | run's reason names the action |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| role | statement | actions | outcome | run | refused (action on resource) "
+             "| run's reason names the action |", "|---|---|---|---|---|---|---|"]
     for f in findings:
         refused = f"{f.denied[0][0]} on {f.denied[0][1]}" if f.denied else f.note
         recorded = "yes" if any(a in r for a, _ in f.denied for r in f.reasons) else "-"
@@ -318,23 +321,25 @@ def report(findings: list[Finding], aws_managed: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seqlake.localcloud.grants", description=__doc__.splitlines()[0])
+    doc = (__doc__ or "").splitlines()[0]
+    parser = argparse.ArgumentParser(prog="python -m seqlake.localcloud.grants", description=doc)
     parser.add_argument("--role", action="append", help="only this role (logical id); repeatable")
     parser.add_argument("--report", type=Path, help="write the table (Markdown) here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="seqlake-grants-") as tmp:
-        with LocalCloud(state=StateDir(Path(tmp) / "home"), jobs=2, quiet=True) as cloud:
-            if not cloud.iam.enforce:
-                print(f"{iam.ENFORCE_VAR} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
-                return 2
-            findings, aws_managed = sweep(cloud, Path(tmp), args.role)
+    with (tempfile.TemporaryDirectory(prefix="seqlake-grants-") as tmp,
+          LocalCloud(state=StateDir(Path(tmp) / "home"), jobs=2, quiet=True) as cloud):
+        if not cloud.iam.enforce:
+            print(f"{iam.ENFORCE_VAR} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
+            return 2
+        findings, aws_managed = sweep(cloud, Path(tmp), args.role)
     table = report(findings, aws_managed)
     if args.report:
         args.report.write_text(table)
     print(table)
     bad = [f for f in findings if f.outcome == "unexplained" or f.note.startswith("stale")]
     for f in bad:
-        print(f"{f.grant.role} {f.grant.label}: {f.note or 'no run needs it and no reason is written'}", file=sys.stderr)
+        why = f.note or "no run needs it and no reason is written"
+        print(f"{f.grant.role} {f.grant.label}: {why}", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -255,15 +255,21 @@ class LocalIam:
         role = role_arn(owner) if owner else None
         params = _params(request)
         resources = request_resources(service, action, params, request._path, moto_resource)
-        decision = evaluate(
-            caller=caller,
-            action=action,
-            resources=resources,
-            context=request_context(service, action, request._path, params),
-            identity=[_document(p) for p in key.collect_policies()],
-            resource_policies=self.resource_policies,
-            role_arn=role,
-        )
+        identity = [_document(p) for p in key.collect_policies()]
+        context = request_context(service, action, request._path, params)
+
+        def decide(action: str, resources: list[str], context: dict[str, list[str]]) -> Decision:
+            return evaluate(caller=caller, action=action, resources=resources, context=context, identity=identity,
+                            resource_policies=self.resource_policies, role_arn=role)
+
+        decision = decide(action, resources, context)
+        missing = _missing_object(resources[0]) if decision.allowed and action == "s3:GetObject" else None
+        if missing is not None:
+            # S3 answers a missing key with 404 only to a caller who may list the bucket, else 403
+            # (AWS: "If you don't have the s3:ListBucket permission, Amazon S3 returns ... 403"); the
+            # listing is judged with the key as its prefix, which the template's s3:prefix conditions name
+            action = "s3:ListBucket"
+            decision = decide(action, [missing[0]], {**context, "s3:prefix": [missing[1]]})
         if not decision.allowed:
             self.denied.append((caller, action, decision.resource))
             raise access_denied(service, caller, action, decision)
@@ -276,6 +282,18 @@ class LocalIam:
             context={"aws:sourcearn": [source_arn], "aws:securetransport": ["true"]},
             resource_policies=self.resource_policies,
         )
+
+
+def _missing_object(resource: str) -> tuple[str, str] | None:
+    """(bucket ARN, key) of an object ARN whose key the bucket does not hold; None if it exists (or is no
+    object of a bucket here)."""
+    from moto.s3.models import s3_backends
+
+    bucket_arn, _, key = resource.partition("/")
+    bucket = s3_backends[ACCOUNT][PARTITION].buckets.get(bucket_arn.rsplit(":", 1)[-1])
+    if bucket is None or not key or key in bucket.keys:
+        return None
+    return bucket_arn, key
 
 
 def _document(policy: Any) -> dict[str, Any]:
@@ -321,8 +339,8 @@ def _athena_workgroup(params: Mapping[str, Any]) -> str:
         from moto.athena.models import athena_backends
 
         backend = athena_backends[ACCOUNT][REGION]
-        found = backend.executions.get(params.get("QueryExecutionId")) or backend.named_queries.get(
-            params.get("NamedQueryId")
+        found = backend.executions.get(str(params.get("QueryExecutionId"))) or backend.named_queries.get(
+            str(params.get("NamedQueryId"))
         )
         workgroup = getattr(found, "workgroup", None) or "primary"
         workgroup = getattr(workgroup, "name", workgroup)
@@ -339,7 +357,9 @@ def _batch_arn(kind: str, value: str) -> str:
     return value if value.startswith("arn:") else _arn("batch", f"{kind}/{value}")
 
 
-def request_resources(service: str, action: str, params: Mapping[str, Any], path: str, moto_resource: str) -> list[str]:
+def request_resources(  # noqa: PLR0911 - one return per service
+    service: str, action: str, params: Mapping[str, Any], path: str, moto_resource: str
+) -> list[str]:
     """The resources AWS authorizes ``action`` against (moto names them for S3, SQS, IAM and STS only)."""
     name = action.split(":", 1)[1]
     if service == "glue":

@@ -91,6 +91,7 @@ class LambdaRunner:
         logs_dir: Path,
         dead_letter: DeadLetter | None = None,
         launcher: Launcher | None = None,
+        *,
         credentials: RoleCredentials | None = None,
     ) -> None:
         """``launcher``: where the processes come from (shared with the local Batch); by default one of

@@ -715,7 +715,8 @@ def _authorized_here(response: Any) -> bool:
     """Whether a request came to the server whose port :attr:`Hooks.authorized_port` names (the local
     cloud's; its clients say 127.0.0.1, moto's interpreter localhost), not to ``mock_aws`` in this process."""
     host, _, port = str(response.headers.get("Host") or "").rpartition(":")
-    return HOOKS.authorized_port is not None and port == str(HOOKS.authorized_port) and host in ("127.0.0.1", "localhost")
+    expected = HOOKS.authorized_port
+    return expected is not None and port == str(expected) and host in ("127.0.0.1", "localhost")
 
 
 def _authenticate_and_authorize_action(self: Any, iam_request_cls: Any, resource: str = "*") -> None:

@@ -78,7 +78,7 @@ def _principal_matches(principal: Any, caller: str, role_arn: str | None) -> boo
         return False
     for kind, names in principal.items():
         for name in _as_list(names):
-            if name == "*" or name == caller or (kind == "AWS" and role_arn is not None and name == role_arn):
+            if name in ("*", caller) or (kind == "AWS" and role_arn is not None and name == role_arn):
                 return True
     return False
 
