@@ -121,3 +121,43 @@ def test_enforcement_off_gives_every_process_the_local_keys(monkeypatch: pytest.
     assert local.env("arn:aws:iam::123456789012:role/any") == {}
     monkeypatch.delenv(iam.ENFORCE_VAR)
     assert iam.enforced()
+
+
+def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queues_policy(
+    enforced: LocalCloud,
+) -> None:
+    """EventBridge invokes the start function only as its Lambda permission allows (principal and rule);
+    an event it may not deliver goes to the target's dead-letter queue, whose policy admits this rule only."""
+    from seqlake.localcloud import patches
+    from seqlake.localcloud.events import EventDelivery
+
+    cloud = enforced
+    assert cloud.lambdas is not None
+    function = cloud.lambdas.functions[next(n for n in cloud.lambdas.functions if "StartRun" in n)].arn
+    delivery = patches.HOOKS.deliver
+    assert isinstance(delivery, EventDelivery)
+    dlq = cloud.outputs["StartRunDeadLetterQueueUrl"]
+    dlq_arn = f"arn:aws:sqs:us-east-1:123456789012:{dlq.rsplit('/', 1)[1]}"
+    queue_policy = cloud.iam.resource_policies[dlq_arn]
+    permission = cloud.iam.resource_policies.pop(function)
+    try:
+        put(cloud, "incoming/lp-eb/a.fastq", b"@r\nA\n+\nI\n")
+        assert delivery.undelivered[-1][::2] == (function, dlq_arn)
+        messages = cloud.client("sqs").receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
+        assert messages[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "NO_PERMISSIONS"
+        assert "incoming/lp-eb/a.fastq" in messages[0]["Body"]
+        cloud.client("sqs").delete_message(QueueUrl=dlq, ReceiptHandle=messages[0]["ReceiptHandle"])
+        # a queue whose policy names another rule takes nothing from this one: the event is lost
+        cloud.iam.resource_policies[dlq_arn] = [
+            {"Statement": [{**s, "Condition": {"ArnEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:1:rule/x"}}}
+                           for s in p["Statement"] if s.get("Effect") == "Allow"]} for p in queue_policy]
+        put(cloud, "incoming/lp-eb/b.fastq", b"@r\nA\n+\nI\n")
+        assert delivery.undelivered[-1][::2] == (function, "")
+        assert ("events.amazonaws.com", "sqs:SendMessage", dlq_arn) in cloud.iam.denied
+    finally:
+        cloud.iam.resource_policies[function] = permission
+        cloud.iam.resource_policies[dlq_arn] = queue_policy
+    delivered = len(delivery.delivered)
+    put(cloud, "incoming/lp-eb/c.fastq", b"@r\nA\n+\nI\n")
+    assert delivery.delivered[delivered:] and delivery.delivered[-1][0] == function
+    cloud.wait(timeout=300)

@@ -171,6 +171,8 @@ class LocalCloud:
         self.iam.resource_policies = d.resource_policies
         self.iam.add_user(d.physical.get(iam.USER_POLICY))
         self._hooks.instance_role = deployment.instance_role(d)
+        if self.iam.enforce:
+            self._hooks.service_allowed = self.iam.service_allows
         self.batch = BatchRunner(
             self.jobs,
             child_env(self.endpoint),

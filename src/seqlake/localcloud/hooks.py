@@ -14,7 +14,7 @@ from typing import Any
 
 from seqlake.localcloud import patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
-from seqlake.localcloud.events import EventDelivery
+from seqlake.localcloud.events import EventDelivery, ServiceAllowed
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
 #: service name -> a client of the local cloud
@@ -33,6 +33,8 @@ class Hooks:
         self.role_clients = role_clients or (lambda role, service: clients(service))
         #: the Batch instances' role (the ECS agent's: it writes the containers' logs)
         self.instance_role = ""
+        #: whether an AWS service may act on a resource for a source (resource policies; None: not checked)
+        self.service_allowed: ServiceAllowed | None = None
         self.lambdas: LambdaRunner | None = None
         #: set when a Lambda or Batch job returns: the state machine may have moved
         self.activity = threading.Event()
@@ -41,7 +43,7 @@ class Hooks:
         self.lambdas = lambdas
         patches.HOOKS.lambda_invoke = self.invoke
         patches.HOOKS.batch_run = batch
-        patches.HOOKS.deliver = EventDelivery(lambdas)
+        patches.HOOKS.deliver = EventDelivery(lambdas, self.service_allowed)
         patches.HOOKS.athena_query = athena_query
 
     def uninstall(self) -> None:

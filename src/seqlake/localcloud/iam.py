@@ -274,14 +274,17 @@ class LocalIam:
             self.denied.append((caller, action, decision.resource))
             raise access_denied(service, caller, action, decision)
 
-    def service_allowed(self, principal: str, action: str, resource: str, source_arn: str) -> Decision:
+    def service_allows(self, principal: str, action: str, resource: str, source_arn: str) -> bool:
         """Whether AWS service ``principal`` (``events.amazonaws.com``) may do ``action`` on ``resource``
-        on behalf of ``source_arn`` (a rule), by the resource's own policy only."""
-        return evaluate(
+        on behalf of ``source_arn`` (a rule), by the resource's own policy (it has no identity policy)."""
+        decision = evaluate(
             caller=principal, action=action, resources=[resource],
             context={"aws:sourcearn": [source_arn], "aws:securetransport": ["true"]},
             resource_policies=self.resource_policies,
         )
+        if not decision.allowed:
+            self.denied.append((principal, action, resource))
+        return decision.allowed
 
 
 def _missing_object(resource: str) -> tuple[str, str] | None:

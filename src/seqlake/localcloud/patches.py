@@ -143,8 +143,8 @@ StateTaskLambda: Any = _state_task_lambda.StateTaskLambda
 LambdaHook = Callable[[str, bytes, bool], tuple[bytes, bool]]
 #: (array parent or single job, its children: empty for a single job) -> None; runs them in the background
 BatchHook = Callable[[Job, list[Job]], None]
-#: (target as stored by PutTargets, event) -> None
-DeliverHook = Callable[[dict[str, Any], dict[str, Any]], None]
+#: (target as stored by PutTargets, event, the rule's ARN) -> None
+DeliverHook = Callable[[dict[str, Any], dict[str, Any], str], None]
 #: (SQL, default database) -> (column names, rows as text or None); raises ValueError on a bad query
 AthenaHook = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
 #: (moto's IAM request, the resource moto names) -> None; raises the service's AccessDenied
@@ -427,7 +427,7 @@ def _send_to_targets(self: Rule, original_event: dict[str, Any], transform_input
     ours = [t for t in self.targets if parse_arn(t["Arn"]).service in _DELIVERED_SERVICES]
     if HOOKS.deliver is not None:
         for target in ours:
-            HOOKS.deliver(target, original_event)
+            HOOKS.deliver(target, original_event, self.arn)
     saved, self.targets = self.targets, [t for t in self.targets if t not in ours]
     try:
         _original_send(self, original_event, transform_input)
