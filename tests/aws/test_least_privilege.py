@@ -127,3 +127,26 @@ def test_deploy_md_permissions_are_the_templates(template: dict[str, Any]) -> No
     removed = worker.pop(0)
     assert f"| {removed['Sid']} |" in permissions.render(permissions.load())
     assert f"| {removed['Sid']} |" not in permissions.render(narrowed)
+
+
+def test_an_access_denied_is_logged_with_its_action_and_resource(monkeypatch: Any) -> None:
+    import pytest
+    from botocore.exceptions import ClientError
+
+    from seqlake.aws import observability as obs
+    from seqlake.base.errors import access_denied
+
+    message = ('User: arn:aws:sts::1:assumed-role/r/s is not authorized to perform: s3:PutObject on resource: '
+               '"arn:aws:s3:::b/runs/x" because no identity-based policy allows the s3:PutObject action')
+    err = ClientError({"Error": {"Code": "AccessDenied", "Message": message}}, "PutObject")
+    logged: list[tuple[str, dict[str, str]]] = []
+    monkeypatch.setattr(obs.logger, "error", lambda msg, extra: logged.append((msg, extra)))
+
+    @obs.logs_access_denied
+    def handler(event: dict[str, Any], context: object) -> None:
+        raise err
+
+    with pytest.raises(ClientError):
+        handler({}, None)
+    assert logged == [("access denied", {"action": "s3:PutObject", "resource": "arn:aws:s3:::b/runs/x"})]
+    assert access_denied(ValueError("s3:PutObject on resource: x")) is None
