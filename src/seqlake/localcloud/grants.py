@@ -61,6 +61,7 @@ SCENARIOS: dict[str, str] = {
     "crash": "every child exits 1: the failure step reads the child's last log line",
     "half-commit": "the commit dies after registering one table: the failure step undoes it",
     "user": "the lab member queries the tables and reads the run's status and report",
+    "dead-letter": "the start function fails every attempt (its settle queue gone): the event to its dead-letter queue",
 }
 
 
@@ -212,6 +213,10 @@ class Runs:
             with _worker_fault(cloud, "exit:code=1"):
                 self._pair("crash")
                 finished = cloud.wait(timeout=600)
+        elif scenario == "dead-letter":
+            with _function_env(cloud, "StartRun", {"SETTLE_QUEUE_URL": f"{cloud.endpoint}/123456789012/gone.fifo"}):
+                self._pair("dead-letter")
+                finished = cloud.wait(timeout=600)
         elif scenario == "rejected":
             self.n += 1
             path = self.work / f"sheet-{self.n}.csv"
@@ -254,20 +259,31 @@ def _worker_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _commit_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
+def _function_env(cloud: LocalCloud, function: str, changes: dict[str, str]) -> Iterator[None]:
+    """The function whose name contains ``function`` with ``changes`` in its environment, meanwhile."""
     from dataclasses import replace
 
-    from seqlake.base import faults
-
     assert cloud.lambdas is not None
-    name = next(n for n in cloud.lambdas.functions if "Commit" in n)
+    name = next(n for n in cloud.lambdas.functions if function in n)
     before = cloud.lambdas.functions[name]
     lam = cloud.client("lambda")
-    for env in ({**before.environment, faults.COMMIT_VAR: spec}, dict(before.environment)):
+
+    def configure(env: dict[str, str]) -> None:
+        assert cloud.lambdas is not None
         lam.update_function_configuration(FunctionName=name, Environment={"Variables": env})
         cloud.lambdas.update(replace(before, environment=env))
-        if faults.COMMIT_VAR in env:
-            yield
+
+    configure({**before.environment, **changes})
+    try:
+        yield
+    finally:
+        configure(dict(before.environment))
+
+
+def _commit_fault(cloud: LocalCloud, spec: str) -> contextlib.AbstractContextManager[None]:
+    from seqlake.base import faults
+
+    return _function_env(cloud, "Commit", {faults.COMMIT_VAR: spec})
 
 
 def _names(grant: Grant, action: str) -> bool:
