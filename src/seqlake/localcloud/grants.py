@@ -49,9 +49,12 @@ NOT_EXERCISED: dict[tuple[str, str], str] = {
     ("PipelineStateMachineRole", "XRayTraces"): "X-Ray tracing is off locally",
     ("PipelineStateMachineRole", "StopShardJobsWhenTheExecutionStops"):
         "TerminateJob is called by Step Functions when an execution is stopped; no local run stops one",
-    ("StartRunFunctionRole", "DetectDuplicateEvents"):
-        "exercised only by a duplicate event whose execution exists; moto answers DescribeExecution of a "
-        "missing execution before authorizing (see the report)",
+    ("LabMemberPolicy", "ReadTheCatalog"):
+        "Athena reads the catalog with the caller's permissions; the local Athena reads moto's catalog itself",
+    ("LabMemberPolicy", "WriteAndReadQueryResults"):
+        "Athena writes a query's result under athena-results/ as the caller; the local Athena answers from memory",
+    ("LabMemberPolicy", "ListResultsForQueries"):
+        "Athena lists the tables' files as the caller; the local Athena reads the state folder's mirror",
 }
 #: scenario name -> what it runs
 SCENARIOS: dict[str, str] = {
