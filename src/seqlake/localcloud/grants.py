@@ -328,8 +328,21 @@ def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None,
 
 
 def report(findings: list[Finding], aws_managed: list[str]) -> str:
-    lines = ["| role | statement | actions | outcome | run | refused (action on resource) "
-             "| run's reason names the action |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Each grant needed",
+        "",
+        "Written by `make grants` (`python -m seqlake.localcloud.grants`): on the local cloud with IAM enforced, each "
+        "statement of each deployed role removed in turn, and the scenarios below run until one is refused naming "
+        "one of its actions. *run's reason* says whether a run that failed recorded the refused action as its "
+        "`reason` (a child's last line, a failed step's cause); the start function and the failure step cannot "
+        "record their own failure. Statements that exist only with `KmsKeyArn` or `AllowedInputBuckets` set are "
+        "not deployed locally.",
+        "",
+        *[f"- **{name}**: {what}" for name, what in SCENARIOS.items()],
+        "",
+        "| role | statement | actions | outcome | run | refused (action on resource) | run's reason names the action |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in findings:
         refused = f"{f.denied[0][0]} on {f.denied[0][1]}" if f.denied else f.note
         recorded = "yes" if any(a in r for a, _ in f.denied for r in f.reasons) else "-"
