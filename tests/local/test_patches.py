@@ -381,7 +381,7 @@ def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any
                    "the s3:PutObject action",
     } | {k: v for k, v in put.value.response["Error"].items() if k not in ("Code", "Message")}
     with pytest.raises(ClientError) as glue:
-        fixture_cloud.iam.client(role, "glue").get_table(DatabaseName="seqlake", TableName="counts")
+        fixture_cloud.iam.client(role, "glue").get_table(DatabaseName="seqlake", Name="counts")
     assert glue.value.response["Error"]["Code"] == "AccessDeniedException"
     assert f"glue:GetTable on resource: arn:aws:glue:us-east-1:{ACCOUNT}:catalog " in str(glue.value)
     # the commit's role may register a partition of its table (catalog, database and table all allowed)

@@ -19,13 +19,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import boto3
 from rich.console import Console
 
 from seqlake.localcloud import athena, deployment, hooks, iam, mirror
 from seqlake.localcloud.appdir import app_dir
 from seqlake.localcloud.batch import BatchRunner
-from seqlake.localcloud.deployer import REGION
 from seqlake.localcloud.deployment import Deployment
 from seqlake.localcloud.environment import SavedEnv, child_env, process_env
 from seqlake.localcloud.events import SqsEventSource
@@ -90,11 +88,12 @@ class LocalCloud:
 
     def client(self, service: str) -> Any:
         """One client per service for this cloud (boto3 clients are thread-safe; making one costs
-        more CPU than the call the progress poll makes with it)."""
+        more CPU than the call the progress poll makes with it), signed as the platform role (the keys are
+        given, not read: boto3's default session keeps the first keys it read, another cloud's)."""
         with self._clients_lock:
             made = self._clients.get(service)
             if made is None or made.meta.endpoint_url != self.endpoint:
-                made = self._clients[service] = boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)
+                made = self._clients[service] = self.iam.client(iam.role_arn(iam.PLATFORM_ROLE), service)
             return made
 
     @property

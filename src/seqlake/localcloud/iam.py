@@ -325,12 +325,16 @@ def _arn(service: str, resource: str) -> str:
     return f"arn:{PARTITION}:{service}:{region}:{ACCOUNT}:{resource}"
 
 
-def _glue(params: Mapping[str, Any]) -> list[str]:
+def _glue(name: str, params: Mapping[str, Any]) -> list[str]:
+    """Glue authorizes on the catalog, the database and the table a request names (``Name`` is the table
+    of ``GetTable`` and the database of ``GetDatabase``)."""
     out = [_arn("glue", "catalog")]
-    database = params.get("DatabaseName")
+    named = params.get("Name")
+    database = params.get("DatabaseName") or (named if name.endswith("Database") else None)
     if database:
         out.append(_arn("glue", f"database/{database}"))
-        table = params.get("TableName") or (params.get("TableInput") or {}).get("Name")
+        table = (params.get("TableName") or (params.get("TableInput") or {}).get("Name")
+                 or (named if name.endswith("Table") else None))
         if table:
             out.append(_arn("glue", f"table/{database}/{table}"))
     return out
@@ -366,7 +370,7 @@ def request_resources(  # noqa: PLR0911 - one return per service
     """The resources AWS authorizes ``action`` against (moto names them for S3, SQS, IAM and STS only)."""
     name = action.split(":", 1)[1]
     if service == "glue":
-        return _glue(params)
+        return _glue(name, params)
     if service == "states":
         arn = params.get("executionArn") or params.get("stateMachineArn")
         return [str(arn)] if arn else ["*"]
