@@ -118,10 +118,7 @@ class LocalCloud:
         self.endpoint = self._moto.start()
         self._env.set(process_env(self.endpoint, self._moto.port))
         self._moto.reset()  # moto's backends are process-wide: a second cloud in this process starts empty
-        platform = self.iam.start(self.endpoint)
-        if self.iam.enforce:  # this process's own calls: the platform role's (children get their roles')
-            keys: dict[str, str | None] = {**platform.env()}
-            self._env.set(keys)
+        self.iam.start(self.endpoint)  # this process's keys become the platform role's; children get their roles'
         with self._clients_lock:
             self._clients.clear()
         # the fork server (Lambdas, Batch children) imports its libraries while the template deploys

@@ -11,11 +11,12 @@ authorizes is decided by :mod:`.policy` (patch 12): moto checks identity policie
 SQS, IAM and STS and skips most conditions and every resource policy.
 
 The local cloud's own calls (deploying the template, mirroring the bucket, the hooks that stand in for AWS
-services) are made as the *platform* role, which may do anything (CloudFormation and the services
+services) are made as the *platform* role, whose session has this process's fake keys and which may do
+anything (CloudFormation and the services
 themselves on AWS); the ``seqlake local`` commands a lab member runs (upload, query, status) are made as the
 *user* role, which has the template's ``LabMemberPolicy`` and nothing else.
 
-``SEQLAKE_LOCAL_IAM=0`` turns enforcement off (every process then gets the fake keys as before).
+``SEQLAKE_LOCAL_IAM=0`` (``--no-iam``) turns enforcement off: every process signs with the fake keys, unchecked.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from moto.sts.models import sts_backends
 
 from seqlake.localcloud import patches
 from seqlake.localcloud.deployer import ACCOUNT, PARTITION, REGION
+from seqlake.localcloud.environment import FAKE_ENV
 from seqlake.localcloud.policy import Decision, denied_message, evaluate
 
 #: ``0`` (or ``false``, ``off``) turns IAM enforcement off in the local cloud
@@ -50,6 +52,8 @@ USER_ROLE = "seqlake-local-user"
 #: the template's managed policy a lab member gets (its logical id)
 USER_POLICY = "LabMemberPolicy"
 SESSION = "seqlake-local"
+#: the keys of a process that has no role (a job definition without a job role): refused
+NO_ROLE = {"AWS_ACCESS_KEY_ID": "no-role", "AWS_SECRET_ACCESS_KEY": "no-role", "AWS_SESSION_TOKEN": "no-role"}
 _ADMIN = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 _NOBODY = {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Principal": "*", "Action": "sts:AssumeRole"}]}
 #: the request's action as moto names it -> as IAM names it
@@ -168,8 +172,18 @@ class LocalIam:
             max_session_duration="43200", linked_service=None,
         )
         backend.put_role_policy(PLATFORM_ROLE, "everything", json.dumps(_ADMIN))
-        platform = self.credentials(role_arn(PLATFORM_ROLE))
-        assert platform is not None
+        # the platform's session has the fake keys this process (and any boto3 client in it, whose default
+        # session keeps the first keys it read) already signs with; a child gets its role's keys, or NO_ROLE
+        made = sts_backends[ACCOUNT][PARTITION].assume_role(
+            region_name=REGION, role_session_name=SESSION, role_arn=role_arn(PLATFORM_ROLE), policy="",
+            duration=43200, external_id="",
+        )
+        made.access_key_id = FAKE_ENV["AWS_ACCESS_KEY_ID"]
+        made.secret_access_key = FAKE_ENV["AWS_SECRET_ACCESS_KEY"]
+        made.session_token = FAKE_ENV["AWS_SESSION_TOKEN"]
+        platform = self._sessions[role_arn(PLATFORM_ROLE)] = Credentials(
+            made.access_key_id, made.secret_access_key, made.session_token, role_arn(PLATFORM_ROLE)
+        )
         if self.enforce:
             patches.HOOKS.authorize = self.authorize
             patches.HOOKS.authorized_port = urllib.parse.urlsplit(endpoint).port
@@ -210,10 +224,12 @@ class LocalIam:
         return found
 
     def env(self, arn: str | None) -> dict[str, str]:
-        """Environment credentials for a process running as role ``arn`` (none when not enforcing: the
-        process keeps the fake keys)."""
-        creds = self.credentials(arn) if self.enforce else None
-        return creds.env() if creds is not None else {}
+        """Environment credentials for a process running as role ``arn``: its session's; keys moto refuses
+        for a process without a role; none when not enforcing (the process keeps the fake keys)."""
+        if not self.enforce:
+            return {}
+        creds = self.credentials(arn)
+        return creds.env() if creds is not None else dict(NO_ROLE)
 
     def client(self, arn: str | None, service: str) -> Any:
         """A client of this cloud signed as role ``arn`` (not enforcing: with the process's keys)."""

@@ -120,6 +120,7 @@ import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_
 import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
 import moto.stepfunctions.parser.asl.utils.boto_client as _sfn_boto_client  # noqa: E402
 import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
+from moto.core.models import botocore_stubber as _botocore_stubber  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
 AthenaBackend: Any = _athena.AthenaBackend
@@ -713,7 +714,11 @@ _original_authenticate = ActionAuthenticatorMixin._authenticate_and_authorize_ac
 
 def _authorized_here(response: Any) -> bool:
     """Whether a request came to the server whose port :attr:`Hooks.authorized_port` names (the local
-    cloud's; its clients say 127.0.0.1, moto's interpreter localhost), not to ``mock_aws`` in this process."""
+    cloud's; its clients say 127.0.0.1, moto's interpreter localhost), not to ``mock_aws`` in this process.
+    While ``mock_aws`` is active nothing is enforced: it has taken moto's process-wide backends over (and
+    its clients, sent to the local endpoint by ``AWS_ENDPOINT_URL``, sign with its own fake keys)."""
+    if _botocore_stubber.enabled:
+        return False
     host, _, port = str(response.headers.get("Host") or "").rpartition(":")
     expected = HOOKS.authorized_port
     return expected is not None and port == str(expected) and host in ("127.0.0.1", "localhost")
