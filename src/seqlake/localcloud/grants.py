@@ -293,13 +293,13 @@ def _names(grant: Grant, action: str) -> bool:
     return any(wildcard_match(a, action, case=False) for a in grant.actions)
 
 
-def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None,
-          say: Callable[[str], None] = print) -> tuple[list[Finding], list[str]]:
+def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None, say: Callable[[str], None] = print,
+          labels: list[str] | None = None) -> tuple[list[Finding], list[str]]:
     found, aws_managed = grants(cloud)
     runs = Runs(cloud, work)
     findings = []
     for grant in found:
-        if roles and grant.role not in roles:
+        if (roles and grant.role not in roles) or (labels and grant.label not in labels):
             continue
         t0 = time.monotonic()
         finding = Finding(grant, "unexplained")
@@ -356,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = (__doc__ or "").splitlines()[0]
     parser = argparse.ArgumentParser(prog="python -m seqlake.localcloud.grants", description=doc)
     parser.add_argument("--role", action="append", help="only this role (logical id); repeatable")
+    parser.add_argument("--statement", action="append", help="only this statement (Sid, or POLICY[i]); repeatable")
     parser.add_argument("--report", type=Path, help="write the table (Markdown) here")
     args = parser.parse_args(argv)
     with (tempfile.TemporaryDirectory(prefix="seqlake-grants-") as tmp,
@@ -363,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cloud.iam.enforce:
             print(f"{iam.ENFORCE_VAR} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
             return 2
-        findings, aws_managed = sweep(cloud, Path(tmp), args.role)
+        findings, aws_managed = sweep(cloud, Path(tmp), args.role, labels=args.statement)
     table = report(findings, aws_managed)
     if args.report:
         args.report.write_text(table)
