@@ -10,6 +10,7 @@ import json
 import os
 from typing import Any
 
+import pytest
 from samtranslator.translator.transform import transform
 
 from .test_template import STAR_RESOURCE_REASONS
@@ -90,8 +91,12 @@ def widening(cfn: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_the_rendered_template_grants_nothing_wider_than_aws_allows(template: dict[str, Any]) -> None:
-    cfn = rendered(template)
+@pytest.fixture(scope="module")
+def cfn(template: dict[str, Any]) -> dict[str, Any]:
+    return rendered(template)
+
+
+def test_the_rendered_template_grants_nothing_wider_than_aws_allows(cfn: dict[str, Any]) -> None:
     statements = identity_statements(cfn)
     roles = {lid for lid, r in cfn["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
     # every role's policies are looked at: the functions', the state machine's, Batch's, the lab member's
@@ -101,8 +106,8 @@ def test_the_rendered_template_grants_nothing_wider_than_aws_allows(template: di
     assert widening(cfn) == []
 
 
-def test_widening_is_caught(template: dict[str, Any]) -> None:
-    cfn = rendered(template)
+def test_widening_is_caught(cfn: dict[str, Any]) -> None:
+    cfn = copy.deepcopy(cfn)
     worker = cfn["Resources"]["WorkerJobRole"]["Properties"]
     statement = worker["Policies"][0]["PolicyDocument"]["Statement"]
     statement.append({"Effect": "Allow", "Action": ["s3:*"], "Resource": "arn:aws:s3:::b/*"})
@@ -130,7 +135,6 @@ def test_deploy_md_permissions_are_the_templates(template: dict[str, Any]) -> No
 
 
 def test_an_access_denied_is_logged_with_its_action_and_resource(monkeypatch: Any) -> None:
-    import pytest
     from botocore.exceptions import ClientError
 
     from seqlake.aws import observability as obs
