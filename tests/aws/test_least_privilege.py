@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from samtranslator.translator.transform import transform
 
+from .conftest import REPO
 from .test_template import STAR_RESOURCE_REASONS
 
 #: the AWS managed policies the rendered template attaches, and why each is acceptable (they hold "*"
@@ -154,3 +155,17 @@ def test_an_access_denied_is_logged_with_its_action_and_resource(monkeypatch: An
         handler({}, None)
     assert logged == [("access denied", {"action": "s3:PutObject", "resource": "arn:aws:s3:::b/runs/x"})]
     assert access_denied(ValueError("s3:PutObject on resource: x")) is None
+
+
+def test_every_statement_no_local_run_needs_is_in_the_template_with_its_reason(cfn: dict[str, Any]) -> None:
+    """``make grants`` accepts a statement that no local run needs only with a reason; each such entry names a
+    statement that exists (a renamed or removed one must not leave its excuse behind), and the template
+    says so beside it."""
+    from seqlake.localcloud.grants import NOT_EXERCISED
+
+    sids = {(lid, st.get("Sid")) for lid, st in identity_statements(cfn)}
+    text = (REPO / "template.yaml").read_text()
+    for (role, sid), reason in NOT_EXERCISED.items():
+        assert (role, sid) in sids, f"{role} {sid}: {reason}"
+        beside = text.split(f"- Sid: {sid}\n", 1)[1].splitlines()[0]
+        assert "make grants: not exercised locally" in beside, sid
