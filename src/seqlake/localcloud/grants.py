@@ -289,8 +289,14 @@ def _commit_fault(cloud: LocalCloud, spec: str) -> contextlib.AbstractContextMan
     return _function_env(cloud, "Commit", {faults.COMMIT_VAR: spec})
 
 
-def _names(grant: Grant, action: str) -> bool:
-    return any(wildcard_match(a, action, case=False) for a in grant.actions)
+def _covers(grant: Grant, action: str, resource: str) -> bool:
+    """Whether the refused request is one the statement allowed: its action and its resource (a refusal
+    the scenario provokes itself, such as a send to a queue that is gone, is not the statement's)."""
+    found = grant.statement.get("Resource", [])
+    resources = [found] if isinstance(found, str) else list(found)
+    return any(wildcard_match(a, action, case=False) for a in grant.actions) and any(
+        wildcard_match(r, resource) for r in resources
+    )
 
 
 def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None, say: Callable[[str], None] = print,
@@ -312,7 +318,7 @@ def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None, say: Ca
                     say(f"  {scenario}: {type(err).__name__}: {str(err)[:200]}")
                     reasons = []
                 denied = [(a, r) for caller, a, r in cloud.iam.denied[before:]
-                          if f"assumed-role/{grant.role_name}/" in caller and _names(grant, a)]
+                          if f"assumed-role/{grant.role_name}/" in caller and _covers(grant, a, r)]
                 if denied:
                     finding = Finding(grant, "needed", scenario, denied, reasons)
                     break
