@@ -80,7 +80,9 @@ def iam_action(service: str, moto_action: str) -> str:
     """The IAM action of a request, from moto's ``service:Operation`` (``lambda:Invoke`` ->
     ``lambda:InvokeFunction``; ``batch:submitjob`` -> ``batch:SubmitJob``)."""
     name = moto_action.split(":", 1)[1]
-    action = f"{service}:{_operations(service).get(name.lower(), name)}"
+    if name.islower():  # only then is a model needed (loading one, EC2's above all, costs a cloud's start time)
+        name = _operations(service).get(name, name)
+    action = f"{service}:{name}"
     return _IAM_ACTIONS.get(action, action)
 
 
