@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz
+.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
 .PHONY: container-tools image test-image
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
+	@echo "make grants - each IAM grant needed: every role statement removed in turn on the local cloud (writes docs/GRANTS.md)"
 
 $(STAMP):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
@@ -79,8 +80,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
+	$(BIN)/python -m seqlake.aws.permissions --check
 	scripts/lint-aws.sh
 	$(BIN)/python scripts/layer_size.py $(BIN)/python
+
+# Each grant needed: every statement of every role of the deployed template removed in turn on the local cloud
+# (IAM enforced) and the smallest runs that need it run; fails on a statement no run needs whose reason is not
+# written in seqlake/localcloud/grants.py. About 20 s per statement (too long for the suite): run it after a
+# change to a role, and before a release.
+grants: $(STAMP)
+	$(BIN)/python -m seqlake.localcloud.grants --report docs/GRANTS.md
 
 # the Lambda layers built as `sam build` builds them; each function's layers measured unzipped (fails above 172 MiB)
 layer-size: $(STAMP)

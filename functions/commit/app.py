@@ -22,6 +22,7 @@ from seqlake.aws.steps import commit_step
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@obs.logs_access_denied
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=COMMIT_INPUT)
     execution = ExecutionInput.from_dict(event["execution"])

@@ -29,6 +29,7 @@ def _int_env(name: str) -> int | None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@obs.logs_access_denied
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=PLAN_INPUT)
     execution = ExecutionInput.from_dict(event["execution"])

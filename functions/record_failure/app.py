@@ -23,6 +23,7 @@ from seqlake.aws.steps import record_failure
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+@obs.logs_access_denied
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     validate(event=event, schema=FAILURE_INPUT)
     execution = ExecutionInput.from_dict(event["execution"])

@@ -56,6 +56,7 @@ def _settle_records(records: list[dict[str, Any]], settings: StartSettings) -> d
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
+@obs.logs_access_denied
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = StartSettings.from_env(os.environ)
     if "Records" in event:

@@ -146,6 +146,8 @@ EXECUTION_OPTIONS: dict[str, Option] = {o.flag: o for o in (
     Option("--no-memory-limits", "do not hold each Lambda invocation to its function's MemorySize and each Batch "
            "attempt to its job's memory, as AWS does (the default); also set by SEQLAKE_LOCAL_MEMORY_LIMITS=0",
            action="store_true", default=False),
+    Option("--no-iam", "do not enforce the template's IAM roles in the local cloud (every process signs with the "
+           "same keys, unchecked); also set by SEQLAKE_LOCAL_IAM=0", action="store_true", default=False),
 )}
 
 #: the run parameters (what a run computes: part of its identity, recorded in the runs table)
@@ -167,8 +169,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
 #: which execution options each command that runs shards takes (the others make no sense there)
 COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "process": ("--jobs", "--threads", "--reads-per-shard"),
-    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-memory-limits"),
-    "local rerun": ("--jobs", "--threads", "--home", "--containers", "--no-memory-limits"),
+    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-memory-limits",
+                  "--no-iam"),
+    "local rerun": ("--jobs", "--threads", "--home", "--containers", "--no-memory-limits", "--no-iam"),
 }
 
 
@@ -264,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_home(demo)
     EXECUTION_OPTIONS["--containers"].add_to(demo)
     EXECUTION_OPTIONS["--no-memory-limits"].add_to(demo)
+    EXECUTION_OPTIONS["--no-iam"].add_to(demo)
     demo.set_defaults(func=_cmd_demo)
 
     _add_process(sub)

@@ -165,14 +165,15 @@ def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]
 def test_start_function_records_rejections_in_the_runs_table_only(template: dict[str, Any]) -> None:
     fn = template["Resources"]["StartRunFunction"]["Properties"]
     allowed = [st for _, st in statements({"Resources": {"F": {"Properties": fn}}}) if st["Effect"] == "Allow"]
-    # it writes a rejected input's status.json and runs row, nothing else
+    # it writes the run's request, and a rejected input's status.json and runs row, nothing else
     writes = [
         st
         for st in allowed
         if any(a.startswith("s3:") and a not in ("s3:GetObject", "s3:ListBucket") for a in as_list(st["Action"]))
     ]
-    assert [as_list(st["Action"]) for st in writes] == [["s3:PutObject"]]
-    assert [r["Fn::Sub"] for r in as_list(writes[0]["Resource"])] == [
+    assert [as_list(st["Action"]) for st in writes] == [["s3:PutObject"], ["s3:PutObject"]]
+    assert [r["Fn::Sub"] for st in writes for r in as_list(st["Resource"])] == [
+        "${DataBucket.Arn}/runs/*/request.json",
         "${DataBucket.Arn}/runs/*/status.json",
         "${DataBucket.Arn}/results/runs/run_id=*/part-00000.parquet",
     ]

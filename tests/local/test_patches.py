@@ -137,9 +137,10 @@ def test_lambda_invoke_runs_the_real_handler(fixture_cloud: Any) -> None:
     assert "FunctionError" not in out
     assert json.loads(out["Payload"].read()) == {"shards": 7, "run_id": "r", "uri": event["uri"]}
     # a handler error comes back as Lambda's error payload (what Step Functions' Catch matches on)
-    bad = lam.invoke(FunctionName=name, Payload=json.dumps({"uri": "s3://nowhere/x", "run_id": "r"}).encode())
+    missing = {"uri": f"s3://{fixture_cloud.bucket}/data/missing.txt", "run_id": "r"}
+    bad = lam.invoke(FunctionName=name, Payload=json.dumps(missing).encode())
     assert bad["FunctionError"] == "Unhandled"
-    assert json.loads(bad["Payload"].read())["errorType"] == "NoSuchBucket"
+    assert json.loads(bad["Payload"].read())["errorType"] == "NoSuchKey"
 
 
 def _wait_job(batch: Any, job_id: str) -> dict[str, Any]:
@@ -415,3 +416,68 @@ def test_the_mirror_reads_what_the_api_serves(fixture_cloud: Any) -> None:
     assert "mirror-check/2.bin" not in mirrored
     for key in ("mirror-check/0.bin", "mirror-check/1.bin"):
         assert mirrored[key][1] == s3.get_object(Bucket=fixture_cloud.bucket, Key=key)["Body"].read()
+
+
+def _role(cloud: Any, logical_id: str) -> str:
+    from seqlake.localcloud import iam
+
+    return iam.role_arn(str(cloud.deployment.physical[logical_id]))
+
+
+def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any) -> None:
+    """Patch 13: a role's request is decided on the resource it touches (moto checks "*" outside S3, SQS,
+    IAM and STS) and refused with AWS's message; a Lambda GET passes its signature check."""
+    if not fixture_cloud.iam.enforce:
+        pytest.skip("IAM enforcement is off")
+    role = _role(fixture_cloud, "PlanFunctionRole")
+    session = f"arn:aws:sts::{ACCOUNT}:assumed-role/{role.rsplit('/', 1)[1]}/seqlake-local"
+    _put(fixture_cloud, "data/iam.txt", b"x")
+    s3 = fixture_cloud.iam.client(role, "s3")
+    assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/iam.txt")["Body"].read() == b"x"  # S3ReadPolicy
+    with pytest.raises(ClientError) as put:
+        s3.put_object(Bucket=fixture_cloud.bucket, Key="data/iam.txt", Body=b"y")
+    assert put.value.response["Error"] == {
+        "Code": "AccessDenied",
+        "Message": f"User: {session} is not authorized to perform: s3:PutObject on resource: "
+                   f"arn:aws:s3:::{fixture_cloud.bucket}/data/iam.txt because no identity-based policy allows "
+                   "the s3:PutObject action",
+    } | {k: v for k, v in put.value.response["Error"].items() if k not in ("Code", "Message")}
+    with pytest.raises(ClientError) as glue:
+        fixture_cloud.iam.client(role, "glue").get_table(DatabaseName="seqlake", Name="counts")
+    assert glue.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert f"glue:GetTable on resource: arn:aws:glue:us-east-1:{ACCOUNT}:catalog " in str(glue.value)
+    # the commit's role may register a partition of its table (catalog, database and table all allowed)
+    commit = fixture_cloud.iam.client(_role(fixture_cloud, "CommitFunctionRole"), "glue")
+    commit.batch_create_partition(DatabaseName="seqlake", TableName="counts", PartitionInputList=[
+        {"Values": ["iam"], "StorageDescriptor": {"Location": f"s3://{fixture_cloud.bucket}/results/counts/run_id=iam/"}}])
+    name = next(iter(fixture_cloud.lambdas.functions))
+    assert fixture_cloud.client("lambda").get_function_configuration(FunctionName=name)["FunctionName"] == name
+    assert fixture_cloud.iam.denied[-1] == (session, "glue:GetTable", f"arn:aws:glue:us-east-1:{ACCOUNT}:catalog")
+
+
+def test_iam_authorization_leaves_other_requests_to_moto(fixture_cloud: Any) -> None:
+    """Patch 13 decides only requests to the local cloud's own server, not ``mock_aws``'s in this process."""
+    if not fixture_cloud.iam.enforce:
+        pytest.skip("IAM enforcement is off")
+
+    class Request:
+        def __init__(self, host: str) -> None:
+            self.headers = {"Host": host}
+
+    port = patches.HOOKS.authorized_port
+    assert patches._authorized_here(Request(f"127.0.0.1:{port}"))
+    assert patches._authorized_here(Request(f"localhost:{port}"))  # moto's interpreter calls localhost
+    assert not patches._authorized_here(Request("s3.us-east-1.amazonaws.com"))
+    assert not patches._authorized_here(Request(f"127.0.0.1:{port + 1}"))
+
+
+def test_state_machine_integrations_sign_as_its_role(fixture_cloud: Any) -> None:
+    """Patch 14: moto's interpreter signed its service calls with fixed fake keys; now as the state
+    machine's role."""
+    if not fixture_cloud.iam.enforce:
+        pytest.skip("IAM enforcement is off")
+    from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
+
+    role = _role(fixture_cloud, "PipelineStateMachineRole").rsplit("/", 1)[1]
+    caller = boto_client_for("us-east-1", "sts").get_caller_identity()["Arn"]
+    assert caller == f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/seqlake-local"

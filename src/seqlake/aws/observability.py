@@ -8,8 +8,16 @@ here reads the environment at import time beyond what Powertools itself reads.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+
+from seqlake.base.errors import access_denied
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 SERVICE = "seqlake"
 NAMESPACE = "seqlake"
@@ -39,3 +47,20 @@ def count(name: str, value: float = 1) -> None:
 
 def size(name: str, value: float) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Bytes, value=value)
+
+
+def logs_access_denied(handler: Handler) -> Handler:
+    """The handler, logging an AccessDenied it meets as one record with the action and the resource AWS's
+    message names (the grant its role lacks) before the error propagates as before."""
+
+    @functools.wraps(handler)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(*args, **kwargs)
+        except Exception as err:
+            denied = access_denied(err)
+            if denied is not None:
+                logger.error("access denied", extra={"action": denied[0], "resource": denied[1]})
+            raise
+
+    return wrapper  # type: ignore[return-value]

@@ -6,6 +6,8 @@ cannot fix a malformed file. Every other non-zero exit is retryable.
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 #: sysexits.h EX_DATAERR: "the input data was incorrect in some way".
 EXIT_BAD_INPUT = 65
@@ -13,6 +15,19 @@ EXIT_BAD_INPUT = 65
 EXIT_FAILURE = 1
 #: a command line that does not parse (argparse's own code), or arguments that contradict each other
 EXIT_USAGE = 2
+
+
+#: what an AccessDenied message of AWS names: the action and the resource ("User: ARN is not authorized to
+#: perform: s3:PutObject on resource: arn:aws:s3:::bucket/key because ...")
+_ACCESS_DENIED = re.compile(
+    r"not authorized to perform: (?P<action>[\w-]+:[\w*-]+) on resource: \"?(?P<resource>[^\s\"]+)"
+)
+
+
+def access_denied(err: BaseException) -> tuple[str, str] | None:
+    """``(action, resource)`` of an AWS AccessDenied error, as its message gives them; None for another error."""
+    found = _ACCESS_DENIED.search(str(err))
+    return (found["action"], found["resource"]) if found else None
 
 
 class SeqlakeError(Exception):

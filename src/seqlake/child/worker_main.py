@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError
+from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, access_denied
 from seqlake.base.layout import RunLayout
 
 TODO_VAR = "SEQLAKE_TODO_URI"
@@ -95,9 +95,30 @@ def child_index(explicit: int | None) -> int:
 ARROW_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
+def _failed(plan: Any, child: int, err: Exception) -> int:
+    """The exit code of a child that failed with ``err``, its last line saying why (the failure step records
+    it): bad input (also written as structured data), or a grant the child's role lacks; anything else is
+    raised on."""
+    from seqlake.base import storage
+
+    if isinstance(err, BadInputError):
+        print(f"seqlake: bad input: {err}", file=sys.stderr)
+        body = {**err.to_dict(), "child": child, "attempt": os.environ.get("AWS_BATCH_JOB_ATTEMPT")}
+        try:
+            storage.write_bytes(plan.layout.child_error(child), json.dumps(body).encode())
+        except Exception:
+            traceback.print_exc()
+        return EXIT_BAD_INPUT
+    denied = access_denied(err)
+    if denied is None:
+        raise err
+    traceback.print_exc()
+    print(f"seqlake: access denied: {denied[0]} on {denied[1]}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def worker_command(args: argparse.Namespace) -> int:
     os.environ.setdefault(*ARROW_POOL)
-    from seqlake.base import storage
     from seqlake.child.heap import keep_freed_memory
     from seqlake.child.worker import finished_manifest, process_child
     from seqlake.plan.childplan import load_child_plan
@@ -121,12 +142,6 @@ def worker_command(args: argparse.Namespace) -> int:
     keep_freed_memory()  # a child reuses its per-chunk memory (see seqlake.child.heap)
     try:
         process_child(plan, child)
-    except BadInputError as err:
-        print(f"seqlake: bad input: {err}", file=sys.stderr)
-        body = {**err.to_dict(), "child": child, "attempt": os.environ.get("AWS_BATCH_JOB_ATTEMPT")}
-        try:
-            storage.write_bytes(plan.layout.child_error(child), json.dumps(body).encode())
-        except Exception:
-            traceback.print_exc()
-        return EXIT_BAD_INPUT
+    except Exception as err:
+        return _failed(plan, child, err)
     return EXIT_OK

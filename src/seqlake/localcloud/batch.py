@@ -174,8 +174,12 @@ class BatchRunner:
         on_change: Callable[[ArrayProgress], None] | None = None,
         log_sink: LogSink | None = None,
         launcher: Launcher | None = None,
+        credentials: Callable[[str], dict[str, str]] | None = None,
     ) -> None:
+        """``credentials``: role ARN -> a container's environment credentials (the job role's, as the
+        container credentials endpoint serves them on AWS; ``localcloud/iam.py``)."""
         self.jobs = max(1, jobs)
+        self.credentials = credentials
         #: where the attempts' processes come from (shared with the local Lambda; by default its own)
         self._owns_launcher = launcher is None
         self.launcher = launcher or Launcher(base_env, server_log=logs_dir / "batch" / "forkserver.log")
@@ -271,6 +275,8 @@ class BatchRunner:
         index = (job.array_properties or {}).get("index")
         if index is not None:
             env["AWS_BATCH_JOB_ARRAY_INDEX"] = str(index)
+        if self.credentials is not None:
+            env.update(self.credentials(str(props.get("jobRoleArn") or "")))
         return env
 
     def _run_job(self, job: Any, progress: ArrayProgress) -> None:

@@ -19,13 +19,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import boto3
 from rich.console import Console
 
-from seqlake.localcloud import athena, deployment, hooks, mirror
+from seqlake.localcloud import athena, deployment, hooks, iam, mirror
 from seqlake.localcloud.appdir import app_dir
 from seqlake.localcloud.batch import BatchRunner
-from seqlake.localcloud.deployer import REGION
 from seqlake.localcloud.deployment import Deployment
 from seqlake.localcloud.environment import SavedEnv, child_env, process_env
 from seqlake.localcloud.events import SqsEventSource
@@ -71,7 +69,9 @@ class LocalCloud:
         self.batch: BatchRunner | None = None
         self._moto = MotoServer()
         self._env = SavedEnv()
-        self._hooks = hooks.Hooks(self.client)
+        #: who may do what: each role's session, the platform's (this process), the user's (``iam.py``)
+        self.iam = iam.LocalIam(iam.enforced())
+        self._hooks = hooks.Hooks(self.client, self.iam.client)
         self._deployment: Deployment | None = None
         self._watcher: Watcher | None = None
         self._old_sigterm: Any = None
@@ -88,12 +88,26 @@ class LocalCloud:
 
     def client(self, service: str) -> Any:
         """One client per service for this cloud (boto3 clients are thread-safe; making one costs
-        more CPU than the call the progress poll makes with it)."""
+        more CPU than the call the progress poll makes with it), signed as the platform role (the keys are
+        given, not read: boto3's default session keeps the first keys it read, another cloud's)."""
         with self._clients_lock:
             made = self._clients.get(service)
             if made is None or made.meta.endpoint_url != self.endpoint:
-                made = self._clients[service] = boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)
+                made = self._clients[service] = self.iam.client(iam.role_arn(iam.PLATFORM_ROLE), service)
             return made
+
+    @property
+    def deployment(self) -> Deployment:
+        """What the template made (after :meth:`start`)."""
+        assert self._deployment is not None, "the local cloud is not started"
+        return self._deployment
+
+    def user_client(self, service: str) -> Any:
+        """A client signed as the lab member who runs ``seqlake local`` (the template's LabMemberPolicy):
+        the commands' uploads, queries and reads go through it."""
+        if not self.iam.enforce:
+            return self.client(service)
+        return self.iam.client(iam.role_arn(iam.USER_ROLE), service)
 
     def start(self) -> None:
         t0 = time.monotonic()
@@ -104,12 +118,16 @@ class LocalCloud:
         self.endpoint = self._moto.start()
         self._env.set(process_env(self.endpoint, self._moto.port))
         self._moto.reset()  # moto's backends are process-wide: a second cloud in this process starts empty
+        self.iam.start(self.endpoint)  # this process's keys become the platform role's; children get their roles'
+        with self._clients_lock:
+            self._clients.clear()
         # the fork server (Lambdas, Batch children) imports its libraries while the template deploys
         env = child_env(self.endpoint)
         self.launcher = Launcher(env, preload=PRELOAD, init=INIT, server_log=self.state.logs_dir / "forkserver.log")
         self.launcher.prepare()
         self.lambdas = LambdaRunner(
-            {}, env, self.state.logs_dir, dead_letter=self._hooks.dead_letter, launcher=self.launcher
+            {}, env, self.state.logs_dir, dead_letter=self._hooks.dead_letter, launcher=self.launcher,
+            credentials=self.iam.env,
         )
         self.deploy()
         self.restore()
@@ -126,6 +144,7 @@ class LocalCloud:
         if self.launcher is not None:
             self.launcher.close()
         self._hooks.uninstall()
+        self.iam.stop()
         self._moto.stop()
         self._env.restore()
         if self._old_sigterm is not None:
@@ -145,6 +164,11 @@ class LocalCloud:
             d.outputs, d.bucket, d.state_machine_arn, d.database,
         )
         self.lambdas.functions.update(d.functions)
+        self.iam.resource_policies = d.resource_policies
+        self.iam.add_user(d.physical.get(iam.USER_POLICY))
+        self._hooks.instance_role = deployment.instance_role(d)
+        if self.iam.enforce:
+            self._hooks.service_allowed = self.iam.service_allows
         self.batch = BatchRunner(
             self.jobs,
             child_env(self.endpoint),
@@ -152,6 +176,7 @@ class LocalCloud:
             on_change=self._hooks.batch_changed,
             log_sink=self._hooks.put_log,
             launcher=self.launcher,
+            credentials=self.iam.env,
         )
         self._hooks.install(self.lambdas, self.batch, self._athena_query)
         for mapping in d.event_source_mappings:
@@ -195,11 +220,14 @@ class LocalCloud:
         return result.columns, result.as_text()
 
     # ---------------------------------------------------------------- runs
-    def upload(self, path: Path, key: str, bucket: str | None = None) -> str:
-        """Put a local file (one PUT: its ETag is its MD5); returns the ``s3://`` URI."""
+    def upload(self, path: Path, key: str, bucket: str | None = None, *, as_admin: bool = False) -> str:
+        """Put a local file (one PUT: its ETag is its MD5); returns the ``s3://`` URI. As the lab member
+        (:meth:`user_client`), or with ``as_admin`` as the stack's administrator, who sets up what the
+        template's parameters name (a reference: ``ReferenceUri``)."""
         bucket = bucket or self.bucket
+        s3 = self.client("s3") if as_admin else self.user_client("s3")
         with path.open("rb") as f:
-            self.client("s3").put_object(Bucket=bucket, Key=key, Body=f)
+            s3.put_object(Bucket=bucket, Key=key, Body=f)
         self.state.record_source(f"s3://{bucket}/{key}", path.resolve())
         return f"s3://{bucket}/{key}"
 

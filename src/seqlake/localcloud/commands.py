@@ -34,7 +34,7 @@ from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputE
 from seqlake.base.model import RunState
 from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
-from seqlake.localcloud import athena, containers, memory
+from seqlake.localcloud import athena, containers, iam, memory
 from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 
@@ -295,6 +295,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)
+    iam.require(getattr(args, "no_iam", False))
     if not args.samplesheet and not args.r1:
         raise UsageError("give R1 [R2] or --samplesheet CSV")
     if args.samplesheet and args.r1:
@@ -324,7 +325,7 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         if reference is not None:
-            cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+            cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         if args.reads_per_shard is not None:
             cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         if parameters:
@@ -419,8 +420,9 @@ def runs_command(args: argparse.Namespace) -> int:
 
 def _named_queries(cloud: Any) -> list[tuple[str, str]]:
     """(name, SQL) of the named queries the template deployed, else ``queries/*.sql``."""
-    a = cloud.client("athena")
-    ids = a.list_named_queries().get("NamedQueryIds", [])
+    a = cloud.user_client("athena")
+    workgroup = cloud.outputs.get("AthenaWorkGroupName")
+    ids = a.list_named_queries(**({"WorkGroup": workgroup} if workgroup else {})).get("NamedQueryIds", [])
     out = [(q["Name"], q["QueryString"]) for q in (a.get_named_query(NamedQueryId=i)["NamedQuery"] for i in ids)]
     if not out:
         out = [(p.stem, p.read_text()) for p in sorted(queries_dir().glob("*.sql"))]
@@ -428,8 +430,10 @@ def _named_queries(cloud: Any) -> list[tuple[str, str]]:
 
 
 def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.Result:
-    """One query through the local Athena API (StartQueryExecution -> GetQueryResults)."""
-    a = cloud.client("athena")
+    """One query through the local Athena API (StartQueryExecution -> GetQueryResults), as the lab member,
+    in the stack's workgroup unless ``workgroup`` names another (``primary`` has no results location)."""
+    a = cloud.user_client("athena")
+    workgroup = workgroup or cloud.outputs.get("AthenaWorkGroupName")
     kw: dict[str, Any] = {"QueryString": sql, "QueryExecutionContext": {"Database": cloud.database}}
     if workgroup:
         kw["WorkGroup"] = workgroup
@@ -449,6 +453,7 @@ def demo_command(args: argparse.Namespace) -> int:
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)
+    iam.require(getattr(args, "no_iam", False))
     try:
         from seqlake.demo_data import paths
     except ImportError as err:
@@ -458,7 +463,7 @@ def demo_command(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
     with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
-        cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference)))
+        cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         # a few shards, so the demo shows the array job fanning out (2,000,000 reads per shard otherwise)
         cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))
         cloud.prewarm()

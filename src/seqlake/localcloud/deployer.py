@@ -83,6 +83,9 @@ class Deployer:
         self.attrs: dict[str, dict[str, Any]] = {}
         #: resolved properties of each AWS::Lambda::EventSourceMapping: the local cloud polls them itself
         self.event_source_mappings: list[dict[str, Any]] = []
+        #: resource ARN -> its resource policies (bucket and queue policies, Lambda permissions), resolved:
+        #: the local cloud evaluates them itself (``localcloud/policy.py``); moto would ignore their conditions
+        self.resource_policies: dict[str, list[dict[str, Any]]] = {}
         self.conditions: dict[str, bool] = {}
         for name, cond in template.get("Conditions", {}).items():
             self.conditions[name] = self._condition(cond)
@@ -255,9 +258,63 @@ def s3_bucket(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     }
 
 
-def no_local_effect(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
-    """Policies and permissions: nothing enforces IAM locally, so they are accepted and ignored."""
+def iam_policy(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    """An inline policy put on each role, user and group it lists."""
+    iam, doc = d.client("iam"), json.dumps({"Version": "2012-10-17", **p["PolicyDocument"]})
+    for role in p.get("Roles", []):
+        iam.put_role_policy(RoleName=role, PolicyName=p["PolicyName"], PolicyDocument=doc)
+    for user in p.get("Users", []):
+        iam.put_user_policy(UserName=user, PolicyName=p["PolicyName"], PolicyDocument=doc)
+    for group in p.get("Groups", []):
+        iam.put_group_policy(GroupName=group, PolicyName=p["PolicyName"], PolicyDocument=doc)
     return lid, {}
+
+
+def bucket_policy(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    """Recorded for the local cloud's own evaluation (moto would evaluate a bucket policy without its
+    conditions: the TLS-only Deny would deny everything)."""
+    d.resource_policies.setdefault(f"arn:aws:s3:::{p['Bucket']}", []).append(p["PolicyDocument"])
+    return lid, {}
+
+
+def queue_policy(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    for url in p.get("Queues", []):
+        arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{str(url).rsplit('/', 1)[-1]}"
+        d.resource_policies.setdefault(arn, []).append(p["PolicyDocument"])
+    return lid, {}
+
+
+def lambda_permission(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    """The function's resource policy statement, as Lambda's AddPermission writes it."""
+    name = str(p["FunctionName"])
+    arn = name if name.startswith("arn:") else f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+    statement: dict[str, Any] = {
+        "Sid": lid,
+        "Effect": "Allow",
+        "Principal": {"Service" if p["Principal"].endswith(".amazonaws.com") else "AWS": p["Principal"]},
+        "Action": p["Action"],
+        "Resource": arn,
+    }
+    if p.get("SourceArn"):
+        statement["Condition"] = {"ArnLike": {"AWS:SourceArn": p["SourceArn"]}}
+    d.resource_policies.setdefault(arn, []).append({"Version": "2012-10-17", "Statement": [statement]})
+    return lid, {}
+
+
+def managed_policy(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
+    iam = d.client("iam")
+    name = p.get("ManagedPolicyName") or d.name(lid, 128)
+    arn = iam.create_policy(
+        PolicyName=name, Path=p.get("Path", "/"), PolicyDocument=json.dumps(p["PolicyDocument"]),
+        Description=p.get("Description", ""),
+    )["Policy"]["Arn"]
+    for role in p.get("Roles", []):
+        iam.attach_role_policy(RoleName=role, PolicyArn=arn)
+    for user in p.get("Users", []):
+        iam.attach_user_policy(UserName=user, PolicyArn=arn)
+    for group in p.get("Groups", []):
+        iam.attach_group_policy(GroupName=group, PolicyArn=arn)
+    return arn, {"PolicyArn": arn}
 
 
 def sqs_queue(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
@@ -290,6 +347,8 @@ def iam_role(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     for pol in p.get("Policies", []):  # SAM policy templates omit Version, which moto requires
         doc = {"Version": "2012-10-17", **pol["PolicyDocument"]}
         iam.put_role_policy(RoleName=name, PolicyName=pol["PolicyName"], PolicyDocument=json.dumps(doc))
+    for arn in p.get("ManagedPolicyArns", []):  # AWS's own (the local cloud makes them first) or the template's
+        iam.attach_role_policy(RoleName=name, PolicyArn=arn)
     return name, {"Arn": role["Arn"], "RoleId": role["RoleId"]}
 
 
@@ -442,18 +501,18 @@ def athena_named_query(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
 
 CREATORS: dict[str, Callable[[Deployer, str, dict[str, Any]], Created]] = {
     "AWS::S3::Bucket": s3_bucket,
-    "AWS::S3::BucketPolicy": no_local_effect,
+    "AWS::S3::BucketPolicy": bucket_policy,
     "AWS::SQS::Queue": sqs_queue,
-    "AWS::SQS::QueuePolicy": no_local_effect,
+    "AWS::SQS::QueuePolicy": queue_policy,
     "AWS::SNS::Topic": sns_topic,
     "AWS::Logs::LogGroup": log_group,
     "AWS::IAM::Role": iam_role,
-    "AWS::IAM::Policy": no_local_effect,
-    "AWS::IAM::ManagedPolicy": no_local_effect,
+    "AWS::IAM::Policy": iam_policy,
+    "AWS::IAM::ManagedPolicy": managed_policy,
     "AWS::IAM::InstanceProfile": iam_instance_profile,
     "AWS::Lambda::Function": lambda_function,
     "AWS::Lambda::LayerVersion": lambda_layer,
-    "AWS::Lambda::Permission": no_local_effect,
+    "AWS::Lambda::Permission": lambda_permission,
     "AWS::Lambda::EventInvokeConfig": lambda_event_invoke_config,
     "AWS::Lambda::EventSourceMapping": lambda_event_source_mapping,
     "AWS::Events::Rule": events_rule,

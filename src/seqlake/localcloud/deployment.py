@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from seqlake.localcloud import athena
+from seqlake.localcloud import athena, iam
 from seqlake.localcloud.appdir import TEMPLATE
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
@@ -50,6 +50,8 @@ class Deployment:
     database: str
     functions: dict[str, FunctionSpec] = field(default_factory=dict)
     event_source_mappings: list[dict[str, Any]] = field(default_factory=list)
+    #: resource ARN -> its resource policies (bucket, queues, Lambda permissions), for the local IAM
+    resource_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _network_parameters(template: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +116,7 @@ def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
     )
     cfn = translate_cached(packaged.template, state_cache)
     parameters = {**_network_parameters(cfn), **LOCAL_PARAMETERS, **(overrides or {})}
+    iam.materialize_managed_policies(cfn)  # the AWS managed policies the roles attach
     deployer = Deployer(cfn, parameters, endpoint_url=endpoint, clients=clients)
     outputs = deployer.deploy()
     resources = cfn["Resources"]
@@ -143,6 +146,7 @@ def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
             memory=int(conf.get("MemorySize", 512)),
             arn=conf["FunctionArn"],
             dead_letter_arn=conf.get("DeadLetterConfig", {}).get("TargetArn"),
+            role=conf.get("Role", ""),
         )
     return Deployment(
         cfn=cfn,
@@ -153,7 +157,21 @@ def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
         database=databases[0] if databases else athena.DEFAULT_DATABASE,
         functions=functions,
         event_source_mappings=deployer.event_source_mappings,
+        resource_policies=deployer.resource_policies,
     )
+
+
+def instance_role(deployment: Deployment) -> str:
+    """The role of the Batch instances (their instance profile's): the ECS agent's, which writes the
+    containers' logs (the job definitions run on EC2, without an execution role)."""
+    resources = deployment.cfn["Resources"]
+    for lid, res in resources.items():
+        if res["Type"] == "AWS::IAM::InstanceProfile" and lid in deployment.physical:
+            for role in res.get("Properties", {}).get("Roles", []):
+                name = deployment.physical.get(role.get("Ref", "")) if isinstance(role, dict) else role
+                if name:
+                    return iam.role_arn(str(name))
+    return ""
 
 
 def override_parameter(deployment: Deployment, lambdas: LambdaRunner, lam: Any, name: str, value: str) -> list[str]:

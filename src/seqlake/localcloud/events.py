@@ -24,6 +24,7 @@ import contextlib
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import moto.events.models as _events
@@ -58,14 +59,30 @@ def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
     return event
 
 
+#: (AWS service principal, action, resource ARN, source ARN) -> whether the resource's policy allows it
+ServiceAllowed = Callable[[str, str, str, str], bool]
+#: EventBridge's service principal: it invokes a Lambda target and sends to a target's dead-letter queue
+EVENTS = "events.amazonaws.com"
+
+
 class EventDelivery:
-    """The hook moto's patched ``Rule.send_to_targets`` calls for Step Functions and Lambda targets."""
+    """The hook moto's patched ``Rule.send_to_targets`` calls for Step Functions and Lambda targets.
 
-    def __init__(self, lambdas: LambdaRunner) -> None:
+    With ``allowed`` (the local cloud enforcing IAM), EventBridge acts as AWS's service principal: a Lambda
+    target is invoked only if the function's resource policy (its ``AWS::Lambda::Permission``) lets
+    ``events.amazonaws.com`` do so for this rule (``aws:SourceArn``); an event it may not deliver goes to the
+    target's ``DeadLetterConfig`` queue, if that queue's policy lets EventBridge send for this rule, and is
+    dropped otherwise, as on AWS. A state machine target would need the target's role, which the app has none of.
+    """
+
+    def __init__(self, lambdas: LambdaRunner, allowed: ServiceAllowed | None = None) -> None:
         self.lambdas = lambdas
+        self.allowed = allowed
         self.delivered: list[tuple[str, str]] = []  # (target ARN, event id)
+        #: (target ARN, event id, where it went instead: a dead-letter queue's ARN, or "" when dropped)
+        self.undelivered: list[tuple[str, str, str]] = []
 
-    def __call__(self, target: dict[str, Any], event: dict[str, Any]) -> None:
+    def __call__(self, target: dict[str, Any], event: dict[str, Any], rule_arn: str = "") -> None:
         arn = parse_arn(target["Arn"])
         payload = target_input(target, event)
         body = payload if isinstance(payload, str) else json.dumps(payload, default=str)
@@ -73,9 +90,29 @@ class EventDelivery:
             backend = stepfunctions_parser_backends[arn.account][arn.region]
             backend.start_execution(target["Arn"], name=str(uuid.uuid4()), execution_input=body)
         elif arn.service == "lambda":
+            if self.allowed is not None and not self.allowed(EVENTS, "lambda:InvokeFunction", target["Arn"], rule_arn):
+                self._dead_letter(target, event, rule_arn)
+                return
             function_name = target["Arn"].split(":")[6]
             self.lambdas(function_name, body.encode(), True)
         self.delivered.append((target["Arn"], str(event.get("id", ""))))
+
+    def _dead_letter(self, target: dict[str, Any], event: dict[str, Any], rule_arn: str) -> None:
+        """EventBridge's dead letter of an event it could not deliver: the event, with why as attributes."""
+        queue = str((target.get("DeadLetterConfig") or {}).get("Arn") or "")
+        if queue and self.allowed is not None and self.allowed(EVENTS, "sqs:SendMessage", queue, rule_arn):
+            q = parse_arn(queue)
+            attributes = {
+                "RULE_ARN": {"DataType": "String", "StringValue": rule_arn},
+                "TARGET_ARN": {"DataType": "String", "StringValue": str(target["Arn"])},
+                "ERROR_CODE": {"DataType": "String", "StringValue": "NO_PERMISSIONS"},
+            }
+            sqs_backends[q.account][q.region].send_message(
+                q.resource_id, json.dumps(event, default=str), message_attributes=attributes
+            )
+        else:
+            queue = ""
+        self.undelivered.append((str(target["Arn"]), str(event.get("id", "")), queue))
 
 
 class SqsEventSource:

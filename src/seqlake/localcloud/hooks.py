@@ -14,18 +14,27 @@ from typing import Any
 
 from seqlake.localcloud import patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
-from seqlake.localcloud.events import EventDelivery
+from seqlake.localcloud.events import EventDelivery, ServiceAllowed
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
 #: service name -> a client of the local cloud
 Clients = Callable[[str], Any]
+#: (role ARN, service name) -> a client signed as that role
+RoleClients = Callable[[str, str], Any]
 #: (sql, database) -> (columns, rows as text)
 AthenaQuery = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
 
 
 class Hooks:
-    def __init__(self, clients: Clients) -> None:
+    def __init__(self, clients: Clients, role_clients: RoleClients | None = None) -> None:
         self.clients = clients
+        #: what stands in for an AWS service acts as the role AWS would use (the Batch instances' for
+        #: container logs, the function's for its dead letters); without it, as this process
+        self.role_clients = role_clients or (lambda role, service: clients(service))
+        #: the Batch instances' role (the ECS agent's: it writes the containers' logs)
+        self.instance_role = ""
+        #: whether an AWS service may act on a resource for a source (resource policies; None: not checked)
+        self.service_allowed: ServiceAllowed | None = None
         self.lambdas: LambdaRunner | None = None
         #: set when a Lambda or Batch job returns: the state machine may have moved
         self.activity = threading.Event()
@@ -34,7 +43,7 @@ class Hooks:
         self.lambdas = lambdas
         patches.HOOKS.lambda_invoke = self.invoke
         patches.HOOKS.batch_run = batch
-        patches.HOOKS.deliver = EventDelivery(lambdas)
+        patches.HOOKS.deliver = EventDelivery(lambdas, self.service_allowed)
         patches.HOOKS.athena_query = athena_query
 
     def uninstall(self) -> None:
@@ -57,9 +66,10 @@ class Hooks:
 
     def put_log(self, group: str, stream: str, lines: list[str]) -> None:
         """A Batch attempt's output into CloudWatch Logs (moto), where the failure step reads its last line."""
-        logs = self.clients("logs")
-        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
-            logs.create_log_group(logGroupName=group)
+        platform = self.clients("logs")
+        with contextlib.suppress(platform.exceptions.ResourceAlreadyExistsException):
+            platform.create_log_group(logGroupName=group)  # made by the template (awslogs creates none)
+        logs = self.role_clients(self.instance_role, "logs")
         with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
             logs.create_log_stream(logGroupName=group, logStreamName=stream)
         now = int(time.time() * 1000)
@@ -69,8 +79,9 @@ class Hooks:
 
     def dead_letter(self, spec: FunctionSpec, event: bytes, error: bytes) -> None:
         """Lambda's asynchronous dead-letter queue: the event, with the error as message attributes."""
-        sqs = self.clients("sqs")
-        url = sqs.get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        # Lambda sends to the queue by its ARN, as the function's role: its URL is looked up as this process
+        url = self.clients("sqs").get_queue_url(QueueName=str(spec.dead_letter_arn).rsplit(":", 1)[-1])["QueueUrl"]
+        sqs = self.role_clients(spec.role, "sqs")
         err = json.loads(error or b"{}")
         attributes = {
             "RequestID": {"DataType": "String", "StringValue": "local"},

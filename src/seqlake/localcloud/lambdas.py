@@ -51,10 +51,14 @@ class FunctionSpec:
     arn: str = ""
     #: SQS queue ARN of the function's DeadLetterConfig: where failed asynchronous events go
     dead_letter_arn: str | None = None
+    #: the function's execution role (ARN): its credentials are the invocation's (``localcloud/iam.py``)
+    role: str = ""
 
 
 #: (function, event, last error payload) -> None: called when an asynchronous event fails every attempt
 DeadLetter = Callable[[FunctionSpec, bytes, bytes], None]
+#: role ARN -> the environment credentials of a process running as that role (empty: the base environment's)
+RoleCredentials = Callable[[str], dict[str, str]]
 
 
 class EventSource(Protocol):
@@ -93,10 +97,13 @@ class LambdaRunner:
         logs_dir: Path,
         dead_letter: DeadLetter | None = None,
         launcher: Launcher | None = None,
+        *,
+        credentials: RoleCredentials | None = None,
     ) -> None:
         """``launcher``: where the processes come from (shared with the local Batch); by default one of
-        its own, closed with this runner."""
+        its own, closed with this runner. ``credentials``: each invocation's, from its function's role."""
         self.functions = dict(functions)
+        self.credentials = credentials
         self.dead_letter = dead_letter
         self.base_env = base_env
         self.logs_dir = logs_dir
@@ -189,6 +196,7 @@ class LambdaRunner:
             "SEQLAKE_LAMBDA_TIMEOUT": str(spec.timeout),
             "POWERTOOLS_TRACE_DISABLED": "true",
             REQUEST_ID_VAR: request_id,
+            **(self.credentials(spec.role) if self.credentials is not None else {}),
         }
 
     def _spawn(self, spec: FunctionSpec) -> _Sandbox:

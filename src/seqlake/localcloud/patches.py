@@ -53,6 +53,16 @@ in the same process are unaffected.
     when its response is ready: Flask keeps every request in a reference cycle (``request.files``'s
     class holds the request), so each uploaded part stayed in memory until the garbage collector ran,
     which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts).
+13. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's requests only:
+    ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a request's identity
+    policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
+    applies), skips most conditions and all resource policies, and its AccessDenied names no resource. Here
+    :attr:`Hooks.authorize` decides each request moto authorizes (:mod:`.policy`) and raises the service's
+    AccessDenied with AWS's message (caller, action, resource, why). moto's signature check signs its
+    parsed parameters in place of an empty body (a Lambda GET's are its headers): with the hook, an empty
+    body is signed as the client signed it.
+14. Step Functions service integrations are signed with fixed fake keys (``ak``/``sk``): here with the keys
+    :attr:`Hooks.state_machine_credentials` gives (the state machine role's session).
 """
 
 from __future__ import annotations
@@ -69,6 +79,7 @@ import os
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,10 +113,12 @@ import moto.batch.exceptions as _batch_exc  # noqa: E402
 import moto.batch.models as _batch  # noqa: E402
 import moto.batch.responses as _batch_responses  # noqa: E402
 import moto.batch_simple.models as _batch_simple  # noqa: E402
+import moto.core.authorization as _authorization  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
+import moto.iam.access_control as _access_control  # noqa: E402
 import moto.s3.exceptions as _s3_exc  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
@@ -121,8 +134,10 @@ import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.sta
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task as _state_task  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
 import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
+import moto.stepfunctions.parser.asl.utils.boto_client as _sfn_boto_client  # noqa: E402
 import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
 from moto.core.compat import HAS_CRT  # noqa: E402
+from moto.core.models import botocore_stubber as _botocore_stubber  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
 AthenaBackend: Any = _athena.AthenaBackend
@@ -147,10 +162,14 @@ StateTaskLambda: Any = _state_task_lambda.StateTaskLambda
 LambdaHook = Callable[[str, bytes, bool], tuple[bytes, bool]]
 #: (array parent or single job, its children: empty for a single job) -> None; runs them in the background
 BatchHook = Callable[[Job, list[Job]], None]
-#: (target as stored by PutTargets, event) -> None
-DeliverHook = Callable[[dict[str, Any], dict[str, Any]], None]
+#: (target as stored by PutTargets, event, the rule's ARN) -> None
+DeliverHook = Callable[[dict[str, Any], dict[str, Any], str], None]
 #: (SQL, default database) -> (column names, rows as text or None); raises ValueError on a bad query
 AthenaHook = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
+#: (moto's IAM request, the resource moto names) -> None; raises the service's AccessDenied
+AuthorizeHook = Callable[[Any, str], None]
+#: () -> (access key, secret key, session token) of the state machine's role, or None
+CredentialsHook = Callable[[], tuple[str, str, str] | None]
 
 
 @dataclass
@@ -159,6 +178,10 @@ class Hooks:
     batch_run: BatchHook | None = None
     deliver: DeliverHook | None = None
     athena_query: AthenaHook | None = None
+    authorize: AuthorizeHook | None = None
+    #: the port of the server whose requests :attr:`authorize` decides (``mock_aws`` requests stay moto's)
+    authorized_port: int | None = None
+    state_machine_credentials: CredentialsHook | None = None
     #: False while state is restored: re-creating objects must not start runs again
     events_enabled: bool = True
     applied: set[str] = field(default_factory=set)
@@ -550,7 +573,7 @@ def _send_to_targets(self: Rule, original_event: dict[str, Any], transform_input
     ours = [t for t in self.targets if parse_arn(t["Arn"]).service in _DELIVERED_SERVICES]
     if HOOKS.deliver is not None:
         for target in ours:
-            HOOKS.deliver(target, original_event)
+            HOOKS.deliver(target, original_event, self.arn)
     saved, self.targets = self.targets, [t for t in self.targets if t not in ours]
     try:
         _original_send(self, original_event, transform_input)
@@ -828,6 +851,87 @@ def _patch_batch_describe() -> None:
     Job._get_container_property = _container_property
 
 
+# ---------------------------------------------------------------- 12. IAM authorization
+IAMRequestBase: Any = _access_control.IAMRequestBase
+ActionAuthenticatorMixin: Any = _authorization.ActionAuthenticatorMixin
+_original_authenticate = ActionAuthenticatorMixin._authenticate_and_authorize_action
+
+
+def _authorized_here(response: Any) -> bool:
+    """Whether a request came to the server whose port :attr:`Hooks.authorized_port` names (the local
+    cloud's; its clients say 127.0.0.1, moto's interpreter localhost), not to ``mock_aws`` in this process.
+    While ``mock_aws`` is active nothing is enforced: it has taken moto's process-wide backends over (and
+    its clients, sent to the local endpoint by ``AWS_ENDPOINT_URL``, sign with its own fake keys)."""
+    if _botocore_stubber.enabled:
+        return False
+    host, _, port = str(response.headers.get("Host") or "").rpartition(":")
+    expected = HOOKS.authorized_port
+    return expected is not None and port == str(expected) and host in ("127.0.0.1", "localhost")
+
+
+def _authenticate_and_authorize_action(self: Any, iam_request_cls: Any, resource: str = "*") -> None:
+    authorize = HOOKS.authorize
+    if authorize is None or not _authorized_here(self):
+        _original_authenticate(self, iam_request_cls, resource)
+        return
+    # moto's own steps (``INITIAL_NO_AUTH_ACTION_COUNT`` reached): the key looked up, the signature checked;
+    # then the decision is the hook's
+    if self.headers.get("X-Amz-Target") in ActionAuthenticatorMixin.PUBLIC_OPERATIONS:
+        return
+    query = urllib.parse.urlparse(self.uri).query
+    iam_request = iam_request_cls(
+        account_id=self.current_account, method=self.method, path=self.raw_path + (f"?{query}" if query else ""),
+        data=self.data, body=self.raw_body, headers=self.headers, action=self._get_action(),
+    )
+    iam_request.check_signature()
+    authorize(iam_request, resource)
+
+
+_original_aws_request = IAMRequestBase._create_aws_request
+
+
+def _create_aws_request(self: Any) -> Any:
+    """The request as the client signed it: moto signs its parsed parameters in place of an empty body
+    (for a Lambda GET, the request's headers), so every such request failed its signature check. (A
+    query-protocol POST's parameters are its form body, which moto signs from them correctly.)"""
+    if HOOKS.authorize is None or self._body or self._method not in ("GET", "HEAD", "DELETE"):
+        return _original_aws_request(self)
+    saved, self._data = self._data, b""
+    try:
+        return _original_aws_request(self)
+    finally:
+        self._data = saved
+
+
+def _patch_iam_authorization() -> None:
+    ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action
+    IAMRequestBase._create_aws_request = _create_aws_request
+
+
+# ---------------------------------------------------------------- 13. Step Functions' credentials
+_boto_client_module: Any = _sfn_boto_client
+_real_boto3 = _boto_client_module.boto3
+
+
+class _StateMachineBoto3:
+    """``boto3`` as moto's interpreter module sees it: its one ``client`` call signs with the keys of
+    :attr:`Hooks.state_machine_credentials` (moto's fixed ``ak``/``sk`` without the hook)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_real_boto3, name)
+
+    @staticmethod
+    def client(*args: Any, **kwargs: Any) -> Any:
+        keys = HOOKS.state_machine_credentials() if HOOKS.state_machine_credentials is not None else None
+        if keys is not None:
+            kwargs.update(aws_access_key_id=keys[0], aws_secret_access_key=keys[1], aws_session_token=keys[2])
+        return _real_boto3.client(*args, **kwargs)
+
+
+def _patch_sfn_credentials() -> None:
+    _boto_client_module.boto3 = _StateMachineBoto3()
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -841,6 +945,8 @@ PATCHES: dict[str, Callable[[], None]] = {
     "s3-latency": _patch_s3_latency,
     "batch-describe": _patch_batch_describe,
     "s3-spooled-bodies": _patch_s3_spooled_bodies,
+    "iam-authorization": _patch_iam_authorization,
+    "sfn-credentials": _patch_sfn_credentials,
 }
 
 

@@ -1,0 +1,163 @@
+"""What the template's roles must never do, tried for real on the local cloud with IAM enforced: each
+request is signed as the role's own session and refused with AWS's AccessDenied naming action and resource."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from seqlake.base.errors import access_denied
+from seqlake.lake.tables import RESULT_TABLES
+from seqlake.localcloud import iam
+from seqlake.localcloud.cloud import LocalCloud
+
+from .conftest import put
+
+#: the roles of the template's pieces (logical ids)
+WORKER, START, COMMIT = "WorkerJobRole", "StartRunFunctionRole", "CommitFunctionRole"
+FAILURE = "RecordFailureFunctionRole"
+
+
+def as_role(cloud: LocalCloud, role: str, service: str) -> Any:
+    return cloud.iam.client(iam.role_arn(str(cloud.deployment.physical[role])), service)
+
+
+def refused(call: Callable[[], Any]) -> tuple[str, str]:
+    """The (action, resource) of the AccessDenied ``call`` gets."""
+    with pytest.raises(ClientError) as caught:
+        call()
+    denied = access_denied(caught.value)
+    assert denied is not None, caught.value
+    return denied
+
+
+@pytest.fixture(scope="module")
+def enforced(cloud: LocalCloud) -> LocalCloud:
+    if not cloud.iam.enforce:
+        pytest.skip(f"{iam.ENFORCE_VAR} turns IAM enforcement off")
+    return cloud
+
+
+def test_a_batch_child_never_writes_or_deletes_inputs_or_committed_results(enforced: LocalCloud) -> None:
+    cloud = enforced
+    arn = f"arn:aws:s3:::{cloud.bucket}"
+    put(cloud, "incoming/lp/in.fastq", b"@r\nACGT\n+\nIIII\n")
+    put(cloud, "results/qc_summary/run_id=lp-committed/part-00000.parquet", b"committed")
+    s3 = as_role(cloud, WORKER, "s3")
+    assert s3.get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read()  # it reads inputs
+    committed = "run_id=lp-committed/part-00000.parquet"
+    for key in ("incoming/lp/in.fastq", "incoming/lp/new.fastq", f"results/qc_summary/{committed}",
+                f"results/runs/{committed}"):
+        put_refused = refused(lambda k=key: s3.put_object(Bucket=cloud.bucket, Key=k, Body=b"x"))
+        assert put_refused == ("s3:PutObject", f"{arn}/{key}")
+    for key in ("incoming/lp/in.fastq", f"results/qc_summary/{committed}", f"results/alignments/{committed}"):
+        delete_refused = refused(lambda k=key: s3.delete_object(Bucket=cloud.bucket, Key=k))
+        assert delete_refused == ("s3:DeleteObject", f"{arn}/{key}")
+    body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read()
+    assert body == b"@r\nACGT\n+\nIIII\n"
+
+
+def test_the_start_function_reads_no_bucket_outside_allowed_input_buckets(enforced: LocalCloud) -> None:
+    cloud = enforced
+    platform = cloud.client("s3")
+    platform.create_bucket(Bucket="another-lab")
+    platform.put_object(Bucket="another-lab", Key="incoming/x.fastq", Body=b"@r\nA\n+\nI\n")
+    s3 = as_role(cloud, START, "s3")
+    put(cloud, "incoming/lp-start/x.fastq", b"@r\nA\n+\nI\n")
+    assert s3.get_object(Bucket=cloud.bucket, Key="incoming/lp-start/x.fastq")  # its own bucket's inputs: yes
+    assert refused(lambda: s3.get_object(Bucket="another-lab", Key="incoming/x.fastq")) == (
+        "s3:GetObject", "arn:aws:s3:::another-lab/incoming/x.fastq")
+    assert refused(lambda: s3.list_objects_v2(Bucket="another-lab", Prefix="incoming/")) == (
+        "s3:ListBucket", "arn:aws:s3:::another-lab")
+
+
+def _partition(cloud: LocalCloud, table: str, run_id: str) -> dict[str, Any]:
+    return {"Values": [run_id], "StorageDescriptor": {"Location": f"s3://{cloud.bucket}/results/{table}/run_id={run_id}/"}}
+
+
+def test_only_the_commit_registers_or_drops_result_partitions(enforced: LocalCloud) -> None:
+    """Registering a partition makes a run's results visible; only the commit does it (the start and failure
+    steps record a rejected or failed run in ``runs`` only), and only the commit and the failure step's undo
+    of a half-committed run drop one."""
+    cloud = enforced
+    roles = [lid for lid, r in cloud.deployment.cfn["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    assert {WORKER, START, COMMIT, FAILURE} <= set(roles)
+    table = RESULT_TABLES[0]
+    for role in roles:
+        glue = as_role(cloud, role, "glue")
+        create = lambda g=glue: g.batch_create_partition(  # noqa: E731
+            DatabaseName=cloud.database, TableName=table, PartitionInputList=[_partition(cloud, table, "lp-glue")])
+        drop = lambda g=glue: g.batch_delete_partition(  # noqa: E731
+            DatabaseName=cloud.database, TableName=table, PartitionsToDelete=[{"Values": ["lp-glue"]}])
+        if role == COMMIT:
+            create()
+            drop()
+            continue
+        assert refused(create)[0] == "glue:BatchCreatePartition"
+        if role != FAILURE:
+            assert refused(drop)[0] == "glue:BatchDeletePartition"
+
+
+def test_the_lab_member_uploads_queries_and_reads_results_only(enforced: LocalCloud) -> None:
+    cloud = enforced
+    s3 = cloud.user_client("s3")
+    s3.put_object(Bucket=cloud.bucket, Key="incoming/lp-user/r.fastq", Body=b"@r\nA\n+\nI\n")
+    assert refused(lambda: s3.put_object(Bucket=cloud.bucket, Key="results/runs/x", Body=b"x"))[0] == "s3:PutObject"
+    delete = refused(lambda: s3.delete_object(Bucket=cloud.bucket, Key="incoming/lp-user/r.fastq"))
+    assert delete[0] == "s3:DeleteObject"
+    assert refused(lambda: s3.get_object(Bucket=cloud.bucket, Key="incoming/lp-user/r.fastq"))[0] == "s3:GetObject"
+    sfn = cloud.user_client("stepfunctions")
+    assert refused(lambda: sfn.start_execution(stateMachineArn=cloud.state_machine_arn, input="{}"))[0] == (
+        "states:StartExecution")
+
+
+def test_enforcement_off_gives_every_process_the_local_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(iam.ENFORCE_VAR, "0")
+    assert not iam.enforced()
+    local = iam.LocalIam(enforce=False)
+    assert local.env("arn:aws:iam::123456789012:role/any") == {}
+    monkeypatch.delenv(iam.ENFORCE_VAR)
+    assert iam.enforced()
+
+
+def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queues_policy(
+    enforced: LocalCloud,
+) -> None:
+    """EventBridge invokes the start function only as its Lambda permission allows (principal and rule);
+    an event it may not deliver goes to the target's dead-letter queue, whose policy admits this rule only."""
+    from seqlake.localcloud import patches
+    from seqlake.localcloud.events import EventDelivery
+
+    cloud = enforced
+    assert cloud.lambdas is not None
+    function = cloud.lambdas.functions[next(n for n in cloud.lambdas.functions if "StartRun" in n)].arn
+    delivery = patches.HOOKS.deliver
+    assert isinstance(delivery, EventDelivery)
+    dlq = cloud.outputs["StartRunDeadLetterQueueUrl"]
+    dlq_arn = f"arn:aws:sqs:us-east-1:123456789012:{dlq.rsplit('/', 1)[1]}"
+    queue_policy = cloud.iam.resource_policies[dlq_arn]
+    permission = cloud.iam.resource_policies.pop(function)
+    try:
+        put(cloud, "incoming/lp-eb/a.fastq", b"@r\nA\n+\nI\n")
+        assert delivery.undelivered[-1][::2] == (function, dlq_arn)
+        messages = cloud.client("sqs").receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
+        assert messages[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "NO_PERMISSIONS"
+        assert "incoming/lp-eb/a.fastq" in messages[0]["Body"]
+        cloud.client("sqs").delete_message(QueueUrl=dlq, ReceiptHandle=messages[0]["ReceiptHandle"])
+        # a queue whose policy names another rule takes nothing from this one: the event is lost
+        cloud.iam.resource_policies[dlq_arn] = [
+            {"Statement": [{**s, "Condition": {"ArnEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:1:rule/x"}}}
+                           for s in p["Statement"] if s.get("Effect") == "Allow"]} for p in queue_policy]
+        put(cloud, "incoming/lp-eb/b.fastq", b"@r\nA\n+\nI\n")
+        assert delivery.undelivered[-1][::2] == (function, "")
+        assert ("events.amazonaws.com", "sqs:SendMessage", dlq_arn) in cloud.iam.denied
+    finally:
+        cloud.iam.resource_policies[function] = permission
+        cloud.iam.resource_policies[dlq_arn] = queue_policy
+    delivered = len(delivery.delivered)
+    put(cloud, "incoming/lp-eb/c.fastq", b"@r\nA\n+\nI\n")
+    assert delivery.delivered[delivered:] and delivery.delivered[-1][0] == function
+    cloud.wait(timeout=300)
