@@ -125,7 +125,8 @@ def test_the_planner_never_forks_from_its_scan_threads(tmp_path: Path, monkeypat
     plan = make_plan("pair", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path / "pair"))
     assert [i.records for i in plan.inputs] == [4000, 4000]
     assert forks == []
-    make_plan("one", [Sample("s", str(r1))], out_prefix=str(tmp_path / "one"))
+    # two shards: the file is indexed (a small one-shard sample its sniff read whole would not be)
+    make_plan("one", [Sample("s", str(r1))], out_prefix=str(tmp_path / "one"), shards=2)
     assert forks == [[]], "one scan: its counting helper forked, from a process of one thread"
 
 
