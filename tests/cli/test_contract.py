@@ -52,14 +52,15 @@ def test_process_and_local_run_take_the_same_options_alike() -> None:
     assert differing == []
     # what only one of them takes, each for a reason its help gives
     assert sorted(process.keys() - local.keys()) == ["--out", "--shards"]
-    assert sorted(local.keys() - process.keys()) == ["--containers", "--home", "--no-iam"]
+    assert sorted(local.keys() - process.keys()) == ["--containers", "--home", "--no-iam", "--no-memory-limits"]
     positionals = [[a.dest for a in dict(subcommands(build_parser()))[f"seqlake {c}"]._actions
                     if not a.option_strings] for c in ("process", "local run")]
     assert positionals[0] == positionals[1] == ["r1", "r2"]
 
 
 def test_the_execution_options_are_one_definition_in_every_command_that_takes_them() -> None:
-    for option in ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-iam"):
+    for option in ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-iam",
+                   "--no-memory-limits"):
         takers = [c for c, flags in COMMAND_OPTIONS.items() if option in flags]
         actions = [options(c)[option] for c in takers]
         assert all(same(actions[0], a) for a in actions), option
@@ -118,6 +119,7 @@ BAD_INPUT: dict[str, Any] = {
     "local status": lambda t, h: (["local", "status", "zz-no-such-run", "--home", str(h)], "zz-no-such-run"),
     "local rerun": lambda t, h: (["local", "rerun", "zz-no-such-run", "--home", str(h)], "zz-no-such-run"),
     "worker": None,  # test_worker_exits_65_on_bad_input_of_its_shard below
+    "reduce": None,  # reads only what the run's children wrote: no input of the user's to be wrong
     "demo": None,  # its input is bundled
     "local": None,  # a group of commands
 }
