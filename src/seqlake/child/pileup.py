@@ -192,23 +192,6 @@ class _Ops:
     q_off: I64
 
 
-#: each output count column as a 0/1 selection of the states it sums (rows: states, columns: the 12 per-strand
-#: columns at quality, the 6 of every quality, the 6 after the overlap rule): one matrix product reduces a
-#: batch's state histogram, instead of strided sums over its axes
-_SUMS = np.zeros((_STATES, _STRANDED + 12), dtype=np.float64)
-_SUM_COLUMNS = np.array([*range(_STRANDED), *range(_COL["a_all"], _COL["a_all"] + 6),
-                         *range(_COL["a_olap"], _COL["a_olap"] + 6)], dtype=np.int64)
-#: the 5 quality-sum columns likewise over the states' summed quality bytes
-_QUAL_SUMS = np.zeros((_STATES, 5), dtype=np.float64)
-for _s in range(_STATES):
-    _base, _rev, _hq, _olap = _s >> 3, (_s >> 2) & 1, (_s >> 1) & 1, _s & 1
-    _SUMS[_s, _STRANDED + _base] = 1.0
-    if _hq:
-        _SUMS[_s, 2 * _base + _rev] = 1.0
-        if _base < DEL:
-            _QUAL_SUMS[_s, _base] = 1.0
-    if _olap:
-        _SUMS[_s, _STRANDED + 6 + _base] = 1.0
 #: an aligned base's state bits for base and strand, ``code << 3 | reverse << 2``, looked up by
 #: ``reverse << 8 | read byte`` (a reverse row's bases are complemented, as SAM SEQ holds them)
 _BASE_STATE = np.concatenate((_CODE8 << 3, (_COMP_CODE8[_CODE8] << 3) | 4)).astype(np.uint8)
@@ -328,15 +311,21 @@ def _bins(m_key: I64, m_len: I64, row_first: I64, row_end: I64, *keys: I64) -> t
 def _reduce(hist: npt.NDArray[np.int64], qsum: npt.NDArray[np.float64] | npt.NDArray[np.intp], start_at: I64,
             end_at: I64, end_olap_at: I64) -> tuple[I64, npt.NDArray[np.int64]]:
     """The positions with an entry or a read start or end (a batch's span is mostly empty) and their count
-    rows: the state histogram reduced by one matrix product, quality sums from the summed Phred+33 bytes."""
+    rows: the state histogram summed over its axes, quality sums from the summed Phred+33 bytes."""
     occupied: npt.NDArray[np.bool_] = np.asarray(hist.any(axis=1))
     occupied[start_at] = True
     occupied[end_at] = True
     nonzero = np.flatnonzero(occupied)
-    h = hist[nonzero].astype(np.float64)
+    # integer sums over the few occupied rows (a BLAS product would start threads that spin on a shared CPU)
+    h = hist[nonzero].reshape(-1, 6, 2, 2, 2)
     counts = np.empty((len(nonzero), _NCOL), dtype=np.int64)
-    counts[:, _SUM_COLUMNS] = np.rint(h @ _SUMS)
-    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint((qsum[nonzero] - 33 * h) @ _QUAL_SUMS)
+    stranded = h[:, :, :, 1, :].sum(axis=3)
+    counts[:, :_STRANDED] = stranded.reshape(len(nonzero), -1)
+    counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.reshape(len(nonzero), 6, 8).sum(axis=2)
+    counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
+    summed = qsum[nonzero].reshape(-1, 6, 2, 2, 2)[:, :DEL, :, 1, :].sum(axis=(2, 3))
+    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(summed).astype(np.int64) - 33 * stranded[:, :DEL].sum(
+        axis=2)
     rank = np.cumsum(occupied) - 1  # a position's row among the occupied ones
     counts[:, _COL["read_starts"]] = np.bincount(rank[start_at], minlength=len(nonzero))
     counts[:, _COL["read_ends"]] = np.bincount(rank[end_at], minlength=len(nonzero))
