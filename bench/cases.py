@@ -8,7 +8,9 @@ written with the same harness calls. :data:`GROUPS` lists them in report order; 
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -361,6 +363,40 @@ def long_reads(ctx: Ctx, inputs: Inputs) -> None:
         shard = ChildManifest.from_json(Path(RunLayout.of_plan(plan_uri).manifest(0)).read_bytes()).shards[0]
         mapped, reads = shard.align[1].mapped_reads if shard.align else 0, shard.qc[(1, "trimmed")].reads
         row.note = ", ".join(filter(None, [row.note, f"{mapped:,} of {reads:,} trimmed reads mapped"]))
+# ------------------------------------------------------------------ allele counts and variants (issue 23)
+VARIANTS = "Allele counts and variants: the child's counting, and seqlake vs samtools | ivar"
+#: bench/variants.py measures both comparisons in CPU seconds, best of its repeats; its rows come from its JSON
+VARIANTS_SCRIPT = Path(__file__).resolve().parent / "variants.py"
+
+
+def variants(ctx: Ctx, inputs: Inputs) -> None:
+    print(VARIANTS)
+    inp = inputs.sized(1)
+    out = ctx.work / "variants.json"
+    out.unlink(missing_ok=True)
+    repeat = 1 if ctx.quick else ctx.repeat
+    row = measure(ctx, "variants_script", VARIANTS, "bench/variants.py (all of the rows below, wall time)",
+                  [sys.executable, str(VARIANTS_SCRIPT), str(inp.r1), str(inp.r2), str(ctx.reference), "--repeat",
+                   str(repeat), "--json", str(out)], reads=2 * inp.reads_per_mate, plain_bytes=None, needs="ivar",
+                  shown=f"python bench/variants.py R1 R2 REF --repeat {repeat}", repeat=False, pin=False)
+    if not row.ok or not out.exists():
+        return
+    cpu = json.loads(out.read_text())
+    how = f"CPU seconds, best of {repeat}"
+    for key, label in (("child_without", "child without allele counts (full worker, one shard)"),
+                       ("child_with", "child with allele counts (full worker, one shard)"),
+                       ("ours", "seqlake: counting + calling from aligned reads"),
+                       ("theirs", "samtools sort, mpileup, ivar variants (same aligned reads)")):
+        ctx.add(f"variants_{key}", Row(VARIANTS, label, "bench/variants.py", seconds=cpu[key], peak_mb=row.peak_mb,
+                                       reads=2 * inp.reads_per_mate, note=how, cpu_seconds=cpu[key]))
+    share = (cpu["child_with"] - cpu["child_without"]) / cpu["child_with"] if cpu["child_with"] else None
+    ctx.ratios.append(Ratio("allele counting's share of the child's CPU", None if share is None else 100 * share,
+                            "%", f"<= {100 * cpu['counting_target']:.0f} %",
+                            None if share is None else share <= cpu["counting_target"], how))
+    speed = cpu["theirs"] / cpu["ours"] if cpu["ours"] else None
+    ctx.ratios.append(Ratio("seqlake variants vs samtools sort | mpileup | ivar variants", speed, "x",
+                            f">= {cpu['path_target']:.0f}x", None if speed is None else speed >= cpu["path_target"],
+                            how))
 
 
 # ------------------------------------------------------------------ the groups, in report order
@@ -374,6 +410,7 @@ def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], N
         "child": child,
         "shards": lambda ctx, inputs: many_shards(ctx, inputs, shard_counts),
         "longreads": long_reads,
+        "variants": variants,
     }
 
 

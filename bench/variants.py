@@ -10,12 +10,15 @@
 CPU seconds (user + system of this process and its children), best of ``--repeat`` runs: on a shared
 machine the wall clock measures the neighbours. Usage::
 
-    python bench/variants.py R1.fastq.gz R2.fastq.gz REFERENCE.fasta [--repeat 3]
+    python bench/variants.py R1.fastq.gz R2.fastq.gz REFERENCE.fasta [--repeat 3] [--json OUT.json]
+
+``make bench`` runs it as its ``variants`` group (bench/cases.py), which reads the ``--json`` numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("r2")
     ap.add_argument("reference")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=None, help="also write the CPU seconds here")
     args = ap.parse_args(argv)
     os.environ.setdefault("SEQLAKE_THREADS", "1")
     work = Path(tempfile.mkdtemp(prefix="seqlake-bench-variants-"))
@@ -83,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     share = (child[True] - child[False]) / child[True]
+    if args.json is not None:
+        args.json.write_text(json.dumps({"child_without": child[False], "child_with": child[True], "ours": ours,
+                                         "theirs": theirs, "counting_target": COUNTING_TARGET,
+                                         "path_target": PATH_TARGET}))
     print("| row | CPU s | ratio | target | met |\n|---|---|---|---|---|")
     print(f"| child without allele counts | {child[False]:.2f} | | | |")
     print(f"| child with allele counts | {child[True]:.2f} | counting {100 * share:.1f} % of the child | "

@@ -166,17 +166,11 @@ class BatchCounts:
     indels: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
 
 
-def _positions(*keys: I64) -> tuple[I64, list[I64]]:
-    """The batch's distinct position keys and each key array as indexes into them. A batch usually spans
-    a short stretch of the genome (a virus, an amplicon library, a sorted batch): then every key of the
-    span is kept (rows without counts are dropped at the end) and no sort is needed."""
+def _positions(keys: list[I64]) -> tuple[I64, list[I64]]:
+    """The distinct keys of ``keys`` and each array of ``keys`` as indexes into them."""
     every = [k for k in keys if len(k)]
     if not every:
         return np.zeros(0, dtype=np.int64), [np.zeros(0, dtype=np.int64) for _ in keys]
-    lo = min(int(k.min()) for k in every)
-    hi = max(int(k.max()) for k in every)
-    if hi - lo < 4 * sum(len(k) for k in every) + 4096:
-        return np.arange(lo, hi + 1, dtype=np.int64), [k - lo for k in keys]
     uniq = np.unique(np.concatenate(every))
     return uniq, [np.searchsorted(uniq, k) for k in keys]
 
@@ -198,8 +192,13 @@ class _Ops:
     q_off: I64
 
 
+#: an aligned base's state bits for base and strand, ``code << 3 | reverse << 2``, looked up by
+#: ``reverse << 8 | read byte`` (a reverse row's bases are complemented, as SAM SEQ holds them)
+_BASE_STATE = np.concatenate((_CODE8 << 3, (_COMP_CODE8[_CODE8] << 3) | 4)).astype(np.uint8)
+
+
 def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, *, key0: I64,
-                     qual_olap: npt.NDArray[np.int16], min_quality: int) -> tuple[I64, I64]:
+                     hq_olap: npt.NDArray[np.bool_], min_quality: int) -> tuple[I64, I64]:
     """Keys and states of the deleted reference bases: ``*`` entries with the quality of the next read base
     (the first base of the next aligned operation; an inserted base when an insertion comes between,
     which the overlap rule does not adjust)."""
@@ -214,10 +213,23 @@ def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, 
     direct = (m[nxt] == d + 1) & (ops.counted_row[m[nxt]] == ops.counted_row[d])
     dsrc = np.where(rev[drow], reads.length[drow] - 1 - ops.q_off[d], ops.q_off[d])
     dq = reads.data[reads.qual_start[drow] + dsrc].astype(np.int64) - 33
-    dq_olap = np.where(direct, qual_olap[first_event[nxt]], dq)
+    dq_olap = np.where(direct, hq_olap[first_event[nxt]], dq >= min_quality)
     dkey = key0[drow][do] + ops.ref_off[d][do] + dk
-    dstate = (DEL * 8 + rev[drow] * 4 + (dq >= min_quality) * 2 + (dq_olap >= min_quality))[do]
+    dstate = (DEL * 8 + rev[drow] * 4 + (dq >= min_quality) * 2 + dq_olap)[do]
     return dkey, dstate
+
+
+def _run_cumsum(first_values: I64, steps: I64, lens: I64) -> I64:
+    """Per element of consecutive runs of lengths ``lens`` (each > 0): its run's first value plus ``step``
+    for each element before it in the run; one repeat and one running sum, no per-element offsets."""
+    out = np.repeat(steps, lens)
+    if len(out) == 0:
+        return out
+    starts = np.cumsum(lens) - lens
+    last_prev = first_values[:-1] + steps[:-1] * (lens[:-1] - 1)
+    out[starts[1:]] = first_values[1:] - last_prev
+    out[0] = first_values[0]
+    return np.cumsum(out, out=out)
 
 
 def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offsets: I64) -> BatchCounts:
@@ -230,54 +242,95 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     ref_off = _within(cig_row, oplen * _REF_OPS[op])
     q_off = _within(cig_row, oplen * _QUERY_OPS[op])
     key0 = offsets[np.maximum(rows.contig, 0)] + rows.start  # key of each row's first aligned base
-    # aligned bases, in row order and reference order inside a row: per operation, where its first base is in
-    # the read buffer and which way the read runs (reverse rows are read backwards and complemented, as SAM
-    # SEQ holds them), then per base one offset from there
-    m = np.flatnonzero(_ALIGNED_OPS[op])
-    m_row = row[m]
-    m_back = rev[m_row]
-    m_seq = reads.seq_start[m_row] + np.where(m_back, reads.length[m_row] - 1 - q_off[m], q_off[m])
-    mo, mk = _ranges(oplen[m])
-    back = m_back[mo]
-    sidx = m_seq[mo] + np.where(back, -mk, mk)
-    raw = reads.data[sidx]
-    bq = reads.data[sidx + (reads.qual_start - reads.seq_start)[m_row][mo]].astype(np.int16) - 33
-    bkey = (key0[m_row] + ref_off[m])[mo] + mk
-    code = _CODE8[raw]
-    if back.any():
-        code = np.where(back, _COMP_CODE8[code], code)
     ref_len = np.bincount(cig_row, weights=oplen * _REF_OPS[op], minlength=len(sel)).astype(np.int64)
     row_end = np.full(len(rows.flag), -1, dtype=np.int64)
     row_end[sel] = rows.start[sel] + ref_len
-    aligned = _Aligned(m_row, rows.start[m_row] + ref_off[m], oplen[m], np.cumsum(oplen[m]) - oplen[m])
-    qual_olap = _overlap_qualities(rows, reads.length, row_end, aligned=aligned, raw=raw, back=back, qual=bq)
-    hq = bq >= min_quality
-    state = (code << 3) | (back.view(np.uint8) << 2) | (hq.view(np.uint8) << 1) | (qual_olap >= min_quality).view(
-        np.uint8)
+    # aligned bases, in row order and reference order inside a row. Per operation: where its first base is in
+    # the read buffer and which way the read runs (reverse rows are read backwards and complemented, as SAM
+    # SEQ holds them); per base, a running sum from there (one pass, no per-base offset arrays)
+    m = np.flatnonzero(_ALIGNED_OPS[op])
+    m_row = row[m]
+    m_len = oplen[m]
+    m_back = rev[m_row]
+    m_step = np.where(m_back, -1, 1)
+    m_seq = reads.seq_start[m_row] + np.where(m_back, reads.length[m_row] - 1 - q_off[m], q_off[m])
+    m_key = key0[m_row] + ref_off[m]
+    sidx = _run_cumsum(m_seq, m_step, m_len)
+    raw = reads.data[sidx]
+    qidx = _run_cumsum(m_seq + (reads.qual_start - reads.seq_start)[m_row], m_step, m_len)
+    qbyte = reads.data[qidx]  # Phred+33: compared with min_quality + 33, summed then corrected
+    del sidx, qidx
+    back = np.repeat(m_back, m_len)
+    hq = qbyte >= min_quality + 33
+    aligned = _Aligned(m_row, rows.start[m_row] + ref_off[m], m_len, np.cumsum(m_len) - m_len)
+    hq_olap = _overlap_hq(rows, reads.length, row_end, aligned=aligned, raw=raw, back=back, qbyte=qbyte, hq=hq,
+                          min_quality=min_quality)
+    state = _BASE_STATE[(back.view(np.uint8).astype(np.uint16) << 8) | raw]
+    state |= (hq.view(np.uint8) << 1) | hq_olap.view(np.uint8)
+    del back
     dkey, dstate = _deleted_entries(_Ops(op, oplen, row, cig_row, ref_off, q_off), m, rows, reads, key0=key0,
-                                    qual_olap=qual_olap, min_quality=min_quality)
+                                    hq_olap=hq_olap, min_quality=min_quality)
     # each row's last aligned base: the last base of its last aligned operation
     last_op = np.flatnonzero(np.concatenate((m_row[1:] != m_row[:-1], [True]))) if len(m) else m
-    last = aligned.first[last_op] + oplen[m][last_op] - 1
-    uniq, (at, dat, start_at, end_at) = _positions(bkey, dkey, key0[sel], bkey[last])
+    last = aligned.first[last_op] + m_len[last_op] - 1
+    last_key = m_key[last_op] + m_len[last_op] - 1
+    uniq, bins, (start_at, end_at, dat) = _bins(m_key, m_len, key0[sel], key0[sel] + ref_len, key0[sel], last_key,
+                                                 dkey)
     n = len(uniq)
-    hist = np.bincount(at * _STATES + state, minlength=n * _STATES)
-    if len(dat):
-        hist += np.bincount(dat * _STATES + dstate, minlength=n * _STATES)
-    h = hist.reshape(n, 6, 2, 2, 2)
-    counts = np.empty((n, _NCOL), dtype=np.int64)
-    counts[:, :_STRANDED] = h[:, :, :, 1, :].sum(axis=3).reshape(n, -1)
-    counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.sum(axis=(2, 3, 4))
-    counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
-    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(np.bincount(
-        at * 5 + code, weights=np.where(hq, bq, 0), minlength=n * 5)).astype(np.int64).reshape(n, 5)
-    counts[:, _COL["read_starts"]] = np.bincount(start_at, minlength=n)
-    counts[:, _COL["read_ends"]] = np.bincount(end_at, minlength=n)
-    counts[:, _COL["read_ends_olap"]] = np.bincount(end_at[qual_olap[last] >= min_quality], minlength=n)
-    nonzero = np.flatnonzero(counts.any(axis=1))
-    out = BatchCounts(uniq[nonzero], counts[nonzero])
+    bins += state
+    hist = np.bincount(bins, minlength=n * _STATES)
+    qsum = np.bincount(bins, weights=qbyte, minlength=n * _STATES)
+    if len(dat):  # few: added where they fall, not as a second histogram of every bin
+        dbins, dn = np.unique(dat * _STATES + dstate, return_counts=True)
+        hist[dbins] += dn
+    nonzero, counts = _reduce(hist.reshape(-1, _STATES), qsum.reshape(-1, _STATES), start_at, end_at,
+                              end_at[hq_olap[last]])
+    out = BatchCounts(uniq[nonzero], counts)
     _count_indels(out.indels, rows, reads, op=op, oplen=oplen, row=row, ref_off=ref_off, q_off=q_off, key0=key0)
     return out
+
+
+def _bins(m_key: I64, m_len: I64, row_first: I64, row_end: I64, *keys: I64) -> tuple[I64, I64, list[I64]]:
+    """The batch's positions, each aligned base's histogram bin without its state (its position's index times
+    ``_STATES``, built in one running sum when the batch covers its span densely: a virus, an amplicon
+    library, a sorted batch) and ``keys`` as position indexes. ``row_first``/``row_end``: the counted rows'
+    first and one-past-last reference keys."""
+    lo, hi = (int(row_first.min()), int(row_end.max())) if len(row_first) else (0, 0)
+    if len(row_first) == 0 or hi - lo >= 4 * int((row_end - row_first).sum()) + 4096:
+        bkey = _run_cumsum(m_key, np.ones(len(m_key), dtype=np.int64), m_len)
+        uniq, at = _positions([*keys, bkey])
+        return uniq, at[-1] * _STATES, at[:-1]
+    # the span's positions some row covers, ranked: an aligned operation's positions are consecutive ranks
+    edges = np.bincount(row_first - lo, minlength=hi - lo + 1) - np.bincount(row_end - lo, minlength=hi - lo + 1)
+    covered = np.cumsum(edges[:-1]) > 0
+    rank = np.cumsum(covered) - 1
+    bins = _run_cumsum(rank[m_key - lo] * _STATES, np.full(len(m_key), _STATES, dtype=np.int64), m_len)
+    return lo + np.flatnonzero(covered), bins, [rank[k - lo] for k in keys]
+
+
+def _reduce(hist: npt.NDArray[np.int64], qsum: npt.NDArray[np.float64] | npt.NDArray[np.intp], start_at: I64,
+            end_at: I64, end_olap_at: I64) -> tuple[I64, npt.NDArray[np.int64]]:
+    """The positions with an entry or a read start or end (a batch's span is mostly empty) and their count
+    rows: the state histogram summed over its axes, quality sums from the summed Phred+33 bytes."""
+    occupied: npt.NDArray[np.bool_] = np.asarray(hist.any(axis=1))
+    occupied[start_at] = True
+    occupied[end_at] = True
+    nonzero = np.flatnonzero(occupied)
+    # integer sums over the few occupied rows (a BLAS product would start threads that spin on a shared CPU)
+    h = hist[nonzero].reshape(-1, 6, 2, 2, 2)
+    counts = np.empty((len(nonzero), _NCOL), dtype=np.int64)
+    stranded = h[:, :, :, 1, :].sum(axis=3)
+    counts[:, :_STRANDED] = stranded.reshape(len(nonzero), -1)
+    counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.reshape(len(nonzero), 6, 8).sum(axis=2)
+    counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
+    summed = qsum[nonzero].reshape(-1, 6, 2, 2, 2)[:, :DEL, :, 1, :].sum(axis=(2, 3))
+    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(summed).astype(np.int64) - 33 * stranded[:, :DEL].sum(
+        axis=2)
+    rank = np.cumsum(occupied) - 1  # a position's row among the occupied ones
+    counts[:, _COL["read_starts"]] = np.bincount(rank[start_at], minlength=len(nonzero))
+    counts[:, _COL["read_ends"]] = np.bincount(rank[end_at], minlength=len(nonzero))
+    counts[:, _COL["read_ends_olap"]] = np.bincount(rank[end_olap_at], minlength=len(nonzero))
+    return nonzero, counts
 
 
 @dataclass(frozen=True)
@@ -295,12 +348,13 @@ def _nt16(raw: U8, back: npt.NDArray[np.bool_]) -> I64:
     return np.where(back, _NT16[_COMP[raw]], _NT16[raw])
 
 
-def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _Aligned, raw: U8,
-                       back: npt.NDArray[np.bool_], qual: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
-    """The aligned bases' qualities after htslib's overlapping-mates rule (``tweak_overlap_quality``). Only
-    the bases inside a pair's overlap are looked at (cut out of the aligned operations, not filtered base by
-    base)."""
-    out = qual.copy()
+def _overlap_hq(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _Aligned, raw: U8,
+                back: npt.NDArray[np.bool_], qbyte: U8, hq: npt.NDArray[np.bool_],
+                min_quality: int) -> npt.NDArray[np.bool_]:
+    """Whether each aligned base's quality after htslib's overlapping-mates rule (``tweak_overlap_quality``)
+    is at least ``min_quality``. Only the bases inside a pair's overlap are looked at (cut out of the aligned
+    operations, not filtered base by base)."""
+    out = hq.copy()
     flag = rows.flag
     pairable = ((flag & (0x800 | SKIP_FLAGS | 0x8)) == 0) & ((flag & 0x2) != 0) & (rows.pair >= 0) & (
         rows.mate_contig == rows.contig)
@@ -345,17 +399,18 @@ def _overlap_qualities(rows: AlignmentRows, read_len: I64, row_end: I64, *, alig
     match = table[p[~from_a] * width + bpos[~from_a] - lo[p[~from_a]]]
     ea, eb = match[match >= 0], event[~from_a][match >= 0]
     pa_ = p[~from_a][match >= 0]
-    qa, qb = out[ea].astype(np.int64), out[eb].astype(np.int64)
+    qa, qb = qbyte[ea].astype(np.int64) - 33, qbyte[eb].astype(np.int64) - 33
     keeps = a_keeps[pa_]
     # htslib compares the 4-bit codes of SEQ (a reverse row's bases complemented)
     same_base = _nt16(raw[ea], back[ea]) == _nt16(raw[eb], back[eb])
     summed = np.minimum(qa + qb, 200)
     a80, b80 = (0.8 * qa).astype(np.int64), (0.8 * qb).astype(np.int64)
     out[ea] = np.where(same_base, np.where(keeps, summed, 0),
-                       np.where(qa > qb, a80, np.where(qa < qb, 0, np.where(keeps, a80, 0))))
+                       np.where(qa > qb, a80, np.where(qa < qb, 0, np.where(keeps, a80, 0)))) >= min_quality
     out[eb] = np.where(same_base, np.where(keeps, 0, summed),
-                       np.where(qa > qb, 0, np.where(qa < qb, b80, np.where(keeps, 0, b80))))
+                       np.where(qa > qb, 0, np.where(qa < qb, b80, np.where(keeps, 0, b80)))) >= min_quality
     return out
+
 
 
 def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: AlignmentRows, reads: BatchReads, *,
