@@ -16,7 +16,7 @@ import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,11 +25,15 @@ from seqlake import __version__
 from seqlake.base.model import RunState
 from seqlake.base.params import Params, chosen_parameters
 
+if TYPE_CHECKING:
+    from seqlake.plan.reference import ReferencePin
+
 console = Console(stderr=True)
 
 
-def local_run_id(paths: list[Path], params: Params, reference: str | None) -> str:
-    """Deterministic from the inputs' identity (path, size, mtime) and the parameters.
+def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None) -> str:
+    """Deterministic from the inputs' identity (path, size, mtime), the parameters and the reference's
+    content (its pin: a replaced reference is another run).
 
     The AWS app derives it from (bucket, key, ETag); locally a file's size and mtime stand in for
     its ETag without reading it whole.
@@ -39,7 +43,8 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
         st = p.stat()
         h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     h.update(json.dumps(params.to_dict(), sort_keys=True).encode())
-    h.update((reference or "").encode())
+    if reference is not None:
+        h.update(f"{reference.uri}\0{reference.key}".encode())
     return h.hexdigest()[:20]
 
 
@@ -82,15 +87,19 @@ def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.naming import sample_from_filename
     from seqlake.lake.merge import merge_run
     from seqlake.plan.planner import make_plan
+    from seqlake.plan.reference import index_store, pin_reference
 
     r1 = Path(args.r1)
     r2 = Path(args.r2) if args.r2 else None
     paths = [r1] + ([r2] if r2 else [])
     sample = args.sample or sample_from_filename(r1.name)[0]
     params = Params.from_dict(chosen_parameters(args))
-    reference = str(Path(args.reference).resolve()) if args.reference else None
-    run_id = local_run_id(paths, params, reference)
     out = Path(args.out).resolve()
+    # pinned by its content (SHA-256) before anything else: the run id and the index key follow from it;
+    # the index goes to the user's reference cache, never beside the FASTA
+    reference = (pin_reference(str(Path(args.reference).resolve()), params.preset, index_store(str(out)))
+                 if args.reference else None)
+    run_id = local_run_id(paths, params, reference)
     jobs = args.jobs or os.cpu_count() or 1
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
@@ -115,7 +124,8 @@ def process_command(args: argparse.Namespace) -> int:
         "state": RunState.SUCCEEDED.value,
         "software_version": __version__,
         "inputs": [str(p.resolve()) for p in paths],
-        "reference": reference,
+        "reference": reference.uri if reference else None,
+        "reference_index": reference.index_uri if reference else None,
         "parameters": params.to_dict(),
         "shards": plan.array_size,
         "results": plan.layout.lake.results_root,

@@ -1,11 +1,14 @@
-"""The Batch job that plans a run whose inputs are too large to index inside Lambda.
+"""The Batch job that plans a run the plan Lambda cannot: inputs too large to index inside Lambda, or a
+reference whose minimap2 index is not stored yet (the Lambda carries no aligner, and a human index needs
+more memory than a Lambda has: the job's ``IndexJobMemoryMiB``).
 
 The state machine starts it with the worker image and ``python -m seqlake.aws.index_job``; it reads
 ``SEQLAKE_INDEX_JOB_URI`` (``runs/<id>/index/job.json``, written by the plan step: the execution input
-and the run's parameters), builds the gzip seek indexes and the plan with the same
-:func:`seqlake.aws.plan_step.make_run_plan` the Lambda uses, and exits with the worker's codes: 0 done, 65
-bad input (also written to ``runs/<id>/index/_error.json`` for the failure step), anything else
-retryable.
+and the run's parameters), builds the reference's index when it is not stored (once per reference and
+preset, in the bucket's ``reference-indexes/``: :mod:`seqlake.plan.reference`), the gzip seek indexes
+and the plan with the same :func:`seqlake.aws.plan_step.make_run_plan` the Lambda uses, and exits with
+the worker's codes: 0 done, 65 bad input (also written to ``runs/<id>/index/_error.json`` for the
+failure step), anything else retryable.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from seqlake.base import storage
 from seqlake.base.cpus import threads_from_env
 from seqlake.base.errors import BadInputError
 from seqlake.base.metadata import illumina_fields
-from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
 from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
 from seqlake.child.primerclip import AmpliconCounts
@@ -51,6 +51,7 @@ from seqlake.lake.staging import (
 from seqlake.lake.tables import ALLELE_STAGING, COVERAGE_STAGING
 from seqlake.plan import shards
 from seqlake.plan.childplan import PlanView
+from seqlake.plan.reference import check_unchanged, load_contigs, local_index
 from seqlake.plan.shards import Chunk
 from seqlake.reads.chunks import ChunkRecords, parse_chunk
 
@@ -108,20 +109,25 @@ class _Aligning:
 
     def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
         assert plan.reference is not None
-        index = resolve_reference(plan.reference, plan.params.preset)
-        self.aligner = ReadAligner(index, plan.params.preset, threads=threads_from_env())
+        self.reference = plan.reference
+        check_unchanged(self.reference)  # as the inputs are: a replaced reference fails the child
+        contigs = load_contigs(self.reference)  # as the planner stored them beside the index: no sequence here
+        #: the index's contigs (name, length) in index order, and their MD5s (SAM ``@SQ M5``)
+        self.contigs = [(c.name, c.length) for c in contigs]
+        self.reference_md5 = {c.name: c.md5 for c in contigs}
+        self.aligner = ReadAligner(local_index(self.reference), plan.params.preset, threads=threads_from_env())
         self.part = PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS)
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
         self.alleles: dict[str, AlleleAccumulator] = {}
         self.bin_width = plan.params.coverage_bin
         self.min_base_quality = plan.params.min_base_quality
-        self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
+        self.primers = AmpliconCounts.of(plan.params.primer_bed, self.contigs)
         self.count = plan.params.allele_counts
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
-            self.coverage[sample] = CoverageAccumulator(self.aligner.contigs, self.bin_width)
+            self.coverage[sample] = CoverageAccumulator(self.contigs, self.bin_width)
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
@@ -130,8 +136,8 @@ class _Aligning:
         if not self.count:
             return
         if sample not in self.alleles:
-            self.alleles[sample] = AlleleAccumulator(self.aligner.contigs, self.min_base_quality)
-        rows, bases = batch_inputs(table, reads, self.aligner.contigs)
+            self.alleles[sample] = AlleleAccumulator(self.contigs, self.min_base_quality)
+        rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
@@ -336,10 +342,11 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
             aligning.aligner.close()  # its alignment processes, also when a shard's input is bad
     manifest = ChildManifest(plan.run_id, child, results, software=library_versions(aligning is not None))
     if aligning is not None:
-        manifest.reference_md5 = contig_md5(aligning.aligner)
+        manifest.reference = aligning.reference.key
+        manifest.reference_md5 = aligning.reference_md5
         aligning.part.close()
         manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
-        manifest.contigs = list(aligning.aligner.contigs)
+        manifest.contigs = list(aligning.contigs)
         parts = [*coverage_parts(aligning.coverage, aligning.depth), *aligning.allele_parts()]
         for spec, table in zip((*COVERAGE_STAGING, *ALLELE_STAGING), parts, strict=True):
             write_table(plan.layout.staging_part(child, spec.name), table)
@@ -354,7 +361,9 @@ def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:
         manifest = ChildManifest.from_json(storage.read_bytes(plan.layout.manifest(child)))
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
-    return manifest if manifest.belongs_to(plan.run_id, child, plan.child_shards(child)) else None
+    if not manifest.belongs_to(plan.run_id, child, plan.child_shards(child)):
+        return None
+    return manifest if manifest.reference == (plan.reference.key if plan.reference else None) else None
 
 
 def process_child(plan: PlanView, child: int) -> ChildManifest:

@@ -49,6 +49,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
 from seqlake.plan.primers import load_primer_scheme
+from seqlake.plan.reference import ReferencePin, ensure_index, index_store, pin_reference
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -321,10 +322,14 @@ def _check_lanes(samples: list[Sample]) -> None:
             files.add(uri)
 
 
-def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
-              params: Params | None = None, shards: int | None = None,
-              count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
-    """Validate the inputs, build indexes, choose the shards, write and return the plan."""
+def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
+              reference: str | ReferencePin | None = None, params: Params | None = None,
+              shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
+    """Validate the inputs, build indexes, choose the shards, write and return the plan.
+
+    ``reference`` (a URI is pinned here, its index stored where :func:`~seqlake.plan.reference.index_store` says
+    for ``out_prefix``) is indexed once the inputs are known to be good, before any child runs: a stored
+    index is used as it is."""
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
@@ -335,10 +340,12 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
     _check_lanes(samples)
+    if isinstance(reference, str):
+        reference = pin_reference(reference, params.preset, index_store(out_prefix))
     if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
         if reference is None:
             raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
-        load_primer_scheme(params.primer_bed, reference)
+        load_primer_scheme(params.primer_bed, reference.uri)
     layout = RunLayout(out_prefix, run_id)
     jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
 
@@ -363,6 +370,8 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
                     group[0].info.uri,
                     f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
                     f"{group[1].info.uri} has {n2}")
+    if reference is not None:  # after the scans: their threads have ended, and bad input has failed fast
+        ensure_index(reference, gzindex.index_threads())
     reads = [g[0].estimated_records for g in scanned]
     counts = allocate_shards(reads, params.reads_per_shard, shards)
     inputs = tuple(sc.info for g in scanned for sc in g)
