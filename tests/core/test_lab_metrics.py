@@ -37,14 +37,6 @@ def _ref_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 
 @pytest.fixture(scope="module")
-def samtools() -> str:
-    path = shutil.which("samtools")
-    if path is None:
-        pytest.skip("samtools is not installed (make test installs it with apt-get)")
-    return path
-
-
-@pytest.fixture(scope="module")
 def miseq_run(miseq: tuple[Path, Path], reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Plan:
     """The MiSeq pair trimmed and aligned in three shards (so every figure goes through the merge)."""
     out = tmp_path_factory.mktemp("lab")
