@@ -8,8 +8,8 @@ import json
 import os
 from collections.abc import Callable
 from importlib import resources
-from types import ModuleType
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import boto3

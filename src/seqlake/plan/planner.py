@@ -25,6 +25,9 @@ How each input is cut (no copy of the data is ever written; each child reads its
 
 The plan's types and its file are :mod:`seqlake.plan.planfile` (what the children and the commit load).
 
+The reference, when the run has one, is pinned by its content and indexed here once the inputs are scanned,
+before any child runs (:mod:`seqlake.plan.reference`): children only load the stored index.
+
 Shard count: ``shards`` if given (the total over all samples), else ``ceil(reads / reads_per_shard)`` per
 sample (reads estimated from the first records' size for uncounted plain files), clamped to 1..10,000 in
 total (the AWS Batch array limit), never more shards than reads; a zero-read input is one empty shard.

@@ -1,7 +1,7 @@
 """The run's reference: pinned by its content, indexed once before the fan-out, only loaded by children.
 
 - **Pinned** (:func:`pin_reference`, when the run is planned): an S3 object by its ETag and size, a local
-  file by its SHA-256 (one read, ~0.2 s per GB here) and its size and mtime. The plan records the pin
+  file by its SHA-256 (one read, 2-3 s per GB here) and its size and mtime. The plan records the pin
   (:class:`ReferencePin`); before it loads the index, a child compares the reference's size and ETag (or
   mtime) with it as it does for its inputs (:func:`check_unchanged`): a reference replaced after the plan
   fails the child with that reason (bad input, exit 65), never aligns it to another genome.
@@ -14,7 +14,7 @@
   JSON is written last, so its presence means the index is complete. A ``.mmi`` reference is its own
   index: only the JSON is written, its MD5s taken from the index's sequence (where minimap2 keeps A, C,
   G, T and N only).
-- **Loaded** (:func:`local_index`): a child maps the index where it is stored when that is a local folder;
+- **Loaded** (:func:`local_index`): a child loads the index where it is stored when that is a local folder;
   from S3 it is downloaded once per host into the reference cache (``$SEQLAKE_REF_CACHE``, same layout),
   under a file lock, so the children of one host share one download. The contigs come from the JSON
   (:func:`load_contigs`): a child holds no contig's sequence.
