@@ -1,7 +1,7 @@
 """What a reference's index costs: the index job's build and a child's load, by reference size.
 
 For each size, a random reference (seeded; ``--contigs`` sequences) is pinned and indexed with the ``sr``
-preset exactly as the planner does it (:func:`seqlake.plan.reference.indexed_reference`: SHA-256, the
+preset as ``seqlake process`` does before it plans (:func:`seqlake.plan.refindex.indexed_reference`: SHA-256, the
 contigs' MD5s from the streamed FASTA, the minimap2 index), then loaded as a child loads it (the index
 and its contigs JSON), each step in a process of its own so that its peak RSS is its own. Prints a
 Markdown table and a linear extrapolation of the build's peak to GRCh38's 3.1 Gb::
@@ -29,11 +29,11 @@ GRCH38_BASES = 3_100_000_000
 #: runs in a process of its own: a step and its peak RSS (ru_maxrss is in KiB on Linux)
 _STEP = """
 import json, resource, sys, time
-from seqlake.plan import reference
+from seqlake.plan import reference, refindex
 step, fasta, store, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 t0 = time.perf_counter()
 if step == "build":
-    pin = reference.indexed_reference(fasta, "sr", store, threads)
+    pin = refindex.indexed_reference(fasta, "sr", store, threads)
 else:
     import mappy
     pin = reference.pin_reference(fasta, "sr", store)

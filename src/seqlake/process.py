@@ -87,7 +87,9 @@ def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.naming import sample_from_filename
     from seqlake.lake.merge import merge_run
     from seqlake.plan.planner import make_plan
-    from seqlake.plan.reference import index_store, pin_reference
+    from seqlake.plan.reference import index_store
+    from seqlake.plan.refindex import indexed_reference
+    from seqlake.reads.gzindex import index_threads
 
     r1 = Path(args.r1)
     r2 = Path(args.r2) if args.r2 else None
@@ -95,10 +97,10 @@ def process_command(args: argparse.Namespace) -> int:
     sample = args.sample or sample_from_filename(r1.name)[0]
     params = Params.from_dict(chosen_parameters(args))
     out = Path(args.out).resolve()
-    # pinned by its content (SHA-256) before anything else: the run id and the index key follow from it;
-    # the index goes to the user's reference cache, never beside the FASTA
-    reference = (pin_reference(str(Path(args.reference).resolve()), params.preset, index_store(str(out)))
-                 if args.reference else None)
+    # pinned by its content (SHA-256) and indexed before anything else, in the user's reference cache (never
+    # beside the FASTA): the run id and the index key follow from the pin, and the children only load the index
+    reference = (indexed_reference(str(Path(args.reference).resolve()), params.preset, index_store(str(out)),
+                                   index_threads()) if args.reference else None)
     run_id = local_run_id(paths, params, reference)
     jobs = args.jobs or os.cpu_count() or 1
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's

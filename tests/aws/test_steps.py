@@ -22,7 +22,7 @@ from seqlake.base.errors import BadInputError
 from seqlake.child.worker import process_child
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 from seqlake.plan.planfile import load_plan
-from seqlake.plan.reference import indexed_reference
+from seqlake.plan.refindex import indexed_reference
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 

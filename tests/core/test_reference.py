@@ -25,15 +25,8 @@ from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake.merge import merge_run
 from seqlake.lake.staging import ChildManifest
 from seqlake.plan.planner import make_plan
-from seqlake.plan.reference import (
-    ensure_index,
-    fasta_contigs,
-    index_ready,
-    indexed_reference,
-    load_contigs,
-    local_index,
-    pin_reference,
-)
+from seqlake.plan.reference import index_ready, load_contigs, local_index, pin_reference
+from seqlake.plan.refindex import ensure_index, fasta_contigs, indexed_reference
 
 PAIRS = 300
 
@@ -99,7 +92,7 @@ def test_a_child_whose_reference_changed_since_the_plan_fails_with_the_reason(
     genome: Path, reads: tuple[Path, Path], ref_cache: Path, tmp_path: Path
 ) -> None:
     plan = make_plan("changed", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"),
-                     reference=str(genome))
+                     reference=indexed_reference(str(genome)))
     # Given the reference replaced after the plan (the index of the planned one is stored, and stays)
     genome.write_bytes(other_genome())
     # When the child runs (as Batch starts it), Then it fails as for a changed input: bad input, exit 65,
@@ -117,19 +110,20 @@ def test_the_index_is_built_before_the_children_which_only_load_it(
 ) -> None:
     # When a run is planned, Then its reference's index and contigs are stored under the pin's key
     plan = make_plan("once", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"),
-                     reference=str(genome), shards=2)
+                     reference=indexed_reference(str(genome)), shards=2)
     pin = plan.reference
     assert pin is not None and index_ready(pin)
     index = ref_cache / "reference-indexes" / pin.key / "index.mmi"
     assert pin.index_uri == local_index(pin) == str(index)
     built = index.stat().st_mtime_ns
     # and the children never build it (a build now would fail them), nor copy a local store's index
-    monkeypatch.setattr("seqlake.plan.reference._build", lambda *a: pytest.fail("a child built the index"))
+    monkeypatch.setattr("seqlake.plan.refindex._build", lambda *a: pytest.fail("a child built the index"))
     manifests = [process_child(plan, child) for child in range(plan.array_size)]
     assert {m.reference for m in manifests} == {pin.key}
     assert manifests[0].contigs == [("MN908947.3", 29903)]
     # and planning again with the same reference uses the stored index as it is
-    make_plan("again", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"), reference=str(genome))
+    again = indexed_reference(str(genome))
+    make_plan("again", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"), reference=again)
     assert index.stat().st_mtime_ns == built
     assert sorted(p.name for p in index.parent.iterdir()) == ["contigs.json", "index.mmi", "lock"]
 
@@ -151,7 +145,7 @@ def test_the_merge_refuses_a_child_aligned_to_another_reference(
     genome: Path, reads: tuple[Path, Path], ref_cache: Path, tmp_path: Path
 ) -> None:
     plan = make_plan("merge", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"),
-                     reference=str(genome), shards=2)
+                     reference=indexed_reference(str(genome)), shards=2)
     for child in range(plan.array_size):
         process_child(plan, child)
     # Given child 1's manifest naming another reference index (a child of another plan of this run)

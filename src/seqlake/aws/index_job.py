@@ -26,7 +26,9 @@ JOB_VAR = "SEQLAKE_INDEX_JOB_URI"
 
 
 def main() -> int:
-    from seqlake.aws.plan_step import make_run_plan
+    from seqlake.aws.plan_step import make_run_plan, pinned_reference
+    from seqlake.plan.refindex import ensure_index
+    from seqlake.reads.gzindex import index_threads
 
     uri = os.environ.get(JOB_VAR)
     if not uri:
@@ -34,8 +36,12 @@ def main() -> int:
         return EXIT_FAILURE
     body = json.loads(storage.read_bytes(uri))
     request = ExecutionInput.from_dict(body["execution"]).load()
+    params = Params.from_dict(body.get("params", {}))
     try:
-        children = make_run_plan(request, Params.from_dict(body.get("params", {})))
+        reference = pinned_reference(request, params)
+        if reference is not None:  # before the plan: the shards only load it
+            ensure_index(reference, index_threads())
+        children = make_run_plan(request, params, reference)
     except BadInputError as err:
         print(f"seqlake: bad input: {err}", file=sys.stderr)
         storage.write_bytes(request.layout.index_error, json.dumps(err.to_dict()).encode())

@@ -71,8 +71,8 @@ def pinned_reference(request: RunRequest, params: Params) -> ReferencePin | None
 
 
 def make_run_plan(request: RunRequest, params: Params, reference: ReferencePin | None = None) -> int:
-    """Plan the run with the core planner (also what the Batch index job runs, which builds the reference's
-    index on the way when it is not stored yet); its array size."""
+    """Plan the run with the core planner (also what the Batch index job runs, once it has built the
+    reference's index); its array size."""
     plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
                      reference=reference or pinned_reference(request, params), params=params)
     return plan.array_size

@@ -35,7 +35,8 @@ import pyarrow as pa
 
 from seqlake.lake.staging import AlignStats
 from seqlake.lake.tables import BY_NAME
-from seqlake.plan.reference import indexed_reference, local_index
+from seqlake.plan.reference import local_index
+from seqlake.plan.refindex import indexed_reference
 from seqlake.reads.chunks import parse_chunk
 from seqlake.reads.fastq import iter_file_chunks
 

@@ -25,8 +25,8 @@ How each input is cut (no copy of the data is ever written; each child reads its
 
 The plan's types and its file are :mod:`seqlake.plan.planfile` (what the children and the commit load).
 
-The reference, when the run has one, is pinned by its content and indexed here once the inputs are scanned,
-before any child runs (:mod:`seqlake.plan.reference`): children only load the stored index.
+The reference, when the run has one, comes pinned by its content and indexed (:mod:`seqlake.plan.reference`,
+:mod:`seqlake.plan.refindex`): the plan records the pin, the children only load the stored index.
 
 Shard count: ``shards`` if given (the total over all samples), else ``ceil(reads / reads_per_shard)`` per
 sample (reads estimated from the first records' size for uncounted plain files), clamped to 1..10,000 in
@@ -52,7 +52,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
 from seqlake.plan.primers import load_primer_scheme
-from seqlake.plan.reference import ReferencePin, ensure_index, index_store, pin_reference
+from seqlake.plan.reference import ReferencePin, index_ready
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -326,13 +326,12 @@ def _check_lanes(samples: list[Sample]) -> None:
 
 
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
-              reference: str | ReferencePin | None = None, params: Params | None = None,
+              reference: ReferencePin | None = None, params: Params | None = None,
               shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
     """Validate the inputs, build indexes, choose the shards, write and return the plan.
 
-    ``reference`` (a URI is pinned here, its index stored where :func:`~seqlake.plan.reference.index_store` says
-    for ``out_prefix``) is indexed once the inputs are known to be good, before any child runs: a stored
-    index is used as it is."""
+    ``reference``: the pinned reference, whose index must be stored already (:mod:`seqlake.plan.refindex`
+    builds it before the plan): the children only load it."""
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
@@ -343,8 +342,9 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
     _check_lanes(samples)
-    if isinstance(reference, str):
-        reference = pin_reference(reference, params.preset, index_store(out_prefix))
+    if reference is not None and not index_ready(reference):
+        raise ValueError(f"{reference.uri}: no index at {reference.contigs_uri}: build it before the plan "
+                         "(seqlake.plan.refindex.ensure_index)")
     if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
         if reference is None:
             raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
@@ -373,8 +373,6 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
                     group[0].info.uri,
                     f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
                     f"{group[1].info.uri} has {n2}")
-    if reference is not None:  # after the scans: their threads have ended, and bad input has failed fast
-        ensure_index(reference, gzindex.index_threads())
     reads = [g[0].estimated_records for g in scanned]
     counts = allocate_shards(reads, params.reads_per_shard, shards)
     inputs = tuple(sc.info for g in scanned for sc in g)
