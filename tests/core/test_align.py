@@ -16,7 +16,8 @@ import pytest
 from seqlake.child import align
 from seqlake.lake import coverage
 from seqlake.lake.tables import BY_NAME
-from seqlake.plan.reference import indexed_reference, local_index
+from seqlake.plan.reference import local_index
+from seqlake.plan.refindex import indexed_reference
 from seqlake.reads import chunks, fastq
 
 Key = tuple[str, int]

@@ -210,3 +210,13 @@ def test_a_bad_reference_is_one_line_naming_it(tmp_path: Path, ref_cache: Path, 
 def test_a_missing_reference_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match=r"nope\.fa: the reference does not exist"):
         pin_reference(str(tmp_path / "nope.fa"), "sr", str(tmp_path))
+
+
+def test_the_plan_refuses_a_reference_whose_index_is_not_stored(
+    genome: Path, reads: tuple[Path, Path], ref_cache: Path, tmp_path: Path
+) -> None:
+    """No child may build it: the plan is made only once the index is stored."""
+    pin = pin_reference(str(genome), "sr", str(ref_cache))
+    with pytest.raises(ValueError, match=r"ref\.fa: no index at .*contigs\.json: build it before the plan"):
+        make_plan("early", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"), reference=pin)
+    assert not (tmp_path / "lake").exists()
