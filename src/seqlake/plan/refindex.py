@@ -41,7 +41,6 @@ def indexed_reference(uri: str, preset: str = "sr", store: str | None = None, th
     return pin
 
 
-
 def ensure_index(pin: ReferencePin, threads: int = 1) -> None:
     """Build and store the index of ``pin`` unless it is stored already (see the module docstring).
 
@@ -73,11 +72,14 @@ def _build(pin: ReferencePin, threads: int) -> None:
             # a local store gets the index in its own folder (one rename, no copy of gigabytes)
             out = (Path(pin.index_uri).with_name(f".index.{os.getpid()}.tmp") if store_is_local
                    else Path(tmp, "index.mmi"))
-            _build_mmi(pin, local, out, [c.name for c in contigs], threads)
-            if store_is_local:
-                out.replace(pin.index_uri)
-            else:
-                storage.upload(out, pin.index_uri)
+            try:
+                _build_mmi(pin, local, out, [c.name for c in contigs], threads)
+                if store_is_local:
+                    out.replace(pin.index_uri)
+                else:
+                    storage.upload(out, pin.index_uri)
+            finally:
+                out.unlink(missing_ok=True)  # a failed build leaves nothing in the store
     body = {"format": INDEX_FORMAT, "key": pin.key, "reference": pin.to_dict(),
             "contigs": [[c.name, c.length, c.md5] for c in contigs]}
     storage.write_bytes(pin.contigs_uri, json.dumps(body, separators=(",", ":")).encode())
@@ -117,7 +119,7 @@ def _checked(uri: str, contigs: list[Contig]) -> list[Contig]:
     seen: set[str] = set()
     for i, c in enumerate(contigs):
         if c.name in seen:
-            raise BadInputError(uri, f"sequence {i + 1} is named {c.name!r}, as an earlier one", record=i)
+            raise BadInputError(uri, f"sequence {i + 1} is named {c.name!r}, as an earlier one")
         seen.add(c.name)
     return contigs
 
