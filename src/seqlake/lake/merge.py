@@ -63,8 +63,8 @@ from seqlake.lake.tables import (
 )
 from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
 from seqlake.plan.planfile import Plan
-from seqlake.plan.reference import check_unchanged
 from seqlake.plan.primers import Amplicon, parse_primer_bed
+from seqlake.plan.reference import check_unchanged
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
