@@ -220,3 +220,17 @@ def test_the_plan_refuses_a_reference_whose_index_is_not_stored(
     with pytest.raises(ValueError, match=r"ref\.fa: no index at .*contigs\.json: build it before the plan"):
         make_plan("early", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"), reference=pin)
     assert not (tmp_path / "lake").exists()
+
+
+def test_the_commit_calls_variants_only_against_the_planned_genome(
+    genome: Path, reads: tuple[Path, Path], ref_cache: Path, tmp_path: Path
+) -> None:
+    plan = make_plan("calls", [Sample("s", *map(str, reads))], out_prefix=str(tmp_path / "lake"),
+                     reference=indexed_reference(str(genome)))
+    process_child(plan, 0)
+    # Given the reference replaced after the children aligned to it
+    genome.write_bytes(other_genome())
+    # Then the commit, which reads its sequence for variants and consensus, fails with the reason
+    with pytest.raises(BadInputError, match=r"ref\.fa: the reference changed after the run was planned"):
+        merge_run(plan)
+    assert not (tmp_path / "lake" / "results" / "variants").exists()
