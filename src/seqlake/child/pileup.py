@@ -266,7 +266,7 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
         hist += np.bincount(dat * _STATES + dstate, minlength=n * _STATES)
     h = hist.reshape(n, 6, 2, 2, 2)
     counts = np.empty((n, _NCOL), dtype=np.int64)
-    counts[:, :_STRANDED] = h[:, :, :, 1, :].sum(axis=3).reshape(n, -1)
+    counts[:, :_STRANDED] = h[:, :, :, 1, :].sum(axis=3).reshape(n, _STRANDED)  # n may be 0: nothing aligned
     counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.sum(axis=(2, 3, 4))
     counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
     counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(np.bincount(
