@@ -296,7 +296,7 @@ def finish_coverage(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Tab
         n = len(starts)
         out.append(_result("coverage", {
             "sample": _strings(sample, n), "contig": _strings(piece.contig, n), "bin_start": starts, "bin_end": ends,
-            "pos": starts + 1, "depth_sum": depth, "mean_depth": depth / np.maximum(ends - starts, 1),
+            "pos": starts + 1, "depth_sum": depth, "mean_span_depth": depth / np.maximum(ends - starts, 1),
             "covered_bases": covered}))
         pw = ctx.point_widths.get(piece.contig)
         if pw:
