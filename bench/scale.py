@@ -203,20 +203,30 @@ def main() -> int:
     parser.add_argument("--children", type=int, default=1000, help="children of the run (the Batch array's size)")
     parser.add_argument("--samples", type=int, default=0,
                         help="instead: a samplesheet of this many paired samples (the demo reads dealt out)")
-    parser.add_argument("--latency-ms", type=int, default=20, help="per-request S3 latency of the local cloud")
     parser.add_argument("--jobs", type=int, default=4, help="children at once (they mostly wait on the latency)")
-    parser.add_argument("--home", type=Path, default=None, help="state folder (default: a temporary one)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the result here as JSON")
+    add_common_arguments(parser)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="seqlake-scale-home-"))
     result = run(args.children, args.samples, args.latency_ms, args.jobs, home)
+    record(result, args.out)
+    return 0 if result["state"] == "SUCCEEDED" else 1
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--latency-ms``, ``--home`` and ``--out``, as every scale bench takes them."""
+    parser.add_argument("--latency-ms", type=int, default=20, help="per-request S3 latency of the local cloud")
+    parser.add_argument("--home", type=Path, default=None, help="state folder (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the result here as JSON")
+
+
+def record(result: dict[str, Any], out: Path | None) -> None:
+    """Stamp ``result`` with when and at which commit it was measured, print it, and save it to ``out``."""
     result["measured"] = f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {_commit()}"
     text = json.dumps(result, indent=1)
     print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    return 0 if result["state"] == "SUCCEEDED" else 1
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,9 @@ EXECUTION_OPTIONS: dict[str, Option] = {o.flag: o for o in (
            "(default: $SEQLAKE_HOME, else ./.seqlake)", "DIR"),
     Option("--containers", "run each Batch attempt as a podman container of the worker image (`make image`); "
            "also set by SEQLAKE_CONTAINERS=1", action="store_true", default=False),
+    Option("--no-memory-limits", "do not hold each Lambda invocation to its function's MemorySize and each Batch "
+           "attempt to its job's memory, as AWS does (the default); also set by SEQLAKE_LOCAL_MEMORY_LIMITS=0",
+           action="store_true", default=False),
 )}
 
 #: the run parameters (what a run computes: part of its identity, recorded in the runs table)
@@ -164,8 +167,8 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
 #: which execution options each command that runs shards takes (the others make no sense there)
 COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "process": ("--jobs", "--threads", "--reads-per-shard"),
-    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers"),
-    "local rerun": ("--jobs", "--threads", "--home", "--containers"),
+    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-memory-limits"),
+    "local rerun": ("--jobs", "--threads", "--home", "--containers", "--no-memory-limits"),
 }
 
 
@@ -260,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "pairs become 4 shards)")
     _add_home(demo)
     EXECUTION_OPTIONS["--containers"].add_to(demo)
+    EXECUTION_OPTIONS["--no-memory-limits"].add_to(demo)
     demo.set_defaults(func=_cmd_demo)
 
     _add_process(sub)

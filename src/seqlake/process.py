@@ -60,12 +60,15 @@ def _run_shard(plan_uri: str, child: int) -> int:
 def run_shards(plan_uri: str, n_shards: int, jobs: int, label: str = "shards") -> None:
     """Run every shard, ``jobs`` at a time, with a progress bar; the first error cancels the rest."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
+    here = jobs <= 1 or n_shards == 1
+    # shards run here fork their aligners, which no other thread may see: no refresh thread then
+    with Progress(*columns, console=console, transient=False, auto_refresh=not here) as progress:
         task = progress.add_task(label, total=n_shards)
-        if jobs <= 1 or n_shards == 1:
+        if here:
             for shard in range(n_shards):
                 _run_shard(plan_uri, shard)
                 progress.advance(task)
+                progress.refresh()
             return
         # spawn: children must not inherit threads (rapidgzip, boto3) from this process
         ctx = multiprocessing.get_context("spawn")

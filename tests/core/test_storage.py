@@ -12,6 +12,7 @@ import pytest
 
 from seqlake.base import clients, storage
 from seqlake.base.model import Sample
+from seqlake.base.params import Params
 from seqlake.plan import shards
 from seqlake.plan.planfile import load_plan
 from seqlake.plan.planner import make_plan
@@ -183,3 +184,44 @@ def test_plain_byte_ranges_on_s3(s3: str, tmp_path: Path) -> None:
     assert plan.array_size == 5
     got = b"".join(c.data for i in range(5) for cs in shards.iter_shard_chunks(plan, i) for c in cs)
     assert got == recs
+
+
+def _reads(n: int, mate: int) -> bytes:
+    return b"".join(b"@r%d/%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % (i, mate) for i in range(n))
+
+
+def test_plan_of_small_samples_reads_each_file_once_and_asks_no_size(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request's listing gives the sizes and ETags (no HEAD); a small sample that is one shard is
+    read by its sniff alone (no index pass, nothing written for it); a split one is still indexed."""
+    files = {}
+    for name in ("a", "b"):
+        for mate in (1, 2):
+            uri = f"{s3}/incoming/{name}_R{mate}.fastq.gz"
+            storage.write_bytes(uri, gzip.compress(_reads(300 if name == "a" else 3000, mate)))
+            files[uri] = storage.head(uri)
+    calls: list[tuple[str, object]] = []
+    client = storage.s3_client()
+    original = client._make_api_call
+
+    def counting(operation: str, params: dict[str, object]) -> object:
+        calls.append((operation, params.get("Key")))
+        return original(operation, params)
+
+    monkeypatch.setattr(client, "_make_api_call", counting)
+    samples = [Sample(n, f"{s3}/incoming/{n}_R1.fastq.gz", f"{s3}/incoming/{n}_R2.fastq.gz") for n in ("a", "b")]
+    plan = make_plan("small", samples, out_prefix=f"{s3}/lake", params=Params(reads_per_shard=1000), known=files)
+    assert "HeadObject" not in [op for op, _ in calls]
+    # a's files: one GET each (their sniff); nothing written for them
+    assert sorted(str(key) for op, key in calls if str(key).startswith("incoming/a_")) == [
+        "incoming/a_R1.fastq.gz", "incoming/a_R2.fastq.gz"]
+    small, split = plan.inputs[:2], plan.inputs[2:]
+    assert [(i.records, i.index_uri, i.checkpoints_uri) for i in small] == [(300, None, None)] * 2
+    assert [i.etag for i in plan.inputs] == [files[i.uri].etag for i in plan.inputs]
+    assert all(i.records == 3000 and i.index_uri and storage.exists(i.index_uri) for i in split)
+    written = {f"{s3}/{key}" for op, key in calls if op == "PutObject" and "/index/" in str(key)}
+    assert written == {f(i) for i in (2, 3) for f in (plan.layout.index, plan.layout.checkpoints)}  # b's only
+    assert [s.sample for s in plan.shards] == ["a", "b", "b", "b"]
+    whole = {m: b"".join(b"".join(c.data for c in chunks if c.mate == m)
+                         for i in range(plan.array_size) for chunks in shards.iter_shard_chunks(plan, i))
+             for m in (1, 2)}
+    assert whole == {m: _reads(300, m) + _reads(3000, m) for m in (1, 2)}

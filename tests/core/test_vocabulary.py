@@ -52,7 +52,8 @@ def naming_problems(tables: tuple[Table, ...]) -> list[str]:
     for t, c in [(table, c) for table in tables for c in table.columns]:
         by_name[c.name].append((t, c))
     for name, uses in sorted(by_name.items()):
-        if len({c.type for _, c in uses}) > 1:
+        # a staging table's dictionary-encoded strings are strings (the encoding is storage, not meaning)
+        if len({c.type.value_type if pa.types.is_dictionary(c.type) else c.type for _, c in uses}) > 1:
             found.append(f"{name}: one name, several types ({', '.join(t.name for t, _ in uses)})")
         kinds = {depth_kind(c) for _, c in uses if "depth" in c.name}
         if len(kinds) > 1:

@@ -124,12 +124,23 @@ def worker_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
         cloud.batch.base_env = before
 
 
+def commit_function(cloud: LocalCloud) -> str:
+    assert cloud.lambdas is not None
+    return next(n for n in cloud.lambdas.functions if "Commit" in n)
+
+
+def commit_memory(cloud: LocalCloud) -> int:
+    """The commit function's MemorySize (MB), as deployed."""
+    assert cloud.lambdas is not None
+    return cloud.lambdas.functions[commit_function(cloud)].memory
+
+
 @contextlib.contextmanager
 def commit_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
     """``SEQLAKE_COMMIT_FAULT=spec`` in the commit function's environment (``UpdateFunctionConfiguration``)."""
     assert faults.from_env(faults.COMMIT_VAR, {faults.COMMIT_VAR: spec})
     assert cloud.lambdas is not None
-    name = next(n for n in cloud.lambdas.functions if "Commit" in n)
+    name = commit_function(cloud)
     spec_before = cloud.lambdas.functions[name]
     lam = cloud.client("lambda")
 

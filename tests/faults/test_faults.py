@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
 from seqlake.demo_data import paths as demo_paths
 from seqlake.lake.tables import COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.localcloud.cloud import LocalCloud
@@ -30,6 +31,7 @@ from .conftest import (
     Outcome,
     by_folder,
     commit_fault,
+    commit_memory,
     fastq_records,
     outcomes,
     partitions_of,
@@ -126,7 +128,9 @@ def scenario(cloud: LocalCloud, demo_pair: tuple[bytes, bytes]) -> Scenario:
         return b"".join(fastq_records(n, seed=seed, prefix=prefix))
 
     kill = "kill:sample=lost:shard=1:attempt=1:after_writes=1"
-    with worker_fault(cloud, f"{kill};exit:sample=af:code=1"), commit_fault(cloud, "crash:run=cc-:after_partitions=3"):
+    hog = f"allocate:run=co-:mb={commit_memory(cloud) + 256}"  # past the commit function's MemorySize
+    with worker_fault(cloud, f"{kill};exit:sample=af:code=1"), \
+            commit_fault(cloud, f"crash:run=cc-:after_partitions=3;{hog}"):
         # a clean 4-shard run and the same reads under another sample name, whose shard 1 loses its
         # instance on attempt 1 after writing its first Parquet part
         put(cloud, "incoming/lost-clean/demo_R1.fastq.gz", demo_pair[0])
@@ -135,6 +139,7 @@ def scenario(cloud: LocalCloud, demo_pair: tuple[bytes, bytes]) -> Scenario:
         put(cloud, "incoming/lost-killed/lost_R2.fastq.gz", demo_pair[1])
         put(cloud, "incoming/always-fails/af.fastq", recs(40, 11))  # its child exits 1 on every attempt
         put(cloud, "incoming/commit-crash/cc.fastq", recs(40, 12))  # its commit dies halfway
+        put(cloud, "incoming/commit-oom/co.fastq", recs(40, 18))  # its commit runs out of memory
         # one event delivered three times at once (at-least-once delivery)
         with cloud.events_paused():
             put(cloud, "incoming/dup-event/de.fastq", recs(20, 13))
@@ -162,8 +167,8 @@ def scenario(cloud: LocalCloud, demo_pair: tuple[bytes, bytes]) -> Scenario:
 
 
 def test_every_scenario_started_exactly_one_run(scenario: Scenario) -> None:
-    assert sorted(scenario.first) == ["always-fails", "commit-crash", "dup-event", "lost-clean", "lost-killed",
-                                      "mates-r2-first", "mates-together", "reupload"]
+    assert sorted(scenario.first) == ["always-fails", "commit-crash", "commit-oom", "dup-event", "lost-clean",
+                                      "lost-killed", "mates-r2-first", "mates-together", "reupload"]
 
 
 def test_lost_instance_is_retried_and_changes_nothing(cloud: LocalCloud, scenario: Scenario) -> None:
@@ -231,6 +236,22 @@ def test_commit_crash_leaves_nothing_visible_and_a_rerun_commits(cloud: LocalClo
     assert runs_row(cloud, o.run_id)["state"] == "SUCCEEDED"
     reads = athena_query(cloud, f"SELECT sum(reads) FROM qc_summary WHERE run_id = '{o.run_id}' AND stage = 'raw'")
     assert reads.rows == [("40",)]
+
+
+def test_commit_past_its_memory_size_fails_the_run_with_runtime_out_of_memory(cloud: LocalCloud,
+                                                                             scenario: Scenario) -> None:
+    o = scenario.first["commit-oom"]
+    assert o.execution.status == "FAILED"
+    st = o.status
+    assert (st["state"], st["failed_step"], st["error"]) == ("FAILED", "Commit", LAMBDA_OUT_OF_MEMORY)
+    assert st["reason"].startswith("the Commit function used more memory than its MemorySize"), st["reason"]
+    assert "Error: Runtime exited with error: " in st["reason"]
+    assert o.partitions == frozenset({"runs"})
+    assert runs_row(cloud, o.run_id)["reason"] == st["reason"]
+    # the commit's log ends as Lambda's does, with the REPORT line of an invocation that used all its memory
+    size = commit_memory(cloud)
+    reports = [p.read_text().splitlines()[-1] for p in (cloud.state.logs_dir / "lambda").glob("*Commit*/*.log")]
+    assert f"Memory Size: {size} MB\tMax Memory Used: {size} MB" in "\n".join(r for r in reports if "REPORT" in r)
 
 
 def test_commit_crash_partitions_were_removed_before_the_rerun(scenario: Scenario) -> None:

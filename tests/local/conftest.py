@@ -30,3 +30,14 @@ def fixture_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+
+
+@pytest.fixture(params=["forked", "interpreter"])
+def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test run twice: children forked from the fork server, and each a new interpreter (its fallback)."""
+    from seqlake.localcloud import launcher
+
+    if request.param == "forked" and not launcher.fork_enabled({}):
+        pytest.skip("no fork here")
+    monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
+    return str(request.param)

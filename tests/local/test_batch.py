@@ -330,3 +330,29 @@ def test_a_job_whose_runner_raises_ends_failed_with_the_reason(tmp_path: Path,
     assert job.job_stopped_reason == "local Batch runner error: KeyError: 'AWS_BATCH_JQ_NAME'"
     assert other.status == "SUCCEEDED"
     assert parent.status == "FAILED" and parent.job_stopped_reason == "Array Child Job failed"
+
+
+def test_an_attempt_past_its_jobs_memory_is_killed_as_ecs_kills_it(tmp_path: Path) -> None:
+    from seqlake.aws.batch_reasons import BATCH_OUT_OF_MEMORY
+    from seqlake.localcloud.memory import MemoryLimits
+
+    probe = MemoryLimits()
+    probe.close()
+    if not probe.mode.startswith("cgroup"):
+        pytest.skip("no writable memory cgroup here: a Batch attempt's memory is not limited")
+    # a child process of the attempt holds the memory: the cgroup counts the whole tree
+    hog = "import subprocess, sys; subprocess.run([sys.executable, '-c', \"h = b'x' * (300 << 20)\"], check=True)"
+    job = Job("m:0", [sys.executable, "-c", f"import time; time.sleep(0.3); {hog}"], SPOT_ONLY, index=0)
+    job.job_definition.container_properties["resourceRequirements"] = [{"type": "MEMORY", "value": "128"}]
+    fits = Job("m:1", [sys.executable, "-c", "h = b'x' * (32 << 20)"], SPOT_ONLY, index=1)
+    fits.job_definition.container_properties["memory"] = 128
+    _run(tmp_path, [job, fits])
+    assert job.status == "FAILED"
+    (attempt,) = job.attempts
+    assert attempt["statusReason"] == BATCH_OUT_OF_MEMORY
+    assert attempt["container"] == {**attempt["container"], "exitCode": 137, "reason": BATCH_OUT_OF_MEMORY}
+    assert fits.status == "SUCCEEDED"
+    lines = [json.loads(x) for x in (tmp_path / "logs" / "batch" / "memory.jsonl").read_text().splitlines()]
+    by_job = {line["job_id"]: line for line in lines}
+    assert by_job["m:0"]["killed"] and by_job["m:0"]["max_memory_used_mib"] == 128
+    assert not by_job["m:1"]["killed"] and 32 <= by_job["m:1"]["max_memory_used_mib"] < 128

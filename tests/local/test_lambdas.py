@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud import launcher
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
-
-@pytest.fixture(autouse=True, params=["forked", "interpreter"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with the fork server and with a new interpreter per invocation (its fallback)."""
-    if request.param == "forked" and not launcher.fork_enabled({}):
-        pytest.skip("no fork here")
-    monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
-    return str(request.param)
+#: every test runs with the fork server and with a new interpreter per invocation (its fallback)
+pytestmark = pytest.mark.usefixtures("launch_mode")
 
 HANDLER = """
 import os, time

@@ -31,6 +31,10 @@ CANCELLED_WHEN_STUCK: dict[str, str] = {
 CANCELLED_PREFIX = "Canceled by JobStateTimeLimit action due to reason: "
 #: Batch's status reason of an attempt that ran past AttemptDurationSeconds
 ATTEMPT_TIMED_OUT = "Job attempt duration exceeded timeout"
+#: the reason Batch (ECS) gives a container the kernel killed for using more than its MEMORY (exit code 137)
+BATCH_OUT_OF_MEMORY = "OutOfMemoryError: Container killed due to memory usage"
+#: the error type of a Lambda invocation that used more than its function's MemorySize
+LAMBDA_OUT_OF_MEMORY = "Runtime.OutOfMemory"
 
 
 def advice(status_reason: str) -> str | None:
@@ -43,7 +47,17 @@ def advice(status_reason: str) -> str | None:
     if "MISCONFIGURATION:" in status_reason:
         return (f"Batch reports a misconfiguration ({status_reason.strip()}): check the compute environments "
                 "(instance types, subnets, security groups, launch template) in the Batch console")
+    if status_reason.startswith(BATCH_OUT_OF_MEMORY):
+        return ("a Batch job used more memory than its job definition gives it: raise WorkerMemoryMiB "
+                "(docs/DEPLOY.md, Compute)")
     if status_reason.startswith(ATTEMPT_TIMED_OUT):
         return ("a shard ran longer than AttemptDurationSeconds: raise it, or lower ReadsPerShard so that "
                 "each shard has less to do")
+    return None
+
+
+def lambda_advice(error_type: str, step: str) -> str | None:
+    """What to check for a Lambda step's error type that names a limit, else None."""
+    if error_type == LAMBDA_OUT_OF_MEMORY:
+        return f"the {step} function used more memory than its MemorySize (template.yaml)"
     return None

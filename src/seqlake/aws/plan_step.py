@@ -70,11 +70,18 @@ def pinned_reference(request: RunRequest, params: Params) -> ReferencePin | None
     return pin_reference(request.reference, params.preset, index_store(request.layout.lake.root))
 
 
+def known_inputs(request: RunRequest) -> dict[str, storage.ObjectInfo]:
+    """The inputs' sizes and ETags as the start step listed them: the planner does not ask S3 again."""
+    return {str(i["uri"]): storage.ObjectInfo(size=int(i["size"]), etag=str(i["etag"]))
+            for i in request.inputs if i.get("etag") and i.get("size") is not None}
+
+
 def make_run_plan(request: RunRequest, params: Params, reference: ReferencePin | None = None) -> int:
     """Plan the run with the core planner (also what the Batch index job runs, once it has built the
     reference's index); its array size."""
     plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
-                     reference=reference or pinned_reference(request, params), params=params)
+                     reference=reference or pinned_reference(request, params), params=params,
+                     known=known_inputs(request))
     return plan.array_size
 
 

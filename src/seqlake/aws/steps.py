@@ -60,6 +60,8 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     from seqlake.plan.planfile import load_plan
 
     request = execution.load()
+    fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
+    faults.allocate(fault)
     plan = load_plan(request.layout.plan)
     totals = merge_run(plan, reduce_here=False).to_dict()  # the reducers ran before (the state machine)
     status = status_of(request, RunState.SUCCEEDED, execution_arn, previous_start(request) or started_at)
@@ -78,8 +80,7 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     _render_report(status, request)
     write_status(status)
     write_runs_row(status)
-    fault = faults.first(faults.from_env(faults.COMMIT_VAR), run_id=request.run_id)
-    crash_after = fault.number("after_partitions", 0) if fault is not None else None
+    crash_after = fault.number("after_partitions", 0) if fault is not None and fault.action == "crash" else None
     register_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
     return status
 
@@ -281,6 +282,9 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         # a Lambda task: the cause is {"errorMessage", "errorType", ...}; BadInputError's message is
         # the one line users see (file, line, problem)
         status.reason = str(cause.get("errorMessage") or error.get("Cause") or status.error)
+        hint = batch_reasons.lambda_advice(status.error, status.failed_step)
+        if hint is not None:
+            status.reason = f"{hint}: {status.reason}"
         status.log_stream = cause.get("logStreamName")
         status.bad_input = status.error in BAD_INPUT_ERRORS
     if status.bad_input:

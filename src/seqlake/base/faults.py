@@ -12,7 +12,9 @@ sets it.
   ``exit:code=1``: the child exits 1 before doing anything, on every attempt.
 - ``SEQLAKE_COMMIT_FAULT`` (read by :func:`seqlake.aws.steps.commit_step`), e.g.
   ``crash:after_partitions=2``: the commit process dies (``os._exit``, no cleanup, as a Lambda that
-  times out or runs out of memory) after registering the run's partitions in two tables.
+  times out or runs out of memory) after registering the run's partitions in two tables; or
+  ``allocate:mb=4096``: the commit writes 4 GiB of memory before it merges (more than its function's
+  MemorySize: the local cloud's memory limit ends it as Lambda's does).
 
 Grammar: ``action[:key=value]...``, several separated by ``;`` (the first that applies fires); an
 absent key matches anything. Keys ``sample``, ``run`` (a
@@ -31,8 +33,8 @@ WORKER_VAR = "SEQLAKE_FAULT"
 COMMIT_VAR = "SEQLAKE_COMMIT_FAULT"
 #: the exit status a process killed by the kernel's OOM killer or SIGKILL reports through a shell
 CRASH_STATUS = 137
-ACTIONS = ("kill", "exit", "crash")
-_INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code")
+ACTIONS = ("kill", "exit", "crash", "allocate")
+_INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code", "mb")
 #: what a ``kill`` fault prints as PID 1 of a container, where the local container runner reclaims the instance
 RECLAIM_MARKER = "seqlake fault injection: reclaim this instance"
 
@@ -102,6 +104,13 @@ def die() -> None:
     sys.stderr.write("seqlake fault injection: SIGKILL\n")
     sys.stderr.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def allocate(fault: Fault | None) -> None:
+    """An ``allocate`` fault: write ``mb`` MiB (resident: untouched pages would not count), then let go."""
+    if fault is not None and fault.action == "allocate":
+        held = b"\1" * (fault.number("mb", 0) << 20)
+        del held
 
 
 def crash() -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import json
 import signal
 import sys
 import threading
@@ -46,7 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqlake.localcloud import containers
+from seqlake.aws.batch_reasons import BATCH_OUT_OF_MEMORY
+from seqlake.localcloud import containers, memory
 from seqlake.localcloud.launcher import Child, Launcher, Popened, Program
 
 #: the worker's entry point: what ``python -m seqlake ARGS`` runs
@@ -189,6 +191,8 @@ class BatchRunner:
         self._active = 0
         #: attempts run as containers of the worker image (None: as processes)
         self.containers = containers.ContainerRunner(containers.image_ref()) if containers.enabled(base_env) else None
+        #: a process attempt capped at its job's memory (a container is capped by podman)
+        self.memory = memory.MemoryLimits(memory.enabled(base_env) and self.containers is None)
 
     @property
     def active(self) -> int:
@@ -362,22 +366,30 @@ class BatchRunner:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         proc: Child
         podman: containers.PodmanRun | None = None
+        props = job.job_definition.container_properties or {}
+        cap = self.memory.cap(containers.resources(props, job.container_overrides).memory_mib)
         try:
             if self.containers is not None:
                 podman = self.containers.start(self._container_attempt(job, argv, attempt, log_path))
                 proc = Popened(podman)
             else:
-                proc = self.launcher.start(_program(argv, env, log_path))
+                proc = self.launcher.start(_program(argv, env, log_path, cap.confinement))
         except (OSError, RuntimeError) as err:  # what Batch reports when the container cannot start
             # (RuntimeError: the launcher is closed, the cloud stopping under a running job)
+            cap.close()
             return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
         with self._lock:
             self._procs[proc.pid] = proc
         try:
             code = _wait(proc, timeout)
+            killed = cap.killed()
+            self._record_memory(job, attempt, cap)
         finally:
+            cap.close()
             with self._lock:
                 self._procs.pop(proc.pid, None)
+        if killed:  # the kernel killed a process of the attempt (the worker, or one it started)
+            return Outcome(128 + signal.SIGKILL, BATCH_OUT_OF_MEMORY, reason=BATCH_OUT_OF_MEMORY)
         if code is None:
             return Outcome(None, TIMED_OUT, timed_out=True)
         if podman is not None and podman.start_error:  # podman's 125-127: the container never ran
@@ -396,6 +408,17 @@ class BatchRunner:
             volumes=self._host_paths(props),
             log_path=log_path,
         )
+
+    def _record_memory(self, job: Any, attempt: int, cap: memory.Cap) -> None:
+        """One line per attempt in ``logs/batch/memory.jsonl``: the job's memory and the attempt's peak
+        (the local cloud's own record: Batch reports memory through CloudWatch metrics, not the job)."""
+        if cap.mode == "off":
+            return
+        line = {"job_id": job.job_id, "job_name": job.job_name, "attempt": attempt, "memory_mib": cap.limit_mib,
+                "max_memory_used_mib": cap.peak_mib(), "killed": cap.killed()}
+        path = self.logs_dir / "batch" / "memory.jsonl"
+        with self._lock, path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
 
     def _send_log(self, container_properties: dict[str, Any], log_path: Path) -> None:
         """The attempt's output to CloudWatch Logs; the stream is named by the log file's path (a valid
@@ -416,14 +439,15 @@ class BatchRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._owns_launcher:
             self.launcher.close()
+        self.memory.close()
 
 
-def _program(argv: list[str], env: dict[str, str], log_path: Path) -> Program:
+def _program(argv: list[str], env: dict[str, str], log_path: Path, confine: dict[str, Any] | None = None) -> Program:
     """The attempt's process: the worker's entry point for a ``seqlake`` command, else the command itself."""
     args = seqlake_args(argv)
     if args is None:
-        return Program(argv, env, str(Path.cwd()), log_path)
-    return Program(["seqlake", *args], env, str(Path.cwd()), log_path, target=SEQLAKE_MAIN)
+        return Program(argv, env, str(Path.cwd()), log_path, confine=confine)
+    return Program(["seqlake", *args], env, str(Path.cwd()), log_path, target=SEQLAKE_MAIN, confine=confine)
 
 
 def _wait(proc: Child, timeout: float | None) -> int | None:

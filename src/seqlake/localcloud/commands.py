@@ -34,7 +34,7 @@ from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputE
 from seqlake.base.model import RunState
 from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
-from seqlake.localcloud import athena, containers
+from seqlake.localcloud import athena, containers, memory
 from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 
@@ -294,6 +294,7 @@ def run_command(args: argparse.Namespace) -> int:
     from seqlake.plan.samplesheet import read_samplesheet
 
     containers.require(args.containers)
+    memory.apply_flag(args.no_memory_limits)
     if not args.samplesheet and not args.r1:
         raise UsageError("give R1 [R2] or --samplesheet CSV")
     if args.samplesheet and args.r1:
@@ -447,6 +448,7 @@ def demo_command(args: argparse.Namespace) -> int:
     from seqlake.localcloud.cloud import LocalCloud
 
     containers.require(args.containers)
+    memory.apply_flag(args.no_memory_limits)
     try:
         from seqlake.demo_data import paths
     except ImportError as err:

@@ -32,6 +32,7 @@ import contextlib
 import importlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -328,16 +329,49 @@ def redirect_output(log_path: str, append: bool, stdin: int = -1) -> None:
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
 
 
+#: what a request's ``"confine"`` may ask of its child (the caller's memory limit, :mod:`.memory`): join
+#: a cgroup (the path of its ``cgroup.procs``), or limit its data segment (bytes) and, when it ends, write
+#: its peak resident memory (KiB, its own or a child's, whichever is larger) to a file
+JOIN_CGROUP = "cgroup_procs"
+LIMIT_DATA = "rlimit_data"
+PEAK_FILE = "peak_file"
+
+
+def confine(spec: dict[str, Any] | None) -> None:
+    """Put this process under the limit ``spec`` names: its children inherit the cgroup (and the rlimit)."""
+    if not spec:
+        return
+    if spec.get(JOIN_CGROUP):
+        Path(spec[JOIN_CGROUP]).write_text(str(os.getpid()))
+    if spec.get(LIMIT_DATA):
+        limit = int(spec[LIMIT_DATA])
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def write_peak(spec: dict[str, Any] | None) -> None:
+    """At the child's end: its peak resident memory, where ``spec`` asks for it."""
+    if spec and spec.get(PEAK_FILE):
+        # VmHWM, not ru_maxrss: a new interpreter's ru_maxrss keeps the peak of the process it was forked from
+        status = Path("/proc/self/status").read_text() if Path("/proc/self/status").is_file() else ""
+        own = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+        Path(spec[PEAK_FILE]).write_text(str(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)))
+
+
 def run_program(request: dict[str, Any]) -> int:
-    """A child's whole life, as ``python -m`` would run the function: the request's environment, its log
-    as stdout and stderr, its working folder and ``sys.argv``, then ``module:function()``."""
+    """A child's whole life, as ``python -m`` would run the function: under the request's limit, its
+    environment, its log as stdout and stderr, its working folder and ``sys.argv``, then
+    ``module:function()``."""
+    confine(request.get("confine"))
     os.environ.clear()
     os.environ.update(request["env"])
     redirect_output(request["log_path"], append=bool(request.get("append")), stdin=int(request.get("stdin_fd", -1)))
     os.chdir(request["cwd"])
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a new interpreter
     sys.argv = list(request["argv"])
-    code = resolve(request["target"])()
+    try:
+        code = resolve(request["target"])()
+    finally:
+        write_peak(request.get("confine"))
     return 0 if code is None else int(code)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 #: this module's entry point, as a launcher target
 TARGET = f"{__name__}:main"
+#: the invocation's request id, chosen by the runner (it writes the log's START, END and REPORT lines)
+REQUEST_ID_VAR = "SEQLAKE_LAMBDA_REQUEST_ID"
 
 
 class _Context:
@@ -31,7 +33,7 @@ class _Context:
         self.function_version = "$LATEST"
         self.invoked_function_arn = os.environ.get("SEQLAKE_LAMBDA_ARN", "")
         self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"))
-        self.aws_request_id = str(uuid.uuid4())
+        self.aws_request_id = os.environ.get(REQUEST_ID_VAR) or str(uuid.uuid4())
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
         self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
         self._deadline = time.monotonic() + float(os.environ.get("SEQLAKE_LAMBDA_TIMEOUT", "900"))

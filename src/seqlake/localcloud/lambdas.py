@@ -26,12 +26,14 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from seqlake.localcloud.lambda_runtime import TARGET
+from seqlake.localcloud import memory
+from seqlake.localcloud.lambda_runtime import REQUEST_ID_VAR, TARGET
 from seqlake.localcloud.launcher import Child, Launcher, Program
 
 #: Lambda retries a failed asynchronous invocation twice
@@ -73,9 +75,13 @@ class _Sandbox:
     child: Child
     log_path: Path
     result_file: Path
+    request_id: str
+    #: the function's memory limit on this process
+    cap: memory.Cap
 
     def discard(self) -> None:
         self.child.kill()
+        self.cap.close()
         self.result_file.unlink(missing_ok=True)
 
 
@@ -109,6 +115,8 @@ class LambdaRunner:
         self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
         self._sources: list[EventSource] = []
+        #: each invocation capped at its function's MemorySize (unless SEQLAKE_LOCAL_MEMORY_LIMITS=0)
+        self.memory = memory.MemoryLimits(memory.enabled(base_env))
 
     @property
     def pending(self) -> int:
@@ -158,6 +166,7 @@ class LambdaRunner:
             child.kill()
         if self._owns_launcher:
             self.launcher.close()
+        self.memory.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _log_path(self, spec: FunctionSpec, n: int) -> Path:
@@ -165,7 +174,7 @@ class LambdaRunner:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         return log_path
 
-    def _environment(self, spec: FunctionSpec, log_path: Path) -> dict[str, str]:
+    def _environment(self, spec: FunctionSpec, log_path: Path, request_id: str) -> dict[str, str]:
         return {
             **self.base_env,
             **spec.environment,
@@ -179,22 +188,31 @@ class LambdaRunner:
             "SEQLAKE_LAMBDA_ARN": spec.arn,
             "SEQLAKE_LAMBDA_TIMEOUT": str(spec.timeout),
             "POWERTOOLS_TRACE_DISABLED": "true",
+            REQUEST_ID_VAR: request_id,
         }
 
     def _spawn(self, spec: FunctionSpec) -> _Sandbox:
         n = next(self._counter)
         log_path = self._log_path(spec, n)
         result_file = self._tmp / f"{n:06d}.json"
+        request_id = str(uuid.uuid4())
+        cap = self.memory.cap(spec.memory)
         program = Program(
             argv=["lambda", str(spec.code_dir), spec.handler, str(result_file)],
-            env=self._environment(spec, log_path),
+            env=self._environment(spec, log_path, request_id),
             cwd=str(spec.code_dir),
             log_path=log_path,
             target=TARGET,
             append_log=True,
             takes_input=True,
+            confine=cap.confinement,
         )
-        return _Sandbox(spec, self.launcher.start(program), log_path, result_file)
+        try:
+            child = self.launcher.start(program)
+        except BaseException:
+            cap.close()
+            raise
+        return _Sandbox(spec, child, log_path, result_file, request_id, cap)
 
     def _prestart(self, name: str) -> None:
         spec = self.functions[name]
@@ -253,28 +271,39 @@ class LambdaRunner:
         out: dict[str, Any] = {}
         try:
             box = self._take(spec)
-            log_path = box.log_path
-            out = self._run(box, payload or b"{}")
+            try:
+                out, seconds = self._run(box, payload or b"{}")
+                out = memory.lambda_outcome(box.cap, out, box.request_id)
+                with box.log_path.open("a") as f:
+                    if "errorType" in out:
+                        f.write(json.dumps(out) + "\n")
+                    f.write(f"END RequestId: {box.request_id}\n")
+                    f.write(memory.report_line(box.request_id, seconds, spec.memory, box.cap, out) + "\n")
+            finally:
+                box.cap.close()
         finally:
             self.invocations.append((name, "errorType" in out or not out, time.monotonic() - t0))
         if "errorType" in out:
-            with log_path.open("a") as f:
-                f.write(json.dumps(out) + "\n")
             return json.dumps(out).encode(), True
         return json.dumps(out["result"]).encode(), False
 
-    def _run(self, box: _Sandbox, payload: bytes) -> dict[str, Any]:
+    def _run(self, box: _Sandbox, payload: bytes) -> tuple[dict[str, Any], float]:
+        """The invocation's result or error, and its duration in seconds."""
         with self._cond:
             self._live.add(box.child)
         try:
+            with box.log_path.open("a") as f:
+                f.write(f"START RequestId: {box.request_id} Version: $LATEST\n")
+            started = time.monotonic()
             box.child.send(payload)
-            if not box.child.wait(box.spec.timeout):
+            ended = box.child.wait(box.spec.timeout)
+            if not ended:
                 box.child.kill()
-                return _timed_out(box.spec)
+            seconds = time.monotonic() - started
         finally:
             with self._cond:
                 self._live.discard(box.child)
-        return _result(box.result_file, box.log_path)
+        return (_result(box.result_file, box.log_path) if ended else _timed_out(box.spec)), seconds
 
 
 def _timed_out(spec: FunctionSpec) -> dict[str, Any]:

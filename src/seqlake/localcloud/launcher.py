@@ -14,18 +14,21 @@ This module and its fork server import nothing else of seqlake: what to preload 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from seqlake.localcloud import forkserver
 
 #: the setting: ``0`` starts every child as a new interpreter even where ``fork`` exists
 FORK_VAR = "SEQLAKE_FORK_SERVER"
+#: how a new interpreter learns its :attr:`Program.confine` (removed before the function runs)
+CONFINE_VAR = "SEQLAKE_LAUNCH_CONFINE"
 
 
 def fork_enabled(env: dict[str, str] | None = None) -> bool:
@@ -49,6 +52,8 @@ class Program:
     append_log: bool = False
     #: the child's stdin is a pipe the caller writes once (:meth:`Child.send`); otherwise /dev/null
     takes_input: bool = False
+    #: the limit the child puts itself under before it runs (:func:`.forkserver.confine`; None: none)
+    confine: dict[str, Any] | None = None
 
 
 class Child(Protocol):
@@ -186,15 +191,23 @@ class Launcher:
             return self._fork(program)
         argv = program.argv if program.target is None else [sys.executable, "-m", __name__, program.target,
                                                              *program.argv]
+        env = program.env
+        if program.confine and program.target is not None:
+            env = {**env, CONFINE_VAR: json.dumps(program.confine)}
         with program.log_path.open("ab" if program.append_log else "wb") as log:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE if program.takes_input else subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=program.env,
+                env=env,
                 cwd=program.cwd,
             )
+        cgroup = (program.confine or {}).get(forkserver.JOIN_CGROUP) if program.target is None else None
+        if cgroup:
+            # another program cannot be asked: it is put in its cgroup from here, just after its start
+            with contextlib.suppress(OSError):  # it ended already
+                Path(cgroup).write_text(str(proc.pid))
         return Popened(proc)
 
     def _fork(self, program: Program) -> Child:
@@ -206,6 +219,7 @@ class Launcher:
             "cwd": program.cwd,
             "log_path": str(program.log_path),
             "append": program.append_log,
+            "confine": program.confine,
         }
         try:
             forked = self._fork_server().spawn(request, stdin=stdin_r)
@@ -229,7 +243,12 @@ class Launcher:
 def main(argv: list[str]) -> int:
     """A new interpreter's side: ``python -m seqlake.localcloud.launcher MODULE:FUNCTION ARGV0 ARGS...``."""
     target, sys.argv = argv[0], argv[1:]
-    code = forkserver.resolve(target)()
+    spec = json.loads(os.environ.pop(CONFINE_VAR, "null"))
+    forkserver.confine(spec)
+    try:
+        code = forkserver.resolve(target)()
+    finally:
+        forkserver.write_peak(spec)
     return 0 if code is None else int(code)
 
 

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from seqlake.localcloud import athena
+from seqlake.localcloud import athena, patches
 from seqlake.localcloud.deployer import ACCOUNT, PARTITION
 from seqlake.localcloud.hooks import events_paused
 from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body
@@ -71,8 +71,9 @@ def catalog(clients: Clients) -> list[athena.TableDef]:
     return out
 
 
-def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], bytes]]]:
-    """The bucket's current objects, read from moto's backend in this process: key, metadata, body.
+def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], Iterator[bytes]]]]:
+    """The bucket's current objects, read from moto's backend in this process: key, metadata, and the
+    body a MiB at a time (a large object is never whole in this process's memory).
 
     The mirror is the local cloud's own bookkeeping, not the app's traffic: through the API it would pay
     the simulated request latency and moto's HTTP handling once per object (a 10,000-child run leaves
@@ -83,11 +84,7 @@ def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], 
         if isinstance(obj, FakeDeleteMarker):  # the current version of a deleted key in a versioned bucket
             continue
         meta = ObjectMeta(etag=obj.etag.strip('"'), size=int(obj.size), body=keeps_body(key))
-        yield key, meta, functools.partial(_body, obj)
-
-
-def _body(obj: Any) -> bytes:
-    return bytes(obj.value)
+        yield key, meta, functools.partial(patches.key_chunks, obj)
 
 
 def persist(state: StateDir, clients: Clients, bucket: str) -> int:
@@ -101,7 +98,9 @@ def persist(state: StateDir, clients: Clients, bucket: str) -> int:
         if meta.body and (known.get(key) != meta or not path.is_file()):
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(body())
+            with tmp.open("wb") as f:
+                for chunk in body():
+                    f.write(chunk)
             tmp.replace(path)
             written += 1
         known[key] = meta

@@ -44,15 +44,29 @@ in the same process are unaffected.
     children share their parent's overrides: every describe made every later description longer (an
     array job of 1,000 children failed with a ``Cause`` of 89 KB). Here a description is built on a
     copy, as AWS describes a job without changing it.
+12. S3 bodies on disk: moto keeps an object in a ``SpooledTemporaryFile`` (on disk past 5 MiB), but
+    completing a multipart upload joins the parts in memory and holds the whole object about three
+    times (the join, its ``bytes``, the full-object checksum): the local cloud's own process grew by
+    2.4 GB while a child uploaded a 634 MB minimap2 index. Here the parts are copied into a spool a MiB
+    at a time (the checksum computed as they pass) that the new key adopts as its buffer; a GET of a
+    whole object is streamed a MiB at a time, as patch 2 streams a range; and a request's body is let go
+    when its response is ready: Flask keeps every request in a reference cycle (``request.files``'s
+    class holds the request), so each uploaded part stayed in memory until the garbage collector ran,
+    which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import functools
+import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -92,8 +106,10 @@ import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
+import moto.s3.exceptions as _s3_exc  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
+import moto.settings as _moto_settings  # noqa: E402
 import moto.stepfunctions.exceptions as _sfn_exc  # noqa: E402
 import moto.stepfunctions.parser.api as _sfn_api  # noqa: E402
 import moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl as _error_equals  # noqa: E402
@@ -106,6 +122,7 @@ import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task 
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
 import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
 import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
+from moto.core.compat import HAS_CRT  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
 
 AthenaBackend: Any = _athena.AthenaBackend
@@ -117,6 +134,7 @@ BatchSimpleBackend: Any = _batch_simple.BatchSimpleBackend
 JsonRESTError: Any = _exc.JsonRESTError
 Rule: Any = _events.Rule
 FakeKey: Any = _s3.FakeKey
+FakeMultipart: Any = _s3.FakeMultipart
 S3Response: Any = _s3_responses.S3Response
 StateTaskService: Any = _sts.StateTaskService
 BatchResponse: Any = _batch_responses.BatchResponse
@@ -267,11 +285,18 @@ def _value(self: FakeKey) -> Any:
 
 def _get_object(self: S3Response) -> Any:
     rng = self.headers.get("range") or ""
-    _ranged.on = rng.startswith("bytes=") and "," not in rng
+    # a single range, or the whole object (patch 12); moto answers several ranges from the whole value
+    _ranged.on = (rng.startswith("bytes=") and "," not in rng) or not rng
     try:
-        return _original_get_object(self)
+        status, headers, body = _original_get_object(self)
     finally:
         _ranged.on = False
+    if isinstance(body, _KeyView) and not rng:  # the whole object (a range is cut by moto's handler, next)
+        whole = body[0 : len(body)]
+        # streamed by the local cloud's server; ``mock_aws`` in-process takes bytes only
+        streamed = HOOKS.lambda_invoke is not None and len(whole) > _KeyRange.CHUNK
+        body = iter(whole) if streamed else bytes(whole)
+    return status, headers, body
 
 
 def _handle_range_header(self: S3Response, request: Any, headers: dict[str, Any], content: Any) -> Any:
@@ -288,6 +313,126 @@ def _patch_s3_ranged_get() -> None:
     FakeKey.value = property(_value, _original_value.fset)
     S3Response.get_object = _get_object
     S3Response._handle_range_header = _handle_range_header
+
+
+# ---------------------------------------------------------------- 12. S3 bodies spooled to disk
+class _Spool:
+    """A completed multipart upload's body in a temporary file like moto's own key buffers (on disk past
+    moto's buffer size), which the new key adopts instead of being given the whole object as ``bytes``."""
+
+    def __init__(self) -> None:
+        self.file: Any = tempfile.SpooledTemporaryFile(max_size=_moto_settings.get_s3_default_key_buffer_size())  # noqa: SIM115
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class _Checksum:
+    """moto's ``compute_checksum`` (the same algorithms and fallbacks) over data given in pieces."""
+
+    def __init__(self, algorithm: str) -> None:
+        self.algorithm = algorithm
+        self._crc = 0
+        self._hash: Any = None
+        if algorithm == "SHA1":
+            self._hash = hashlib.sha1(usedforsecurity=False)
+        elif algorithm not in ("CRC32", "CRC32C", "CRC64NVME"):
+            self._hash = hashlib.sha256(usedforsecurity=False)
+        self._crt = algorithm == "CRC64NVME" and HAS_CRT
+        self._crc32c = algorithm == "CRC32C" and importlib.util.find_spec("crc32c") is not None
+
+    def update(self, data: bytes) -> None:
+        if self._hash is not None:
+            self._hash.update(data)
+        elif self._crt:
+            self._crc = importlib.import_module("awscrt.checksums").crc64nvme(data, self._crc)
+        elif self._crc32c:
+            self._crc = importlib.import_module("crc32c").crc32c(data, self._crc)
+        else:  # CRC32, and moto's fallback for CRC32C and CRC64NVME without their libraries
+            self._crc = binascii.crc32(data, self._crc)
+
+    def digest(self) -> bytes:
+        if self._hash is not None:
+            return bytes(self._hash.digest())
+        return self._crc.to_bytes(8 if self._crt else 4, "big")
+
+
+def key_chunks(key: FakeKey) -> Iterator[bytes]:
+    """An object's (or a part's) body a MiB at a time, read from its buffer."""
+    at = 0
+    while True:
+        with key.lock:
+            key._value_buffer.seek(at)
+            chunk: bytes = key._value_buffer.read(_KeyRange.CHUNK)
+        if not chunk:
+            return
+        at += len(chunk)
+        yield chunk
+
+
+def _complete_multipart(self: Any, body: Iterator[tuple[int, str]]) -> tuple[_Spool, str, tuple[str, str, int]]:
+    """moto's ``FakeMultipart.complete`` (same checks, ETag and checksum), the parts copied into a spool a
+    MiB at a time instead of joined in memory."""
+    algorithm: str = self.metadata.get("x-amz-checksum-algorithm") or "CRC64NVME"
+    kind: str = self.metadata.get("x-amz-checksum-type") or (
+        "FULL_OBJECT" if algorithm == "CRC64NVME" else "COMPOSITE")
+    spool, md5s, part_sums, whole = _Spool(), bytearray(), bytearray(), _Checksum(algorithm)
+    last, count = None, 0
+    try:
+        for number, etag in body:
+            part = self.parts.get(number)
+            if part is None or part.etag.replace('"', "") != etag.replace('"', ""):
+                raise _s3_exc.InvalidPart()
+            if last is not None and last.contentsize < _moto_settings.S3_UPLOAD_PART_MIN_SIZE:
+                raise _s3_exc.EntityTooSmall()
+            md5s.extend(bytes.fromhex(part.etag.replace('"', "")))
+            own = _Checksum(algorithm)
+            for chunk in key_chunks(part):
+                spool.file.write(chunk)
+                spool.size += len(chunk)
+                (own if kind == "COMPOSITE" else whole).update(chunk)
+            part_sums.extend(own.digest())
+            last, count = part, count + 1
+        if count == 0:
+            raise _s3_exc.MalformedXML()
+    except BaseException:
+        spool.file.close()
+        raise
+    if kind == "COMPOSITE":
+        combined = _Checksum(algorithm)
+        combined.update(bytes(part_sums))
+        checksum = (kind, base64.b64encode(combined.digest()).decode(), count)
+    else:
+        checksum = (kind, base64.b64encode(whole.digest()).decode(), 1)
+    return spool, f"{hashlib.md5(bytes(md5s), usedforsecurity=False).hexdigest()}-{count}", checksum
+
+
+def _set_value(self: FakeKey, new_value: Any) -> None:
+    if not isinstance(new_value, _Spool):
+        _original_value.fset(self, new_value)
+        return
+    old, self._value_buffer = self._value_buffer, new_value.file  # adopted, not copied
+    old.close()
+    self.contentsize = new_value.size
+
+
+_original_key_response = S3Response.key_response
+
+
+def _key_response(self: S3Response, request: Any, full_url: str, headers: Any) -> Any:
+    try:
+        return _original_key_response(self, request, full_url, headers)
+    finally:  # the request's body (werkzeug's cache of it, moto's copies): not kept by a cycle
+        for name in ("_cached_data", "data"):
+            request.__dict__.pop(name, None)
+        self.body = self.raw_body = b""
+
+
+def _patch_s3_spooled_bodies() -> None:
+    FakeMultipart.complete = _complete_multipart
+    FakeKey.value = property(FakeKey.value.fget, _set_value)
+    S3Response.key_response = _key_response
 
 
 # ---------------------------------------------------------------- 3. Lambda invoke
@@ -695,6 +840,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "aws-limits": _patch_limits,
     "s3-latency": _patch_s3_latency,
     "batch-describe": _patch_batch_describe,
+    "s3-spooled-bodies": _patch_s3_spooled_bodies,
 }
 
 

@@ -90,6 +90,7 @@ def _put_back(cloud: Any, state: StateDir, inputs: list[Input], run_id: str) -> 
 
 def rerun_command(args: argparse.Namespace) -> int:
     from seqlake.aws.status import NEW_UPLOAD_ADVICE, failed_on_bad_input
+    from seqlake.localcloud import memory
     from seqlake.localcloud.cloud import LocalCloud
     from seqlake.localcloud.commands import (
         NEW_UPLOAD_HINT,
@@ -101,6 +102,7 @@ def rerun_command(args: argparse.Namespace) -> int:
     )
 
     containers.require(args.containers)
+    memory.apply_flag(args.no_memory_limits)
     state = StateDir(args.home)
     state.require()
     console = Console(stderr=True)

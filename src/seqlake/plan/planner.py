@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import contextvars
 import itertools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -66,8 +67,9 @@ MAX_SHARDS = MAX_CHILDREN
 #: two each, some 50-100 ms on S3) however few its reads, so a child of hundreds of tiny samples would spend
 #: minutes waiting on S3 while the rest of the array sits idle; 32 keep that under a few seconds a child
 MAX_SAMPLES_PER_CHILD = 32
-#: input files scanned (sniffed, counted or indexed) at once by the planner
-SCAN_WORKERS = 8
+#: input files read (sniffed, counted or indexed) at once by the planner: a small file costs a GET's round
+#: trip (20-50 ms on S3) and a millisecond or two of CPU, so 32 in flight keep a core busy
+SCAN_WORKERS = 32
 #: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
 PLAIN_COUNT_BELOW = 64 << 20
 #: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
@@ -100,17 +102,26 @@ class _Scanned:
         return max(self.sniff.records, round(self.info.size * self.expansion / per_record))
 
 
-def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout,
-                count_below: int | None, threads: int) -> _Scanned:
-    """Sniff, and index or count when the file's shards need record numbers (``count_below`` None:
-    always count plain files, as paired input needs), on ``threads`` vCPUs."""
+def _sniff_input(uri: str, sample: str, mate: int) -> _Scanned:
+    """The file's size and identity (from the run's listing when it gave them: no HEAD) and its first
+    records; a file the sniff read to its end has its records counted."""
     meta = storage.head(uri)
     sniff = fastq.sniff_fastq(uri)
     info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
                      etag=meta.etag, mtime=None if meta.etag else meta.mtime)
-    if sniff.compression == "bgzf" and count_below is not None and meta.size > count_below:
+    if sniff.complete:
+        info = replace(info, records=sniff.records, plain_size=sniff.plain_bytes)
+    return _Scanned(info, sniff)
+
+
+def _scan_input(sniffed: _Scanned, *, idx: int, layout: RunLayout, count_below: int | None,
+                threads: int) -> _Scanned:
+    """Index or count a sniffed file when its shards need record numbers (``count_below`` None: always
+    count plain files, as paired input needs), on ``threads`` vCPUs."""
+    info, sniff, uri = sniffed.info, sniffed.sniff, sniffed.info.uri
+    if sniff.compression == "bgzf" and count_below is not None and info.size > count_below:
         with storage.open_read(uri, buffer_size=gzindex.BGZF_WINDOW) as f:
-            expansion = gzindex.bgzf_plain_ratio(f, meta.size)
+            expansion = gzindex.bgzf_plain_ratio(f, info.size)
         return _Scanned(info, sniff, None, expansion)
     if sniff.compression == "bgzf":
         with contextlib.suppress(bgzf.NotBgzfError):  # gzip members of another kind follow: index it
@@ -131,14 +142,12 @@ def _scan_input(uri: str, sample: str, mate: int, *, idx: int, layout: RunLayout
         info = replace(info, records=res.scan.records, plain_size=res.scan.plain_size, index_uri=index_uri,
                        checkpoints_uri=ck_uri, index_head=seekindex.head_size(points))
         return _Scanned(info, sniff, res.scan.checkpoints, index_points=points, index_size=len(res.index))
-    if sniff.compression == "plain" and (count_below is None or meta.size <= count_below):
+    if sniff.compression == "plain" and (count_below is None or info.size <= count_below):
         scan = gzindex.count_plain(uri)
         ck_uri = _write_checkpoints(layout.checkpoints(idx), scan)
         info = replace(info, records=scan.records, plain_size=scan.plain_size, checkpoints_uri=ck_uri)
         return _Scanned(info, sniff, scan.checkpoints)
-    if sniff.complete:
-        info = replace(info, records=sniff.records, plain_size=sniff.plain_bytes)
-    return _Scanned(info, sniff, None)
+    return sniffed
 
 
 def _write_checkpoints(uri: str, scan: gzindex.ScanResult) -> str:
@@ -300,9 +309,15 @@ def _byte_spans(sc: _Scanned, idx: int, k: int) -> list[Span]:
             for s, e in zip(starts, ends, strict=True)]
 
 
+def _read_whole(scans: list[_Scanned]) -> bool:
+    """Every file of the sample was read to its end by its sniff (its records are counted)."""
+    return all(s.sniff.complete for s in scans)
+
+
 def _sample_spans(scans: list[_Scanned], first_idx: int, k: int) -> list[tuple[Span, ...]]:
     """Spans of one sample's shards (``k`` wanted; fewer for byte ranges that collapse)."""
-    if any(s.info.compression not in fastq.SEEKABLE for s in scans):
+    if any(s.info.compression not in fastq.SEEKABLE for s in scans) or (k == 1 and _read_whole(scans)):
+        # one shard reading each file from its start: streams, and small files counted by their sniff
         recs = scans[0].info.records if all(s.info.records is not None for s in scans) else None
         return [tuple(Span(input=first_idx + m, mate=s.info.mate, offset=0, first_record=0, records=recs)
                       for m, s in enumerate(scans))]
@@ -329,22 +344,82 @@ def _check_lanes(samples: list[Sample]) -> None:
             files.add(uri)
 
 
-def _scan_all(scan: Callable[[int], _Scanned], n: int, workers: int) -> list[_Scanned]:
-    """``scan(i)`` for every input, in order: in this thread when ``workers`` is 1, else on that many threads
-    (map keeps the order, so the first bad file in the run's order is the one reported)."""
-    if workers == 1:
-        return [scan(i) for i in range(n)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(scan, range(n)))
+def _workers(n: int) -> int:
+    """Threads for ``n`` calls at once: at most SCAN_WORKERS."""
+    return max(1, min(SCAN_WORKERS, n))
+
+
+def _each(fn: Callable[[int], _Scanned], indices: Iterable[int]) -> list[_Scanned]:
+    """``fn`` of each index, ``SCAN_WORKERS`` at a time, in order (so the first bad file in the run's order
+    is the one reported): a run of thousands of small files costs their round trips divided by the
+    workers, not added up. Each call sees this thread's context (:func:`storage.objects_known`). A single
+    call runs in this thread, where its pass may fork a helper: no fork ever happens while scan threads
+    run (:mod:`seqlake.base.forked`)."""
+    indices = list(indices)
+    if len(indices) <= 1:
+        return [fn(i) for i in indices]
+    with ThreadPoolExecutor(max_workers=_workers(len(indices))) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, fn, i) for i in indices]
+        return [f.result() for f in futures]
+
+
+def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shards: int | None,
+              count_plain_below: int, known: Mapping[str, storage.ObjectInfo],
+              ) -> tuple[list[list[_Scanned]], list[int]]:
+    """Every file sniffed, then indexed or counted where its shards need record numbers; the files by
+    sample, and each sample's shard count."""
+    jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
+
+    def sniff(i: int) -> _Scanned:
+        s, mate, uri = jobs[i]
+        found = _sniff_input(uri, s.name, mate)
+        found.info = replace(found.info, metadata=dict(s.metadata))
+        return found
+
+    threads = 1  # the process's vCPUs split between the scans running at once (set before each pass)
+
+    def scan(i: int) -> _Scanned:
+        s = jobs[i][0]
+        return _scan_input(files[i], idx=i, layout=layout, count_below=None if len(s.uris) == 2 else count_plain_below,
+                           threads=threads)
+
+    def grouped() -> list[list[_Scanned]]:
+        found = iter(files)
+        return [[next(found) for _ in s.uris] for s in samples]
+
+    def allocate() -> list[int]:
+        return allocate_shards([g[0].estimated_records for g in grouped()], params.reads_per_shard, shards)
+
+    with storage.objects_known(known):
+        files = _each(sniff, range(len(jobs)))
+        # the index or counting pass, for the files whose shards need record numbers: not for a sample its
+        # sniffs read whole that is one shard (a run of thousands of small samples then costs one GET a
+        # file), nor for one the first allocation makes one shard but the last does not (then next)
+        passed: set[int] = set()
+        counts = allocate()
+        for _ in range(2):
+            first, todo = 0, []
+            for g, k in zip(grouped(), counts, strict=True):
+                if not (k == 1 and _read_whole(g)):
+                    todo += [i for i in range(first, first + len(g)) if i not in passed]
+                first += len(g)
+            threads = max(1, gzindex.index_threads() // _workers(len(todo)))
+            for i, found in zip(todo, _each(scan, todo), strict=True):
+                files[i] = found
+            passed.update(todo)
+            counts = allocate()
+    return grouped(), counts
 
 
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
               reference: ReferencePin | None = None, params: Params | None = None,
-              shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW) -> Plan:
+              shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW,
+              known: Mapping[str, storage.ObjectInfo] | None = None) -> Plan:
     """Validate the inputs, build indexes, choose the shards, write and return the plan.
 
     ``reference``: the pinned reference, whose index must be stored already (:mod:`seqlake.plan.refindex`
-    builds it before the plan): the children only load it."""
+    builds it before the plan): the children only load it. ``known``: the inputs' sizes and ETags where the
+    caller has them (a run's request, from its listing): not asked again."""
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
@@ -363,24 +438,8 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
             raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
         load_primer_scheme(params.primer_bed, reference.uri)
     layout = RunLayout(out_prefix, run_id)
-    jobs = [(s, mate, uri) for s in samples for mate, uri in enumerate(s.uris, start=1)]
-
-    # the files are scanned a few at a time: a run of thousands of small files costs their round trips
-    # divided by the workers, not added up. The process's vCPUs are split between the scans running at
-    # once; a single scan runs in this thread, where its pass may fork a helper (no fork ever happens
-    # while scan threads run: seqlake.base.forked)
-    workers = max(1, min(SCAN_WORKERS, len(jobs)))
-    threads = max(1, gzindex.index_threads() // workers)
-
-    def scan(i: int) -> _Scanned:
-        s, mate, uri = jobs[i]
-        found = _scan_input(uri, s.name, mate, idx=i, layout=layout,
-                            count_below=None if len(s.uris) == 2 else count_plain_below, threads=threads)
-        found.info = replace(found.info, metadata=dict(s.metadata))
-        return found
-
-    found = iter(_scan_all(scan, len(jobs), workers))
-    scanned: list[list[_Scanned]] = [[next(found) for _ in s.uris] for s in samples]
+    scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
+                                known=known or {})
     for group in scanned:
         if len(group) == 2:
             n1, n2 = group[0].info.records, group[1].info.records
@@ -390,7 +449,6 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
                     f"paired files have different read counts: {group[0].info.uri} has {n1} records, "
                     f"{group[1].info.uri} has {n2}")
     reads = [g[0].estimated_records for g in scanned]
-    counts = allocate_shards(reads, params.reads_per_shard, shards)
     inputs = tuple(sc.info for g in scanned for sc in g)
     out_shards: list[Shard] = []
     shard_reads: list[int] = []

@@ -1,0 +1,128 @@
+"""Lambda's memory, enforced locally: an invocation past its function's MemorySize ends as Lambda ends
+it, and every invocation's log ends with Lambda's REPORT line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
+from seqlake.localcloud import memory
+from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+
+#: with the fork server and with a new interpreter per invocation: the limit reaches both
+pytestmark = pytest.mark.usefixtures("launch_mode")
+
+
+@pytest.fixture(params=["cgroup", "rlimit"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """A memory cgroup where this machine lets us make one; the rlimit where it does not (no cgroups)."""
+    if request.param == "cgroup":
+        probe = memory.MemoryLimits()
+        probe.close()
+        if probe.mode == "rlimit":
+            pytest.skip("no writable memory cgroup here")
+    else:
+        monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    return str(request.param)
+
+
+HANDLER = """
+def handler(event, context):
+    hog = b"x" * (event["mb"] << 20)  # written, so resident
+    return {"held": len(hog) >> 20, "limit": context.memory_limit_in_mb, "request_id": context.aws_request_id}
+"""
+REPORT = re.compile(
+    r"^REPORT RequestId: (?P<id>\S+)\tDuration: (?P<ms>[\d.]+) ms\tBilled Duration: (?P<billed>\d+) ms\t"
+    r"Memory Size: (?P<size>\d+) MB(\tMax Memory Used: (?P<used>\d+) MB)?$",
+    re.MULTILINE,
+)
+MEMORY_SIZE = 256
+
+
+def _runner(tmp_path: Path, env: dict[str, str] | None = None) -> LambdaRunner:
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "app.py").write_text(HANDLER)
+    spec = FunctionSpec("hog", code, "app.handler", {}, timeout=60, memory=MEMORY_SIZE)
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+            **(env or {})}
+    return LambdaRunner({"hog": spec}, base, tmp_path / "logs")
+
+
+def _log(tmp_path: Path) -> str:
+    (path,) = (tmp_path / "logs" / "lambda" / "hog").glob("*.log")
+    return path.read_text()
+
+
+def test_an_invocation_past_its_memory_size_fails_with_runtime_out_of_memory(tmp_path: Path, mechanism: str) -> None:
+    runner = _runner(tmp_path)
+    assert runner.memory.mode.startswith(mechanism)
+    try:
+        body, failed = runner.invoke("hog", json.dumps({"mb": 2 * MEMORY_SIZE}).encode())
+    finally:
+        runner.close()
+    error = json.loads(body)
+    assert failed, error
+    assert error["errorType"] == LAMBDA_OUT_OF_MEMORY
+    log = _log(tmp_path)
+    (report,) = REPORT.finditer(log)
+    assert error["errorMessage"].startswith(f"RequestId: {report['id']} Error: Runtime exited with error: ")
+    assert int(report["size"]) == MEMORY_SIZE
+    assert int(report["used"]) >= MEMORY_SIZE  # as Lambda reports a killed invocation
+    # Lambda's order: START, the function's output, the error, END, REPORT
+    lines = log.splitlines()
+    assert lines[0] == f"START RequestId: {report['id']} Version: $LATEST"
+    assert lines[-2:] == [f"END RequestId: {report['id']}", report.group(0)]
+    assert json.loads(lines[-3]) == error
+
+
+def test_an_invocation_within_its_memory_size_reports_what_it_used(tmp_path: Path, mechanism: str) -> None:
+    runner = _runner(tmp_path)
+    assert runner.memory.mode.startswith(mechanism)
+    try:
+        body, failed = runner.invoke("hog", json.dumps({"mb": 64}).encode())
+    finally:
+        runner.close()
+    result = json.loads(body)
+    assert not failed, result
+    assert result["limit"] == MEMORY_SIZE
+    (report,) = REPORT.finditer(_log(tmp_path))
+    assert report["id"] == result["request_id"]  # the context's id is the log's
+    assert int(report["billed"]) >= float(report["ms"]) > 0
+    assert int(report["size"]) == MEMORY_SIZE
+    assert 64 <= int(report["used"]) < MEMORY_SIZE
+
+
+def test_limits_off_lets_an_invocation_use_more(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, {memory.MEMORY_VAR: "0"})
+    try:
+        body, failed = runner.invoke("hog", json.dumps({"mb": 2 * MEMORY_SIZE}).encode())
+    finally:
+        runner.close()
+    assert not failed, body
+    assert json.loads(body)["held"] == 2 * MEMORY_SIZE
+    (report,) = REPORT.finditer(_log(tmp_path))
+    assert report["used"] is None  # nothing measured it
+
+
+def test_every_cgroup_is_removed(tmp_path: Path) -> None:
+    limits = memory.MemoryLimits()
+    if limits.parent is None:
+        pytest.skip(f"no writable memory cgroup here (mode {limits.mode})")
+    parent = limits.parent
+    runner = _runner(tmp_path)
+    try:
+        runner.invoke("hog", json.dumps({"mb": 2 * MEMORY_SIZE}).encode())
+        runner.invoke("hog", json.dumps({"mb": 1}).encode())
+        assert runner.memory.parent is not None
+        assert not [p for p in runner.memory.parent.iterdir() if p.is_dir()]
+    finally:
+        runner.close()
+        limits.close()
+    assert runner.memory.parent is None
+    assert not parent.exists()
