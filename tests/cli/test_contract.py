@@ -52,7 +52,7 @@ def test_process_and_local_run_take_the_same_options_alike() -> None:
     assert differing == []
     # what only one of them takes, each for a reason its help gives
     assert sorted(process.keys() - local.keys()) == ["--out", "--shards"]
-    assert sorted(local.keys() - process.keys()) == ["--containers", "--home"]
+    assert sorted(local.keys() - process.keys()) == ["--containers", "--home", "--no-memory-limits"]
     positionals = [[a.dest for a in dict(subcommands(build_parser()))[f"seqlake {c}"]._actions
                     if not a.option_strings] for c in ("process", "local run")]
     assert positionals[0] == positionals[1] == ["r1", "r2"]
