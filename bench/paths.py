@@ -86,13 +86,15 @@ def path_plan(args: argparse.Namespace) -> dict[str, Any]:
     reference = str(Path(args.reference).resolve()) if args.reference else None
     chosen = {"preset": args.preset, "quality_cutoff": args.quality_cutoff}
     params = params_cls(trim=not args.no_trim, **{k: v for k, v in chosen.items() if v is not None})
+    # pinned and indexed before the plan, as seqlake process does (the shards only load the index)
+    pinned = api("plan.refindex", "indexed_reference")(reference, params.preset) if reference else None
     key = json.dumps([r1, r2, reference, params.to_dict(), args.shards], sort_keys=True)
     run_id = "bench-" + hashlib.sha256(key.encode()).hexdigest()[:12]
     plan = api("plan.planner", "make_plan")(
         run_id,
         [sample_inputs("bench", r1, r2)],
         out_prefix=str(Path(args.out).resolve()),
-        reference=reference,
+        reference=pinned,
         params=params,
         shards=args.shards,
     )

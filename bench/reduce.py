@@ -48,6 +48,7 @@ from seqlake.lake.regions import plan_reduce, reference_length, regions  # noqa:
 from seqlake.lake.staging import staging_tables  # noqa: E402
 from seqlake.plan.planfile import Plan  # noqa: E402
 from seqlake.plan.planner import make_plan  # noqa: E402
+from seqlake.plan.refindex import indexed_reference  # noqa: E402
 
 READ = 150
 
@@ -127,8 +128,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="seqlake-reduce-bench-", dir=args.tmp))
     try:
         params = Params(trim=False, region_size=args.region_mb * 1_000_000, reads_per_shard=20_000 // args.children)
-        plan = make_plan("bench", [Sample("s", str(r1), str(r2))], out_prefix=str(root), reference=str(reference),
-                         params=params, shards=args.children)
+        plan = make_plan("bench", [Sample("s", str(r1), str(r2))], out_prefix=str(root),
+                         reference=indexed_reference(str(reference)), params=params, shards=args.children)
         t0 = time.perf_counter()
         for child in range(plan.array_size):
             process_child(plan, child)

@@ -94,8 +94,8 @@ def source_reads(args: argparse.Namespace) -> Source | None:
 
 
 def reference_copy(work: Path, fasta: Path) -> Path:
-    """The reference, copied into the work folder: aligning keeps the minimap2 index beside the FASTA, and
-    the package's own folder must stay as shipped."""
+    """The reference, copied into the work folder (the rows read it from there, whatever the package's
+    folder)."""
     copy = work / "reference" / fasta.name
     if not copy.exists() or copy.stat().st_size != fasta.stat().st_size:
         copy.parent.mkdir(parents=True, exist_ok=True)

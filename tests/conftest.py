@@ -35,8 +35,8 @@ def miseq() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The SARS-CoV-2 reference the MiSeq reads and the demo reads map to, as a copy: aligning keeps
-    the minimap2 index beside the FASTA, and the package's own folder must stay as shipped."""
+    """The SARS-CoV-2 reference the MiSeq reads and the demo reads map to, as a copy in a folder of its
+    own (a test may look at what is beside it; the package's folder stays as shipped)."""
     copy = tmp_path_factory.mktemp("reference") / demo_data.REFERENCE_NAME
     shutil.copyfile(demo_data.reference_path(), copy)
     return copy
@@ -74,3 +74,8 @@ def bgzip() -> str:
 @pytest.fixture(scope="session")
 def minimap2() -> str:
     return _tool("minimap2")
+
+
+@pytest.fixture(scope="session")
+def samtools() -> str:
+    return _tool("samtools")

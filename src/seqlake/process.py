@@ -16,7 +16,7 @@ import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,11 +26,15 @@ from seqlake.base.errors import BadInputError, UsageError
 from seqlake.base.model import RunState, Sample
 from seqlake.base.params import Params, chosen_parameters
 
+if TYPE_CHECKING:
+    from seqlake.plan.reference import ReferencePin
+
 console = Console(stderr=True)
 
 
-def local_run_id(paths: list[Path], params: Params, reference: str | None) -> str:
-    """Deterministic from the inputs' identity (path, size, mtime) and the parameters.
+def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None) -> str:
+    """Deterministic from the inputs' identity (path, size, mtime), the parameters and the reference's
+    content (its pin: a replaced reference is another run).
 
     The AWS app derives it from (bucket, key, ETag); locally a file's size and mtime stand in for
     its ETag without reading it whole.
@@ -40,7 +44,8 @@ def local_run_id(paths: list[Path], params: Params, reference: str | None) -> st
         st = p.stat()
         h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     h.update(json.dumps(params.to_dict(), sort_keys=True).encode())
-    h.update((reference or "").encode())
+    if reference is not None:
+        h.update(f"{reference.uri}\0{reference.key}".encode())
     return h.hexdigest()[:20]
 
 
@@ -126,9 +131,11 @@ def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
 
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
-    from seqlake.child.align import check_reference
     from seqlake.lake.merge import merge_run
     from seqlake.plan.planner import make_plan
+    from seqlake.plan.reference import check_reference, index_store
+    from seqlake.plan.refindex import indexed_reference
+    from seqlake.reads.gzindex import index_threads
     from seqlake.report import try_render_run
 
     samples, files = samples_of(args)
@@ -136,11 +143,15 @@ def process_command(args: argparse.Namespace) -> int:
     if args.reads_per_shard is not None:
         chosen["reads_per_shard"] = args.reads_per_shard
     params = Params.from_dict(chosen)
-    reference = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
-    if reference is not None:
-        check_reference(reference)
-    run_id = local_run_id(files, params, reference)
     out = Path(args.out).resolve()
+    reference_path = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
+    if reference_path is not None:
+        check_reference(reference_path)
+    # pinned by its content (SHA-256) and indexed before anything else, in the user's reference cache (never
+    # beside the FASTA): the run id and the index key follow from the pin, and the children only load the index
+    reference = (indexed_reference(reference_path, params.preset, index_store(str(out)), index_threads())
+                 if reference_path is not None else None)
+    run_id = local_run_id(files, params, reference)
     jobs = args.jobs or available_cpus()
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
@@ -152,7 +163,8 @@ def process_command(args: argparse.Namespace) -> int:
         "software_version": __version__,
         "inputs": [str(p.resolve()) for p in files],
         "samples": names,
-        "reference": reference,
+        "reference": reference.uri if reference else None,
+        "reference_index": reference.index_uri if reference else None,
         "parameters": params.to_dict(),
     }
     t0 = time.perf_counter()

@@ -92,6 +92,11 @@ class Deployed:
         body: bytes = self.s3().get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return body
 
+    def keys(self, prefix: str) -> list[str]:
+        """The bucket's keys under ``prefix``, sorted."""
+        listed = self.s3().list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
+        return sorted(str(o["Key"]) for o in listed)
+
     def event_for(self, key: str) -> dict[str, Any]:
         """A real-shaped Object Created event for an object already in the bucket."""
         head = self.s3().head_object(Bucket=self.bucket, Key=key)

@@ -316,8 +316,10 @@ GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
 def test_instance_families_fit_the_jobs_memory_per_vcpu(template: dict[str, Any]) -> None:
     families = default(template, "InstanceTypes").split(",")
     need = default(template, "WorkerMemoryMiB") / 1024 / default(template, "WorkerVcpus")
+    # the index job too: it builds a reference's index on IndexJobVcpus with IndexJobMemoryMiB
+    index_job = default(template, "IndexJobMemoryMiB") / 1024 / default(template, "IndexJobVcpus")
     for family in families:
-        assert GIB_PER_VCPU[family[0]] >= need, family
+        assert GIB_PER_VCPU[family[0]] >= max(need, index_job), family
     for ce in ("SpotComputeEnvironment", "OnDemandComputeEnvironment"):
         assert resources(template)[ce]["Properties"]["ComputeResources"]["InstanceTypes"] == {"Ref": "InstanceTypes"}
 

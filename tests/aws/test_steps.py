@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -16,11 +18,13 @@ import pytest
 from seqlake.aws import index_job
 from seqlake.aws.request import RunRequest, store_request
 from seqlake.aws.status import NEW_UPLOAD_ADVICE
+from seqlake.base.cachedir import REF_CACHE_VAR
 from seqlake.base.errors import BadInputError
 from seqlake.child.worker import process_child
 from seqlake.lake.reduce import reduce_region
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 from seqlake.plan.planfile import Plan, load_plan
+from seqlake.plan.refindex import indexed_reference
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 
@@ -34,13 +38,22 @@ def head_records(name: str, n: int) -> bytes:
     return gzip.compress(b"\n".join(lines) + b"\n")
 
 
+REFERENCE_KEY = "references/MN908947.3/MN908947.3.fasta"
+
+
 @pytest.fixture
-def run_input(deployed: Deployed) -> dict[str, Any]:
-    """events/run-request.json with its objects really in the bucket (ETags and sizes from S3)."""
+def run_input(deployed: Deployed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """events/run-request.json with its objects really in the bucket (ETags and sizes from S3), and its
+    reference indexed in the bucket (as an earlier run's index job left it; this host's copy of the index
+    goes to a folder of the test's own)."""
+    monkeypatch.setenv(REF_CACHE_VAR, str(tmp_path / "refcache"))
     request = load_event("run-request.json")
     request["bucket"] = deployed.bucket
     fasta = resources.files("seqlake.demo_data").joinpath("MN908947.3.fasta").read_bytes()
-    deployed.put("references/MN908947.3/MN908947.3.fasta", fasta)
+    deployed.put(REFERENCE_KEY, fasta)
+    assert request["reference"].endswith(REFERENCE_KEY)
+    request["reference"] = f"s3://{deployed.bucket}/{REFERENCE_KEY}"
+    indexed_reference(request["reference"], store=f"s3://{deployed.bucket}")
     for mate, item in zip(("R1", "R2"), request["inputs"], strict=True):
         body = head_records(f"demo_{mate}.fastq.gz", READS)
         item["etag"] = deployed.put(item["key"], body)
@@ -198,6 +211,53 @@ def test_large_inputs_are_planned_by_the_index_job(
     # and the plan step, called again, returns it
     again = steps("plan", step_input("plan-input.json", run_input))
     assert again["needs_index"] is False and again["array_size"] == 3
+
+
+def test_a_reference_not_indexed_yet_is_indexed_once_by_the_index_job(
+    deployed: Deployed,
+    run_input: dict[str, Any],
+    steps: Callable[[str, dict[str, Any]], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a run whose reference has no index in the bucket yet (small inputs: only the index is missing)
+    for key in deployed.keys("reference-indexes/"):
+        deployed.s3().delete_object(Bucket=deployed.bucket, Key=key)
+    # When the plan step runs: it does not build the index (the plan Lambda carries no aligner)
+    first = steps("plan", step_input("plan-input.json", run_input))
+    assert first["needs_index"] is True and not deployed.keys("reference-indexes/")
+    # Then the index job builds it, once, in seqlake's own prefix (never beside the FASTA), and plans
+    monkeypatch.setenv(index_job.JOB_VAR, first["index_job_uri"])
+    assert index_job.main() == 0
+    plan = load_plan(steps("plan", step_input("plan-input.json", run_input))["plan_uri"])
+    assert plan.reference is not None and plan.reference.etag == run_input_reference_etag(deployed)
+    key = plan.reference.key
+    assert sorted(deployed.keys("reference-indexes/")) == [f"reference-indexes/{key}/contigs.json",
+                                                          f"reference-indexes/{key}/index.mmi"]
+    assert deployed.keys("references/") == [REFERENCE_KEY]
+    # and a child only loads it: its host's copy, the same bytes
+    manifest = process_child(plan, 0)
+    host_copy = Path(os.environ[REF_CACHE_VAR], "reference-indexes", key, "index.mmi")
+    assert host_copy.read_bytes() == deployed.get(f"reference-indexes/{key}/index.mmi")
+    assert manifest.reference == key and manifest.contigs == [("MN908947.3", 29903)]
+    # and the next run of that reference finds the index: no index job
+    other = {**run_input, "run_id": run_input["run_id"] + "-2"}
+    assert steps("plan", step_input("plan-input.json", other))["needs_index"] is False
+
+
+def run_input_reference_etag(deployed: Deployed) -> str:
+    etag: str = deployed.s3().head_object(Bucket=deployed.bucket, Key=REFERENCE_KEY)["ETag"]
+    return etag.strip('"')
+
+
+def test_a_child_whose_reference_changed_since_the_plan_fails_as_a_changed_input_does(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    plan = load_plan(steps("plan", step_input("plan-input.json", run_input))["plan_uri"])
+    # Given the reference replaced after the plan (another genome under the same key)
+    deployed.put(REFERENCE_KEY, b">other\n" + b"ACGT" * 2000 + b"\n")
+    # When a child runs, Then it fails as bad input naming the reference and why (the worker exits 65)
+    with pytest.raises(BadInputError, match=r"MN908947\.3\.fasta: the reference changed after the run was planned"):
+        process_child(plan, 0)
 
 
 def test_bad_input_in_plan_is_raised_for_the_state_machine(

@@ -13,6 +13,7 @@ from samtranslator.translator.transform import transform
 
 from seqlake.aws import render_template
 from seqlake.base.cpus import THREADS_VAR
+from seqlake.base.layout import REFERENCE_INDEXES
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 
 from .conftest import REPO
@@ -146,9 +147,10 @@ def test_worker_role_writes_only_under_runs_its_alignments_and_reference_indexes
     for st in writes:
         assert set(as_list(st["Action"])) == {"s3:PutObject"}
         targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
-        # alignments go straight into their result partition, which only the commit registers
+        # alignments go straight into their result partition, which only the commit registers; the index job
+        # stores a reference's index in seqlake's own prefix, never beside the user's FASTA under references/
         assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/results/alignments/*",
-                           "${DataBucket.Arn}/references/*.mmi"]
+                           f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*"]
 
 
 def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]) -> None:
@@ -402,3 +404,14 @@ def test_index_job_decodes_on_the_vcpus_it_is_given(template: dict[str, Any]) ->
     subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
     assert subs["IndexJobVcpus"] == {"Ref": "IndexJobVcpus"}
     assert template["Parameters"]["IndexJobVcpus"]["Default"] >= 2
+
+
+def test_index_job_gets_the_memory_a_reference_index_needs(template: dict[str, Any]) -> None:
+    """The index job builds a reference's minimap2 index (GRCh38 with sr: about 11 GiB, docs/DEPLOY.md) with
+    its own memory, not a shard's."""
+    overrides = json.loads(ASL_PATH.read_text())["States"]["IndexJob"]["Parameters"]["ContainerOverrides"]
+    memory = next(r["Value"] for r in overrides["ResourceRequirements"] if r["Type"] == "MEMORY")
+    assert memory == "${IndexJobMemoryMiB}"
+    subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    assert subs["IndexJobMemoryMiB"] == {"Ref": "IndexJobMemoryMiB"}
+    assert template["Parameters"]["IndexJobMemoryMiB"]["Default"] >= 11 * 1024

@@ -1,4 +1,4 @@
-"""Alignment rows match ``minimap2 -ax sr``; the reference index is built once; coverage is exact."""
+"""Alignment rows match ``minimap2 -ax sr``; coverage is exact."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from seqlake import demo_data
 from seqlake.child import align
 from seqlake.lake import coverage
 from seqlake.lake.staging import AlignStats
+from seqlake.plan.reference import local_index
+from seqlake.plan.refindex import indexed_reference
 from seqlake.reads import chunks, fastq
 
 Key = tuple[str, int]
@@ -29,6 +31,11 @@ def ref_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "refcache"
     monkeypatch.setenv("SEQLAKE_REF_CACHE", str(cache))
     return cache
+
+
+def _index(reference: Path) -> str:
+    """The reference's minimap2 index, built once in the test's reference cache (as the planner does)."""
+    return local_index(indexed_reference(str(reference)))
 
 
 def _collect(pending: list[align.PendingBatch]) -> tuple[pa.Table, list[AlignStats]]:
@@ -84,7 +91,7 @@ def _cli(minimap2: str, reference: Path, miseq: tuple[Path, Path]) -> list[list[
 def test_alignments_equal_minimap2_cli(
     miseq: tuple[Path, Path], reference: Path, minimap2: str, ref_cache: Path
 ) -> None:
-    out, stats = _align_miseq(miseq, align.resolve_reference(str(reference)))
+    out, stats = _align_miseq(miseq, _index(reference))
     cli_all: dict[Key, set[tuple[str, int, str]]] = collections.defaultdict(set)
     cli_primary: dict[Key, tuple[str, int, str]] = {}
     cli_flags: dict[Key, int] = {}
@@ -133,22 +140,8 @@ def test_alignments_equal_minimap2_cli(
     assert abs(stats[0].properly_paired - cli_proper) <= flags_differ
 
 
-def test_reference_index_is_built_once_and_cached(reference: Path, ref_cache: Path, tmp_path: Path) -> None:
-    fasta = tmp_path / "ref.fa"
-    fasta.write_bytes(reference.read_bytes())
-    first = align.resolve_reference(str(fasta))
-    assert Path(first).parent == ref_cache
-    assert (tmp_path / "ref.fa.mmi").exists(), "the index is kept beside the FASTA"
-    mtime = os.stat(first).st_mtime_ns
-    assert align.resolve_reference(str(fasta)) == first
-    assert os.stat(first).st_mtime_ns == mtime
-    # a prebuilt .mmi is used as is
-    mmi = align.resolve_reference(str(tmp_path / "ref.fa.mmi"))
-    assert align.ReadAligner(mmi).contigs == [("MN908947.3", 29903)]
-
-
 def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -> None:
-    aligner = align.ReadAligner(align.resolve_reference(str(reference)))
+    aligner = align.ReadAligner(_index(reference))
     seq = "ATTAAAGGTTTATACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTG"
     table, (stats,) = _collect([aligner.submit_single(["hit", "none", "empty"], [seq, "ACGT" * 20, ""], [0, 1, 2],
                                                       "s")])
@@ -163,7 +156,7 @@ def test_single_end_unmapped_and_empty_reads(reference: Path, ref_cache: Path) -
 def test_threads_give_the_same_rows_in_the_same_order(
     miseq: tuple[Path, Path], reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    index = align.resolve_reference(str(reference))
+    index = _index(reference)
     ran_in = tmp_path / "pids"
     pairs = align.ReadAligner._pairs
 
@@ -216,7 +209,7 @@ def test_aligning_pairs_keeps_no_memory_per_pair(reference: Path, ref_cache: Pat
     """mappy's paired-end map leaked its copy of mate 2 (~240 bytes a 2x220 bp pair: a worker's memory grew
     with its shard); the build scripts/install_mappy.py installs frees it. The C heap after aligning 20,000
     pairs is what it was after the first 1,000 (give or take a few bytes a pair for Python's own lists)."""
-    aligner = align.ReadAligner(align.resolve_reference(str(reference)))
+    aligner = align.ReadAligner(_index(reference))
     genome = "".join(line.strip() for line in reference.read_text().splitlines()[1:])
     rng = np.random.default_rng(5)
     comp = str.maketrans("ACGT", "TGCA")
@@ -241,7 +234,7 @@ def test_the_fast_path_of_a_pair_writes_the_rows_of_the_general_one(
 ) -> None:
     """Pairs with one primary hit per mate take ``_one_hit_each``; without it every pair goes through
     ``_pair_primaries`` and ``_emit``: the same rows and counts."""
-    index = align.resolve_reference(str(reference))
+    index = _index(reference)
     r1, r2 = demo_data.paths()[:2]
     fast, fast_stats = _align_files(r1, r2, index)
     taken = []
@@ -301,7 +294,7 @@ def test_coverage_bins_are_exact_and_additive_across_shards() -> None:
 
 
 def test_files_count_mapped_reads(miseq: tuple[Path, Path], reference: Path, ref_cache: Path) -> None:
-    index = align.resolve_reference(str(reference))
+    index = _index(reference)
     paired = _align_files(miseq[0], miseq[1], index)[1]
     single = _align_files(miseq[0], None, index)[1]
     assert [s.mapped_reads for s in paired] == [5745, 5673]  # = minimap2 -ax sr (test above)

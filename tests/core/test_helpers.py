@@ -16,6 +16,8 @@ from seqlake.base import forked
 from seqlake.base.model import Sample
 from seqlake.child import align
 from seqlake.plan.planner import make_plan
+from seqlake.plan.reference import local_index
+from seqlake.plan.refindex import indexed_reference
 from seqlake.reads import bgzf, gzindex
 
 RECORDS = b"".join(b"@r%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(4000))
@@ -134,6 +136,6 @@ def test_the_aligner_refuses_to_fork_beside_another_thread(reference: Path, tmp_
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           other_thread: threading.Thread) -> None:
     monkeypatch.setenv("SEQLAKE_REF_CACHE", str(tmp_path / "refcache"))
-    index = align.resolve_reference(str(reference))
+    index = local_index(indexed_reference(str(reference)))
     with pytest.raises(RuntimeError, match="the aligner's fork: cannot fork while other threads run"):
         align.ReadAligner(index, threads=2)

@@ -26,6 +26,7 @@ from seqlake.lake import merge
 from seqlake.lake.tables import TABLES, THRESHOLDS
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
+from seqlake.plan.refindex import indexed_reference
 from seqlake.plan.samplesheet import read_samplesheet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,19 +38,11 @@ def _ref_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 
 @pytest.fixture(scope="module")
-def samtools() -> str:
-    path = shutil.which("samtools")
-    if path is None:
-        pytest.skip("samtools is not installed (make test installs it with apt-get)")
-    return path
-
-
-@pytest.fixture(scope="module")
 def miseq_run(miseq: tuple[Path, Path], reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Plan:
     """The MiSeq pair trimmed and aligned in three shards (so every figure goes through the merge)."""
     out = tmp_path_factory.mktemp("lab")
     plan = make_plan("lab", [Sample("s1", str(miseq[0]), str(miseq[1]))], out_prefix=str(out),
-                     reference=str(reference), shards=3)
+                     reference=indexed_reference(str(reference)), shards=3)
     for child in range(plan.array_size):
         worker.process_child(plan, child)
     merge.merge_run(plan)
@@ -203,7 +196,8 @@ def lanes_run(miseq: tuple[Path, Path], reference: Path, tmp_path_factory: pytes
                      "s1,s1_L002_R1.fastq.gz,s1_L002_R2.fastq.gz,false,2,RUN7,b1\n"
                      "sim,sim_R1.fastq.gz,sim_R2.fastq.gz,,,,\n")
     samples = read_samplesheet(str(sheet))
-    plan = make_plan("lanes", samples, out_prefix=str(d / "lake"), reference=str(reference), shards=4)
+    pinned = indexed_reference(str(reference))
+    plan = make_plan("lanes", samples, out_prefix=str(d / "lake"), reference=pinned, shards=4)
     for child in range(plan.array_size):
         worker.process_child(plan, child)
     merge.merge_run(plan)

@@ -18,6 +18,7 @@ from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake import reduce
 from seqlake.lake.tables import THRESHOLDS
 from seqlake.plan.planner import make_plan
+from seqlake.plan.refindex import indexed_reference
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +31,10 @@ def test_many_regions_give_the_tables_of_one(tmp_path: Path, monkeypatch: pytest
     single = tmp_path / "other_R1.fastq.gz"  # a second, single-end sample (a file may be listed once)
     shutil.copy(r2, single)
     samples = [Sample("s1", str(r1), str(r2)), Sample("s2", str(single))]
-    one = make_plan("one", samples, out_prefix=str(tmp_path / "one"), reference=str(reference), shards=3)
+    pinned = indexed_reference(str(reference))
+    one = make_plan("one", samples, out_prefix=str(tmp_path / "one"), reference=pinned, shards=3)
     # 1,000-base regions: the 29,903-base genome in 30, cut through depth runs, bins and low-coverage intervals
-    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=str(reference), shards=4,
+    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=pinned, shards=4,
                      params=Params(region_size=1_000))
     assert run_all(one).regions == 1
     # and the reducers fold a sample's pieces as soon as a second one arrives (the big-run path)
@@ -78,7 +80,8 @@ def test_thresholds_and_low_coverage_equal_samtools_depth_across_regions(tmp_pat
     r1, r2 = tmp_path / "s_R1.fastq.gz", tmp_path / "s_R2.fastq.gz"
     write_pairs(reference, r1, r2, 8_000, seed=11)
     plan = make_plan("sim", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path / "lake"),
-                     reference=str(reference), params=Params(trim=False, region_size=20_000), shards=3)
+                     reference=indexed_reference(str(reference)), params=Params(trim=False, region_size=20_000),
+                     shards=3)
     totals = run_all(plan)
     assert totals.regions == 6
     depth = _samtools_depth(reference, r1, r2, minimap2, samtools, tmp_path)

@@ -31,6 +31,7 @@ from seqlake.lake.tables import ALLELE_STAGING
 from seqlake.lake.vcf import bgzf_compress, tabix_index
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
+from seqlake.plan.refindex import indexed_reference
 from seqlake.reads.chunks import parse_chunk
 from seqlake.reads.fastq import iter_file_chunks
 
@@ -135,7 +136,8 @@ def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out:
 def run_seqlake(reads: tuple[Path, Path], ref: Path, out: Path, shards: int = 1,
                 params: Params | None = None) -> Plan:
     params = params or Params(trim=False)
-    plan = make_plan("run", [Sample("s", str(reads[0]), str(reads[1]))], out_prefix=str(out), reference=str(ref),
+    plan = make_plan("run", [Sample("s", str(reads[0]), str(reads[1]))], out_prefix=str(out),
+                     reference=indexed_reference(str(ref), params.preset),
                      shards=shards, params=params)
     for child in range(plan.array_size):
         worker.process_child(plan, child)
@@ -242,7 +244,8 @@ def test_a_bad_primer_bed_is_rejected_before_anything_is_written(lines: list[str
     reads = tmp_path / "r.fastq"
     reads.write_text("@r1\nACGT\n+\nIIII\n")
     with pytest.raises(BadInputError) as caught:
-        make_plan("bad", [Sample("s", str(reads))], out_prefix=str(tmp_path / "lake"), reference=str(reference),
+        make_plan("bad", [Sample("s", str(reads))], out_prefix=str(tmp_path / "lake"),
+                  reference=indexed_reference(str(reference)),
                   params=Params(primer_bed=str(bed)))
     assert str(caught.value).startswith(f"{bed}:{line}: ") and message in str(caught.value)
     assert not (tmp_path / "lake").exists()

@@ -31,6 +31,7 @@ from seqlake.lake import qc as lake_qc
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
+from seqlake.plan.refindex import indexed_reference
 from seqlake.plan.shards import Chunk
 from seqlake.reads import gzindex
 
@@ -66,8 +67,9 @@ def assert_same_results(a: Plan, b: Plan, drop: tuple[str, ...] = ()) -> None:
 
 def test_shard_invariance_gzip_index(miseq: tuple[Path, Path], reference: Path, tmp_path: Path, seqkit: str) -> None:
     samples = [Sample("s1", str(miseq[0]), str(miseq[1]))]
-    one = make_plan("run1", samples, out_prefix=str(tmp_path / "one"), reference=str(reference), shards=1)
-    seven = make_plan("run7", samples, out_prefix=str(tmp_path / "seven"), reference=str(reference), shards=7)
+    pinned = indexed_reference(str(reference))
+    one = make_plan("run1", samples, out_prefix=str(tmp_path / "one"), reference=pinned, shards=1)
+    seven = make_plan("run7", samples, out_prefix=str(tmp_path / "seven"), reference=pinned, shards=7)
     assert seven.array_size == 7
     totals = run_all(one)
     run_all(seven)
@@ -98,11 +100,12 @@ def test_shard_invariance_plain_byte_ranges(miseq: tuple[Path, Path], reference:
     plain = tmp_path / "reads.fastq"
     plain.write_bytes(gzip.decompress(miseq[1].read_bytes()))
     samples = [Sample("s", str(plain))]
+    pinned = indexed_reference(str(reference))
     one = make_plan(
-        "p1", samples, out_prefix=str(tmp_path / "a"), reference=str(reference), shards=1, count_plain_below=0
+        "p1", samples, out_prefix=str(tmp_path / "a"), reference=pinned, shards=1, count_plain_below=0
     )
     five = make_plan(
-        "p5", samples, out_prefix=str(tmp_path / "b"), reference=str(reference), shards=5, count_plain_below=0
+        "p5", samples, out_prefix=str(tmp_path / "b"), reference=pinned, shards=5, count_plain_below=0
     )
     assert five.array_size == 5
     run_all(one)
@@ -117,8 +120,9 @@ def test_bgzf_byte_ranges_give_the_tables_of_the_gzip_index(miseq: tuple[Path, P
     bg.write_bytes(gzip.decompress(miseq[0].read_bytes()))
     subprocess.run([bgzip, "-f", str(bg)], check=True)
     indexed = make_plan("gz", [Sample("s", str(miseq[0]))], out_prefix=str(tmp_path / "gz"),
-                        reference=str(reference), shards=3)
-    blocks = make_plan("bg", [Sample("s", f"{bg}.gz")], out_prefix=str(tmp_path / "bg"), reference=str(reference),
+                        reference=indexed_reference(str(reference)), shards=3)
+    pinned = indexed_reference(str(reference))
+    blocks = make_plan("bg", [Sample("s", f"{bg}.gz")], out_prefix=str(tmp_path / "bg"), reference=pinned,
                        shards=6, count_plain_below=0)
     assert blocks.inputs[0].index_uri is None and blocks.array_size == 6
     run_all(indexed)
@@ -141,10 +145,10 @@ def test_bgzf_pair_gives_the_tables_of_gzip(reference: Path, tmp_path: Path, bgz
         subprocess.run([bgzip, "-f", str(tmp_path / f"R{mate}.fastq")], check=True)
         bg.append(tmp_path / f"R{mate}.fastq.gz")
     indexed = make_plan("gz", [Sample("s", str(gz[0]), str(gz[1]))], out_prefix=str(tmp_path / "gz"),
-                        reference=str(reference), shards=2)
+                        reference=indexed_reference(str(reference)), shards=2)
     monkeypatch.setattr(gzindex, "index_gzip", lambda *a, **kw: pytest.fail("BGZF ran the index pass"))
     counted = make_plan("bg", [Sample("s", str(bg[0]), str(bg[1]))], out_prefix=str(tmp_path / "bg"),
-                        reference=str(reference), shards=5)
+                        reference=indexed_reference(str(reference)), shards=5)
     assert [i.index_uri for i in counted.inputs] == [None, None] and counted.array_size == 5
     assert counted.shards[3].spans[0].skip > 0  # the middle shards start after a checkpoint
     run_all(indexed)
@@ -311,7 +315,7 @@ def test_coverage_equals_samtools_depth_of_the_cli_alignments(
         "cov",
         [Sample("s1", str(miseq[0]), str(miseq[1]))],
         out_prefix=str(tmp_path),
-        reference=str(reference),
+        reference=indexed_reference(str(reference)),
         params=Params(trim=False),
         shards=3,
     )
@@ -358,11 +362,12 @@ def test_the_commit_holds_only_the_samples_being_folded(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(merge, "_SampleFold", Counted)
     params = Params(reads_per_shard=100)
-    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=str(reference), params=params)
+    pinned = indexed_reference(str(reference))
+    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=pinned, params=params)
     assert many.array_size < len(many.shards) < 2 * len(samples)  # packed and cut, both
     totals = run_all(many)
     assert most[0] <= 2 and totals.reads == 2 * (6 * 200 + 2 * 10)
-    alone = make_plan("alone", samples[2:3], out_prefix=str(tmp_path / "alone"), reference=str(reference),
+    alone = make_plan("alone", samples[2:3], out_prefix=str(tmp_path / "alone"), reference=pinned,
                       params=params)
     run_all(alone)
     for table in ("qc_summary", "qc_position", "contig_coverage", "coverage"):
@@ -407,7 +412,8 @@ def _long_read_run(tmp_path: Path, reference: Path, name: str, shards: int) -> P
     reads = tmp_path / "long.fastq"
     if not reads.exists():
         _long_read_library(reads, reference)
-    plan = make_plan(name, [Sample("ont", str(reads))], out_prefix=str(tmp_path / name), reference=str(reference),
+    plan = make_plan(name, [Sample("ont", str(reads))], out_prefix=str(tmp_path / name),
+                     reference=indexed_reference(str(reference), "map-ont"),
                      params=Params(preset="map-ont", quality_cutoff=7), shards=shards)
     run_all(plan)
     return plan
@@ -459,7 +465,7 @@ def test_a_failure_mid_child_leaves_no_alignment_process(reference: Path, tmp_pa
     monkeypatch.setenv(THREADS_VAR, "3")
     r1, r2 = demo_data.paths()[:2]
     plan = make_plan("fail", [Sample("s", str(r1), str(r2))], out_prefix=str(tmp_path),
-                     reference=str(reference), shards=1)
+                     reference=indexed_reference(str(reference)), shards=1)
     forked = []
     fork_aligners = align._fork_aligners
 

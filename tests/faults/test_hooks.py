@@ -16,6 +16,7 @@ import pytest
 from seqlake.base import faults
 from seqlake.base.model import Sample
 from seqlake.plan.planner import make_plan
+from seqlake.plan.refindex import indexed_reference
 
 from .conftest import fastq_records
 
@@ -54,7 +55,8 @@ def test_worker_dies_after_its_first_staged_write(tmp_path: Path) -> None:
     reads.write_bytes(b"".join(fastq_records(50)))
     reference = tmp_path / "ref.fasta"
     reference.write_bytes(resources.files("seqlake.demo_data").joinpath("MN908947.3.fasta").read_bytes())
-    plan = make_plan("hook-test", [Sample("s", str(reads))], out_prefix=str(tmp_path / "out"), reference=str(reference))
+    pinned = indexed_reference(str(reference))
+    plan = make_plan("hook-test", [Sample("s", str(reads))], out_prefix=str(tmp_path / "out"), reference=pinned)
     staged = Path(plan.layout.staging)
     # a fault for another sample or attempt does nothing
     assert _worker(plan.plan_uri, "kill:sample=other;kill:attempt=2").returncode == 0

@@ -9,7 +9,8 @@
 - :mod:`seqlake.aws.status` ``runs/<run_id>/status.json`` (no pyarrow: the plan step writes it too)
 - :mod:`seqlake.aws.runs_row` the run's row in the ``runs`` table (Parquet)
 - :mod:`seqlake.aws.catalog` Glue partition registration (``BatchCreatePartition``, last)
-- :mod:`seqlake.aws.index_job` the Batch job that plans inputs too large to index inside Lambda
+- :mod:`seqlake.aws.index_job` the Batch job that plans what the plan Lambda cannot: inputs too large to index
+  inside Lambda, a reference whose minimap2 index is not stored yet
 - :mod:`seqlake.aws.render_template` writes the Glue table resources of ``template.yaml`` from
   :mod:`seqlake.lake.tables`
 

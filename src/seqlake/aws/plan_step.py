@@ -2,8 +2,10 @@
 
 :func:`plan_step` writes ``plan.json`` (:func:`seqlake.plan.planner.make_plan`) and the execution's todo list
 (the children it runs), and returns their URIs and the array size. Inputs larger than
-``lambda_index_max_bytes`` are not read here: the step writes ``index/job.json`` and answers
-``needs_index``; the Batch index job (:mod:`seqlake.aws.index_job`) plans them and the state
+``lambda_index_max_bytes`` are not read here, nor is a reference indexed (this Lambda carries no aligner):
+then the step writes ``index/job.json`` and answers ``needs_index``; the Batch index job
+(:mod:`seqlake.aws.index_job`) builds the reference's index if it is not stored yet
+(:mod:`seqlake.plan.reference`, once per reference and preset) and plans the run, and the state
 machine calls this step again, which then finds the plan. Finding the plan is also how a re-run
 of a failed run works (an execution started again with the run's input, docs/DEPLOY.md): the todo
 list then holds only the children without a finished manifest, so only they compute again.
@@ -27,6 +29,7 @@ from seqlake.base.params import Params
 from seqlake.plan.childplan import todo_bytes
 from seqlake.plan.planfile import load_plan
 from seqlake.plan.planner import make_plan
+from seqlake.plan.reference import ReferencePin, index_ready, index_store, pin_reference
 
 
 @dataclass(frozen=True)
@@ -60,16 +63,25 @@ def input_bytes(request: RunRequest) -> int:
     return sum(int(i.get("size") or 0) for i in request.inputs if i.get("uri") != sheet)
 
 
+def pinned_reference(request: RunRequest, params: Params) -> ReferencePin | None:
+    """The run's reference as it is now, its index stored in the run's lake (None: no alignment)."""
+    if not request.reference:
+        return None
+    return pin_reference(request.reference, params.preset, index_store(request.layout.lake.root))
+
+
 def known_inputs(request: RunRequest) -> dict[str, storage.ObjectInfo]:
     """The inputs' sizes and ETags as the start step listed them: the planner does not ask S3 again."""
     return {str(i["uri"]): storage.ObjectInfo(size=int(i["size"]), etag=str(i["etag"]))
             for i in request.inputs if i.get("etag") and i.get("size") is not None}
 
 
-def make_run_plan(request: RunRequest, params: Params) -> int:
-    """Plan the run with the core planner (also what the Batch index job runs); its array size."""
+def make_run_plan(request: RunRequest, params: Params, reference: ReferencePin | None = None) -> int:
+    """Plan the run with the core planner (also what the Batch index job runs, once it has built the
+    reference's index); its array size."""
     plan = make_plan(request.run_id, list(request.samples), out_prefix=request.out_prefix,
-                     reference=request.reference, params=params, known=known_inputs(request))
+                     reference=reference or pinned_reference(request, params), params=params,
+                     known=known_inputs(request))
     return plan.array_size
 
 
@@ -83,14 +95,20 @@ def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
     total = input_bytes(request)
     if not storage.exists(layout.plan):
         params = params_for(request, reads_per_shard)
-        if lambda_index_max_bytes is not None and total > lambda_index_max_bytes:
+        reference = pinned_reference(request, params)
+        too_large = lambda_index_max_bytes is not None and total > lambda_index_max_bytes
+        # this Lambda carries no aligner: a reference not indexed yet is indexed by the index job
+        unindexed = reference is not None and not index_ready(reference)
+        if too_large or unindexed:
             body = {"execution": execution.to_dict(), "params": params.to_dict()}
             storage.write_bytes(layout.index_job, json.dumps(body, sort_keys=True).encode())
-            logger.info("inputs too large for the plan Lambda: planning in a Batch job",
-                        extra={"input_bytes": total, "limit": lambda_index_max_bytes})
+            logger.info("planning in a Batch job: " + ("inputs too large for the plan Lambda" if too_large
+                                                       else "the reference is not indexed yet"),
+                        extra={"input_bytes": total, "limit": lambda_index_max_bytes,
+                               "reference": reference.uri if reference else None})
             _write_running(request, execution_arn, started_at, None)
             return PlanSummary(layout.plan, 0, needs_index=True, index_job_uri=layout.index_job, input_bytes=total)
-        make_run_plan(request, params)
+        make_run_plan(request, params, reference)
     summary = replace(_todo(request, execution_name or request.run_id), input_bytes=total)
     _write_running(request, execution_arn, started_at, summary.array_size)
     return summary

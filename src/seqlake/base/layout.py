@@ -1,6 +1,6 @@
 """The bucket layout: every object of a run, named in one place.
 
-A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees below it::
+A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees below it::
 
     runs/<run_id>/request.json              the run request (the execution carries its URI and digest)
     runs/<run_id>/plan.json                 the plan: inputs, shards, children
@@ -20,6 +20,12 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and three trees
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
     reports/<run_id>/                       the run's report
+    reference-indexes/<key>/index.mmi       a reference's minimap2 index, keyed by its content and preset
+    reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s (written last: the index
+                                            is complete when it exists; seqlake.plan.reference)
+
+The user's reference cache (:func:`seqlake.base.cachedir.reference_cache`) keeps indexes in the same
+layout: it is the store of local runs and each Batch host's copy of the bucket's.
 
 A child writes its alignments straight into their result partition (``child=NNNNN.parquet``), and a
 reducer its region's rows of the per-position result tables (``region=NNNNN.parquet``): nothing is
@@ -44,6 +50,7 @@ REPORTS = "reports"
 GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
 VCF_SUFFIX = ".vcf.gz"
+REFERENCE_INDEXES = "reference-indexes"
 _CHILD_NAME = re.compile(r"child=(\d+)")
 
 
@@ -101,6 +108,14 @@ class LakeLayout:
 
     def run(self, run_id: str) -> RunLayout:
         return RunLayout(self.root, run_id)
+
+    def reference_index(self, key: str) -> str:
+        """The minimap2 index of the reference and preset ``key`` names (:mod:`seqlake.plan.reference`)."""
+        return _join(self.root, REFERENCE_INDEXES, key, "index.mmi")
+
+    def reference_contigs(self, key: str) -> str:
+        """The contigs of that index (names, lengths, MD5s), written once the index is stored."""
+        return _join(self.root, REFERENCE_INDEXES, key, "contigs.json")
 
 
 @dataclass(frozen=True)

@@ -15,33 +15,25 @@ at most ``max_frag_len`` (800 for ``sr``) after the forward mate ends: mappy doe
 ``proper_frag``), 0x8 / 0x20 from the mate's SAM primary, 0x40 / 0x80 for mate 1 / 2. CIGARs carry
 soft clips for every alignment (as ``minimap2 -Y``; the command line hard-clips supplementary ones).
 
-:func:`resolve_reference` turns a FASTA (plain or gzip; a path or ``s3://`` URI) or a prebuilt
-``.mmi`` into a local minimap2 index, built once and kept beside the FASTA (``<fasta>.mmi``) and in
-a per-host cache (``$SEQLAKE_REF_CACHE``, default ``~/.cache/seqlake/references``) under a file lock,
-so concurrent children on one host download or build it once.
+The aligner loads a minimap2 index it is given (:func:`seqlake.plan.reference.local_index`): the
+planner built it once, before the fan-out, and the reference's contigs come with it
+(:func:`seqlake.plan.reference.load_contigs`), so no sequence of the reference is held here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import multiprocessing
 import os
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seqlake.base import forked, storage
-from seqlake.base.errors import BadInputError
+from seqlake.base import forked
 from seqlake.lake.staging import AlignStats
 from seqlake.lake.tables import BY_NAME
 
@@ -351,24 +343,6 @@ class ReadAligner:
     def __repr__(self) -> str:
         return f"ReadAligner(index={self.index_path!r}, preset={self.preset!r})"
 
-    @property
-    def contigs(self) -> list[tuple[str, int]]:
-        """(name, length) of the index's sequences, in index order.
-
-        mappy exposes lengths only through ``seq(name)``: they are computed once (one contig in
-        memory at a time) and kept in ``<index>.contigs.json`` beside a cached index.
-        """
-        sidecar = Path(self.index_path + ".contigs.json")
-        if sidecar.exists():
-            return [(str(n), int(length)) for n, length in json.loads(sidecar.read_text())]
-        names: list[str] = self._aligner.seq_names
-        contigs = [(n, len(self._aligner.seq(n) or "")) for n in names]
-        with contextlib.suppress(OSError):
-            tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(contigs))
-            tmp.replace(sidecar)
-        return contigs
-
     def submit_pairs(
         self, names: Sequence[str], seqs1: Sequence[str | bytes], seqs2: Sequence[str | bytes],
         read_index: Sequence[int], sample: str,
@@ -565,120 +539,6 @@ def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
                 read_len,
             )
         )
-
-
-def contig_md5(aligner: ReadAligner) -> dict[str, str]:
-    """Each contig's MD5 as SAM ``@SQ M5`` (of the uppercase sequence), from the index; kept in
-    ``<index>.md5.json`` beside a cached index (a human genome takes seconds to hash)."""
-    sidecar = Path(aligner.index_path + ".md5.json")
-    if sidecar.exists():
-        return {str(k): str(v) for k, v in json.loads(sidecar.read_text()).items()}
-    seq = aligner._aligner.seq
-    out = {name: hashlib.md5((seq(name) or "").upper().encode(), usedforsecurity=False).hexdigest()
-           for name, _ in aligner.contigs}
-    with contextlib.suppress(OSError):
-        tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(out))
-        tmp.replace(sidecar)
-    return out
-
-
-# -- the reference index ------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("SEQLAKE_REF_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "seqlake" / "references"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path``: one process per host builds or downloads an index."""
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _cache_key(uri: str, preset: str) -> str:
-    try:
-        info = storage.head(uri)
-        ident = f"{uri}|{info.size}|{info.etag}|{preset}"
-    except Exception:
-        ident = f"{uri}|{preset}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:20]
-
-
-def resolve_reference(uri: str, preset: str = "sr") -> str:
-    """A local minimap2 index (``.mmi``) for a FASTA or ``.mmi`` reference URI (see module doc)."""
-    key = _cache_key(uri, preset)
-    cached = cache_dir() / f"{key}-{preset}.mmi"
-    if cached.exists():
-        return str(cached)
-    with _locked(cache_dir() / f"{key}.lock"):
-        if cached.exists():  # another process on this host finished it while we waited
-            return str(cached)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        if uri.endswith(".mmi"):
-            storage.download(uri, tmp)
-        elif storage.exists(uri + ".mmi"):
-            storage.download(uri + ".mmi", tmp)
-        else:
-            _build_index(uri, tmp, preset)
-            _publish_beside(tmp, uri + ".mmi")
-        tmp.replace(cached)
-    return str(cached)
-
-
-#: bytes of a reference read to check it is FASTA before minimap2 is given it
-_REFERENCE_PEEK = 1 << 16
-
-
-def check_reference(uri: str) -> None:
-    """A FASTA reference (plain or gzip) or a minimap2 ``.mmi`` index, by its first bytes: bad input, naming
-    the file and what is wrong, before any shard is planned or minimap2 is given it."""
-    if uri.endswith(".mmi"):
-        return
-    with storage.open_read(uri) as f:
-        head = f.read(_REFERENCE_PEEK)
-    if head[:2] == b"\x1f\x8b":
-        head = zlib.decompressobj(31).decompress(head)
-    if not head.strip():
-        raise BadInputError(uri, "the reference is empty")
-    if not head.lstrip().startswith(b">"):
-        raise BadInputError(uri, "not a FASTA reference: it does not start with a '>' header line (or give a "
-                            "minimap2 .mmi index)")
-    if not head.isascii():
-        raise BadInputError(uri, "not a FASTA reference: it holds bytes that are not text")
-
-
-def _build_index(fasta_uri: str, out: Path, preset: str) -> None:
-    check_reference(fasta_uri)
-    local = fasta_uri
-    fetched: Path | None = None
-    if storage.is_s3(fasta_uri):
-        fetched = out.with_suffix(".fasta")
-        storage.download(fasta_uri, fetched)
-        local = str(fetched)
-    import mappy
-
-    try:
-        aligner = mappy.Aligner(local, preset=preset, fn_idx_out=str(out))
-        if not aligner:
-            raise BadInputError(fasta_uri, "not a FASTA reference minimap2 can index")
-    finally:
-        if fetched is not None:
-            fetched.unlink(missing_ok=True)
-
-
-def _publish_beside(index: Path, uri: str) -> None:
-    """Keep the index beside its FASTA for later runs; a read-only location only loses that."""
-    with contextlib.suppress(Exception):  # the per-host cache still holds the index
-        storage.upload(index, uri)
 
 
 #: the aligner a forked alignment process maps with (key ``aligner``): set in the parent just before it

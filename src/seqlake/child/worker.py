@@ -32,7 +32,7 @@ from seqlake.base.cpus import threads_from_env
 from seqlake.base.errors import BadInputError
 from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
-from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans, contig_md5, resolve_reference
+from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
 from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
 from seqlake.child.primerclip import AmpliconCounts
@@ -56,6 +56,7 @@ from seqlake.lake.staging import (
 from seqlake.lake.tables import ALLELE_STAGING
 from seqlake.plan import shards
 from seqlake.plan.childplan import PlanView
+from seqlake.plan.reference import check_unchanged, load_contigs, local_index
 from seqlake.plan.shards import Chunk
 from seqlake.reads.chunks import ChunkRecords, parse_chunk
 
@@ -115,17 +116,23 @@ class _Aligning:
 
     def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
         assert plan.reference is not None
-        index = resolve_reference(plan.reference, plan.params.preset)
+        self.reference = plan.reference
+        check_unchanged(self.reference)  # as the inputs are: a replaced reference fails the child
+        contigs = load_contigs(self.reference)  # as the planner stored them beside the index: no sequence here
+        #: the index's contigs (name, length) in index order, and their MD5s (SAM ``@SQ M5``)
+        self.contigs = [(c.name, c.length) for c in contigs]
+        self.reference_md5 = {c.name: c.md5 for c in contigs}
+        index = local_index(self.reference)
         with contextlib.ExitStack() as stack:
             self.aligner = stack.enter_context(ReadAligner(index, plan.params.preset, threads=threads_from_env()))
             self.part = stack.enter_context(
                 PartWriter(plan.layout.alignments_part(child), "alignments", tmp, ALIGN_ROW_GROUP_ROWS))
-            self.primers = AmpliconCounts.of(plan.params.primer_bed, self.aligner.contigs)
+            self.primers = AmpliconCounts.of(plan.params.primer_bed, self.contigs)
             self._resources = stack.pop_all()
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
         self.alleles: dict[str, AlleleAccumulator] = {}
-        self.bin_width = coverage_bin_width(plan.params, reference_length(self.aligner.contigs))
+        self.bin_width = coverage_bin_width(plan.params, reference_length(self.contigs))
         self.min_base_quality = plan.params.min_base_quality
         self.count = plan.params.allele_counts
 
@@ -137,7 +144,7 @@ class _Aligning:
 
     def coverage_of(self, sample: str) -> CoverageAccumulator:
         if sample not in self.coverage:
-            self.coverage[sample] = CoverageAccumulator(self.aligner.contigs, self.bin_width)
+            self.coverage[sample] = CoverageAccumulator(self.contigs, self.bin_width)
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
@@ -146,8 +153,8 @@ class _Aligning:
         if not self.count:
             return
         if sample not in self.alleles:
-            self.alleles[sample] = AlleleAccumulator(self.aligner.contigs, self.min_base_quality)
-        rows, bases = batch_inputs(table, reads, self.aligner.contigs)
+            self.alleles[sample] = AlleleAccumulator(self.contigs, self.min_base_quality)
+        rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
@@ -367,10 +374,11 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
 def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest, tmp: str) -> None:
     """Publish the alignments part and write the per-position object (depth and coverage by region) and the
     allele parts; their counts and the reference's contigs into the manifest."""
-    manifest.reference_md5 = contig_md5(aligning.aligner)
+    manifest.reference = aligning.reference.key
+    manifest.reference_md5 = aligning.reference_md5
     aligning.part.publish()
     manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
-    manifest.contigs = list(aligning.aligner.contigs)
+    manifest.contigs = list(aligning.contigs)
     manifest.positions = write_child_positions(plan, child, aligning, manifest.contigs, tmp)
     # the allele counts still go to the commit whole, as Parquet parts (until a reducer calls lake.alleles)
     for spec, table in zip(ALLELE_STAGING, aligning.allele_parts(), strict=True):
@@ -385,7 +393,9 @@ def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:
         manifest = ChildManifest.from_json(storage.read_bytes(plan.layout.manifest(child)))
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
-    return manifest if manifest.belongs_to(plan.run_id, child, plan.child_shards(child)) else None
+    if not manifest.belongs_to(plan.run_id, child, plan.child_shards(child)):
+        return None
+    return manifest if manifest.reference == (plan.reference.key if plan.reference else None) else None
 
 
 def process_child(plan: PlanView, child: int) -> ChildManifest:

@@ -56,6 +56,7 @@ from seqlake.lake.tables import ALLELE_STAGING, BY_NAME, COVERAGE_POINTS, QC_SUM
 from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
+from seqlake.plan.reference import check_unchanged
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
@@ -139,6 +140,10 @@ def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> C
     if not m.belongs_to(plan.run_id, child, plan.child_shards(child)):
         raise SeqlakeError(f"{_describe(plan, child)}: the manifest at {uri} belongs to run {m.run_id}, "
                            f"child {m.child}, shards {m.shard_indexes}")
+    planned = plan.reference.key if plan.reference else None
+    if m.reference != planned:  # every manifest names the plan's reference, so all name the same one
+        raise SeqlakeError(f"{_describe(plan, child)}: aligned to reference index {m.reference}, the plan's is "
+                           f"{planned} ({plan.reference.uri if plan.reference else 'no reference'})")
     return m
 
 
@@ -239,7 +244,10 @@ class _Results:
         """A sample's variants and consensus from its children's allele parts (the whole genome as one
         region, until the per-region reduce calls seqlake.lake.alleles itself), its FASTA and VCF."""
         if self.sequences is None:
-            self.sequences = read_fasta(storage.read_bytes(self.plan.reference)) if self.plan.reference else {}
+            reference = self.plan.reference
+            if reference is not None:  # the genome the children aligned to, not one put in its place since
+                check_unchanged(reference)
+            self.sequences = read_fasta(storage.read_bytes(reference.uri)) if reference else {}
         layout = self.plan.layout
         fasta_uri = layout.sample_file(sample, CONSENSUS_SUFFIX)
         params = CallParams.of(self.plan.params)

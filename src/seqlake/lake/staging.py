@@ -238,6 +238,8 @@ class ChildManifest:
     contigs: list[tuple[str, int]] = field(default_factory=list)
     #: contig -> MD5 of its sequence (SAM ``@SQ M5``); empty without a reference
     reference_md5: dict[str, str] = field(default_factory=dict)
+    #: the key of the reference index the child aligned to (``ReferencePin.key``); None without a reference
+    reference: str | None = None
     #: versions of the libraries that made the numbers (cutadapt, mappy)
     software: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -258,6 +260,7 @@ class ChildManifest:
             "coverage_rows": self.coverage_rows,
             "contigs": [list(c) for c in self.contigs],
             "reference_md5": self.reference_md5,
+            "reference": self.reference,
             "software": self.software,
             "seconds": self.seconds,
         }
@@ -276,6 +279,7 @@ class ChildManifest:
             coverage_rows={k: int(v) for k, v in d.get("coverage_rows", {}).items()},
             contigs=[(str(n), int(length)) for n, length in d.get("contigs", [])],
             reference_md5={str(k): str(v) for k, v in d.get("reference_md5", {}).items()},
+            reference=d.get("reference"),
             software={str(k): str(v) for k, v in d.get("software", {}).items()},
             seconds=float(d.get("seconds", 0.0)), version=int(d["version"]))
 

@@ -311,7 +311,7 @@ def run_command(args: argparse.Namespace) -> int:
         uploads = plan_reads(_check_file(Path(args.r1), "R1"), r2, args.sample)
     reference = _check_file(Path(args.reference), "--reference") if args.reference else None
     if reference is not None:
-        from seqlake.child.align import check_reference
+        from seqlake.plan.reference import check_reference
 
         check_reference(str(reference))
     parameters = chosen_parameters(args)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from seqlake.base.cachedir import user_cache_dir
 from seqlake.localcloud import athena, iam
 from seqlake.localcloud.appdir import TEMPLATE
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
-from seqlake.localcloud.state import user_cache_dir
 from seqlake.localcloud.translate import translate
 
 #: template parameters the local cloud sets: a folder under incoming/ is quiet after 2 s (minutes on AWS)

@@ -50,14 +50,6 @@ def default_home() -> Path:
     return Path(os.environ.get("SEQLAKE_HOME") or ".seqlake")
 
 
-def user_cache_dir() -> Path:
-    """Derived files any state folder may share (``$SEQLAKE_CACHE_DIR``, else the XDG cache folder)."""
-    explicit = os.environ.get("SEQLAKE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seqlake"
-
-
 @dataclass(frozen=True)
 class ObjectMeta:
     etag: str

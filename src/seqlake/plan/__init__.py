@@ -6,6 +6,8 @@
 - :mod:`.childplan` one child's view of the plan; :mod:`.shards` a child's reading of its spans (here, not in
   ``child/``, because it is the plan's record-boundary rule applied: it imports the planner and the readers only)
 - :mod:`.samplesheet` the lab's samplesheet, checked
+- :mod:`.reference` the run's reference pinned by its content, its minimap2 index built once before the fan-out
+  (a child only loads it)
 
 May import: :mod:`seqlake.base`, :mod:`seqlake.schemas`, :mod:`seqlake.reads`. Must not import the lake or the child.
 """

@@ -21,6 +21,7 @@ from seqlake.base.layout import CHILD_DIGITS, RunLayout
 from seqlake.base.params import Params
 from seqlake.plan import fixedwidth, planslices
 from seqlake.plan.planfile import InputFile, Shard, Span
+from seqlake.plan.reference import ReferencePin
 
 #: the todo list's key and the width of its entries (a child number)
 TODO_KEY = "children"
@@ -44,7 +45,7 @@ class PlanView(Protocol):
     def params(self) -> Params: ...
 
     @property
-    def reference(self) -> str | None: ...
+    def reference(self) -> ReferencePin | None: ...
 
     @property
     def layout(self) -> RunLayout: ...
@@ -73,7 +74,7 @@ class ChildPlan:
     shards: Mapping[int, Shard]
     inputs: Mapping[int, InputFile]
     params: Params = field(default_factory=Params)
-    reference: str | None = None
+    reference: ReferencePin | None = None
 
     @property
     def layout(self) -> RunLayout:
@@ -94,7 +95,8 @@ class ChildPlan:
         return cls(run_id=d["run_id"], out_prefix=d["out_prefix"], child=int(d["child"]),
                    array_size=int(d["array_size"]), first_shard=first, shards=shards,
                    inputs={int(k): InputFile(**v) for k, v in d["inputs"].items()},
-                   params=Params.from_dict(d.get("params", {})), reference=d.get("reference"))
+                   params=Params.from_dict(d.get("params", {})),
+                   reference=ReferencePin.from_dict(d["reference"]) if d.get("reference") else None)
 
 
 def load_child_plan(plan_uri: str, child: int) -> ChildPlan:

@@ -20,8 +20,10 @@ from seqlake.base import storage
 from seqlake.base.layout import RunLayout
 from seqlake.base.params import Params
 from seqlake.plan import planslices
+from seqlake.plan.reference import ReferencePin
 
-PLAN_VERSION = 2
+#: 3: ``reference`` is the pinned reference (an object: :class:`ReferencePin`), not its URI
+PLAN_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ class Plan:
     inputs: tuple[InputFile, ...]
     shards: tuple[Shard, ...]
     params: Params = field(default_factory=Params)
-    reference: str | None = None
+    #: what identifies the reference's content and where its index is; None: no alignment
+    reference: ReferencePin | None = None
     #: child i processes shards ``children[i]`` up to the next child's first (see :func:`pack_children`)
     children: tuple[int, ...] = ()
     version: int = PLAN_VERSION
@@ -128,7 +131,7 @@ class Plan:
             "version": self.version,
             "run_id": self.run_id,
             "out_prefix": self.out_prefix,
-            "reference": self.reference,
+            "reference": self.reference.to_dict() if self.reference else None,
             "params": self.params.to_dict(),
             "inputs": [_drop_none(vars(i)) for i in self.inputs],
             "shards": [
@@ -144,7 +147,7 @@ class Plan:
             version=int(d["version"]),
             run_id=d["run_id"],
             out_prefix=d["out_prefix"],
-            reference=d.get("reference"),
+            reference=ReferencePin.from_dict(d["reference"]) if d.get("reference") else None,
             params=Params.from_dict(d.get("params", {})),
             inputs=tuple(InputFile(**i) for i in d["inputs"]),
             shards=tuple(

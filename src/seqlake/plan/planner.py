@@ -25,6 +25,9 @@ How each input is cut (no copy of the data is ever written; each child reads its
 
 The plan's types and its file are :mod:`seqlake.plan.planfile` (what the children and the commit load).
 
+The reference, when the run has one, comes pinned by its content and indexed (:mod:`seqlake.plan.reference`,
+:mod:`seqlake.plan.refindex`): the plan records the pin, the children only load the stored index.
+
 Shard count: ``shards`` if given (the total over all samples), else ``ceil(reads / reads_per_shard)`` per
 sample (reads estimated from the first records' size for uncounted plain files), clamped to 1..10,000 in
 total (the AWS Batch array limit), never more shards than reads; a zero-read input is one empty shard.
@@ -51,6 +54,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
 from seqlake.plan.primers import load_primer_scheme
+from seqlake.plan.reference import ReferencePin, index_ready
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -407,12 +411,15 @@ def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shard
     return grouped(), counts
 
 
-def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference: str | None = None,
-              params: Params | None = None, shards: int | None = None,
-              count_plain_below: int = PLAIN_COUNT_BELOW,
+def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
+              reference: ReferencePin | None = None, params: Params | None = None,
+              shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW,
               known: Mapping[str, storage.ObjectInfo] | None = None) -> Plan:
-    """Validate the inputs, build indexes, choose the shards, write and return the plan. ``known``: the
-    inputs' sizes and ETags where the caller has them (a run's request, from its listing): not asked again."""
+    """Validate the inputs, build indexes, choose the shards, write and return the plan.
+
+    ``reference``: the pinned reference, whose index must be stored already (:mod:`seqlake.plan.refindex`
+    builds it before the plan): the children only load it. ``known``: the inputs' sizes and ETags where the
+    caller has them (a run's request, from its listing): not asked again."""
     params = params or Params()
     if not samples:
         raise ValueError("no samples to plan")
@@ -423,10 +430,13 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str, reference:
         if s.r2 == s.r1:
             raise BadInputError(s.r1, "R1 and R2 are the same file")
     _check_lanes(samples)
+    if reference is not None and not index_ready(reference):
+        raise ValueError(f"{reference.uri}: no index at {reference.contigs_uri}: build it before the plan "
+                         "(seqlake.plan.refindex.ensure_index)")
     if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
         if reference is None:
             raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
-        load_primer_scheme(params.primer_bed, reference)
+        load_primer_scheme(params.primer_bed, reference.uri)
     layout = RunLayout(out_prefix, run_id)
     scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
                                 known=known or {})
