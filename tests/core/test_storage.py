@@ -190,9 +190,10 @@ def _reads(n: int, mate: int) -> bytes:
     return b"".join(b"@r%d/%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % (i, mate) for i in range(n))
 
 
-def test_plan_of_small_samples_reads_each_file_once_and_asks_no_size(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_of_small_samples_reads_each_file_twice_and_asks_no_size(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The request's listing gives the sizes and ETags (no HEAD); a small sample that is one shard is
-    read by its sniff alone (no index pass, nothing written for it); a split one is still indexed."""
+    read by its sniff and, compressed, once more for whole gzip members (what the index pass would check),
+    with no index pass and nothing written for it; a split one is still indexed."""
     files = {}
     for name in ("a", "b"):
         for mate in (1, 2):
@@ -211,9 +212,9 @@ def test_plan_of_small_samples_reads_each_file_once_and_asks_no_size(s3: str, mo
     samples = [Sample(n, f"{s3}/incoming/{n}_R1.fastq.gz", f"{s3}/incoming/{n}_R2.fastq.gz") for n in ("a", "b")]
     plan = make_plan("small", samples, out_prefix=f"{s3}/lake", params=Params(reads_per_shard=1000), known=files)
     assert "HeadObject" not in [op for op, _ in calls]
-    # a's files: one GET each (their sniff); nothing written for them
+    # a's files: two GETs each (their sniff, their members checked whole); nothing written for them
     assert sorted(str(key) for op, key in calls if str(key).startswith("incoming/a_")) == [
-        "incoming/a_R1.fastq.gz", "incoming/a_R2.fastq.gz"]
+        "incoming/a_R1.fastq.gz"] * 2 + ["incoming/a_R2.fastq.gz"] * 2
     small, split = plan.inputs[:2], plan.inputs[2:]
     assert [(i.records, i.index_uri, i.checkpoints_uri) for i in small] == [(300, None, None)] * 2
     assert [i.etag for i in plan.inputs] == [files[i.uri].etag for i in plan.inputs]
