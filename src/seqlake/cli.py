@@ -29,6 +29,7 @@ from seqlake.base.errors import (
     SeqlakeError,
     UsageError,
 )
+from seqlake.base.layout import REPORTS, RESULTS, RUNS
 from seqlake.base.params import PRESETS, Params
 
 Handler = Callable[[argparse.Namespace], int]
@@ -233,12 +234,12 @@ def _add_process(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     process = sub.add_parser(
         "process", help="process local FASTQ files into Parquet, without any cloud",
         description="Plan, process each shard in parallel (QC, trimming, QC again, alignment) and merge, on "
-                    "this machine. --out DIR becomes a lake laid out as the bucket: the tables under "
-                    "DIR/results/<table>/run_id=<id>/, the report at DIR/reports/<id>/index.html, the run's "
-                    "plan and summary under DIR/runs/<id>/.")
+                    f"this machine. --out DIR becomes a lake laid out as the bucket: the tables under "
+                    f"DIR/{RESULTS}/<table>/run_id=<id>/, the report at DIR/{REPORTS}/<id>/index.html, the run's "
+                    f"plan and summary under DIR/{RUNS}/<id>/.")
     _add_inputs(process)
     process.add_argument("--out", required=True, metavar="DIR",
-                         help="the lake to write: tables in DIR/results/<table>/, the report in DIR/reports/ "
+                         help=f"the lake to write: tables in DIR/{RESULTS}/<table>/, the report in DIR/{REPORTS}/ "
                               "(created if missing; other runs already there stay)")
     process.add_argument("--shards", type=_positive, default=None, metavar="N",
                          help="cut the input into exactly N shards, whatever --reads-per-shard says (process "

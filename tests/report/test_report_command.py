@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from report.conftest import Run
+from seqlake.base.errors import EXIT_BAD_INPUT
 from seqlake.cli import main
 from seqlake.localcloud.report_command import local_report_path
 from seqlake.localcloud.state import StateDir
@@ -45,13 +46,13 @@ def test_renders_once_then_prints_the_path(demo_run: Run, home: Path, capsys: py
 
 
 def test_unknown_and_ambiguous_ids(demo_run: Run, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["local", "report", "nope", "--home", str(home)]) == 1
+    assert main(["local", "report", "nope", "--home", str(home)]) == EXIT_BAD_INPUT
     assert "no run 'nope'" in capsys.readouterr().err
     (home / "s3" / BUCKET / "runs" / f"{demo_run.run_id[:4]}zzzz").mkdir()
-    assert main(["local", "report", demo_run.run_id[:4], "--home", str(home)]) == 1
+    assert main(["local", "report", demo_run.run_id[:4], "--home", str(home)]) == EXIT_BAD_INPUT
     assert "names 2 runs" in capsys.readouterr().err
 
 
 def test_no_local_cloud(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["local", "report", "x", "--home", str(tmp_path / "empty")]) == 1
+    assert main(["local", "report", "x", "--home", str(tmp_path / "empty")]) == EXIT_BAD_INPUT
     assert "seqlake demo" in capsys.readouterr().err

@@ -283,7 +283,7 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     if len(dat):  # few: added where they fall, not as a second histogram of every bin
         dbins, dn = np.unique(dat * _STATES + dstate, return_counts=True)
         hist[dbins] += dn
-    nonzero, counts = _reduce(hist.reshape(-1, _STATES), qsum.reshape(-1, _STATES), start_at, end_at,
+    nonzero, counts = _reduce(hist.reshape(n, _STATES), qsum.reshape(n, _STATES), start_at, end_at,
                               end_at[hq_olap[last]])
     out = BatchCounts(uniq[nonzero], counts)
     _count_indels(out.indels, rows, reads, op=op, oplen=oplen, row=row, ref_off=ref_off, q_off=q_off, key0=key0)
@@ -317,13 +317,13 @@ def _reduce(hist: npt.NDArray[np.int64], qsum: npt.NDArray[np.float64] | npt.NDA
     occupied[end_at] = True
     nonzero = np.flatnonzero(occupied)
     # integer sums over the few occupied rows (a BLAS product would start threads that spin on a shared CPU)
-    h = hist[nonzero].reshape(-1, 6, 2, 2, 2)
+    h = hist[nonzero].reshape(len(nonzero), 6, 2, 2, 2)  # -1 cannot be inferred from no rows
     counts = np.empty((len(nonzero), _NCOL), dtype=np.int64)
     stranded = h[:, :, :, 1, :].sum(axis=3)
-    counts[:, :_STRANDED] = stranded.reshape(len(nonzero), -1)
+    counts[:, :_STRANDED] = stranded.reshape(len(nonzero), _STRANDED)
     counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.reshape(len(nonzero), 6, 8).sum(axis=2)
     counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
-    summed = qsum[nonzero].reshape(-1, 6, 2, 2, 2)[:, :DEL, :, 1, :].sum(axis=(2, 3))
+    summed = qsum[nonzero].reshape(len(nonzero), 6, 2, 2, 2)[:, :DEL, :, 1, :].sum(axis=(2, 3))
     counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(summed).astype(np.int64) - 33 * stranded[:, :DEL].sum(
         axis=2)
     rank = np.cumsum(occupied) - 1  # a position's row among the occupied ones

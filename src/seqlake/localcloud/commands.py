@@ -462,7 +462,7 @@ def demo_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     t0 = time.monotonic()
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
-    with LocalCloud(state=_state(args), jobs=args.jobs, console=console) as cloud:
+    with LocalCloud(state=_state(args), jobs=jobs_of(args), console=console) as cloud:
         cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         # a few shards, so the demo shows the array job fanning out (2,000,000 reads per shard otherwise)
         cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqlake.base.layout import RunLayout
 from seqlake.localcloud import iam
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.policy import wildcard_match
@@ -237,13 +238,15 @@ class Runs:
             athena_query(self.cloud, sql)
         s3 = self.cloud.user_client("s3")
         for e in finished:
-            s3.get_object(Bucket=self.cloud.bucket, Key=f"runs/{e.name}/status.json")
-            s3.get_object(Bucket=self.cloud.bucket, Key=f"reports/{e.name}/index.html")
+            run = RunLayout.in_bucket(self.cloud.bucket, e.name)
+            for uri in (run.status, run.report):
+                s3.get_object(Bucket=self.cloud.bucket, Key=uri.removeprefix(f"s3://{self.cloud.bucket}/"))
 
 
 def _reason(cloud: LocalCloud, run_id: str) -> str:
     with contextlib.suppress(Exception):
-        body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=f"runs/{run_id}/status.json")["Body"].read()
+        key = RunLayout.in_bucket(cloud.bucket, run_id).status.removeprefix(f"s3://{cloud.bucket}/")
+        body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=key)["Body"].read()
         return str(json.loads(body).get("reason") or "")
     return ""
 
