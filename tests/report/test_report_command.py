@@ -47,7 +47,7 @@ def test_renders_once_then_prints_the_path(demo_run: Run, home: Path, capsys: py
 
 def test_unknown_and_ambiguous_ids(demo_run: Run, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["local", "report", "nope", "--home", str(home)]) == EXIT_BAD_INPUT
-    assert "no run 'nope'" in capsys.readouterr().err
+    assert "RUN_ID nope: no such run" in capsys.readouterr().err
     (home / "s3" / BUCKET / "runs" / f"{demo_run.run_id[:4]}zzzz").mkdir()
     assert main(["local", "report", demo_run.run_id[:4], "--home", str(home)]) == EXIT_BAD_INPUT
     assert "names 2 runs" in capsys.readouterr().err

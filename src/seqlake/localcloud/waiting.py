@@ -80,6 +80,8 @@ def run_record(state: StateDir, bucket: str, e: Execution, payload_bytes: int | 
     if path.is_file():
         with contextlib.suppress(ValueError):
             status_doc = json.loads(path.read_text())
+    # the shards' array (or single job), not the index job's or the reducers' (the ASL's JobName prefixes)
+    shard_jobs = [a for a in e.arrays if a.job_name.startswith("shard")]
     return {
         "run_id": run_id,
         "execution_arn": e.arn,
@@ -91,9 +93,9 @@ def run_record(state: StateDir, bucket: str, e: Execution, payload_bytes: int | 
         "states": e.states,
         "error": e.error,
         "cause": (e.cause or "")[:2000] or None,
-        "shards": sum(a.size for a in e.arrays),
-        "retried": sum(a.retries for a in e.arrays),
-        "failed_shards": sum(a.failed for a in e.arrays),
+        "shards": sum(a.size for a in shard_jobs),
+        "retried": sum(a.retries for a in shard_jobs),
+        "failed_shards": sum(a.failed for a in shard_jobs),
         "status_json": status_doc,
         "largest_payload_bytes": payload_bytes,
     }
