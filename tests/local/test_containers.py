@@ -278,7 +278,8 @@ def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             # is cached in the job definition's host volume, mounted into the containers
             cloud.override_parameter("ReadsPerShard", str(READS_PER_SHARD))
             reference = demo_paths()[2]
-            cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/demo/{reference.name}"))
+            cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/demo/{reference.name}",
+                                                                         as_admin=True))
             yield cloud
         finally:
             cloud.stop()

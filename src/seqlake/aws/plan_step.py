@@ -19,7 +19,6 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.status import previous_start, status_of, write_status
 from seqlake.base import storage
@@ -30,6 +29,14 @@ from seqlake.plan.childplan import todo_bytes
 from seqlake.plan.planfile import load_plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.reference import ReferencePin, index_ready, index_store, pin_reference
+
+
+def _logger() -> Any:
+    """The Powertools logger, imported when a message is logged: the index job imports this module in the
+    worker image, which carries no Powertools (it runs the planning functions, which log nothing)."""
+    from seqlake.aws.observability import logger
+
+    return logger
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
         if too_large or unindexed:
             body = {"execution": execution.to_dict(), "params": params.to_dict()}
             storage.write_bytes(layout.index_job, json.dumps(body, sort_keys=True).encode())
-            logger.info("planning in a Batch job: " + ("inputs too large for the plan Lambda" if too_large
+            _logger().info("planning in a Batch job: " + ("inputs too large for the plan Lambda" if too_large
                                                        else "the reference is not indexed yet"),
                         extra={"input_bytes": total, "limit": lambda_index_max_bytes,
                                "reference": reference.uri if reference else None})
@@ -122,7 +129,7 @@ def reduce_plan_step(execution: ExecutionInput) -> dict[str, int]:
     request = execution.load()
     reduce_plan = plan_reduce(load_plan(request.layout.plan))
     regions = len(reduce_plan.regions) if reduce_plan is not None else 0
-    logger.info("reduce planned", extra={"regions": regions})
+    _logger().info("reduce planned", extra={"regions": regions})
     return {"regions": regions}
 
 
@@ -135,7 +142,7 @@ def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
     uri = layout.todo(execution_name)
     storage.write_bytes(uri, todo_bytes(todo))
     if len(todo) < plan.array_size:
-        logger.info("re-run: only the children without a finished manifest run",
+        _logger().info("re-run: only the children without a finished manifest run",
                     extra={"children": len(todo), "of": plan.array_size})
     return PlanSummary(layout.plan, len(todo), todo_uri=uri)
 
