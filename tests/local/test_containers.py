@@ -292,7 +292,7 @@ def _rows(result: athena.Result, swap: dict[str, str]) -> list[tuple[Any, ...]]:
 
 #: columns that differ between two runs of the same reads: when each was committed, and (samples) the
 #: keys the reads were uploaded under
-_PER_RUN_COLUMNS = {*COMMIT_TIME_COLUMNS, "fastq_1", "fastq_2"}
+_PER_RUN_COLUMNS = {*COMMIT_TIME_COLUMNS, "fastq_1", "fastq_2", "fasta_uri"}  # fasta_uri: under the run's own folder
 
 
 def _tables(query: Any, run_id: str, sample: str | None = None) -> dict[str, list[tuple[Any, ...]]]:
