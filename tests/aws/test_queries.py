@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
+from seqlake.aws import render_template
 from seqlake.lake.tables import TABLES
 
 from .conftest import REPO
@@ -57,3 +58,22 @@ def test_query_runs_locally(db: duckdb.DuckDBPyConnection, path: Path) -> None:
     rows = db.sql(duck).to_arrow_table().to_pylist()
     assert rows, f"{path.name} returned nothing on one run of sample rows"
     assert all(r["run_id"] == "r1" for r in rows)  # every query names the run
+
+
+# ------------------------------------------------------------------------------------------------ views
+VIEWS = render_template.read_views(REPO / "views")
+#: DuckDB's type of a view column -> the Glue type Athena gives it (DuckDB sums BIGINT as HUGEINT; Trino as BIGINT)
+GLUE_OF_DUCKDB = {"VARCHAR": "string", "BIGINT": "bigint", "HUGEINT": "bigint", "INTEGER": "int",
+                  "DOUBLE": "double", "BOOLEAN": "boolean"}
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=[v.name for v in VIEWS])
+def test_view_runs_and_declares_the_columns_it_returns(db: duckdb.DuckDBPyConnection,
+                                                        view: render_template.View) -> None:
+    [duck] = sqlglot.transpile(view.sql, read="trino", write="duckdb")
+    relation = db.sql(duck)
+    derived = tuple((name, GLUE_OF_DUCKDB[str(t)]) for name, t in zip(relation.columns, relation.types, strict=True))
+    # the Glue table's columns (what Athena checks a view against) are what the query returns
+    assert view.columns == derived
+    rows = relation.to_arrow_table().to_pylist()
+    assert rows and all(r["run_id"] == "r1" for r in rows)

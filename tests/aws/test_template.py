@@ -73,7 +73,7 @@ def test_glue_tables_equal_tables_py(template: dict[str, Any]) -> None:
     glue = {
         r["Properties"]["TableInput"]["Name"]: r["Properties"]["TableInput"]
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::Glue::Table"
+        if r["Type"] == "AWS::Glue::Table" and r["Properties"]["TableInput"].get("TableType") != "VIRTUAL_VIEW"
     }
     assert set(glue) == {t.name for t in TABLES}
     for t in TABLES:
@@ -89,6 +89,7 @@ def test_drift_is_detected(tmp_path: Any) -> None:
     text = (REPO / "template.yaml").read_text().replace("Type: bigint", "Type: int", 1)
     (tmp_path / "template.yaml").write_text(text)
     (tmp_path / "queries").symlink_to(REPO / "queries")
+    (tmp_path / "views").symlink_to(REPO / "views")
     # Then the check fails, and rendering restores the original
     assert render_template.main(["--check", "--template", str(tmp_path / "template.yaml")]) == 1
     assert render_template.main(["--template", str(tmp_path / "template.yaml")]) == 0
@@ -102,6 +103,22 @@ def test_every_query_is_a_named_query(template: dict[str, Any]) -> None:
     files = sorted((REPO / "queries").glob("*.sql"))
     assert files, "queries/*.sql is empty"
     assert named == {f.read_text() for f in files}
+
+
+def test_every_view_is_a_glue_view(template: dict[str, Any]) -> None:
+    views = {
+        r["Properties"]["TableInput"]["Name"]: r["Properties"]["TableInput"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Glue::Table" and r["Properties"]["TableInput"].get("TableType") == "VIRTUAL_VIEW"
+    }
+    files = render_template.read_views(REPO / "views")
+    assert files, "views/*.sql is empty"
+    assert set(views) == {v.name for v in files}
+    assert not set(views) & {t.name for t in TABLES}
+    for v in files:
+        got = views[v.name]
+        assert got["StorageDescriptor"]["Columns"] == [{"Name": n, "Type": t} for n, t in v.columns]
+        assert got["Parameters"] == {"presto_view": "true", "comment": "Presto View"}
 
 
 def test_layer_pins_equal_pyproject() -> None:

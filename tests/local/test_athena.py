@@ -88,3 +88,40 @@ def test_catalog_round_trips_through_the_state_folder(tmp_path: Path) -> None:
     s.save_catalog([table])
     assert s.catalog() == [table]
     assert athena.duckdb_type("array<string>") == "TEXT[]"
+
+
+def test_an_athena_view_of_the_template_is_queried_as_athena_would(tmp_path: Path) -> None:
+    """The template's views (Glue VIRTUAL_VIEW tables, the SQL in a ``/* Presto View: <base64> */``) resolved as
+    the local deployer resolves them, decoded by the catalog mirror's rule, and queried over a registered table."""
+    from seqlake.aws import render_template
+    from seqlake.lake.tables import BY_NAME
+    from seqlake.localcloud.deployer import Deployer
+
+    resources = render_template.view_resources(render_template.REPO / "views")
+    view = resources["LowAmpliconsView"]["Properties"]["TableInput"]
+    d = Deployer({"Parameters": {}, "Resources": {}})
+    d.physical["GlueDatabase"] = "seqlake"
+    text = d.resolve(view["ViewOriginalText"])
+    assert view["TableType"] == "VIRTUAL_VIEW" and text.startswith("/* Presto View: ")
+    sql = athena.view_query(text)
+    assert sql == render_template.View.read(render_template.REPO / "views" / "low_amplicons.sql").sql
+    with pytest.raises(ValueError, match="not an Athena view"):
+        athena.view_query("SELECT 1")
+
+    state = StateDir(tmp_path)
+    spec = BY_NAME["amplicon_depth"]
+    rows = [{"sample": "s1", "amplicon": "a1", "mean_pileup_depth": 5.0, "reads": 10, "misprimed_reads": 1},
+            {"sample": "s1", "amplicon": "a2", "mean_pileup_depth": 50.0, "reads": 30, "misprimed_reads": 0},
+            {"sample": "s1", "amplicon": None, "mean_pileup_depth": 0.0, "reads": 10, "misprimed_reads": 0}]
+    path = state.local_path("b", "results/amplicon_depth/run_id=r1/part-0.parquet")
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{f.name: r.get(f.name) for f in spec.schema} for r in rows],
+                                        schema=spec.schema), path)
+    table = TableDef("seqlake", "amplicon_depth", "s3://b/results/amplicon_depth/",
+                     tuple((c["Name"], c["Type"]) for c in spec.glue_table_input("X")["StorageDescriptor"]["Columns"]),
+                     (("run_id", "string"),), (Partition(("r1",), "s3://b/results/amplicon_depth/run_id=r1/"),))
+    low = TableDef("seqlake", "low_amplicons", "", (), view=sql)
+    result = athena.query([low, table], state.files_under, "SELECT * FROM low_amplicons")
+    assert result.columns == [n for n, _ in render_template.View.read(
+        render_template.REPO / "views" / "low_amplicons.sql").columns]
+    assert result.rows == [("r1", "s1", 1, 2, 10, 20.0, 1)]

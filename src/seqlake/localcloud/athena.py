@@ -11,8 +11,11 @@ unchanged here and on Athena.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import decimal
+import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,8 @@ class TableDef:
     columns: tuple[tuple[str, str], ...]
     partition_keys: tuple[tuple[str, str], ...] = ()
     partitions: tuple[Partition, ...] = field(default=())
+    #: an Athena view's query (Athena's dialect), decoded from the Glue table's ``ViewOriginalText``
+    view: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +54,7 @@ class TableDef:
             "columns": [list(c) for c in self.columns],
             "partition_keys": [list(k) for k in self.partition_keys],
             "partitions": [{"values": list(p.values), "location": p.location} for p in self.partitions],
+            "view": self.view,
         }
 
     @classmethod
@@ -60,7 +66,20 @@ class TableDef:
             columns=tuple((c[0], c[1]) for c in d["columns"]),
             partition_keys=tuple((k[0], k[1]) for k in d["partition_keys"]),
             partitions=tuple(Partition(tuple(p["values"]), p["location"]) for p in d["partitions"]),
+            view=d.get("view"),
         )
+
+
+_PRESTO_VIEW = re.compile(r"\A/\* Presto View: ([A-Za-z0-9+/=]+) \*/\Z")
+
+
+def view_query(view_original_text: str) -> str:
+    """The query of an Athena view from its Glue ``ViewOriginalText`` (``/* Presto View: <base64 JSON> */``,
+    as Athena writes a ``CREATE VIEW``); ``ValueError`` for anything else."""
+    m = _PRESTO_VIEW.match(view_original_text.strip())
+    if m is None:
+        raise ValueError(f"not an Athena view definition: {view_original_text[:60]!r}")
+    return str(json.loads(base64.b64decode(m.group(1)))["originalSql"])
 
 
 #: maps a Glue location (``s3://bucket/prefix/``) to the Parquet files stored under it locally
@@ -114,15 +133,17 @@ def connect(
     con = duckdb.connect()
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")
-    schemas = {default_database}
+    tables = list(tables)
+    for db in sorted({default_database} | {t.database for t in tables}):
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
     for t in tables:
-        if t.database not in schemas:
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(t.database)}")
-            schemas.add(t.database)
-        if t.database == default_database:
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(t.database)}")
-        con.execute(f"CREATE OR REPLACE VIEW {_quote(t.database)}.{_quote(t.name)} AS {view_sql(t, files_under)}")
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(default_database)}")
+        if t.view is None:
+            con.execute(f"CREATE OR REPLACE VIEW {_quote(t.database)}.{_quote(t.name)} AS {view_sql(t, files_under)}")
+    # Athena's views after the tables they read, each resolved in its own database as Athena resolves it
+    for t in tables:
+        if t.view is not None:
+            con.execute(f"USE {_quote(t.database)}")
+            con.execute(f"CREATE OR REPLACE VIEW {_quote(t.database)}.{_quote(t.name)} AS {translate(t.view)}")
     con.execute(f"USE {_quote(default_database)}")
     return con
 

@@ -66,6 +66,7 @@ def catalog(clients: Clients) -> list[athena.TableDef]:
                         athena.Partition(tuple(p["Values"]), p["StorageDescriptor"]["Location"])
                         for p in sorted(parts, key=lambda p: p["Values"])
                     ),
+                    view=athena.view_query(t["ViewOriginalText"]) if t.get("TableType") == "VIRTUAL_VIEW" else None,
                 )
             )
     return out
