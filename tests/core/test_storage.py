@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqlake.base import clients, storage
+from seqlake.base.errors import BadInputError
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan import shards
@@ -190,10 +191,10 @@ def _reads(n: int, mate: int) -> bytes:
     return b"".join(b"@r%d/%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % (i, mate) for i in range(n))
 
 
-def test_plan_of_small_samples_reads_each_file_twice_and_asks_no_size(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_of_small_samples_reads_each_file_once_and_asks_no_size(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The request's listing gives the sizes and ETags (no HEAD); a small sample that is one shard is
-    read by its sniff and, compressed, once more for whole gzip members (what the index pass would check),
-    with no index pass and nothing written for it; a split one is still indexed."""
+    read by its sniff in one GET, which also serves the check for whole gzip members (what the index pass
+    would check), with no index pass and nothing written for it; a split one is still indexed."""
     files = {}
     for name in ("a", "b"):
         for mate in (1, 2):
@@ -212,9 +213,9 @@ def test_plan_of_small_samples_reads_each_file_twice_and_asks_no_size(s3: str, m
     samples = [Sample(n, f"{s3}/incoming/{n}_R1.fastq.gz", f"{s3}/incoming/{n}_R2.fastq.gz") for n in ("a", "b")]
     plan = make_plan("small", samples, out_prefix=f"{s3}/lake", params=Params(reads_per_shard=1000), known=files)
     assert "HeadObject" not in [op for op, _ in calls]
-    # a's files: two GETs each (their sniff, their members checked whole); nothing written for them
+    # a's files: one GET each (their sniff; their members checked whole from its bytes); nothing written for them
     assert sorted(str(key) for op, key in calls if str(key).startswith("incoming/a_")) == [
-        "incoming/a_R1.fastq.gz"] * 2 + ["incoming/a_R2.fastq.gz"] * 2
+        "incoming/a_R1.fastq.gz", "incoming/a_R2.fastq.gz"]
     small, split = plan.inputs[:2], plan.inputs[2:]
     assert [(i.records, i.index_uri, i.checkpoints_uri) for i in small] == [(300, None, None)] * 2
     assert [i.etag for i in plan.inputs] == [files[i.uri].etag for i in plan.inputs]
@@ -226,3 +227,25 @@ def test_plan_of_small_samples_reads_each_file_twice_and_asks_no_size(s3: str, m
                          for i in range(plan.array_size) for chunks in shards.iter_shard_chunks(plan, i))
              for m in (1, 2)}
     assert whole == {m: _reads(300, m) + _reads(3000, m) for m in (1, 2)}
+
+
+def test_plan_refuses_bytes_after_the_last_gzip_member_of_a_small_file_from_its_one_get(
+        s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small gzip file read whole by its sniff, with bytes after its last whole member: refused naming
+    the byte where they start, from the sniff's own GET (the reader stops at the last whole member)."""
+    body = gzip.compress(_reads(20, 1))
+    uri = f"{s3}/incoming/padded.fastq.gz"
+    storage.write_bytes(uri, body + b"\0" * 10)
+    gets: list[object] = []
+    client = storage.s3_client()
+    original = client._make_api_call
+
+    def counting(operation: str, params: dict[str, object]) -> object:
+        if operation == "GetObject":
+            gets.append(params.get("Key"))
+        return original(operation, params)
+
+    monkeypatch.setattr(client, "_make_api_call", counting)
+    with pytest.raises(BadInputError, match=f"corrupt gzip stream at byte {len(body)}: not a gzip member"):
+        make_plan("padded", [Sample("a", uri)], out_prefix=f"{s3}/lake", known={uri: storage.head(uri)})
+    assert gets == ["incoming/padded.fastq.gz"]

@@ -198,15 +198,18 @@ class S3RangeReader(io.RawIOBase):
             self._sequential = 0
             self._close_stream()
         self._last_end = start + size
-        if self._stream is not None or self._sequential >= SEQUENTIAL_READS:
+        b0, b1 = start // self._block, (start + size - 1) // self._block
+        # bytes already fetched are read from the cache, however many reads came before: a small object read
+        # whole by its first GET (a plan-time sniff, then its gzip-member check) costs no second request
+        cached = self._stream is None and all(b in self._cache for b in range(b0, b1 + 1))
+        if not cached and (self._stream is not None or self._sequential >= SEQUENTIAL_READS):
             if self._stream is not None and self._stream.pos != start:
                 self._close_stream()
             data = self._stream_read(size)
-        elif size >= self._block * self._max_blocks // 2:
+        elif not cached and size >= self._block * self._max_blocks // 2:
             # a large read would flush the cache anyway: fetch it in one GET, bypassing the cache
             data = self._get(start, size)
         else:
-            b0, b1 = start // self._block, (start + size - 1) // self._block
             off = start - b0 * self._block
             blocks = [memoryview(self._block_data(b)) for b in range(b0, b1 + 1)]
             # one copy of just the bytes asked for (joining whole blocks and then slicing copied three)

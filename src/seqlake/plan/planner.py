@@ -109,13 +109,9 @@ def _sniff_input(uri: str, sample: str, mate: int) -> _Scanned:
     sniff = fastq.sniff_fastq(uri)
     info = InputFile(uri=uri, sample=sample, mate=mate, size=meta.size, compression=sniff.compression,
                      etag=meta.etag, mtime=None if meta.etag else meta.mtime)
+    if sniff.gzip_damage is not None:  # a file taken whole by its sniff skips the index pass that refuses it
+        raise BadInputError(uri, f"corrupt {sniff.compression} stream at {sniff.gzip_damage}")
     if sniff.complete:
-        if sniff.compression in ("gzip", "bgzf"):
-            # the stream reader stops at the last whole member: bytes after it (damage, another file's tail)
-            # are what the index pass would refuse, and a file taken whole by its sniff skips that pass
-            where = fastq.locate_gzip_damage(uri)
-            if where is not None and not gzindex.gzip_header_only(uri):  # a bare header is an empty file
-                raise BadInputError(uri, f"corrupt {sniff.compression} stream at {where}")
         info = replace(info, records=sniff.records, plain_size=sniff.plain_bytes)
     return _Scanned(info, sniff)
 

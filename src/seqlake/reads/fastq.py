@@ -195,26 +195,32 @@ def locate_gzip_damage(uri: str) -> str | None:
     :func:`find_truncation` names). A second pass, run only after a reader failed; member by member with
     zlib, and byte by byte within the one block that fails, so N is the first byte zlib refuses."""
     with storage.open_read(uri, buffer_size=_PROBE_BLOCK) as raw:
-        d, member, pos = zlib.decompressobj(31), 0, 0
-        while block := raw.read(_PROBE_BLOCK):
-            while block:
-                before = d.copy()
-                try:
-                    d.decompress(block)
-                except zlib.error as err:
-                    at = pos + _first_refused_byte(before, block)
-                    if at <= member + 2:  # refused within its magic bytes
-                        return f"byte {member}: not a gzip member ({err})"
-                    return f"byte {at}: {err} (in the gzip member that starts at byte {member})"
-                if not d.eof:
-                    pos += len(block)
-                    break
-                pos += len(block) - len(d.unused_data)
-                block, member, d = d.unused_data, pos, zlib.decompressobj(31)
-        if pos == member:
-            return None
-        raw.seek(member)
-        head = raw.read(3)
+        return gzip_damage_in(raw)
+
+
+def gzip_damage_in(raw: BinaryIO) -> str | None:
+    """:func:`locate_gzip_damage` of an open, seekable reader of the compressed bytes (read from its start)."""
+    raw.seek(0)
+    d, member, pos = zlib.decompressobj(31), 0, 0
+    while block := raw.read(_PROBE_BLOCK):
+        while block:
+            before = d.copy()
+            try:
+                d.decompress(block)
+            except zlib.error as err:
+                at = pos + _first_refused_byte(before, block)
+                if at <= member + 2:  # refused within its magic bytes
+                    return f"byte {member}: not a gzip member ({err})"
+                return f"byte {at}: {err} (in the gzip member that starts at byte {member})"
+            if not d.eof:
+                pos += len(block)
+                break
+            pos += len(block) - len(d.unused_data)
+            block, member, d = d.unused_data, pos, zlib.decompressobj(31)
+    if pos == member:
+        return None
+    raw.seek(member)
+    head = raw.read(3)
     if head != b"\x1f\x8b\x08"[:len(head)]:
         return f"byte {member}: not a gzip member ({pos - member} bytes after the last whole member)"
     return f"byte {member}: the gzip member that starts here ends before its end"
@@ -274,33 +280,38 @@ class _TranslatingReader(io.RawIOBase):
 @contextlib.contextmanager
 def open_fastq_stream(uri: str) -> Iterator[tuple[BinaryIO, Compression]]:
     """A binary stream of the decompressed bytes of ``uri`` and the sniffed compression."""
-    raw = storage.open_read(uri)
+    with storage.open_read(uri) as raw, _decompressed(raw, uri) as opened:
+        yield opened
+
+
+@contextlib.contextmanager
+def _decompressed(raw: BinaryIO, uri: str) -> Iterator[tuple[BinaryIO, Compression]]:
+    """:func:`open_fastq_stream` of ``raw``, an open reader of ``uri``'s stored bytes, which stays open (and
+    holds what was read of them: :func:`sniff_fastq` checks its gzip members from it)."""
+    head = raw.read(32)
+    raw.seek(0)
+    comp = sniff_compression(head)
+    if comp == "zstd":
+        raise BadInputError(uri, "zstd-compressed FASTQ is not supported; use gzip (or bgzip)")
+    inner: BinaryIO
+    if comp == "gzip" and bare_gzip_header(raw):
+        yield io.BytesIO(b""), comp
+        return
+    if comp in ("gzip", "bgzf"):
+        inner = cast(BinaryIO, igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
+    elif comp == "bz2":
+        inner = cast(BinaryIO, bz2.BZ2File(raw))
+    elif comp == "xz":
+        inner = cast(BinaryIO, lzma.LZMAFile(raw))  # noqa: SIM115 - closed by the stream below
+    else:
+        yield raw, comp
+        return
+    # closing it closes the decompressor, which leaves the reader it was given open
+    stream = io.BufferedReader(_TranslatingReader(inner, uri, comp), buffer_size=STREAM_BLOCK)
     try:
-        head = raw.read(32)
-        raw.seek(0)
-        comp = sniff_compression(head)
-        if comp == "zstd":
-            raise BadInputError(uri, "zstd-compressed FASTQ is not supported; use gzip (or bgzip)")
-        inner: BinaryIO
-        if comp == "gzip" and bare_gzip_header(raw):
-            yield io.BytesIO(b""), comp
-            return
-        if comp in ("gzip", "bgzf"):
-            inner = cast(BinaryIO, igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
-        elif comp == "bz2":
-            inner = cast(BinaryIO, bz2.BZ2File(raw))
-        elif comp == "xz":
-            inner = cast(BinaryIO, lzma.LZMAFile(raw))  # noqa: SIM115 - closed by the stream below
-        else:
-            yield raw, comp
-            return
-        stream = io.BufferedReader(_TranslatingReader(inner, uri, comp), buffer_size=STREAM_BLOCK)
-        try:
-            yield cast(BinaryIO, stream), comp
-        finally:
-            stream.close()
+        yield cast(BinaryIO, stream), comp
     finally:
-        raw.close()
+        stream.close()
 
 
 def _non_ascii_line(blocks: Iterable[bytes]) -> tuple[int, int] | None:
@@ -457,6 +468,9 @@ class Sniff:
     plain_bytes: int
     #: True when the sample reached the end of the file
     complete: bool
+    #: a gzip or BGZF file read to its end: where its bytes stop being whole gzip members (None: they do
+    #: not; :func:`locate_gzip_damage`)
+    gzip_damage: str | None = None
 
 
 #: decompressed bytes read by the plan-time sniff (~2,000 reads of 2x250 bp, ~4,000 of 2x150)
@@ -469,7 +483,8 @@ def sniff_fastq(uri: str, max_records: int = PHRED_SAMPLE_RECORDS, max_bytes: in
     """Check the shape and quality encoding of the first records (``SNIFF_BYTES`` by default) and
     measure their size."""
     want = SNIFF_BYTES if max_bytes is None else max_bytes
-    with open_fastq_stream(uri) as (stream, comp):
+    damage = None
+    with storage.open_read(uri) as raw, _decompressed(raw, uri) as (stream, comp):
         data = stream.read(want)
         while True:
             extra = stream.read(1)
@@ -483,11 +498,19 @@ def sniff_fastq(uri: str, max_records: int = PHRED_SAMPLE_RECORDS, max_bytes: in
                 data = aligned
                 break
             data += stream.read(len(data))
+        if complete and comp in ("gzip", "bgzf"):
+            # the stream reader stops at the last whole member: what follows (damage, another file's tail)
+            # is what an index pass would refuse. Checked from the bytes the sniff fetched (a small file's
+            # one GET), as that pass is skipped for a file taken whole here; a bare header is an empty file.
+            damage = gzip_damage_in(raw)
+            if damage is not None and bare_gzip_header(raw):
+                damage = None
     records = parse_records(data, uri)
     quals = b"".join(r.qualities_as_bytes() for r in records[:max_records])
     check_quality_range(data, uri)
     check_phred_offset(quals, uri)
-    return Sniff(compression=comp, records=len(records), plain_bytes=len(data), complete=complete)
+    return Sniff(compression=comp, records=len(records), plain_bytes=len(data), complete=complete,
+                 gzip_damage=damage)
 
 
 def record_aligned_prefix(data: bytes) -> bytes:
