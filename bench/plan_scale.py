@@ -16,13 +16,18 @@ are the invocation's (the REPORT line's ``Duration``) and its ``Max Memory Used`
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import gzip
 import json
 import os
 import re
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +65,37 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
         backend.put_object(bucket, key, body, disable_notification=True)
 
 
+def _request_kind(method: str, path: str, query: str, ranged: bool) -> str:
+    """What an S3 request the plan sends is: a listing, a HEAD, a whole or ranged GET, a PUT..."""
+    if method == "GET" and "/" not in path.strip("/"):  # the bucket's own URL (path-style): a listing
+        return "LIST" if "list-type" in query or not query else f"GET bucket ?{query.partition('=')[0]}"
+    return f"ranged {method}" if ranged else method
+
+
+@contextlib.contextmanager
+def _counting_s3_requests() -> Iterator[collections.Counter[str]]:
+    """Meanwhile, every S3 request moto's server in this process answers, counted by kind (the plan's own:
+    nothing else runs)."""
+    from moto.s3.responses import S3Response
+
+    counts: collections.Counter[str] = collections.Counter()
+    patched = S3Response.setup_class
+    lock = threading.Lock()
+
+    def counted(self: Any, request: Any, full_url: str | None = None, headers: Any = None) -> None:
+        url = urllib.parse.urlsplit(full_url or request.url)
+        kind = _request_kind(request.method, url.path, url.query, request.headers.get("Range") is not None)
+        with lock:
+            counts[kind] += 1
+        patched(self, request, full_url, headers)
+
+    S3Response.setup_class = counted  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        S3Response.setup_class = patched  # type: ignore[method-assign]
+
+
 def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
@@ -92,13 +128,16 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
         function = next(n for n in cloud.lambdas.functions if n.endswith("PlanFunction") or "Plan" in n)
         cloud.lambdas.prestart_one(function)
         os.environ[latency_var] = str(latency_ms)
+        load_before = os.getloadavg()[0]
         t0 = time.monotonic()
         # one attempt, waited for as long as the function may run (the client's default gives up after 60 s)
         client = boto3.client("lambda", endpoint_url=cloud.endpoint, region_name=REGION,
                               config=Config(read_timeout=900, retries={"total_max_attempts": 1}))
-        response = client.invoke(
-            FunctionName=function, Payload=json.dumps({"execution": execution.to_dict(), "execution_name": run_id}))
+        with _counting_s3_requests() as requests:
+            response = client.invoke(FunctionName=function, Payload=json.dumps(
+                {"execution": execution.to_dict(), "execution_name": run_id}))
         wall = time.monotonic() - t0
+        load_after = os.getloadavg()[0]
         os.environ[latency_var] = "0"
         answer = json.loads(response["Payload"].read())
         if response.get("FunctionError"):
@@ -108,7 +147,12 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
     assert found is not None, "no REPORT line in the plan's log"
     return {"samples": samples, "inputs": len(inputs), "latency_ms": latency_ms, "children": answer["array_size"],
             "plan_seconds": round(float(found[1]) / 1000, 2), "invoke_wall_seconds": round(wall, 2),
-            "memory_size_mb": int(found[2]), "max_memory_used_mb": int(found[3]) if found[3] else None}
+            "memory_size_mb": int(found[2]), "max_memory_used_mb": int(found[3]) if found[3] else None,
+            "s3_requests": dict(sorted(requests.items())),
+            "s3_requests_per_sample": {k: round(v / samples, 4) for k, v in sorted(requests.items())},
+            # the machine's 1-minute load average before and after the invocation (2 cores: above 2, the
+            # plan shared them with other work, and its seconds are longer for it)
+            "load_average": [round(load_before, 2), round(load_after, 2)]}
 
 
 def section(work: Path) -> list[str]:
@@ -120,12 +164,14 @@ def section(work: Path) -> list[str]:
              "The plan Lambda on a request of N paired samples (the demo reads dealt out), S3 latency on; seconds",
              "and memory from its REPORT line.", "",
              "| samples | input files | latency (ms) | children | plan (s) | Max Memory Used (MB) | of (MB) "
-             "| measured |",
-             "|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| S3 requests a sample | load average | measured |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for r in results:
+        per_sample = ", ".join(f"{k} {v:g}" for k, v in r.get("s3_requests_per_sample", {}).items())
+        load = " / ".join(str(x) for x in r.get("load_average", []))
         lines.append(f"| {r['samples']:,} | {r['inputs']:,} | {r['latency_ms']} | {r['children']:,} "
                      f"| {r['plan_seconds']} | {r['max_memory_used_mb'] or ''} | {r['memory_size_mb']} "
-                     f"| {r.get('measured', '')} |")
+                     f"| {per_sample} | {load} | {r.get('measured', '')} |")
     big = [r for r in results if r["samples"] >= 10_000 and r["latency_ms"] >= 20]
     if big:
         worst = max(r["plan_seconds"] for r in big)

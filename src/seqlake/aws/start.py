@@ -9,7 +9,7 @@ How uploads become runs:
   the quiet period it sends itself again, and once the folder is quiet it starts the folder's runs:
   the samplesheet's run when ``samplesheet.csv`` is there, else a run per pair (``x_R1`` + ``x_R2``)
   and per single FASTQ. Every object comes from that listing (ETag, size): no request per file,
-  except one HEAD for each file the sheet names outside its folder. So a sheet of N pairs costs O(N)
+  except one HEAD for each file the sheet names outside its folder (sent many at once). So a sheet of N pairs costs O(N)
   requests in all, and its FASTQs and sheet may land in any order within the quiet period: one run.
 - A FASTQ directly under ``incoming/`` starts at once: a single-end run, or its pair once both mates
   exist (the first mate's event waits; the second starts the pair).
@@ -32,7 +32,8 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -158,14 +159,26 @@ class Folder:
         """A folder too shared to list per event (``incoming/`` itself): each object is HEADed once."""
         return cls(bucket, folder, listed=False)
 
+    def _in_listing(self, uri: str) -> bool:
+        """Whether this folder's listing says if ``uri`` exists (else it is HEADed)."""
+        return uri in self.objects or (self.listed and folder_of(uri) == f"s3://{self.bucket}/{self.folder}")
+
     def get(self, uri: str) -> ObjectRef | None:
-        if uri in self.objects:
-            return self.objects[uri]
-        if self.listed and folder_of(uri) == f"s3://{self.bucket}/{self.folder}":
-            return None  # in this folder, not listed: not there (yet)
+        if self._in_listing(uri):
+            return self.objects.get(uri)  # in this folder and not listed: not there (yet)
         if uri not in self._elsewhere:
             self._elsewhere[uri] = _head(uri)
         return self._elsewhere[uri]
+
+    def look_up(self, uris: Iterable[str]) -> None:
+        """HEAD the files among ``uris`` that the listing does not cover, many at once: a sheet naming
+        thousands of files in another folder or bucket costs their round trips divided by the threads,
+        not added up (:meth:`get` then answers from what was found)."""
+        todo = [u for u in dict.fromkeys(uris) if not self._in_listing(u) and u not in self._elsewhere]
+        if len(todo) <= 1:
+            return
+        with ThreadPoolExecutor(max_workers=min(storage.MAX_PARALLEL_READS, len(todo))) as pool:
+            self._elsewhere.update(zip(todo, pool.map(_head, todo), strict=True))
 
     @property
     def newest(self) -> ObjectRef | None:
@@ -191,6 +204,7 @@ def _sheet_request(folder: Folder, sheet: ObjectRef, settings: StartSettings) ->
         raise _Rejected(_sheet_label(sheet.key), sheet, err) from err
     objects = [sheet]
     missing: list[str] = []
+    folder.look_up(u for s in samples for u in s.uris)
     for uri in (u for s in samples for u in s.uris):
         o = folder.get(uri)
         if o is None:
