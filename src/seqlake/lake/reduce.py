@@ -196,6 +196,10 @@ def _rebuild(spec_name: str, template: pa.Table, rows: list[tuple[int, dict[str,
     return pa.Table.from_arrays([arrays[f.name] for f in spec.schema], schema=spec.schema)
 
 
+#: bits of a position in a merged row's key (contig code above them): 1 Tb per contig
+_POS_BITS = 40
+
+
 def merge_sum(name: str) -> Merger:
     """Rows with one key are one row whose other columns are the sum (every per-position count adds)."""
     spec = STAGING_BY_NAME[name]
@@ -219,15 +223,29 @@ def merge_sum(name: str) -> Merger:
             contigs = whole.column("contig").combine_chunks().dictionary.to_pylist()
             grouped = grouped.append_column("contig", dictionary_column(grouped.column("_contig").to_numpy(), contigs))
             return grouped.select(spec.schema.names).cast(spec.schema)
-        rows = []
-        for code, cols in _per_contig(pieces, [pos, *values]):
-            order = np.argsort(cols[pos], kind="stable")  # k sorted runs: a k-way merge
-            p = cols[pos][order]
-            first = np.flatnonzero(np.concatenate([[True], p[1:] != p[:-1]]))
-            merged = {pos: p[first]}
-            merged.update({v: np.add.reduceat(cols[v][order], first) for v in values})
-            rows.append((code, merged))
-        return _rebuild(name, pieces[0], rows)
+        # one key per row (contig code, position), sorted once: a stable sort of k sorted runs is a k-way
+        # merge; then each value column on its own, in its own type (the state is the keys and one column,
+        # not every column widened at once: allele counts have 32 of them)
+        codes = np.concatenate([contig_codes(p).astype(np.int64) for p in pieces])
+        key = (codes << _POS_BITS) | np.concatenate([p.column(pos).to_numpy().astype(np.int64) for p in pieces])
+        del codes
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        key = key[first]
+        arrays: dict[str, Any] = {}
+        for v in values:
+            column = np.concatenate([p.column(v).to_numpy() for p in pieces])[order]
+            arrays[v] = pa.array(np.add.reduceat(column, first, dtype=np.int64), type=spec.schema.field(v).type)
+        del order, first
+        template = pieces[0]
+        sample = template.column("sample").combine_chunks()
+        arrays["sample"] = pa.DictionaryArray.from_arrays(
+            pa.array(np.full(len(key), sample.indices[0].as_py(), dtype=np.int32)), sample.dictionary)
+        arrays["contig"] = dictionary_column(key >> _POS_BITS,
+                                             template.column("contig").combine_chunks().dictionary.to_pylist())
+        arrays[pos] = pa.array(key & ((1 << _POS_BITS) - 1), type=spec.schema.field(pos).type)
+        return pa.Table.from_arrays([arrays[f.name] for f in spec.schema], schema=spec.schema)
 
     return merge
 
