@@ -127,7 +127,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     r1, r2, reference = paths()
     root = Path(tempfile.mkdtemp(prefix="seqlake-reduce-bench-", dir=args.tmp))
     try:
-        params = Params(trim=False, region_size=args.region_mb * 1_000_000, reads_per_shard=20_000 // args.children)
+        # no allele counts: the simulated objects hold depth and coverage only, over contigs the demo reference
+        # (whose bases the variants' finisher would read) does not have
+        params = Params(trim=False, region_size=args.region_mb * 1_000_000, reads_per_shard=20_000 // args.children,
+                        allele_counts=False)
         plan = make_plan("bench", [Sample("s", str(r1), str(r2))], out_prefix=str(root),
                          reference=indexed_reference(str(reference)), params=params, shards=args.children)
         t0 = time.perf_counter()

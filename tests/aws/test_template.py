@@ -164,11 +164,13 @@ def test_worker_role_writes_only_under_runs_its_alignments_and_reference_indexes
     for st in writes:
         assert set(as_list(st["Action"])) == {"s3:PutObject"}
         targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
-        # alignments (the children's) and coverage and low_coverage (the reducers', under the same job
-        # definition) go straight into their result partitions, which only the commit registers; the index
-        # job stores a reference's index in seqlake's own prefix, never beside the user's FASTA under references/
+        # alignments (the children's) and coverage, low_coverage, variants and amplicon_depth (the reducers',
+        # under the same job definition) go straight into their result partitions, which only the commit
+        # registers; the index job stores a reference's index in seqlake's own prefix, never beside the user's
+        # FASTA under references/
         assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/results/alignments/*",
                            "${DataBucket.Arn}/results/coverage/*", "${DataBucket.Arn}/results/low_coverage/*",
+                           "${DataBucket.Arn}/results/variants/*", "${DataBucket.Arn}/results/amplicon_depth/*",
                            f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,16 +10,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_worker_merge import assert_same_results, run_all
+from test_worker_merge import RUN_NAMED, assert_same_results, result, run_all
 
+from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.demo_data import paths
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake import reduce
 from seqlake.lake.tables import THRESHOLDS
+from seqlake.lake.vcf import tabix_index
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
+
+PRIMER_BED = Path(__file__).resolve().parents[1] / "data" / "nCoV-2019.V3.primer.bed"
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +43,7 @@ def test_many_regions_give_the_tables_of_one(tmp_path: Path, monkeypatch: pytest
                      params=Params(region_size=1_000))
     assert run_all(one).regions == 1
     # and the reducers fold a sample's pieces as soon as a second one arrives (the big-run path)
-    monkeypatch.setattr(reduce, "FOLD_ROWS", 1)
+    monkeypatch.setattr(reduce, "FOLD_BYTES", 1)
     totals = run_all(many)
     assert totals.regions == 30 and totals.rows["low_coverage"] > 0
     assert_same_results(one, many)
@@ -100,3 +105,62 @@ def test_thresholds_and_low_coverage_equal_samtools_depth_across_regions(tmp_pat
     assert {t for _, t, _, _ in got} == set(THRESHOLDS)
     edges = {"chrA": (20_000, 40_000), "chrB": (20_000,)}
     assert any(s <= edge < e for c, _, s, e in got for edge in edges.get(c, ()))
+
+
+def _mutated_reads(reference: Path, tmp: Path) -> tuple[Path, Path]:
+    """Pairs from a copy of the reference with an SNV every 700 bases, a deletion of 8 bases across the edge of
+    the 1,000-base regions at 10,000 and an insertion after the last base of a region."""
+    name, seq = reference.read_text().split("\n", 1)
+    bases = list(seq.replace("\n", ""))
+    for p in range(350, len(bases), 700):
+        bases[p] = "A" if bases[p] != "A" else "C"
+    bases[20_999] += "TTAC"
+    del bases[9_997:10_005]
+    mutated = tmp / "mutated.fa"
+    mutated.write_text(f"{name}\n{''.join(bases)}\n")
+    r1, r2 = tmp / "m_R1.fastq.gz", tmp / "m_R2.fastq.gz"
+    write_pairs(mutated, r1, r2, 3_000, seed=3)
+    return r1, r2
+
+
+def test_variants_consensus_amplicons_and_files_of_many_regions_equal_one(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Amplicon mode cut into 1,000-base regions (ARTIC's ~400-base inserts cross 29 region edges): the
+    ``variants``, ``consensus`` and ``amplicon_depth`` tables, the consensus FASTA and the VCF's records of
+    the run in one region, and tabix finds the joined VCF's records across the regions' edges."""
+    _, _, reference = paths()
+    r1, r2 = _mutated_reads(reference, tmp_path)
+    samples = [Sample("s1", str(r1), str(r2))]
+    pinned = indexed_reference(str(reference))
+    params = {"primer_bed": str(PRIMER_BED)}
+    one = make_plan("one", samples, out_prefix=str(tmp_path / "one"), reference=pinned, params=Params(**params))
+    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=pinned, shards=3,
+                     params=Params(region_size=1_000, **params))
+    run_all(one)
+    monkeypatch.setattr(reduce, "FOLD_BYTES", 1)
+    assert run_all(many).regions == 30
+    for table in ("variants", "consensus", "amplicon_depth"):
+        drop = RUN_NAMED.get(table, ())
+        a, b = result(one, table, drop), result(many, table, drop)
+        assert a.num_rows > 0 and a.equals(b), table
+    assert len(result(one, "amplicon_depth")) == 98 + 1
+    fasta = [Path(p.layout.sample_file("s1", CONSENSUS_SUFFIX)).read_bytes() for p in (one, many)]
+    assert fasta[0] == fasta[1] and fasta[0].startswith(b">s1 MN908947.3 ")
+    vcf = [Path(p.layout.sample_file("s1", VCF_SUFFIX)) for p in (one, many)]
+    text = [gzip.decompress(v.read_bytes()).decode() for v in vcf]
+    assert text[0] == text[1]
+    # the index joined from the regions' pieces is the one made of the whole joined file
+    assert Path(f"{vcf[1]}.tbi").read_bytes() == tabix_index(vcf[1].read_bytes(), ["MN908947.3"])
+    records = [ln for ln in text[0].splitlines() if not ln.startswith("#")]
+    assert len({int(ln.split("\t")[1]) // 1_000 for ln in records}) >= 20  # records in many regions
+    # the deletion's reference allele runs past its region's end (the reducer read the bases it needed)
+    assert any(int(f[1]) <= 10_000 < int(f[1]) + len(f[3]) - 1 for f in (ln.split("\t") for ln in records))
+    tabix = shutil.which("tabix")
+    if tabix is None:
+        pytest.skip("tabix is not installed (make tools)")
+    for region in ("MN908947.3:900-4100", "MN908947.3:1-29903", "MN908947.3:15000-15001"):
+        start, stop = (int(x) for x in region.split(":")[1].split("-"))
+        want = [ln for ln in records if start <= int(ln.split("\t")[1]) <= stop]
+        for v in vcf:
+            got = subprocess.run([tabix, str(v), region], capture_output=True, text=True, check=True).stdout
+            assert got.splitlines() == want, (v, region)

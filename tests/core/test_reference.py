@@ -10,6 +10,7 @@ import hashlib
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -25,7 +26,14 @@ from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake.merge import merge_run
 from seqlake.lake.staging import ChildManifest
 from seqlake.plan.planner import make_plan
-from seqlake.plan.reference import index_ready, load_contigs, local_index, pin_reference
+from seqlake.plan.reference import (
+    index_ready,
+    load_contigs,
+    load_fasta_index,
+    local_index,
+    pin_reference,
+    read_bases,
+)
 from seqlake.plan.refindex import ensure_index, fasta_contigs, indexed_reference
 
 PAIRS = 300
@@ -234,3 +242,28 @@ def test_the_commit_calls_variants_only_against_the_planned_genome(
     with pytest.raises(BadInputError, match=r"ref\.fa: the reference changed after the run was planned"):
         merge_run(plan)
     assert not (tmp_path / "lake" / "results" / "variants").exists()
+
+
+@pytest.mark.parametrize(("name", "fasta", "reads_itself"), [
+    ("even.fa", lambda s: _fasta(s, 60, "\n"), True),          # samtools faidx's numbers of the FASTA itself
+    ("crlf.fa", lambda s: _fasta(s, 70, "\r\n"), True),
+    ("gz.fa.gz", lambda s: gzip.compress(_fasta(s, 60, "\n")), False),  # no byte ranges: a copy of the bases
+    ("uneven.fa", lambda s: _fasta(s, 60, "\n").replace(b"C", b"C\n", 1), False),  # a short line inside
+])
+def test_a_regions_bases_are_read_by_one_range_through_the_stored_fasta_index(
+        ref_cache: Path, tmp_path: Path, name: str, fasta: Any, reads_itself: bool) -> None:
+    rng = np.random.default_rng(11)
+    seqs = {"a": "".join(rng.choice(list("ACGTacgtN"), 1234)), "b": "".join(rng.choice(list("ACGT"), 61)),
+            "c": "ACG"}
+    path = tmp_path / name
+    path.write_bytes(fasta(seqs))
+    index = load_fasta_index(indexed_reference(str(path)))
+    assert (index.uri == str(path)) == reads_itself
+    for contig, seq in seqs.items():
+        for start, stop in ((0, len(seq)), (5, 7), (59, 61), (60, 121), (len(seq) - 1, len(seq) + 10)):
+            assert read_bases(index, contig, start, stop) == seq.upper()[start:stop].encode(), (contig, start, stop)
+
+
+def _fasta(seqs: dict[str, str], width: int, newline: str) -> bytes:
+    return "".join(f">{n} about it{newline}" + newline.join(s[i : i + width] for i in range(0, len(s), width))
+                   + newline for n, s in seqs.items()).encode()

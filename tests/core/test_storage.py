@@ -249,3 +249,47 @@ def test_plan_refuses_bytes_after_the_last_gzip_member_of_a_small_file_from_its_
     with pytest.raises(BadInputError, match=f"corrupt gzip stream at byte {len(body)}: not a gzip member"):
         make_plan("padded", [Sample("a", uri)], out_prefix=f"{s3}/lake", known={uri: storage.head(uri)})
     assert gets == ["incoming/padded.fastq.gz"]
+
+
+def _concatenated(base: str, tmp_path: Path) -> tuple[list[storage.Source], bytes]:
+    """Pieces of two objects and some bytes, and what joining them gives."""
+    rng = __import__("numpy").random.default_rng(5)
+    a, b = (rng.integers(0, 256, n, dtype="uint8").tobytes() for n in (16 << 20, 3 << 20))
+    ua, ub = storage.join(base, "a.bin"), storage.join(base, "b.bin")
+    storage.write_bytes(ua, a)
+    storage.write_bytes(ub, b)
+    mib = 1 << 20
+    pieces: list[storage.Source] = [
+        (ua, 0, 6 * mib),                  # a large range first: copied whole
+        b"middle\n",                       # small bytes and ranges: read and sent together
+        (ub, 10, mib),
+        (ua, 6 * mib, 7 * mib),
+        (ua, 7 * mib, 16 * mib),           # a large range after small ones: topped up, the rest copied
+        (ub, mib, 3 * mib),
+        b"eof",                            # the last part may be small
+    ]
+    want = a[: 6 * mib] + b"middle\n" + b[10:mib] + a[6 * mib :] + b[mib:] + b"eof"
+    return pieces, want
+
+
+def test_concatenate_joins_pieces_on_s3_by_copying_large_ones(s3: str, tmp_path: Path) -> None:
+    pieces, want = _concatenated(s3, tmp_path)
+    client = storage.s3_client()
+    calls: list[str] = []
+    client.meta.events.register("before-call.s3.*", lambda model, **_: calls.append(model.name))
+    dst = f"{s3}/joined/x.vcf.gz"
+    storage.concatenate(dst, pieces)
+    assert storage.read_bytes(dst) == want  # moto refuses a part under 5 MiB that is not the last
+    assert calls.count("UploadPartCopy") == 2 and calls.count("UploadPart") >= 2
+    # a small file is read and written whole
+    storage.concatenate(f"{s3}/small", [b"ab", (f"{s3}/a.bin", 5, 9)])
+    assert storage.read_bytes(f"{s3}/small") == b"ab" + storage.read_range(f"{s3}/a.bin", 5, 9)
+    assert "CreateMultipartUpload" not in calls[calls.index("CompleteMultipartUpload") + 1 :]
+
+
+def test_concatenate_local(tmp_path: Path) -> None:
+    pieces, want = _concatenated(str(tmp_path), tmp_path)
+    dst = str(tmp_path / "out" / "x.bin")
+    storage.concatenate(dst, pieces)
+    assert Path(dst).read_bytes() == want
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name != "x.bin"]

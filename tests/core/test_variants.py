@@ -6,6 +6,7 @@ overlapping-mates hash, consensus rules, BGZF + tabix)."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
@@ -27,7 +28,9 @@ from seqlake.child.trim import Trimmer
 from seqlake.demo_data.simulate import Reference, SimConfig, format_fastq, read_reference, simulate_chunk
 from seqlake.lake import merge
 from seqlake.lake.alleles import CallParams, Indel, consensus_segment, fisher_left, ivar_pvalue
-from seqlake.lake.tables import ALLELE_STAGING
+from seqlake.lake.positions import index_from_json, read_region
+from seqlake.lake.reduce import merger
+from seqlake.lake.regions import load_reduce_plan
 from seqlake.lake.vcf import bgzf_compress, tabix_index
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
@@ -387,15 +390,15 @@ def test_simulated_amplicons_every_known_mutation_found_none_invented(tools: dic
 
 # ---------------------------------------------------------------------------------- shard invariance
 def staging_sums(plan: Plan) -> list[pa.Table]:
-    """Every child's allele staging parts, added up (as the commit adds them)."""
-    from seqlake.lake.alleles import add_counts
-    from seqlake.lake.tables import ALLELE_COUNT_COLUMNS
-
+    """Every child's allele counts and indels, region by region, added up as the reducers add them."""
+    rp = load_reduce_plan(plan)
+    entries = [index_from_json(json.loads(Path(plan.layout.manifest(c)).read_bytes())["positions"])
+               for c in range(plan.array_size)]
     out = []
-    counted = [c.name for c in ALLELE_COUNT_COLUMNS]
-    for spec, values in ((ALLELE_STAGING[0], counted), (ALLELE_STAGING[1], ["fwd", "rev"])):
-        parts = [pq.read_table(plan.layout.staging_part(c, spec.name)) for c in range(plan.array_size)]
-        out.append(add_counts(parts, spec, values))  # one sample: its rows
+    for name in ("alleles", "indels"):
+        per_region = [merger(name)([read_region(plan.layout.positions(c), entries[c].get(r, {}))[name]
+                                    for c in range(plan.array_size)]) for r in range(len(rp.regions))]
+        out.append(pa.concat_tables(per_region))
     return out
 
 

@@ -15,14 +15,17 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
                                             (its per-position tables cut by region, seqlake.lake.positions)
     runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
+    runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
     reports/<run_id>/                       the run's report
     reference-indexes/<key>/index.mmi       a reference's minimap2 index, keyed by its content and preset
-    reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s (written last: the index
-                                            is complete when it exists; seqlake.plan.reference)
+    reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s, and where each one's bases
+                                            are (a FASTA index: written last; the index is complete when it
+                                            exists; seqlake.plan.reference)
+    reference-indexes/<key>/sequence.txt    the bases, when the reference cannot be read by byte ranges
 
 The user's reference cache (:func:`seqlake.base.cachedir.reference_cache`) keeps indexes in the same
 layout: it is the store of local runs and each Batch host's copy of the bucket's.
@@ -114,8 +117,14 @@ class LakeLayout:
         return _join(self.root, REFERENCE_INDEXES, key, "index.mmi")
 
     def reference_contigs(self, key: str) -> str:
-        """The contigs of that index (names, lengths, MD5s), written once the index is stored."""
+        """The contigs of that index (names, lengths, MD5s, where each sequence is), written once the index is
+        stored."""
         return _join(self.root, REFERENCE_INDEXES, key, "contigs.json")
+
+    def reference_sequence(self, key: str) -> str:
+        """The reference's bases, every contig on one line, laid end to end, when the reference itself cannot
+        be read by byte ranges (gzip, a ``.mmi``, lines of uneven width): what the reducers slice."""
+        return _join(self.root, REFERENCE_INDEXES, key, "sequence.txt")
 
 
 @dataclass(frozen=True)
@@ -210,10 +219,6 @@ class RunLayout:
     def manifest(self, child: int) -> str:
         return self._run("staging", child_name(child), "manifest.json")
 
-    def staging_part(self, child: int, part: str) -> str:
-        """A staging table the child writes whole as Parquet (the allele counts, read by the commit)."""
-        return self._run("staging", child_name(child), f"{part}.parquet")
-
     def positions(self, child: int) -> str:
         """The child's per-position staging tables, cut by region (:mod:`seqlake.lake.positions`)."""
         return self._run("staging", child_name(child), "positions.arrows")
@@ -231,6 +236,11 @@ class RunLayout:
     def coverage_points(self) -> str:
         """Each sample's coverage summed into a few points, which the report draws (the commit writes it)."""
         return self._run("reduce", "coverage_points.parquet")
+
+    def region_genomes(self, region: int) -> str:
+        """Region ``region``'s pieces of every sample's consensus FASTA and VCF (BGZF blocks, no EOF) and of its
+        tabix index, one after the other (offsets in the region's summary); the commit joins them per sample."""
+        return self._run("reduce", f"{region_name(region)}.genomes")
 
     def region_summary(self, region: int) -> str:
         """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""

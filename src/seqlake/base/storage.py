@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import types
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -503,6 +503,100 @@ def copy(src: str, dst: str) -> None:
         download(src, dst)
     else:
         upload(src, dst)
+
+
+#: a piece of a file to join (:func:`concatenate`): bytes, or bytes ``[start, stop)`` of an object
+Source = bytes | tuple[str, int, int]
+#: S3's smallest part of a multipart upload (every part but the last)
+MIN_PART_BYTES = 5 << 20
+#: a joined file smaller than this is read and written whole (one PUT); from it on, S3 joins it
+WHOLE_JOIN_BYTES = 8 << 20
+
+
+def _source_size(piece: Source) -> int:
+    return len(piece) if isinstance(piece, bytes) else piece[2] - piece[1]
+
+
+def _source_chunks(piece: Source) -> Iterator[bytes]:
+    """A piece's bytes, at most :data:`MIN_PART_BYTES` at a time."""
+    if isinstance(piece, bytes):
+        yield piece
+        return
+    uri, start, stop = piece
+    for at in range(start, stop, MIN_PART_BYTES):
+        yield read_range(uri, at, min(at + MIN_PART_BYTES, stop))
+
+
+def concatenate(dst: str, pieces: Sequence[Source]) -> None:
+    """Write ``dst`` as the pieces one after the other, holding at most about two parts' bytes.
+
+    A small file (< :data:`WHOLE_JOIN_BYTES`), or a local one, is read piece by piece and written (locally
+    through a temporary file, atomically). A large one on S3 is a multipart upload: a piece of an object in
+    the same bucket of at least :data:`MIN_PART_BYTES` is copied by S3 (``UploadPartCopy`` with its byte
+    range); smaller pieces are read and sent together, topped up from the next large piece where they fall
+    short of a part's minimum (every part but the last must have 5 MiB)."""
+    total = sum(_source_size(p) for p in pieces)
+    if not is_s3(dst):
+        path = Path(dst)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for piece in pieces:
+                    for data in _source_chunks(piece):
+                        out.write(data)
+            Path(tmp).replace(path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return
+    if total < WHOLE_JOIN_BYTES:
+        write_bytes(dst, b"".join(data for p in pieces for data in _source_chunks(p)))
+        return
+    _multipart_join(dst, pieces)
+
+
+def _multipart_join(dst: str, pieces: Sequence[Source]) -> None:
+    client = s3_client()
+    bucket, key = split_s3(dst)
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts: list[dict[str, Any]] = []
+    buffer = bytearray()
+
+    def send() -> None:
+        resp = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
+                                  Body=bytes(buffer))
+        parts.append({"PartNumber": len(parts) + 1, "ETag": resp["ETag"]})
+        buffer.clear()
+
+    try:
+        for piece in pieces:
+            if isinstance(piece, bytes) or _source_size(piece) < MIN_PART_BYTES or not is_s3(piece[0]):
+                for data in _source_chunks(piece):
+                    buffer += data
+                    if len(buffer) >= MIN_PART_BYTES:
+                        send()
+                continue
+            uri, start, stop = piece
+            if buffer:  # top the small pieces up to a part from this one, then send them
+                take = max(MIN_PART_BYTES - len(buffer), 0)
+                buffer += read_range(uri, start, start + take)
+                start += take
+                send()
+                if stop - start < MIN_PART_BYTES:
+                    buffer += read_range(uri, start, stop)
+                    continue
+            src_bucket, src_key = split_s3(uri)
+            resp = client.upload_part_copy(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
+                                           CopySource={"Bucket": src_bucket, "Key": src_key},
+                                           CopySourceRange=f"bytes={start}-{stop - 1}")
+            parts.append({"PartNumber": len(parts) + 1, "ETag": resp["CopyPartResult"]["ETag"]})
+        if buffer or not parts:
+            send()
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    except BaseException:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        raise
 
 
 def join(base: str, *parts: str) -> str:

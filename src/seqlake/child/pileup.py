@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from seqlake.lake.positions import dictionary_column
 from seqlake.lake.tables import ALLELE_BASES, ALLELE_COUNT_COLUMNS, ALLELES, INDELS
 
 I64 = npt.NDArray[np.int64]
@@ -496,10 +497,10 @@ class AlleleAccumulator:
         """The ``alleles`` and ``indels`` staging rows, sorted by (contig, pos)."""
         self._compact()
         contig, pos = self._split(self.keys)
-        names = pa.array([n for n, _ in self.contigs], pa.string())
+        names = [n for n, _ in self.contigs]
         cols: dict[str, pa.Array] = {
-            "sample": pa.array([sample] * len(pos), pa.string()),
-            "contig": names.take(pa.array(contig)),
+            "sample": dictionary_column(np.zeros(len(pos), dtype=np.int32), [sample]),
+            "contig": dictionary_column(contig, names),
             "pos": pa.array(pos),
         }
         for k, column in enumerate(ALLELE_COUNT_COLUMNS):
@@ -508,8 +509,8 @@ class AlleleAccumulator:
         items = sorted(self.indels.items())
         icontig, ipos = self._split(np.array([k[0] for k, _ in items], dtype=np.int64))
         indels = pa.table({
-            "sample": pa.array([sample] * len(items), pa.string()),
-            "contig": names.take(pa.array(icontig)),
+            "sample": dictionary_column(np.zeros(len(items), dtype=np.int32), [sample]),
+            "contig": dictionary_column(icontig, names),
             "pos": pa.array(ipos),
             "deleted": pa.array([k[1] for k, _ in items], pa.int32()),
             "inserted": pa.array([k[2] for k, _ in items], pa.string()),

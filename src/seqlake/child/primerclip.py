@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.child.pileup import AlignmentRows, parse_cigars
+from seqlake.lake.positions import dictionary_column
 from seqlake.lake.tables import AMPLICON_READS
 from seqlake.plan.primers import PrimerScheme, parse_primer_bed
 
@@ -219,10 +220,17 @@ def _trim_right(cigar: str, bases: int) -> str:
 
 class AmpliconCounts:
     """A child's primer clipper and, per sample, its primary alignments by the amplicon that clipped their 5'
-    end (the ``amplicon_reads`` staging rows)."""
+    end, and per contig those no primer clipped (the ``amplicon_reads`` staging rows)."""
 
-    def __init__(self, clipper: PrimerClipper) -> None:
+    def __init__(self, clipper: PrimerClipper, scheme: PrimerScheme, contigs: list[tuple[str, int]]) -> None:
         self.clipper = clipper
+        self.contigs = contigs
+        code = {name: k for k, (name, _) in enumerate(contigs)}
+        by_name = {a.name: a for a in scheme.amplicons}
+        #: each amplicon's contig code and anchor (where its rows go), in the clipper's order
+        self.contig_of = np.array([code[by_name[n].contig] for n in clipper.amplicons], dtype=np.int64)
+        self.anchor = np.array([by_name[n].anchor for n in clipper.amplicons], dtype=np.int64)
+        #: per sample: bins 0..n-1 the amplicons, then one bin per contig (its alignments no primer clipped)
         self.reads: dict[str, I64] = {}
         self.misprimed: dict[str, I64] = {}
 
@@ -232,26 +240,35 @@ class AmpliconCounts:
         if primer_bed is None:
             return None
         scheme = parse_primer_bed(primer_bed, storage.read_bytes(primer_bed).decode(), dict(contigs))
-        return cls(PrimerClipper(scheme, contigs))
+        return cls(PrimerClipper(scheme, contigs), scheme, contigs)
 
     def clip(self, sample: str, rows: AlignmentRows) -> AlignmentRows:
         clipped, left, right = self.clipper.clip(rows)
         n = len(self.clipper.amplicons)
+        bins = n + len(self.contigs)
         primary = (rows.contig >= 0) & ((rows.flag & (0x4 | 0x100 | 0x800)) == 0)
         five = np.where((rows.flag & 0x10) != 0, right, left)[primary]
         other = np.where((rows.flag & 0x10) != 0, left, right)[primary]
         misprimed = (five >= 0) & (other >= 0) & (other != five)
-        # bin n holds the alignments no primer clipped
-        reads = np.bincount(np.where(five >= 0, five, n), minlength=n + 1)
-        wrong = np.bincount(np.where(five >= 0, five, n)[misprimed], minlength=n + 1)
+        where = np.where(five >= 0, five, n + rows.contig[primary])
+        reads = np.bincount(where, minlength=bins)
+        wrong = np.bincount(where[misprimed], minlength=bins)
         self.reads[sample] = self.reads.get(sample, 0) + reads
         self.misprimed[sample] = self.misprimed.get(sample, 0) + wrong
         return clipped
 
     def table(self, sample: str) -> pa.Table:
-        names = [*self.clipper.amplicons, ""]
-        reads = self.reads.get(sample, np.zeros(len(names), dtype=np.int64))
-        wrong = self.misprimed.get(sample, np.zeros(len(names), dtype=np.int64))
+        """The sample's rows, sorted by (contig, pos, amplicon) as every staging table is."""
+        n = len(self.clipper.amplicons)
+        names = np.array([*self.clipper.amplicons, *([""] * len(self.contigs))], dtype=object)
+        contig = np.concatenate([self.contig_of, np.arange(len(self.contigs), dtype=np.int64)])
+        pos = np.concatenate([self.anchor, np.zeros(len(self.contigs), dtype=np.int64)])
+        bins = n + len(self.contigs)
+        reads = self.reads.get(sample, np.zeros(bins, dtype=np.int64))
+        wrong = self.misprimed.get(sample, np.zeros(bins, dtype=np.int64))
         keep = np.flatnonzero(reads > 0)
-        return pa.table({"sample": [sample] * len(keep), "amplicon": [names[k] for k in keep],
+        keep = keep[np.lexsort((names[keep].astype(str), pos[keep], contig[keep]))]
+        return pa.table({"sample": dictionary_column(np.zeros(len(keep), dtype=np.int32), [sample]),
+                         "contig": dictionary_column(contig[keep], [c for c, _ in self.contigs]),
+                         "pos": pos[keep], "amplicon": pa.array(names[keep].tolist(), pa.string()),
                          "reads": reads[keep], "misprimed_reads": wrong[keep]}, schema=AMPLICON_READS.schema)

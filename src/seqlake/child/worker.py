@@ -39,7 +39,7 @@ from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
-from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, write_table
+from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
 from seqlake.lake.positions import PositionsIndex, write_positions
 from seqlake.lake.qc import QCAccumulator
 from seqlake.lake.regions import reference_length, regions
@@ -159,13 +159,17 @@ class _Aligning:
             rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
 
-    def allele_parts(self) -> list[pa.Table]:
-        """The ``alleles`` and ``indels`` staging parts: every sample's rows, in sample order."""
+    def allele_tables(self) -> dict[str, pa.Table]:
+        """The ``alleles``, ``indels`` (and in amplicon mode ``amplicon_reads``) staging tables: every
+        sample's rows, sample after sample, each sorted by (contig, position)."""
         per_sample = [(*self.alleles[s].tables(s), self.primers.table(s) if self.primers else None)
                       for s in sorted(self.alleles)]
-        return [pa.concat_tables([p[k] for p in per_sample if p[k] is not None])
-                if any(p[k] is not None for p in per_sample) else spec.schema.empty_table()
-                for k, spec in enumerate(ALLELE_STAGING)]
+        out = {}
+        for k, spec in enumerate(ALLELE_STAGING):
+            parts = [p[k] for p in per_sample if p[k] is not None]
+            if parts:  # one table of the samples' single-word dictionaries, unified
+                out[spec.name] = pa.concat_tables(parts).combine_chunks()
+        return out
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
@@ -347,8 +351,10 @@ def library_versions(aligned: bool) -> dict[str, str]:
 
 def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, contigs: list[tuple[str, int]],
                           tmp: str) -> PositionsIndex:
-    """The child's per-position staging tables in one object, cut by region (:mod:`seqlake.lake.positions`)."""
+    """The child's per-position staging tables (depth and coverage, allele counts) in one object, cut by region
+    (:mod:`seqlake.lake.positions`)."""
     tables = staging_tables(aligning.coverage, aligning.depth, list(aligning.coverage), contigs, aligning.bin_width)
+    tables.update(aligning.allele_tables())
     local = Path(tmp) / "positions.arrows"
     index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size))
     put_file(local, plan.layout.positions(child))
@@ -372,18 +378,14 @@ def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
 
 
 def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest, tmp: str) -> None:
-    """Publish the alignments part and write the per-position object (depth and coverage by region) and the
-    allele parts; their counts and the reference's contigs into the manifest."""
+    """Publish the alignments part and write the per-position object (depth, coverage and allele counts by
+    region); its index and the reference's contigs into the manifest."""
     manifest.reference = aligning.reference.key
     manifest.reference_md5 = aligning.reference_md5
     aligning.part.publish()
     manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
     manifest.contigs = list(aligning.contigs)
     manifest.positions = write_child_positions(plan, child, aligning, manifest.contigs, tmp)
-    # the allele counts still go to the commit whole, as Parquet parts (until a reducer calls lake.alleles)
-    for spec, table in zip(ALLELE_STAGING, aligning.allele_parts(), strict=True):
-        write_table(plan.layout.staging_part(child, spec.name), table)
-        manifest.coverage_rows[spec.name] = table.num_rows
 
 
 def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:

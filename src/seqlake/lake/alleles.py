@@ -35,18 +35,15 @@ Consensus, at every position of the region (positions below ``min_depth`` in the
 
 from __future__ import annotations
 
-import gzip
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from seqlake.base.params import Params
-from seqlake.lake.tables import ALLELE_COUNT_COLUMNS, ALLELES, AMPLICON_READS, INDELS, Table
 from seqlake.plan.primers import Amplicon
 
 I64 = npt.NDArray[np.int64]
@@ -379,105 +376,86 @@ def called_positions(counts: Mapping[str, Any], indels: Sequence[Indel], params:
     return int(np.count_nonzero(c.code != ord("N")))
 
 
-# ---------------------------------------------------------------------------- one sample, whole contigs
-def read_fasta(data: bytes) -> dict[str, bytes]:
-    """Sequences of a (multi-)FASTA, plain or gzip, upper case; names up to the first whitespace."""
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    out: dict[str, bytes] = {}
-    for block in data.split(b">")[1:]:
-        header, _, body = block.partition(b"\n")
-        out[header.split()[0].decode() if header.strip() else f"contig{len(out) + 1}"] = b"".join(body.split()).upper()
-    return out
-
-
-def add_counts(parts: Sequence[pa.Table], table_of: Table, values: Sequence[str]) -> pa.Table:
-    """Staging rows of one sample from several children (none: no row), added up by the key of their table
-    (``sample`` aside: the rows are of one sample) and sorted by it."""
-    key = [k for k in table_of.key if k != "sample"]
-    table = pa.concat_tables(parts) if parts else table_of.schema.empty_table()
-    summed = table.group_by(list(key)).aggregate([(v, "sum") for v in values])
-    names = {f"{v}_sum": v for v in values}
-    summed = summed.rename_columns([names.get(n, n) for n in summed.column_names])
-    return summed.sort_by([(k, "ascending") for k in key])
+# ---------------------------------------------------------------------------- amplicon depth
+#: the ``amplicon_depth`` columns
+AMPLICON_COLUMNS = ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads", "misprimed_reads",
+                    "mean_pileup_depth", "min_pileup_depth")
 
 
 @dataclass
-class SampleCalls:
-    """What a sample's merged counts give: ``variants`` and ``consensus`` columns, its consensus FASTA."""
+class AmpliconPart:
+    """One region's part of an amplicon's row: its reads (counted in the region holding its anchor) and the
+    mpileup depth over the insert's bases inside the region. Parts add up (:meth:`add`)."""
 
-    variants: dict[str, list[Any]] = field(default_factory=dict)
-    consensus: dict[str, list[Any]] = field(default_factory=dict)
-    fasta: str = ""
-    #: the sample's merged ``alleles`` rows (amplicon depth reads them)
-    counts: pa.Table | None = None
+    name: str
+    reads: int = 0
+    misprimed: int = 0
+    depth_sum: int = 0
+    #: insert bases with a count, and the lowest depth over them (None: none)
+    covered: int = 0
+    min_depth: int | None = None
 
+    def add(self, other: AmpliconPart) -> None:
+        self.reads += other.reads
+        self.misprimed += other.misprimed
+        self.depth_sum += other.depth_sum
+        self.covered += other.covered
+        if other.min_depth is not None:
+            self.min_depth = other.min_depth if self.min_depth is None else min(self.min_depth, other.min_depth)
 
-def call_sample(sample: str, alleles: Sequence[pa.Table], indels: Sequence[pa.Table],
-                reference: Mapping[str, bytes], params: CallParams, *, fasta_uri: str) -> SampleCalls:
-    """A sample's variants and consensus from its children's staging parts, each contig as ONE region
-    (a small genome: the region reducer will call :func:`call_variants` and :func:`consensus_segment` per
-    region instead)."""
-    counts = add_counts(alleles, ALLELES, [c.name for c in ALLELE_COUNT_COLUMNS])
-    ind = add_counts(indels, INDELS, ("fwd", "rev"))
-    out = SampleCalls(variants={"sample": [], "contig": [], **{c: [] for c in VARIANT_COLUMNS}},
-                      consensus={c: [] for c in ("sample", "contig", "length", "n_bases", "ambiguous_bases",
-                                                 "pct_called", "min_fraction", "min_depth", "min_base_quality",
-                                                 "fasta_uri")})
-    fasta = []
-    for contig, seq in reference.items():
-        mine = counts.filter(pa.compute.equal(counts.column("contig"), contig))
-        cols = {c: mine.column(c).to_numpy() for c in mine.column_names if c != "contig"}
-        its = ind.filter(pa.compute.equal(ind.column("contig"), contig)).to_pylist()
-        contig_indels = [Indel(r["pos"], r["deleted"], r["inserted"], r["fwd"], r["rev"]) for r in its]
-        rows = call_variants(cols, contig_indels, seq, 0, params)
-        out.variants["sample"] += [sample] * len(rows["pos"])
-        out.variants["contig"] += [contig] * len(rows["pos"])
-        for c in VARIANT_COLUMNS:
-            out.variants[c] += rows[c]
-        genome = consensus_segment(cols, contig_indels, 0, len(seq), params)
-        fasta.append(f">{sample} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
-                     f"q={params.min_base_quality}\n{genome}\n")
-        n = genome.count("N")
-        called = called_positions(cols, contig_indels, params)
-        for c, v in (("sample", sample), ("contig", contig), ("length", len(genome)), ("n_bases", n),
-                     ("ambiguous_bases", sum(genome.count(b) for b in "RYSWKMBDHV")),
-                     ("pct_called", 100.0 * called / len(seq) if len(seq) else 0.0),
-                     ("min_fraction", params.consensus_freq), ("min_depth", params.consensus_min_depth),
-                     ("min_base_quality", params.min_base_quality), ("fasta_uri", fasta_uri)):
-            out.consensus[c].append(v)
-    out.fasta = "".join(fasta)
-    out.counts = counts
-    return out
+    def to_json(self) -> list[Any]:
+        return [self.name, self.reads, self.misprimed, self.depth_sum, self.covered, self.min_depth]
+
+    @classmethod
+    def from_json(cls, v: Sequence[Any]) -> AmpliconPart:
+        return cls(str(v[0]), int(v[1]), int(v[2]), int(v[3]), int(v[4]), None if v[5] is None else int(v[5]))
 
 
-def amplicon_depth_rows(sample: str, counts: pa.Table, reads: Sequence[pa.Table],
-                        amplicons: Sequence[Amplicon]) -> dict[str, list[Any]]:
-    """``amplicon_depth`` rows of a sample: per amplicon its reads and the mpileup depth over its insert,
-    and a row with a null amplicon for the alignments no primer clipped."""
-    cols: dict[str, list[Any]] = {c: [] for c in ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads",
-                                                  "misprimed_reads", "mean_pileup_depth", "min_pileup_depth")}
-    summed = add_counts(reads, AMPLICON_READS, ("reads", "misprimed_reads"))
-    by_name = {r["amplicon"]: r for r in summed.to_pylist()}
-    depth = sum(counts.column(f"{b}_all").to_numpy().astype(np.int64) for b in ("a", "c", "g", "t", "n", "del"))
-    contig = counts.column("contig").to_pylist()
-    pos = counts.column("pos").to_numpy()
-    per_contig = {c: (pos[np.array(contig) == c], depth[np.array(contig) == c]) for c in set(contig)}
-    for a in amplicons:
-        p, d = per_contig.get(a.contig, (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
-        inside = (p >= a.insert_start) & (p < a.insert_end)
+def amplicon_part(a: Amplicon, pos: I64, depth: I64, start: int, end: int) -> AmpliconPart:
+    """The depth part of amplicon ``a`` over bases ``[start, end)`` of its contig, from the positions with
+    counts there (``pos`` sorted, ``depth`` their mpileup depth)."""
+    lo, hi = max(a.insert_start, start), min(a.insert_end, end)
+    inside = (pos >= lo) & (pos < hi)
+    d = depth[inside]
+    return AmpliconPart(a.name, 0, 0, int(d.sum()), int(inside.sum()), int(d.min()) if len(d) else None)
+
+
+def amplicon_row(cols: dict[str, list[Any]], sample: str, a: Amplicon | None, part: AmpliconPart) -> None:
+    """Append an ``amplicon_depth`` row: an amplicon's whole parts, or (``a`` None) the reads outside any."""
+    if a is None:
+        values: tuple[Any, ...] = (sample, None, None, None, None, None, part.reads, 0, None, None)
+    else:
         width = max(a.insert_end - a.insert_start, 1)
-        covered = int(inside.sum())
-        row = by_name.get(a.name, {})
-        for c, v in (("sample", sample), ("amplicon", a.name), ("contig", a.contig), ("pool", a.pool),
-                     ("pos", a.insert_start + 1), ("end_pos", a.insert_end), ("reads", row.get("reads", 0)),
-                     ("misprimed_reads", row.get("misprimed_reads", 0)),
-                     ("mean_pileup_depth", float(d[inside].sum()) / width),
-                     ("min_pileup_depth", int(d[inside].min()) if covered == width else 0)):
-            cols[c].append(v)
-    outside = by_name.get("", {})
-    for c, v in (("sample", sample), ("amplicon", None), ("contig", None), ("pool", None), ("pos", None),
-                 ("end_pos", None), ("reads", outside.get("reads", 0)), ("misprimed_reads", 0),
-                 ("mean_pileup_depth", None), ("min_pileup_depth", None)):
+        values = (sample, a.name, a.contig, a.pool, a.insert_start + 1, a.insert_end, part.reads, part.misprimed,
+                  float(part.depth_sum) / width,
+                  part.min_depth if part.covered == width and part.min_depth is not None else 0)
+    for c, v in zip(AMPLICON_COLUMNS, values, strict=True):
         cols[c].append(v)
-    return cols
+
+
+# ---------------------------------------------------------------------------- consensus pieces
+#: what a region adds to a sample's ``consensus`` row of one contig, in this order
+CONSENSUS_SUMS = ("length", "n_bases", "ambiguous_bases", "called")
+
+
+def consensus_sums(segment: str, called: int) -> list[int]:
+    """A consensus segment's numbers (:data:`CONSENSUS_SUMS`)."""
+    return [len(segment), segment.count("N"), sum(segment.count(b) for b in "RYSWKMBDHV"), called]
+
+
+def fasta_header(sample: str, contig: str, params: CallParams) -> str:
+    """The header line of a sample's consensus of one contig."""
+    return (f">{sample} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
+            f"q={params.min_base_quality}\n")
+
+
+def consensus_row(cols: dict[str, list[Any]], sample: str, contig: tuple[str, int], sums: Sequence[int], *,
+                  params: CallParams, fasta_uri: str) -> None:
+    """Append a ``consensus`` row from the regions' sums of one contig (:data:`CONSENSUS_SUMS`)."""
+    (name, contig_length), (length, n, ambiguous, called) = contig, sums
+    for c, v in (("sample", sample), ("contig", name), ("length", length), ("n_bases", n),
+                 ("ambiguous_bases", ambiguous),
+                 ("pct_called", 100.0 * called / contig_length if contig_length else 0.0),
+                 ("min_fraction", params.consensus_freq), ("min_depth", params.consensus_min_depth),
+                 ("min_base_quality", params.min_base_quality), ("fasta_uri", fasta_uri)):
+        cols[c].append(v)

@@ -31,16 +31,23 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
-from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
+from seqlake.base.layout import CONSENSUS_SUFFIX
 from seqlake.base.metadata import lane_row, sample_fields
-from seqlake.lake.alleles import CallParams, amplicon_depth_rows, call_sample, read_fasta
+from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row, consensus_row
+from seqlake.lake.genomes import write_genomes
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
-from seqlake.lake.reduce import REGION_TABLES, RegionSummary, SampleSums, reduce_missing, samples_ending
+from seqlake.lake.reduce import (
+    EDGE_JOINED,
+    REGION_TABLES,
+    RegionSummary,
+    SampleSums,
+    reduce_missing,
+    samples_ending,
+)
 from seqlake.lake.regions import ReducePlan, load_reduce_plan
 from seqlake.lake.staging import (
     STAGES,
@@ -52,11 +59,9 @@ from seqlake.lake.staging import (
     TrimStats,
     median_of_hist,
 )
-from seqlake.lake.tables import ALLELE_STAGING, BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
-from seqlake.lake.vcf import bgzf_compress, tabix_index, vcf_text
+from seqlake.lake.tables import BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
-from seqlake.plan.reference import check_unchanged
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
@@ -147,31 +152,12 @@ def _checked_manifest(plan: Plan, child: int, uri: str, data: bytes | None) -> C
     return m
 
 
-def _read_children(plan: Plan) -> Iterator[tuple[ChildManifest, list[pa.Table]]]:
-    """Every child's manifest and allele parts (:data:`ALLELE_STAGING`, with a reference), in child order,
-    from one stream of parallel reads (the per-position depth and coverage went to the reducers)."""
-    parts = ALLELE_STAGING if plan.reference else ()
-
-    def uris() -> Iterator[str]:
-        for c in range(plan.array_size):
-            yield plan.layout.manifest(c)
-            yield from (plan.layout.staging_part(c, spec.name) for spec in parts)
-
-    stream = storage.read_many(uris())
-    for child in range(plan.array_size):
-        got = [next(stream) for _ in range(1 + len(parts))]
-        m = _checked_manifest(plan, child, *got[0])
-        tables = []
-        if m.alignments is not None:
-            for spec, (uri, data) in zip(parts, got[1:], strict=True):
-                if data is None:
-                    raise SeqlakeError(f"{_describe(plan, child)} has no {spec.name} part at {uri}")
-                table = pq.read_table(pa.BufferReader(data))
-                if table.num_rows != m.coverage_rows.get(spec.name):
-                    raise SeqlakeError(f"{_describe(plan, child)}: {spec.name} has {table.num_rows} rows, its "
-                                       f"manifest says {m.coverage_rows.get(spec.name)}")
-                tables.append(table)
-        yield m, tables
+def _read_children(plan: Plan) -> Iterator[ChildManifest]:
+    """Every child's manifest, checked, in child order, from one stream of parallel reads (the per-position
+    tables went to the reducers)."""
+    uris = (plan.layout.manifest(c) for c in range(plan.array_size))
+    for child, (uri, data) in enumerate(storage.read_many(uris)):
+        yield _checked_manifest(plan, child, uri, data)
 
 
 def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int]) -> dict[str, SampleSums]:
@@ -225,12 +211,11 @@ class _Results:
     writers: dict[str, PartWriter]
     totals: RunTotals
     committed_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    #: per-sample files (consensus FASTA, VCF), written under results/ with the tables
-    files: dict[str, bytes] = field(default_factory=dict)
+    #: each sample's pieces of its files (consensus FASTA, VCF and its index), joined under results/ with the
+    #: tables (lake.genomes)
+    files: list[tuple[str, list[list[int]]]] = field(default_factory=list)
     #: the reference's contigs (from the reduce plan; empty without a reference)
     contigs: list[tuple[str, int]] = field(default_factory=list)
-    #: the reference's sequences (variants and consensus), read once when the first sample needs them
-    sequences: dict[str, bytes] | None = None
     #: amplicon mode: the primer scheme's amplicons, read once
     amplicons: tuple[Amplicon, ...] | None = None
     #: each sample's coverage points for the report (with a reference), and their widths per contig
@@ -240,29 +225,25 @@ class _Results:
     def _put(self, table: str, columns: Any) -> None:
         self.writers[table].write_arrow(to_arrow(table, columns))
 
-    def add_calls(self, sample: str, parts: list[list[pa.Table]]) -> None:
-        """A sample's variants and consensus from its children's allele parts (the whole genome as one
-        region, until the per-region reduce calls seqlake.lake.alleles itself), its FASTA and VCF."""
-        if self.sequences is None:
-            reference = self.plan.reference
-            if reference is not None:  # the genome the children aligned to, not one put in its place since
-                check_unchanged(reference)
-            self.sequences = read_fasta(storage.read_bytes(reference.uri)) if reference else {}
-        layout = self.plan.layout
+    def add_calls(self, sample: str, sums: SampleSums) -> None:
+        """A sample's ``consensus`` rows and the ``amplicon_depth`` rows the reducers left in parts (amplicons
+        crossing a region's edge, the reads outside every amplicon), from the regions' sums; its files'
+        pieces noted for :func:`write_genomes`."""
+        if not sums.genomes:  # no reducer counted alleles
+            return
+        layout, params = self.plan.layout, CallParams.of(self.plan.params)
         fasta_uri = layout.sample_file(sample, CONSENSUS_SUFFIX)
-        params = CallParams.of(self.plan.params)
-        calls = call_sample(sample, parts[0], parts[1], self.sequences, params, fasta_uri=fasta_uri)
-        self._put("variants", calls.variants)
-        self._put("consensus", calls.consensus)
-        if self.plan.params.primer_bed is not None and calls.counts is not None:
+        cols: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["consensus"].columns}
+        for contig in self.contigs:
+            consensus_row(cols, sample, contig, sums.consensus.get(contig[0], [0, 0, 0, 0]), params=params,
+                          fasta_uri=fasta_uri)
+        self._put("consensus", cols)
+        if self.plan.params.primer_bed is not None:
             if self.amplicons is None:
                 bed = self.plan.params.primer_bed
                 self.amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons
-            self._put("amplicon_depth", amplicon_depth_rows(sample, calls.counts, parts[2], self.amplicons))
-        self.files[fasta_uri] = calls.fasta.encode()
-        vcf = bgzf_compress(vcf_text(sample, self.contigs, calls.variants, params).encode())
-        self.files[layout.sample_file(sample, VCF_SUFFIX)] = vcf
-        self.files[layout.sample_file(sample, VCF_SUFFIX + ".tbi")] = tabix_index(vcf, [c for c, _ in self.contigs])
+            self._put("amplicon_depth", edge_amplicon_rows(sample, sums, self.amplicons))
+        self.files.append((sample, sums.genomes))
 
     def add_sample(self, sample: str, fold: _SampleFold, sums: SampleSums | None) -> None:
         """A complete sample's rows in every result table the commit writes, and its raw reads and bases
@@ -308,9 +289,10 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
     alignments: dict[int, PartInfo] = {}
     if rp is not None:
         totals.regions, totals.coverage_bin = len(rp.regions), rp.bin_width
-    # the reducers wrote coverage whole; every other table (low_coverage: the rows that cross a region's
-    # edge) has a part from here, even an empty one
-    written = [t for t in RESULT_TABLES if t != "alignments" and not (t == "coverage" and rp is not None)]
+    # the reducers wrote their tables' parts; of those, the ones whose rows cross a region's edge get a part
+    # from here (joined), as does every other table, even an empty one
+    written = [t for t in RESULT_TABLES if t != "alignments" and not (
+        rp is not None and t in REGION_TABLES and t not in EDGE_JOINED)]
     with local_tmp() as tmp:
         out = _Results(plan, {t: PartWriter(plan.layout.result_file(t), t, tmp, COMMIT_ROW_GROUP_ROWS)
                               for t in written}, totals)
@@ -318,20 +300,17 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
             out.contigs, out.point_widths = rp.contigs, rp.coverage_widths()
             out.points = PartWriter(plan.layout.coverage_points, COVERAGE_POINTS.name, tmp, COMMIT_ROW_GROUP_ROWS,
                                     schema=COVERAGE_POINTS.schema)
-        allele_parts: dict[str, list[list[pa.Table]]] = {}
-        for child, (m, tables) in enumerate(_read_children(plan)):
+        for child, m in enumerate(_read_children(plan)):
             totals.reference_md5 = m.reference_md5 or totals.reference_md5
             totals.software = {**totals.software, **m.software}
             for r in m.shards:
                 folds.setdefault(r.sample, _SampleFold()).add(r)
             if m.alignments is not None:
                 alignments[child] = m.alignments
-                samples = {plan.shards[i].sample for i in plan.child_shards(child)}
-                _collect_allele_parts(allele_parts, samples, tables)
             for sample in ending.get(child, []):
-                if sample in allele_parts and plan.params.allele_counts:
-                    out.add_calls(sample, allele_parts.pop(sample))
                 sums = region_sums.pop(sample, SampleSums()) if rp is not None else None
+                if sums is not None:
+                    out.add_calls(sample, sums)
                 out.add_sample(sample, folds.pop(sample), sums)
         align_rows = _check_alignment_parts(plan, alignments)
         # every child checked out: only now is anything written under results/
@@ -342,25 +321,11 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         for table, writer in out.writers.items():
             writer.publish()
             totals.rows[table] = writer.rows + region_rows.get(table, 0)
-        for uri, body in out.files.items():
-            storage.write_bytes(uri, body)
+        write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params))
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = align_rows
     return totals
-
-
-def _collect_allele_parts(by_sample: dict[str, list[list[pa.Table]]], samples: set[str],
-                          parts: list[pa.Table]) -> None:
-    """A child's ``alleles`` and ``indels`` parts, cut by sample (a child may hold several samples)."""
-    import pyarrow.compute as pc
-
-    for sample in samples:
-        by_sample.setdefault(sample, [[] for _ in ALLELE_STAGING])
-    for k, table in enumerate(parts):
-        for sample in pc.unique(table.column("sample")).to_pylist():
-            mine = table.filter(pc.equal(table.column("sample"), sample))
-            by_sample.setdefault(sample, [[] for _ in ALLELE_STAGING])[k].append(mine)
 
 
 # ------------------------------------------------------------------------------- result rows
@@ -457,6 +422,21 @@ class GenomeCoverage:
                          ("length", e - s)):
                 cols[k].append(v)
         return cols
+
+
+def edge_amplicon_rows(sample: str, sums: SampleSums, amplicons: tuple[Amplicon, ...]) -> dict[str, list[Any]]:
+    """The ``amplicon_depth`` rows the commit writes: the amplicons whose insert crosses a region's edge (their
+    regions' parts added up) and the reads outside every amplicon."""
+    cols: dict[str, list[Any]] = {c: [] for c in AMPLICON_COLUMNS}
+    parts: dict[str, AmpliconPart] = {}
+    for v in sums.amplicon_edges:
+        part = AmpliconPart.from_json(v)
+        parts.setdefault(part.name, AmpliconPart(part.name)).add(part)
+    for a in amplicons:
+        if a.name in parts:
+            amplicon_row(cols, sample, a, parts[a.name])
+    amplicon_row(cols, sample, None, AmpliconPart("", reads=sums.outside_reads))
+    return cols
 
 
 def histogram_rows(sample: str, qc: AlignQC) -> dict[str, list[Any]]:

@@ -9,7 +9,7 @@ regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer `
    each, in parallel, in child order);
 2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
    child is read, and its pieces read so far are merged early whenever they outgrow what is merged already
-   (:data:`FOLD_ROWS`): the state is about one merged region of the samples being read, never the genome,
+   (:data:`FOLD_BYTES`): the state is about one merged region of the samples being read, never the genome,
    never the run, whatever the number of children;
 3. merges each staging table with the merger registered for its name (:data:`MERGERS`; by default the
    rows with one key are added, as every per-position count is an integer): the children's sorted runs
@@ -31,11 +31,13 @@ its parts are overwritten whole before the summary, so a summary always describe
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,10 +46,12 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
+from seqlake.lake.alleles import CallParams
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
-from seqlake.lake.parquet_io import PartWriter, local_tmp
+from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
 from seqlake.lake.positions import Extent, contig_codes, dictionary_column, index_from_json, read_regions, sample_groups
+from seqlake.lake.regioncalls import RegionReference, call_region
 from seqlake.lake.regions import (
     Piece,
     ReducePlan,
@@ -57,13 +61,15 @@ from seqlake.lake.regions import (
 )
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
 from seqlake.plan.planfile import Plan
+from seqlake.plan.primers import Amplicon, parse_primer_bed
+from seqlake.plan.reference import check_unchanged, load_fasta_index
 
 I64 = npt.NDArray[np.int64]
 #: rows of a region's result part held before they are written as a row group
 REDUCE_ROW_GROUP_ROWS = 200_000
-#: a sample's rows of one staging table read and not yet merged, past which they are merged (if they also
-#: outnumber the rows merged so far): ~30 MB of depth runs
-FOLD_ROWS = 1_000_000
+#: bytes of a sample's rows of one staging table read and not yet merged, past which they are merged (if they
+#: also outweigh the rows merged so far): ~1M depth runs, ~200k positions of allele counts
+FOLD_BYTES = 32 << 20
 
 
 def samples_ending(plan: Plan) -> dict[int, list[str]]:
@@ -93,6 +99,16 @@ class SampleSums:
     low_edges: list[list[Any]] = field(default_factory=list)
     #: report points: ``[contig, point, depth_sum]`` (point = bin_start // the contig's point width)
     points: list[list[Any]] = field(default_factory=list)
+    #: contig -> the consensus's length, N, other IUPAC codes and called reference positions (CONSENSUS_SUMS)
+    consensus: dict[str, list[int]] = field(default_factory=dict)
+    #: amplicons whose insert crosses a region's edge: ``[amplicon, reads, misprimed, depth_sum, covered
+    #: bases, min depth over them]`` of this region's part (the commit adds them up: AMPLICON_PARTS)
+    amplicon_edges: list[list[Any]] = field(default_factory=list)
+    #: primary alignments no primer clipped (amplicon mode)
+    outside_reads: int = 0
+    #: the sample's pieces of the per-sample files: ``[region, offset, length]`` of each of GENOME_PIECES
+    #: in the region's genomes object, flattened
+    genomes: list[list[int]] = field(default_factory=list)
 
     def add(self, other: SampleSums) -> None:
         self.depth_sum += other.depth_sum
@@ -101,14 +117,23 @@ class SampleSums:
             mine = self.at_least.setdefault(contig, [0] * len(counts))
             for i, n in enumerate(counts):
                 mine[i] += n
+        for contig, counts in other.consensus.items():
+            mine = self.consensus.setdefault(contig, [0] * len(counts))
+            for i, n in enumerate(counts):
+                mine[i] += n
         self.low_edges += other.low_edges
         self.points += other.points
+        self.amplicon_edges += other.amplicon_edges
+        self.outside_reads += other.outside_reads
+        self.genomes += other.genomes
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SampleSums:
         at_least = {str(k): [int(x) for x in v] for k, v in d["at_least"].items()}
+        consensus = {str(k): [int(x) for x in v] for k, v in d.get("consensus", {}).items()}
         return cls(int(d["depth_sum"]), int(d["covered"]), at_least, [list(x) for x in d["low_edges"]],
-                   [list(x) for x in d["points"]])
+                   [list(x) for x in d["points"]], consensus, [list(x) for x in d.get("amplicon_edges", [])],
+                   int(d.get("outside_reads", 0)), [[int(v) for v in x] for x in d.get("genomes", [])])
 
 
 @dataclass
@@ -171,6 +196,10 @@ def _rebuild(spec_name: str, template: pa.Table, rows: list[tuple[int, dict[str,
     return pa.Table.from_arrays([arrays[f.name] for f in spec.schema], schema=spec.schema)
 
 
+#: bits of a position in a merged row's key (contig code above them): 1 Tb per contig
+_POS_BITS = 40
+
+
 def merge_sum(name: str) -> Merger:
     """Rows with one key are one row whose other columns are the sum (every per-position count adds)."""
     spec = STAGING_BY_NAME[name]
@@ -194,15 +223,29 @@ def merge_sum(name: str) -> Merger:
             contigs = whole.column("contig").combine_chunks().dictionary.to_pylist()
             grouped = grouped.append_column("contig", dictionary_column(grouped.column("_contig").to_numpy(), contigs))
             return grouped.select(spec.schema.names).cast(spec.schema)
-        rows = []
-        for code, cols in _per_contig(pieces, [pos, *values]):
-            order = np.argsort(cols[pos], kind="stable")  # k sorted runs: a k-way merge
-            p = cols[pos][order]
-            first = np.flatnonzero(np.concatenate([[True], p[1:] != p[:-1]]))
-            merged = {pos: p[first]}
-            merged.update({v: np.add.reduceat(cols[v][order], first) for v in values})
-            rows.append((code, merged))
-        return _rebuild(name, pieces[0], rows)
+        # one key per row (contig code, position), sorted once: a stable sort of k sorted runs is a k-way
+        # merge; then each value column on its own, in its own type (the state is the keys and one column,
+        # not every column widened at once: allele counts have 32 of them)
+        codes = np.concatenate([contig_codes(p).astype(np.int64) for p in pieces])
+        key = (codes << _POS_BITS) | np.concatenate([p.column(pos).to_numpy().astype(np.int64) for p in pieces])
+        del codes
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        key = key[first]
+        arrays: dict[str, Any] = {}
+        for v in values:
+            column = np.concatenate([p.column(v).to_numpy() for p in pieces])[order]
+            arrays[v] = pa.array(np.add.reduceat(column, first, dtype=np.int64), type=spec.schema.field(v).type)
+        del order, first
+        template = pieces[0]
+        sample = template.column("sample").combine_chunks()
+        arrays["sample"] = pa.DictionaryArray.from_arrays(
+            pa.array(np.full(len(key), sample.indices[0].as_py(), dtype=np.int32)), sample.dictionary)
+        arrays["contig"] = dictionary_column(key >> _POS_BITS,
+                                             template.column("contig").combine_chunks().dictionary.to_pylist())
+        arrays[pos] = pa.array(key & ((1 << _POS_BITS) - 1), type=spec.schema.field(pos).type)
+        return pa.Table.from_arrays([arrays[f.name] for f in spec.schema], schema=spec.schema)
 
     return merge
 
@@ -240,6 +283,33 @@ def merger(name: str) -> Merger:
 
 
 # ----------------------------------------------------------------------------------------- finishers
+class GenomePieces:
+    """A region's pieces of every sample's files, one after the other in one local file (published as
+    ``runs/<id>/reduce/region=NNNNN.genomes``); where each is goes into the sample's sums."""
+
+    def __init__(self, path: Path, region: int) -> None:
+        self.path = path
+        self.region = region
+        self._out = path.open("wb")
+        self.bytes = 0
+
+    def add(self, sums: SampleSums, pieces: Sequence[bytes]) -> None:
+        """The sample's pieces (one of each of GENOME_PIECES)."""
+        entry = [self.region]
+        for data in pieces:
+            self._out.write(data)
+            entry += [self.bytes, len(data)]
+            self.bytes += len(data)
+        sums.genomes.append(entry)
+
+    def close(self) -> None:
+        self._out.close()
+
+
+#: a sample's pieces of its files in a region's genomes object, in this order (SampleSums.genomes)
+GENOME_PIECES = ("fasta", "vcf", "tbi")
+
+
 @dataclass(frozen=True)
 class RegionContext:
     plan: Plan
@@ -247,6 +317,12 @@ class RegionContext:
     region: Region
     #: contig -> report point width (drawn contigs only)
     point_widths: dict[str, int]
+    #: the variants' inputs: the region's reference bases, the thresholds, the primer scheme's amplicons
+    #: (amplicon mode), and where the samples' file pieces go (with allele counts; else None)
+    reference: RegionReference | None = None
+    calls: CallParams = field(default_factory=CallParams)
+    amplicons: tuple[Amplicon, ...] | None = None
+    genomes: GenomePieces | None = None
 
 
 def _contig_rows(merged: pa.Table, region: Region) -> Iterator[tuple[Piece, pa.Table]]:
@@ -336,6 +412,21 @@ def finish_depth(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table]
     return {"low_coverage": out}
 
 
+def finish_calls(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table],
+                 sums: SampleSums) -> dict[str, list[pa.Table]]:
+    """``variants`` and ``amplicon_depth`` rows of the region, its parts of the ``consensus`` row and of the
+    amplicons crossing its edges, and its pieces of the sample's FASTA and VCF (:mod:`seqlake.lake.regioncalls`)."""
+    if ctx.reference is None or ctx.genomes is None:  # allele counting is off
+        return {}
+    calls = call_region(sample, ctx.region, merged, ctx.reference, params=ctx.calls, amplicons=ctx.amplicons)
+    for contig, counts in calls.consensus.items():
+        sums.consensus[contig] = counts
+    sums.amplicon_edges += [part.to_json() for part in calls.amplicon_edges]
+    sums.outside_reads += calls.outside_reads
+    ctx.genomes.add(sums, (calls.fasta, calls.vcf, calls.tbi))
+    return {"variants": [calls.variants], "amplicon_depth": [calls.amplicon_depth]}
+
+
 @dataclass(frozen=True)
 class Finisher:
     """Turns one sample's merged staging tables of a region into rows of result tables (and partial sums)."""
@@ -348,9 +439,12 @@ class Finisher:
 FINISHERS: list[Finisher] = [
     Finisher(("coverage_bins", "covered_intervals"), ("coverage",), finish_coverage),
     Finisher(("depth_runs",), ("low_coverage",), finish_depth),
+    Finisher(("alleles", "indels", "amplicon_reads"), ("variants", "amplicon_depth"), finish_calls),
 ]
 #: result tables written by the reducers, one part per region
 REGION_TABLES: tuple[str, ...] = tuple(t for f in FINISHERS for t in f.writes)
+#: of those, the tables whose rows crossing a region's edge the commit joins and writes in a part of its own
+EDGE_JOINED: tuple[str, ...] = ("low_coverage", "amplicon_depth")
 
 
 # ------------------------------------------------------------------------------------------- reducer
@@ -369,11 +463,11 @@ def _positions_entries(plan: Plan, region: int) -> list[dict[str, Extent]]:
 
 
 def _fold_early(name: str, pieces: list[pa.Table]) -> None:
-    """Merge a sample's pieces read so far into one once they outgrow what is merged already (and
-    :data:`FOLD_ROWS`): the state stays about one merged region of the sample, whatever the number of its
+    """Merge a sample's pieces read so far into one once they outweigh what is merged already (and
+    :data:`FOLD_BYTES`): the state stays about one merged region of the sample, whatever the number of its
     children, and each row is merged a few times at most (the merged part at least doubles between folds)."""
-    waiting = sum(p.num_rows for p in pieces[1:])
-    if len(pieces) > 1 and waiting > max(FOLD_ROWS, pieces[0].num_rows):
+    waiting = sum(p.nbytes for p in pieces[1:])
+    if len(pieces) > 1 and waiting > max(FOLD_BYTES, pieces[0].nbytes):
         pieces[:] = [merger(name)(pieces)]
 
 
@@ -384,12 +478,14 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
     all_regions = rp.regions
     if not 0 <= region < len(all_regions):
         raise SeqlakeError(f"region {region} does not exist: the reference has {len(all_regions)} regions")
-    ctx = RegionContext(plan, rp, all_regions[region], rp.coverage_widths())
     entries = _positions_entries(plan, region)
     summary = RegionSummary(plan.run_id, region)
     ending = samples_ending(plan)
     pending: dict[str, dict[str, list[pa.Table]]] = {}
-    with local_tmp() as tmp:
+    with local_tmp() as tmp, contextlib.ExitStack() as stack:
+        ctx = _context(plan, rp, all_regions[region], Path(tmp))
+        if ctx.genomes is not None:
+            stack.callback(ctx.genomes.close)
         writers = {t: PartWriter(plan.layout.region_part(t, region), t, tmp, REDUCE_ROW_GROUP_ROWS)
                    for t in REGION_TABLES}
         stream = read_regions((plan.layout.positions(c), entries[c]) for c in range(plan.array_size))
@@ -410,9 +506,25 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
         for table, writer in writers.items():
             writer.publish()
             summary.parts[table] = [writer.rows, writer.bytes]
+        if ctx.genomes is not None:
+            ctx.genomes.close()
+            put_file(ctx.genomes.path, plan.layout.region_genomes(region))
     summary.seconds = round(time.perf_counter() - t0, 3)
     storage.write_bytes(plan.layout.region_summary(region), summary.to_json())
     return summary
+
+
+def _context(plan: Plan, rp: ReducePlan, region: Region, tmp: Path) -> RegionContext:
+    """What the finishers of one region need: with allele counts, the FASTA index of the reference (checked
+    unchanged), the thresholds, the primer scheme and the file pieces' local file."""
+    widths = rp.coverage_widths()
+    if not plan.params.allele_counts or plan.reference is None:
+        return RegionContext(plan, rp, region, widths)
+    check_unchanged(plan.reference)  # the bases the children aligned to, not a file put in its place since
+    bed = plan.params.primer_bed
+    amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons if bed else None
+    return RegionContext(plan, rp, region, widths, RegionReference(load_fasta_index(plan.reference)),
+                         CallParams.of(plan.params), amplicons, GenomePieces(tmp / "genomes", region.index))
 
 
 def finished_summary(plan: Plan, region: int) -> RegionSummary | None:

@@ -551,8 +551,7 @@ ALLELES = Table(
     "alleles",
     "Staging only: a child's allele counts per sample, contig and 0-based position (samtools mpileup -A -B "
     "-d 0 -Q 0 entries; see seqlake.child.pileup); rows only where a read has a base or a deletion.",
-    (_SAMPLE, _c("contig", _S, "reference sequence name", False), _c("pos", _I64, "0-based position", False),
-     *ALLELE_COUNT_COLUMNS),
+    (STAGING_SAMPLE, STAGING_CONTIG, _c("pos", _I64, "0-based position", False), *ALLELE_COUNT_COLUMNS),
     key=("sample", "contig", "pos"),
 )
 
@@ -561,8 +560,7 @@ INDELS = Table(
     "Staging only: a child's indel alleles per sample, contig and 0-based anchor position (the reference base "
     "before the indel, as mpileup anchors them), counted whatever their quality.",
     (
-        _SAMPLE,
-        _c("contig", _S, "reference sequence name", False),
+        STAGING_SAMPLE, STAGING_CONTIG,
         _c("pos", _I64, "0-based anchor position", False),
         _c("deleted", _I32, "deleted reference bases (0 for an insertion)", False),
         _c("inserted", _S, "inserted bases, reference strand, upper case (empty for a deletion)", False),
@@ -575,26 +573,29 @@ INDELS = Table(
 AMPLICON_READS = Table(
     "amplicon_reads",
     "Staging only (amplicon mode): a child's primary alignments per sample and amplicon of the primer that "
-    "clipped their 5' end (amplicon empty: no primer there).",
+    "clipped their 5' end, on the amplicon's contig at its insert's first base (so the region holding that "
+    "base counts them); the alignments no primer clipped on one row per contig, at its position 0.",
     (
-        _SAMPLE,
+        STAGING_SAMPLE, STAGING_CONTIG,
+        _c("pos", _I64, "0-based first base of the amplicon's insert (0: the contig's row of reads outside any "
+           "amplicon)", False),
         _c("amplicon", _S, "amplicon name (the primer names before _LEFT / _RIGHT); empty: outside any", False),
         _c("reads", _I64, "primary alignments", False),
         _c("misprimed_reads", _I64, "of those, alignments whose other end was clipped by another amplicon's "
            "primer", False),
     ),
-    key=("sample", "amplicon"),
+    key=("sample", "contig", "pos", "amplicon"),
 )
 
-#: parts a child writes for the commit only: never cataloged, never queried
+#: what a child writes for the reducers only: never cataloged, never queried
 STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS, ALLELES, INDELS,
                                      AMPLICON_READS)
 #: the staging tables of depth and coverage (lake.staging.staging_tables), and of allele counts
 COVERAGE_STAGING: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
 ALLELE_STAGING: tuple[Table, ...] = (ALLELES, INDELS, AMPLICON_READS)
 #: the staging tables that travel by region in a child's positions object to the reducers
-#: (seqlake.lake.positions, seqlake.lake.reduce); the allele tables still go to the commit as Parquet parts
-POSITION_STAGING: tuple[Table, ...] = COVERAGE_STAGING
+#: (seqlake.lake.positions, seqlake.lake.reduce): every one of them
+POSITION_STAGING: tuple[Table, ...] = COVERAGE_STAGING + ALLELE_STAGING
 STAGING_BY_NAME: dict[str, Table] = {t.name: t for t in POSITION_STAGING}
 
 

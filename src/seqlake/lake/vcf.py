@@ -6,6 +6,10 @@
 - :func:`bgzf_compress`: BGZF as the SAM/BAM specification (section 4.1) defines it: gzip members of at
   most 64 KiB holding at most 0xff00 bytes each (htslib's ``BGZF_BLOCK_SIZE``), the ``BC`` extra field
   with the member's size, and the 28-byte empty end-of-file member.
+- pieces: a region's records are BGZF blocks without the EOF member (``bgzf_compress(eof=False)``) and their
+  index entries relative to the piece's first byte (:func:`tabix_entries`); joined after a header and
+  other pieces, the entries are shifted by the piece's byte offset (:meth:`TabixEntries.shifted`: a virtual
+  offset is the block's byte offset << 16 | the offset inside it) and added up in file order.
 - :func:`tabix_index`: the ``.tbi`` of the tabix specification (htslib ``tbx.c`` / ``hts.c``): the
   UCSC binning scheme (min_shift 14, 5 levels), one chunk per run of records in one bin, the 16 kb linear
   index; without htslib's optional pseudo-bin of counts. ``tabix`` reads it (the tests query it).
@@ -13,9 +17,11 @@
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from seqlake.lake.alleles import CallParams
@@ -24,12 +30,19 @@ from seqlake.lake.alleles import CallParams
 BGZF_BLOCK = 0xFF00
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _MIN_SHIFT, _LEVELS = 14, 5
+#: a linear index window no record touches (yet)
+_NONE = -1
 _TBX_VCF = 2
 
 
 def vcf_text(sample: str, contigs: Sequence[tuple[str, int]], variants: Mapping[str, Sequence[Any]],
              params: CallParams) -> str:
     """The VCF of one sample's ``variants`` columns (rows in contig order, then position)."""
+    return vcf_header(sample, contigs, params) + vcf_records(contigs, variants)
+
+
+def vcf_header(sample: str, contigs: Sequence[tuple[str, int]], params: CallParams) -> str:
+    """A sample's VCF header (every line, the ``#CHROM`` line last)."""
     head = [
         "##fileformat=VCFv4.2",
         "##source=seqlake (ivar 1.3.1 variants semantics over samtools mpileup -A -x -B -d 0 -Q 0)",
@@ -49,6 +62,11 @@ def vcf_text(sample: str, contigs: Sequence[tuple[str, int]], variants: Mapping[
         '##FORMAT=<ID=PVAL,Number=1,Type=Float,Description="ivar PVAL">',
         "\t".join(("#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT", sample)),
     ]
+    return "\n".join(head) + "\n"
+
+
+def vcf_records(contigs: Sequence[tuple[str, int]], variants: Mapping[str, Sequence[Any]]) -> str:
+    """The records of some ``variants`` rows, in contig order, then position."""
     order = {name: k for k, name in enumerate(n for n, _ in contigs)}
     v = variants
     rows = sorted(range(len(v["pos"])), key=lambda i: (order.get(v["contig"][i], len(order)), v["pos"][i], i))
@@ -59,7 +77,7 @@ def vcf_text(sample: str, contigs: Sequence[tuple[str, int]], variants: Mapping[
                    f"{v['ref_rev'][i]}:{v['alt_rev'][i]}:{v['ref_qual'][i]}:{v['alt_qual'][i]}:{v['pval'][i]:.6g}"))
         for i in rows
     ]
-    return "\n".join(head + body) + "\n"
+    return "".join(line + "\n" for line in body)
 
 
 def _member(plain: bytes) -> bytes:
@@ -69,9 +87,10 @@ def _member(plain: bytes) -> bytes:
     return header + data + struct.pack("<II", zlib.crc32(plain), len(plain))
 
 
-def bgzf_compress(plain: bytes) -> bytes:
-    """``plain`` as BGZF, ending with the EOF member."""
-    return b"".join(_member(plain[i : i + BGZF_BLOCK]) for i in range(0, len(plain), BGZF_BLOCK)) + BGZF_EOF
+def bgzf_compress(plain: bytes, *, eof: bool = True) -> bytes:
+    """``plain`` as BGZF, ending with the EOF member (``eof=False``: a piece that others follow)."""
+    blocks = b"".join(_member(plain[i : i + BGZF_BLOCK]) for i in range(0, len(plain), BGZF_BLOCK))
+    return blocks + BGZF_EOF if eof else blocks
 
 
 def _lines(bgzf: bytes) -> Iterator[tuple[bytes, int, int]]:
@@ -106,30 +125,71 @@ def reg2bin(beg: int, end: int) -> int:
     return 0
 
 
-def tabix_index(bgzf: bytes, contigs: Sequence[str]) -> bytes:
-    """The ``.tbi`` index of a bgzipped, sorted VCF (see the module docstring), BGZF-compressed."""
-    bins: dict[str, dict[int, list[list[int]]]] = {}
-    linear: dict[str, list[int]] = {}
-    names: list[str] = []
+@dataclass
+class TabixEntries:
+    """What a ``.tbi`` holds of some records, per contig in the order first seen: each bin's chunks of
+    virtual offsets ``[start, end)`` and the linear index (16 kb window -> the virtual offset of the first
+    record touching it, :data:`_NONE` where none does: a piece's first record is at offset 0)."""
+
+    bins: dict[str, dict[int, list[list[int]]]] = field(default_factory=dict)
+    linear: dict[str, list[int]] = field(default_factory=dict)
+
+    def shifted(self, by: int) -> TabixEntries:
+        """The same entries for the records placed ``by`` bytes later in a file (a piece joined after others)."""
+        moved = by << 16
+        return TabixEntries({c: {b: [[s + moved, e + moved] for s, e in chunks] for b, chunks in bins.items()}
+                             for c, bins in self.bins.items()},
+                            {c: [w + moved if w != _NONE else _NONE for w in ws] for c, ws in self.linear.items()})
+
+    def add(self, later: TabixEntries) -> None:
+        """Another piece's entries, for records after these (pieces in file order)."""
+        for c, bins in later.bins.items():
+            mine = self.bins.setdefault(c, {})
+            for b, chunks in bins.items():
+                mine.setdefault(b, []).extend(chunks)
+        for c, ws in later.linear.items():
+            mine_w = self.linear.setdefault(c, [])
+            mine_w.extend([_NONE] * (len(ws) - len(mine_w)))
+            for k, w in enumerate(ws):
+                if w != _NONE and mine_w[k] == _NONE:
+                    mine_w[k] = w
+
+    def to_json(self) -> bytes:
+        return json.dumps({"bins": {c: {str(b): v for b, v in bins.items()} for c, bins in self.bins.items()},
+                           "linear": self.linear}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> TabixEntries:
+        d = json.loads(data)
+        return cls({c: {int(b): v for b, v in bins.items()} for c, bins in d["bins"].items()},
+                   {c: list(ws) for c, ws in d["linear"].items()})
+
+
+def tabix_entries(bgzf: bytes) -> TabixEntries:
+    """The index entries of the records of BGZF data (offsets from its first byte; header lines skipped)."""
+    out = TabixEntries()
     for line, vstart, vend in _lines(bgzf):
         if line.startswith(b"#") or not line:
             continue
         chrom, pos, _, ref = line.decode().split("\t", 4)[:4]
-        if chrom not in bins:
-            names.append(chrom)
-            bins[chrom], linear[chrom] = {}, []
         beg = int(pos) - 1
         end = beg + max(len(ref), 1)
-        chunks = bins[chrom].setdefault(reg2bin(beg, end), [])
+        chunks = out.bins.setdefault(chrom, {}).setdefault(reg2bin(beg, end), [])
         if chunks and chunks[-1][1] == vstart:
             chunks[-1][1] = vend
         else:
             chunks.append([vstart, vend])
-        windows = linear[chrom]
+        windows = out.linear.setdefault(chrom, [])
         for w in range(beg >> _MIN_SHIFT, ((end - 1) >> _MIN_SHIFT) + 1):
-            windows.extend([0] * (w + 1 - len(windows)))
-            if windows[w] == 0:
+            windows.extend([_NONE] * (w + 1 - len(windows)))
+            if windows[w] == _NONE:
                 windows[w] = vstart
+    return out
+
+
+def tabix_bytes(entries: TabixEntries, contigs: Sequence[str]) -> bytes:
+    """The ``.tbi`` of the entries (see the module docstring), BGZF-compressed; contigs in reference order."""
+    bins, names = entries.bins, list(entries.bins)
     ordered = [c for c in contigs if c in bins] + [c for c in names if c not in contigs]
     nm = b"".join(n.encode() + b"\0" for n in ordered)
     out = [b"TBI\1", struct.pack("<8i", len(ordered), _TBX_VCF, 1, 2, 0, ord("#"), 0, len(nm)), nm]
@@ -138,10 +198,15 @@ def tabix_index(bgzf: bytes, contigs: Sequence[str]) -> bytes:
         for b, chunks in sorted(bins[name].items()):
             out.append(struct.pack("<Ii", b, len(chunks)))
             out.extend(struct.pack("<QQ", s, e) for s, e in chunks)
-        windows = linear[name]
-        for w in range(1, len(windows)):
-            if windows[w] == 0:
-                windows[w] = windows[w - 1]
+        windows = list(entries.linear[name])  # a window no record touches: the offset of the one before
+        for w in range(len(windows)):
+            if windows[w] == _NONE:
+                windows[w] = windows[w - 1] if w else 0
         out.append(struct.pack("<i", len(windows)))
         out.extend(struct.pack("<Q", w) for w in windows)
     return bgzf_compress(b"".join(out))
+
+
+def tabix_index(bgzf: bytes, contigs: Sequence[str]) -> bytes:
+    """The ``.tbi`` index of a bgzipped, sorted VCF (see the module docstring), BGZF-compressed."""
+    return tabix_bytes(tabix_entries(bgzf), contigs)

@@ -51,6 +51,12 @@ class Amplicon:
     insert_start: int
     insert_end: int
 
+    @property
+    def anchor(self) -> int:
+        """The 0-based base its reads are counted on (``amplicon_reads``): the insert's first (inside the
+        amplicon where primers overlap)."""
+        return min(self.insert_start, self.end - 1)
+
 
 @dataclass(frozen=True)
 class PrimerScheme:

@@ -39,7 +39,8 @@ from seqlake.base.errors import BadInputError
 from seqlake.base.layout import LakeLayout
 
 #: what is stored under a key; a change of it (the JSON's fields, how the MD5s are taken) is a new key
-INDEX_FORMAT = 1
+#: (2: the FASTA index of each contig's bases)
+INDEX_FORMAT = 2
 #: bytes read at once while a local reference is hashed
 _BLOCK = 16 << 20
 
@@ -155,6 +156,64 @@ def load_contigs(pin: ReferencePin) -> list[Contig]:
     """The reference's contigs as the index was built (its JSON)."""
     body = json.loads(storage.read_bytes(pin.contigs_uri))
     return [Contig(str(n), int(length), str(md5)) for n, length, md5 in body["contigs"]]
+
+
+@dataclass(frozen=True)
+class SequenceAt:
+    """Where one contig's bases are, as ``samtools faidx`` indexes them (a ``.fai`` line): the byte offset of
+    its first base, the bases of each full line and the bytes of each line (with its end of line)."""
+
+    name: str
+    length: int
+    offset: int
+    line_bases: int
+    line_bytes: int
+
+    def byte_range(self, start: int, stop: int) -> tuple[int, int]:
+        """The bytes ``[a, b)`` holding bases ``[start, stop)`` (and the line ends between them)."""
+        def at(base: int) -> int:
+            return self.offset + base // self.line_bases * self.line_bytes + base % self.line_bases
+
+        return at(start), at(stop - 1) + 1 if stop > start else at(start)
+
+
+@dataclass(frozen=True)
+class FastaIndex:
+    """Where a reference's bases are: the object (the FASTA itself, or the store's one-line copy) and each
+    contig's place in it (:class:`SequenceAt`)."""
+
+    uri: str
+    contigs: dict[str, SequenceAt]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uri": self.uri, "fai": [[c.name, c.length, c.offset, c.line_bases, c.line_bytes]
+                                         for c in self.contigs.values()]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FastaIndex:
+        return cls(str(d["uri"]), {str(n): SequenceAt(str(n), int(a), int(b), int(c), int(e))
+                                   for n, a, b, c, e in d["fai"]})
+
+
+def load_fasta_index(pin: ReferencePin) -> FastaIndex:
+    """Where the reference's bases are (stored in its contigs JSON when it was indexed)."""
+    return FastaIndex.from_json(json.loads(storage.read_bytes(pin.contigs_uri))["fasta"])
+
+
+def read_bases(index: FastaIndex, contig: str, start: int, stop: int) -> bytes:
+    """Bases ``[start, stop)`` of ``contig`` (0-based; clipped to the contig), upper case: one ranged read of
+    that slice, never the whole reference."""
+    at = index.contigs[contig]
+    start, stop = max(start, 0), min(stop, at.length)
+    if stop <= start:
+        return b""
+    a, b = at.byte_range(start, stop)
+    data = storage.read_range(index.uri, a, b)
+    bases = data.translate(None, b"\r\n").upper() if at.line_bytes != at.line_bases else data.upper()
+    if len(bases) != stop - start:
+        raise BadInputError(index.uri, f"{contig}:{start + 1}-{stop} is {len(bases)} bases where its index "
+                            f"says {stop - start}: the reference changed after it was indexed")
+    return bases
 
 
 def local_index(pin: ReferencePin) -> str:

@@ -5,8 +5,11 @@ imports this module; :mod:`seqlake.plan.reference` is what they and the children
 :func:`ensure_index` stores, under the pin's key (:attr:`ReferencePin.key`), the minimap2 index of the
 reference with its preset and, written last, a small JSON of each contig's name, length and MD5 (SAM
 ``@SQ M5``: the sequence without whitespace, uppercased), computed in one streaming pass over the FASTA
-(:func:`fasta_contigs`; minimap2's own copy of the sequence turns IUPAC codes into N). A ``.mmi``
-reference is its own index: only the JSON is written, from the index's sequence. A bad FASTA is one line
+(:func:`fasta_contigs`; minimap2's own copy of the sequence turns IUPAC codes into N), and where each
+contig's bases are, so a reducer reads only its region's slice (:class:`~seqlake.plan.reference.FastaIndex`:
+the FASTA's own ``.fai`` numbers when it is plain with even lines, else a one-line-per-contig copy of the
+bases in the store). A ``.mmi`` reference is its own index: only the JSON and the copy are written, from
+the index's sequence. A bad FASTA is one line
 naming it (:class:`~seqlake.base.errors.BadInputError`): sequence before the first header, a nameless
 header, two sequences of one name, no sequence at all, a compression minimap2 cannot read.
 """
@@ -17,13 +20,24 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from seqlake.base import storage
 from seqlake.base.cachedir import reference_cache
 from seqlake.base.errors import BadInputError
-from seqlake.plan.reference import INDEX_FORMAT, Contig, ReferencePin, index_ready, locked, pin_reference
+from seqlake.base.layout import LakeLayout
+from seqlake.plan.reference import (
+    INDEX_FORMAT,
+    Contig,
+    FastaIndex,
+    ReferencePin,
+    SequenceAt,
+    index_ready,
+    locked,
+    pin_reference,
+)
 from seqlake.reads.fastq import open_fastq_stream
 
 #: a reference minimap2 reads as given: plain or gzip FASTA (or a ``.mmi``)
@@ -80,9 +94,93 @@ def _build(pin: ReferencePin, threads: int) -> None:
                     storage.upload(out, pin.index_uri)
             finally:
                 out.unlink(missing_ok=True)  # a failed build leaves nothing in the store
+        fasta = _fasta_index(pin, local, contigs)
     body = {"format": INDEX_FORMAT, "key": pin.key, "reference": pin.to_dict(),
-            "contigs": [[c.name, c.length, c.md5] for c in contigs]}
+            "contigs": [[c.name, c.length, c.md5] for c in contigs], "fasta": fasta.to_json()}
     storage.write_bytes(pin.contigs_uri, json.dumps(body, separators=(",", ":")).encode())
+
+
+def _fasta_index(pin: ReferencePin, local: str, contigs: list[Contig]) -> FastaIndex:
+    """Where the reducers read each contig's bases: the FASTA itself when it is plain with lines of even
+    width per contig (a ``samtools faidx`` index of it), else a copy of the bases in the store, each contig
+    on one line (gzip, a ``.mmi``, uneven lines)."""
+    if not pin.is_index:
+        with open_fastq_stream(local) as (_, compression):
+            plain = compression == "plain"
+        even = _even_lines(local, contigs) if plain else None
+        if even is not None:
+            return FastaIndex(pin.uri, {c.name: c for c in even})
+    target = LakeLayout(pin.store).reference_sequence(pin.key)
+    places, offset = {}, 0
+    with tempfile.NamedTemporaryFile(prefix="seqlake-seq-") as copy:
+        for name, bases in _sequences(pin, local):
+            copy.write(bases)
+            places[name] = SequenceAt(name, len(bases), offset, max(len(bases), 1), max(len(bases), 1))
+            offset += len(bases)
+        copy.flush()
+        storage.upload(copy.name, target)
+    lengths = {c.name: c.length for c in contigs}
+    if {n: p.length for n, p in places.items()} != lengths:
+        raise BadInputError(pin.uri, "the reference's sequences changed while it was indexed")
+    return FastaIndex(target, places)
+
+
+def _sequences(pin: ReferencePin, local: str) -> Iterator[tuple[str, bytes]]:
+    """Each contig's name and bases (as SAM M5 takes them: no whitespace), one contig at a time."""
+    if pin.is_index:
+        import mappy
+
+        aligner = mappy.Aligner(local, preset=pin.preset)
+        for seq_name in aligner.seq_names:
+            yield seq_name, (aligner.seq(seq_name) or "").encode()
+        return
+    name: str | None = None
+    parts: list[bytes] = []
+    with open_fastq_stream(local) as (stream, _):
+        for line in stream:
+            if line.startswith(b">"):
+                if name is not None:
+                    yield name, b"".join(parts)
+                name, parts = line[1:].split(None, 1)[0].decode("ascii"), []
+            else:
+                parts.append(line.translate(None, _NOT_SEQUENCE))
+    if name is not None:
+        yield name, b"".join(parts)
+
+
+def _even_lines(path: str, contigs: list[Contig]) -> list[SequenceAt] | None:
+    """The ``.fai`` lines of a plain FASTA whose contigs each have lines of one width (all but the last),
+    as ``samtools faidx`` requires; None when one does not."""
+    out: list[SequenceAt] = []
+    offset = 0
+    current: list[int] | None = None  # the contig's first base's offset, line bases, line bytes, bases
+    short = False  # a line shorter than the first was seen (only the last may be)
+
+    def close() -> None:
+        if current is not None:
+            name = contigs[len(out)].name if len(out) < len(contigs) else ""
+            out.append(SequenceAt(name, current[3], current[0], current[1] or 1, current[2] or 1))
+
+    with Path(path).open("rb") as f:
+        for line in f:
+            if line.startswith(b">"):
+                close()
+                current, short = [offset + len(line), 0, 0, 0], False
+            elif current is not None:
+                bases = len(line.rstrip(b"\r\n"))
+                if bases != len(line.translate(None, _NOT_SEQUENCE)) or (short and (bases or line.strip())):
+                    return None  # spaces inside a line, or a line after a short (last) one
+                if current[1] == 0:
+                    current[1], current[2] = bases, len(line)
+                elif bases > current[1] or (bases == current[1] and len(line) != current[2]):
+                    return None
+                short = short or bases < current[1]
+                current[3] += bases
+            offset += len(line)
+    close()
+    if [(p.name, p.length) for p in out] != [(c.name, c.length) for c in contigs]:
+        return None
+    return out
 
 
 def _build_mmi(pin: ReferencePin, fasta: str, out: Path, names: list[str], threads: int) -> None:

@@ -1,0 +1,166 @@
+"""One sample's variants, consensus and amplicon depth in one region, from the region's merged allele counts.
+
+The reducer of a region (:mod:`seqlake.lake.reduce`) calls :func:`call_region` for each sample with the
+sample's ``alleles``, ``indels`` and ``amplicon_reads`` rows of the region added up over every child.
+Everything :mod:`seqlake.lake.alleles` computes is a function of one position's counts (and, for a
+deletion's reference allele, the bases after it), so a genome cut into regions gives the rows, bases and
+records of the same genome in one region (``tests/core/test_reduce.py``). What a region yields:
+
+- its ``variants`` rows and its ``amplicon_depth`` rows of the amplicons whose insert lies inside it;
+- its parts of what only the whole genome knows: per contig the consensus's length, N, IUPAC codes and
+  called positions (the commit adds them into the ``consensus`` row), the parts of the amplicons whose
+  insert crosses a window's edge (the commit adds them into one row: an amplicon is counted where its reads
+  are, in the region holding its insert's first base, its depth wherever its bases are), the reads outside
+  every amplicon;
+- its pieces of the per-sample files: the consensus FASTA's bytes (a contig's header where the contig
+  starts, its newline where it ends), the VCF's records as BGZF blocks without the EOF member, and their
+  tabix entries relative to the piece's first byte (:mod:`seqlake.lake.vcf`). The commit joins the pieces
+  in region order.
+
+The reference's bases are read per piece of the region and only there (:class:`RegionReference`: one
+ranged read through the FASTA index stored with the reference's index), extended past the piece's end by
+the longest deletion anchored in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from seqlake.lake.alleles import (
+    AMPLICON_COLUMNS,
+    VARIANT_COLUMNS,
+    AmpliconPart,
+    CallParams,
+    Indel,
+    amplicon_part,
+    amplicon_row,
+    call_variants,
+    called_positions,
+    consensus_segment,
+    consensus_sums,
+    fasta_header,
+)
+from seqlake.lake.parquet_io import to_arrow
+from seqlake.lake.positions import contig_codes
+from seqlake.lake.regions import Piece, Region
+from seqlake.lake.tables import ALLELE_BASES
+from seqlake.lake.vcf import bgzf_compress, tabix_entries, vcf_records
+from seqlake.plan.primers import Amplicon
+from seqlake.plan.reference import FastaIndex, read_bases
+
+I64 = npt.NDArray[np.int64]
+#: the mpileup depth's columns (every entry at any quality, deletions included)
+_DEPTH_COLUMNS = tuple(f"{b}_all" for b in (*ALLELE_BASES, "del"))
+
+
+@dataclass
+class RegionReference:
+    """The reference bases of a region's pieces, each read once (longer when a later sample needs more)."""
+
+    index: FastaIndex
+    #: piece -> its bases from the piece's start
+    read: dict[Piece, bytes] = field(default_factory=dict)
+
+    def bases(self, piece: Piece, stop: int) -> bytes:
+        """Bases ``[piece.start, stop)`` of the piece's contig (clipped to the contig)."""
+        stop = min(stop, piece.contig_length)
+        have = self.read.get(piece, b"")
+        if piece.start + len(have) < stop:
+            have = self.read[piece] = read_bases(self.index, piece.contig, piece.start, stop)
+        return have
+
+
+@dataclass
+class RegionCalls:
+    """What one sample's counts in one region give (the module docstring)."""
+
+    variants: pa.Table
+    amplicon_depth: pa.Table
+    #: contig -> :data:`seqlake.lake.alleles.CONSENSUS_SUMS`
+    consensus: dict[str, list[int]]
+    amplicon_edges: list[AmpliconPart]
+    outside_reads: int
+    fasta: bytes
+    vcf: bytes
+    tbi: bytes
+
+
+def _piece_rows(table: pa.Table, k: int) -> pa.Table:
+    """The rows of the region's ``k``-th piece (its contig's code in the region)."""
+    if table.num_rows == 0:
+        return table
+    sel = np.flatnonzero(contig_codes(table) == k)
+    return table if len(sel) == table.num_rows else table.take(pa.array(sel))
+
+
+def _indels(rows: pa.Table) -> list[Indel]:
+    if rows.num_rows == 0:
+        return []
+    cols = [rows.column(c).to_pylist() for c in ("pos", "deleted", "inserted", "fwd", "rev")]
+    return [Indel(*values) for values in zip(*cols, strict=True)]
+
+
+def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], reference: RegionReference, *,
+                params: CallParams, amplicons: Sequence[Amplicon] | None) -> RegionCalls:
+    """One sample's calls in one region (see the module docstring)."""
+    variants: dict[str, list[Any]] = {"sample": [], "contig": [], **{c: [] for c in VARIANT_COLUMNS}}
+    amplicon_cols: dict[str, list[Any]] = {c: [] for c in AMPLICON_COLUMNS}
+    consensus: dict[str, list[int]] = {}
+    edges: list[AmpliconPart] = []
+    outside = 0
+    fasta: list[str] = []
+    for k, piece in enumerate(region.pieces):
+        rows = _piece_rows(merged["alleles"], k)
+        counts = {c: rows.column(c).to_numpy() for c in rows.column_names if c not in ("sample", "contig")}
+        indels = _indels(_piece_rows(merged["indels"], k))
+        stop = max([piece.end, *(i.pos + 1 + i.deleted for i in indels)])
+        found = call_variants(counts, indels, reference.bases(piece, stop), piece.start, params)
+        n = len(found["pos"])
+        variants["sample"] += [sample] * n
+        variants["contig"] += [piece.contig] * n
+        for c in VARIANT_COLUMNS:
+            variants[c] += found[c]
+        segment = consensus_segment(counts, indels, piece.start, piece.end, params)
+        consensus[piece.contig] = consensus_sums(segment, called_positions(counts, indels, params))
+        fasta += [fasta_header(sample, piece.contig, params) if piece.start == 0 else "", segment,
+                  "\n" if piece.end == piece.contig_length else ""]
+        if amplicons is not None:
+            outside += _amplicons(sample, piece, rows, _piece_rows(merged["amplicon_reads"], k),
+                                  amplicons=amplicons, cols=amplicon_cols, edges=edges)
+    table = to_arrow("variants", variants)
+    records = vcf_records([(p.contig, p.contig_length) for p in region.pieces], variants)
+    vcf = bgzf_compress(records.encode(), eof=False) if records else b""
+    return RegionCalls(table, to_arrow("amplicon_depth", amplicon_cols), consensus, edges, outside,
+                       "".join(fasta).encode(), vcf, tabix_entries(vcf).to_json())
+
+
+def _amplicons(sample: str, piece: Piece, alleles: pa.Table, reads: pa.Table, *, amplicons: Sequence[Amplicon],
+               cols: dict[str, list[Any]], edges: list[AmpliconPart]) -> int:
+    """The piece's amplicons: a row for each whose insert (and anchor) lies inside it, a part for each that
+    crosses its edge; returns the reads outside every amplicon on the piece's contig (counted at base 0)."""
+    pos: I64 = alleles.column("pos").to_numpy().astype(np.int64) if alleles.num_rows else np.zeros(0, np.int64)
+    depth: I64 = (sum(alleles.column(c).to_numpy().astype(np.int64) for c in _DEPTH_COLUMNS)
+                  if alleles.num_rows else np.zeros(0, np.int64))
+    counted = {str(a): (int(r), int(m)) for a, r, m in zip(reads.column("amplicon").to_pylist(),
+                                                          reads.column("reads").to_pylist(),
+                                                          reads.column("misprimed_reads").to_pylist(), strict=True)}
+    for a in amplicons:
+        if a.contig != piece.contig:
+            continue
+        holds_anchor = piece.start <= a.anchor < piece.end
+        if not holds_anchor and not (a.insert_start < piece.end and a.insert_end > piece.start):
+            continue
+        part = amplicon_part(a, pos, depth, piece.start, piece.end)
+        if holds_anchor:
+            part.reads, part.misprimed = counted.get(a.name, (0, 0))
+        if piece.start <= min(a.insert_start, a.anchor) and max(a.insert_end, a.anchor + 1) <= piece.end:
+            amplicon_row(cols, sample, a, part)
+        else:
+            edges.append(part)
+    return counted.get("", (0, 0))[0]
