@@ -45,9 +45,11 @@ tools:
 	      || echo "warning: could not install$$missing; their tests will skip"; \
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
-test: $(STAMP) tools lint
+# the packages first (apt-get takes one at a time), then the linters and the worker image side by side (both
+# mostly wait on downloads: SAM CLI and checkov from PyPI, Debian's base), then the suite
+test: $(STAMP) tools container-tools
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-image
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
-test: test-image
 
 # podman, runc and debootstrap: the worker image and container mode; the container tests skip without them.
 container-tools:
