@@ -39,6 +39,7 @@ from typing import Any
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
+from seqlake.lake import parquet_io
 from seqlake.lake.alleles import CallParams, call_sample, read_fasta
 from seqlake.lake.parquet_io import read_table
 from seqlake.lake.tables import ALLELE_STAGING
@@ -84,8 +85,8 @@ def counting_clock() -> Iterator[CountingClock]:
     """The child's counting calls clocked while inside: each aligned chunk into the counts
     (``count_alleles``), the staging tables (``allele_parts``) and their Parquet writes."""
     clock = CountingClock()
-    aligning = worker._Aligning  # noqa: SLF001 - the calls the child makes only when it counts
-    saved = aligning.count_alleles, aligning.allele_parts, worker.write_table
+    aligning = worker._Aligning  # the calls the child makes only when it counts
+    saved = aligning.count_alleles, aligning.allele_parts, parquet_io.write_table
     staging = [spec.schema for spec in ALLELE_STAGING]
 
     def write(uri: str, table: Any, *args: Any, **kwargs: Any) -> Any:
@@ -95,11 +96,12 @@ def counting_clock() -> Iterator[CountingClock]:
 
     aligning.count_alleles = clock.timed(saved[0])  # type: ignore[method-assign]
     aligning.allele_parts = clock.timed(saved[1])  # type: ignore[method-assign]
-    worker.write_table = write
+    worker.write_table = write  # type: ignore[attr-defined]  # the worker's own name (from parquet_io)
     try:
         yield clock
     finally:
-        aligning.count_alleles, aligning.allele_parts, worker.write_table = saved  # type: ignore[method-assign]
+        aligning.count_alleles, aligning.allele_parts = saved[:2]  # type: ignore[method-assign]
+        worker.write_table = saved[2]  # type: ignore[attr-defined]
 
 
 def child_runs(plans: dict[bool, Any], repeat: int) -> dict[str, Any]:

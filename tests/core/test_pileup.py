@@ -5,6 +5,7 @@ threshold, overlapping and wild pairs, skipped flags, two contigs far apart)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import defaultdict
 
@@ -14,7 +15,14 @@ import pyarrow as pa
 import pytest
 
 from seqlake.child import pileup
-from seqlake.child.pileup import COUNT_COLUMNS, SKIP_FLAGS, AlignmentRows, AlleleAccumulator, BatchReads, x31_wang_parity
+from seqlake.child.pileup import (
+    COUNT_COLUMNS,
+    SKIP_FLAGS,
+    AlignmentRows,
+    AlleleAccumulator,
+    BatchReads,
+    x31_wang_parity,
+)
 
 MIN_QUALITY = 20
 CONTIGS = [("chrA", 400), ("chrB", 10_000_000)]
@@ -81,19 +89,18 @@ class _Row:
         self.end = p
 
 
-def reference_counts(rows: AlignmentRows, reads: BatchReads) -> tuple[dict[tuple[int, int], list[int]],
-                                                                       dict[tuple[int, int, int, str], list[int]]]:
-    """(contig, pos) -> the count columns, and (contig, pos, deleted, inserted) -> [fwd, rev]."""
-    offsets = [0, CONTIGS[0][1]]
-    counted = [i for i in range(len(rows.flag)) if rows.contig[i] >= 0 and not rows.flag[i] & SKIP_FLAGS]
-    walked = {i: _Row(rows, reads, i, offsets) for i in counted}
-    # the overlap rule: each base's quality after it, for the pairs' shared aligned positions
+Counts = dict[tuple[int, int], list[int]]
+Indels = dict[tuple[int, int, int, str], list[int]]
+
+
+def overlap_qualities(rows: AlignmentRows, reads: BatchReads, walked: dict[int, _Row]) -> dict[tuple[int, int], int]:
+    """(row, reference position) -> the base's quality after the overlapping-mates rule, where it applies."""
     olap_q: dict[tuple[int, int], int] = {}
-    pairable = [i for i in counted if not rows.flag[i] & (0x800 | 0x8) and rows.flag[i] & 0x2 and rows.pair[i] >= 0
+    pairable = [i for i in walked if not rows.flag[i] & (0x800 | 0x8) and rows.flag[i] & 0x2 and rows.pair[i] >= 0
                 and rows.mate_contig[i] == rows.contig[i]
                 and not (abs(rows.tlen[i]) >= 2 * reads.length[i] and rows.mate_start[i] >= walked[i].end)]
     pairable.sort(key=lambda i: (rows.pair[i], rows.start[i], rows.flag[i] & 0x10))
-    for a, b in zip(pairable, pairable[1:], strict=False):
+    for a, b in itertools.pairwise(pairable):
         if rows.pair[a] != rows.pair[b]:
             continue
         ra, rb = walked[a], walked[b]
@@ -109,6 +116,15 @@ def reference_counts(rows: AlignmentRows, reads: BatchReads) -> tuple[dict[tuple
             else:
                 new_a, new_b = 0, int(0.8 * qb)
             olap_q[(a, p)], olap_q[(b, p)] = new_a, new_b
+    return olap_q
+
+
+def reference_counts(rows: AlignmentRows, reads: BatchReads) -> tuple[Counts, Indels]:
+    """(contig, pos) -> the count columns, and (contig, pos, deleted, inserted) -> [fwd, rev]."""
+    offsets = [0, CONTIGS[0][1]]
+    counted = [i for i in range(len(rows.flag)) if rows.contig[i] >= 0 and not rows.flag[i] & SKIP_FLAGS]
+    walked = {i: _Row(rows, reads, i, offsets) for i in counted}
+    olap_q = overlap_qualities(rows, reads, walked)
     counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0] * len(COUNT_COLUMNS))
     col = {c: k for k, c in enumerate(COUNT_COLUMNS)}
     indels: dict[tuple[int, int, int, str], list[int]] = defaultdict(lambda: [0, 0])
@@ -137,13 +153,41 @@ def reference_counts(rows: AlignmentRows, reads: BatchReads) -> tuple[dict[tuple
         if r.aligned:
             last = max(r.aligned)
             counts[where(r, last)][col["read_ends"]] += 1
-            counts[where(r, last)][col["read_ends_olap"]] += olap_q.get((i, last), r.qual[r.aligned[last]]) >= MIN_QUALITY
+            after = olap_q.get((i, last), r.qual[r.aligned[last]])
+            counts[where(r, last)][col["read_ends_olap"]] += after >= MIN_QUALITY
         for p, deleted, inserted in r.indels:
             indels[(*where(r, p), deleted, inserted.decode("latin-1").upper())][int(r.rev)] += 1
     return dict(counts), dict(indels)
 
 
-def random_batch(rng: random.Random, pairs: int, read_length: int | None = None) -> tuple[AlignmentRows, BatchReads]:
+def random_cigar(rng: random.Random, n: int) -> str:
+    """A CIGAR of ``n`` query bases: a soft clip or none, aligned runs (M, =, X) with D, I and N between."""
+    ops, left = [], n
+    clip = rng.choice([0, 0, 3])
+    if clip:
+        ops.append(f"{clip}S")
+        left -= clip
+    first = True
+    while left > 0:
+        if not first and rng.random() < 0.3:
+            ops.append(f"{rng.randint(1, 4)}{rng.choice('DDIN')}")
+            if ops[-1].endswith("I"):
+                size = min(int(ops[-1][:-1]), left - 1)
+                if size <= 0:
+                    ops.pop()
+                    continue
+                ops[-1] = f"{size}I"
+                left -= size
+                continue
+        m = min(left, rng.randint(3, 30))
+        ops.append(f"{m}{rng.choice('MMM=X')}")
+        left -= m
+        first = False
+    return "".join(ops)
+
+
+def random_batch(rng: random.Random, pairs: int,
+                 read_length: int | None = None) -> tuple[AlignmentRows, BatchReads]:
     """Pairs of reads (and a few single-end rows, secondary, supplementary, unmapped and duplicate rows)
     with random CIGARs on two contigs; reads of random lengths, or all of ``read_length`` (then every read's
     qualities are as far from its bases, which the counting reads with one index)."""
@@ -160,36 +204,13 @@ def random_batch(rng: random.Random, pairs: int, read_length: int | None = None)
         buf.extend(seq + b"\n+\n" + qual + b"\n")
         return len(length) - 1
 
-    def cig(n: int) -> str:
-        ops, left = [], n
-        clip = rng.choice([0, 0, 3])
-        if clip:
-            ops.append(f"{clip}S")
-            left -= clip
-        first = True
-        while left > 0:
-            if not first and rng.random() < 0.3:
-                ops.append(f"{rng.randint(1, 4)}{rng.choice('DDIN')}")
-                if ops[-1].endswith("I"):
-                    size = min(int(ops[-1][:-1]), left - 1)
-                    if size <= 0:
-                        ops.pop()
-                        continue
-                    ops[-1] = f"{size}I"
-                    left -= size
-                    continue
-            m = min(left, rng.randint(3, 30))
-            ops.append(f"{m}{rng.choice('MMM=X')}")
-            left -= m
-            first = False
-        return "".join(ops)
-
     for k in range(pairs):
         c = rng.choice([0, 0, 1])
         base = rng.randint(0, 300) + (9_000_000 if c == 1 and rng.random() < 0.5 else 0)
         n1, n2 = (read_length, read_length) if read_length else (rng.randint(20, 60), rng.randint(20, 60))
         s1, s2 = base, base + rng.randint(0, 40)
-        both = [read(n1), read(n2)]
+        read(n1)
+        read(n2)
         fl = [0x1 | 0x2 | 0x40 | (0x20 if rng.random() < 0.8 else 0), 0x1 | 0x2 | 0x80 | 0x10]
         if rng.random() < 0.5:
             fl = [fl[0] ^ 0x10 ^ 0x20, fl[1] ^ 0x10]
@@ -202,7 +223,7 @@ def random_batch(rng: random.Random, pairs: int, read_length: int | None = None)
             contig.append(c if not fl[j] & 0x4 else -1)
             start.append((s1, s2)[j])
             flag.append(fl[j])
-            cigar.append(cig((n1, n2)[j]) if not fl[j] & 0x4 else "")
+            cigar.append(random_cigar(rng, (n1, n2)[j]) if not fl[j] & 0x4 else "")
             pair.append(k)
             mate_start.append((s2, s1)[j] + (wild if j == 0 else 0))
             mate_contig.append(c)
@@ -213,7 +234,7 @@ def random_batch(rng: random.Random, pairs: int, read_length: int | None = None)
             contig.append(c)
             start.append(rng.randint(0, 300))
             flag.append(rng.choice([0, 0x10]))
-            cigar.append(cig(length[r]))
+            cigar.append(random_cigar(rng, length[r]))
             pair.append(-1)
             mate_start.append(-1)
             mate_contig.append(-1)
@@ -229,8 +250,7 @@ def random_batch(rng: random.Random, pairs: int, read_length: int | None = None)
     return rows, reads
 
 
-def counted(batches: list[tuple[AlignmentRows, BatchReads]]) -> tuple[dict[tuple[int, int], list[int]],
-                                                                       dict[tuple[int, int, int, str], list[int]]]:
+def counted(batches: list[tuple[AlignmentRows, BatchReads]]) -> tuple[Counts, Indels]:
     acc = AlleleAccumulator(CONTIGS, MIN_QUALITY)
     for rows, reads in batches:
         acc.add(rows, reads)
@@ -242,16 +262,15 @@ def counted(batches: list[tuple[AlignmentRows, BatchReads]]) -> tuple[dict[tuple
     return got, got_indels
 
 
-def summed(batches: list[tuple[AlignmentRows, BatchReads]]) -> tuple[dict[tuple[int, int], list[int]],
-                                                                      dict[tuple[int, int, int, str], list[int]]]:
-    total: dict[tuple[int, int], list[int]] = {}
-    total_indels: dict[tuple[int, int, int, str], list[int]] = {}
+def summed(batches: list[tuple[AlignmentRows, BatchReads]]) -> tuple[Counts, Indels]:
+    total: Counts = {}
+    total_indels: Indels = {}
     for rows, reads in batches:
         counts, indels = reference_counts(rows, reads)
-        for k, v in counts.items():
-            total[k] = [a + b for a, b in zip(total.get(k, [0] * len(v)), v, strict=True)]
-        for k, v in indels.items():
-            total_indels[k] = [a + b for a, b in zip(total_indels.get(k, [0, 0]), v, strict=True)]
+        for at, v in counts.items():
+            total[at] = [a + b for a, b in zip(total.get(at, [0] * len(v)), v, strict=True)]
+        for ident, v in indels.items():
+            total_indels[ident] = [a + b for a, b in zip(total_indels.get(ident, [0, 0]), v, strict=True)]
     return total, total_indels
 
 

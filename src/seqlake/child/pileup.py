@@ -299,15 +299,16 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
         weights = qbyte.astype(np.float64)
         weights *= float(1 << _QBITS)
         weights += 1.0
-        hist = np.bincount(bins, weights=weights, minlength=2 * n * _STATES)
+        hist = np.bincount(bins, weights=weights, minlength=2 * n * _STATES).astype(np.float64, copy=False)
         del weights
     else:  # a bin could count too many entries for that: two histograms
         hist = np.bincount(bins, minlength=2 * n * _STATES).astype(np.float64)
-        qsum = np.bincount(bins, weights=qbyte, minlength=2 * n * _STATES)
+        qsum = np.bincount(bins, weights=qbyte, minlength=2 * n * _STATES).astype(np.float64)
     del bins
     # deleted bases (few): added where they fall
-    dkey, dback, dstate = _deleted_entries(op, oplen, row, cig_row, q_off, ref_off, key0=key0, m=m, rev=rev,
-                                           reads=reads, aligned=aligned, state=state, min_quality=min_quality)
+    dkey, dback, dstate = _deleted_entries(op, oplen, row, cig_row=cig_row, q_off=q_off, ref_off=ref_off, key0=key0,
+                                           m=m, rev=rev, reads=reads, aligned=aligned, state=state,
+                                           min_quality=min_quality)
     if len(dkey):
         drank = span.rank(dkey)
         dbins, dn = np.unique(np.where(dback, 2 * n - 1 - drank, drank) * _STATES + dstate, return_counts=True)
@@ -317,7 +318,8 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     last_key = m_key[last_op] + m_len[last_op] - 1
     last = np.where(m_back[last_op], aligned.first[last_op], aligned.first[last_op] + m_len[last_op] - 1)
     end_at = span.rank(last_key)
-    nonzero, counts = _reduce(hist, qsum, n, span.rank(key0[sel]), end_at, end_at[(state[last] & 1) != 0])
+    nonzero, counts = _reduce(hist, qsum, n, start_at=span.rank(key0[sel]), end_at=end_at,
+                              end_olap_at=end_at[(state[last] & 1) != 0])
     out = BatchCounts(span.key(nonzero), counts)
     _count_indels(out.indels, rows, reads, op=op, oplen=oplen, row=row, ref_off=ref_off, q_off=q_off, key0=key0)
     return out
@@ -344,7 +346,7 @@ def _bases(reads: BatchReads, row: I64, read_off: I64, lens: I64) -> tuple[U8, U
     return data.take(_run_range(seq0, 1, lens)), data.take(_run_range(reads.qual_start[row] + read_off, 1, lens))
 
 
-def _deleted_entries(op: I64, oplen: I64, row: I64, cig_row: I64, q_off: I64, ref_off: I64, *, key0: I64, m: I64,
+def _deleted_entries(op: I64, oplen: I64, row: I64, *, cig_row: I64, q_off: I64, ref_off: I64, key0: I64, m: I64,
                      rev: npt.NDArray[np.bool_], reads: BatchReads, aligned: _Aligned, state: U8,
                      min_quality: int) -> tuple[I64, npt.NDArray[np.bool_], I64]:
     """Keys, strands and states of the deleted reference bases: ``*`` entries with the quality of the next
@@ -366,13 +368,13 @@ def _deleted_entries(op: I64, oplen: I64, row: I64, cig_row: I64, q_off: I64, re
     return dkey, rev[drow][do], dstate
 
 
-def _reduce(hist: npt.NDArray[np.float64], qsum: npt.NDArray[np.float64] | None, n: int, start_at: I64,
+def _reduce(hist: npt.NDArray[np.float64], qsum: npt.NDArray[np.float64] | None, n: int, *, start_at: I64,
             end_at: I64, end_olap_at: I64) -> tuple[I64, npt.NDArray[np.int64]]:
     """The positions (ranks) with an entry or a read start or end (a batch's span is mostly empty) and their
     count rows, from the two strands' halves of the histogram: of ``1 + byte << _QBITS`` sums (summed over
     a position's states before they are taken apart: the fields do not carry into each other), or of
     entries with ``qsum`` the quality bytes' sums."""
-    filled = hist.reshape(2 * n, _STATES).any(axis=1)
+    filled: npt.NDArray[np.bool_] = np.asarray(hist.reshape(2 * n, _STATES).any(axis=1))
     occupied = filled[:n] | filled[n:][::-1]
     occupied[start_at] = True
     occupied[end_at] = True
@@ -384,10 +386,8 @@ def _reduce(hist: npt.NDArray[np.float64], qsum: npt.NDArray[np.float64] | None,
         """Per position and base code (as read): entries at quality, after the overlap rule, and in all;
         the states are (quality >= min) * 2 + (after the overlap rule)."""
         half = h.reshape(2 * n, 6, 4)
-        if dense:
-            part = half[n:][::-1] if reverse else half[:n]
-        else:
-            part = half[2 * n - 1 - at] if reverse else half[at]
+        picked = slice(2 * n - 1, n - 1, -1) if reverse else slice(n)  # every position, as a view
+        part = half[(2 * n - 1 - at if reverse else at) if not dense else picked]
         good = part[:, :, 2] + part[:, :, 3]
         return good, part[:, :, 1] + part[:, :, 3], good + part[:, :, 0] + part[:, :, 1]
 
