@@ -287,3 +287,11 @@ def test_two_histograms_count_what_one_packed_histogram_does(monkeypatch: pytest
     packed = counted(batches)
     monkeypatch.setattr(pileup, "_PACKED_ROWS", 0)
     assert counted(batches) == packed == summed(batches)
+
+
+def test_blocks_of_a_few_bases_count_what_whole_batches_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-base work runs block by block (of whole aligned operations): blocks far smaller than a read."""
+    batches = [random_batch(random.Random(5), 60), random_batch(random.Random(6), 40, read_length=45)]
+    whole = counted(batches)
+    monkeypatch.setattr(pileup, "_BLOCK_BASES", 7)
+    assert counted(batches) == whole == summed(batches)

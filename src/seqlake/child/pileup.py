@@ -27,6 +27,7 @@ pair, and a pair is always in one batch.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -292,19 +293,21 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     # histogram bins: the forward rows' positions by rank, then the reverse rows' mirrored (rank n - 1 - r),
     # so that each operation's bins too grow by one position per base
     rank0 = span.rank(m_key)
-    bins = _run_range(np.where(m_back, 2 * n - rank0 - m_len, rank0) * _STATES, _STATES, m_len)
-    bins += state
-    qsum: npt.NDArray[np.float64] | None = None
-    if len(sel) < _PACKED_ROWS:  # a count and a quality sum in one float64 per bin
-        weights = qbyte.astype(np.float64)
-        weights *= float(1 << _QBITS)
-        weights += 1.0
-        hist = np.bincount(bins, weights=weights, minlength=2 * n * _STATES).astype(np.float64, copy=False)
-        del weights
-    else:  # a bin could count too many entries for that: two histograms
-        hist = np.bincount(bins, minlength=2 * n * _STATES).astype(np.float64)
-        qsum = np.bincount(bins, weights=qbyte, minlength=2 * n * _STATES).astype(np.float64)
-    del bins
+    first_bin = np.where(m_back, 2 * n - rank0 - m_len, rank0) * _STATES
+    size = 2 * n * _STATES
+    hist = np.zeros(size, dtype=np.float64)
+    # a count and a quality sum in one float64 per bin, or (a bin could count too many entries for that) two
+    qsum = None if len(sel) < _PACKED_ROWS else np.zeros(size, dtype=np.float64)
+    for ops, bases in _blocks(m_len):
+        bins = _run_range(first_bin[ops], _STATES, m_len[ops])
+        bins += state[bases]
+        if qsum is None:
+            weights = np.multiply(qbyte[bases], float(1 << _QBITS), dtype=np.float64)
+            weights += 1.0
+            hist += np.bincount(bins, weights=weights, minlength=size)
+        else:
+            hist += np.bincount(bins, minlength=size)
+            qsum += np.bincount(bins, weights=qbyte[bases], minlength=size)
     # deleted bases (few): added where they fall
     dkey, dback, dstate = _deleted_entries(op, oplen, row, cig_row=cig_row, q_off=q_off, ref_off=ref_off, key0=key0,
                                            m=m, rev=rev, reads=reads, aligned=aligned, state=state,
@@ -334,16 +337,42 @@ def _code_state(raw: U8) -> U8:
     return code
 
 
+#: the most aligned bases whose 8-byte indexes, bins and weights are made at once: a batch's are made block by
+#: block, so that these stay a few MB that the allocator hands out again, where arrays of a whole batch's
+#: bases came as fresh pages each time and their page faults cost more than the work on them
+_BLOCK_BASES = 1 << 18
+
+
+def _blocks(lens: I64) -> Iterator[tuple[slice, slice]]:
+    """Consecutive runs of lengths ``lens`` cut into blocks of about ``_BLOCK_BASES`` elements (whole runs):
+    each block's runs and elements."""
+    ends = np.cumsum(lens)
+    at = 0
+    while at < len(lens):
+        start = int(ends[at] - lens[at])
+        stop = max(at + 1, int(np.searchsorted(ends, start + _BLOCK_BASES, side="right")))
+        yield slice(at, stop), slice(start, int(ends[stop - 1]))
+        at = stop
+
+
 def _bases(reads: BatchReads, row: I64, read_off: I64, lens: I64) -> tuple[U8, U8]:
     """The read bytes and quality bytes of runs of ``lens`` consecutive bytes ``read_off`` into the reads of
     ``row``: one index for both when every read's qualities are as far from its bases (FASTQ reads of one
     length, trimmed or not), the qualities then read through a view of the buffer shifted by that much."""
     data, seq0 = reads.data, reads.seq_start[row] + read_off
+    qual0 = reads.qual_start[row] + read_off
     gap = reads.qual_start[row] - reads.seq_start[row]
-    if len(gap) and (gap == gap[0]).all() and gap[0] >= 0:
-        at = _run_range(seq0, 1, lens)
-        return data.take(at), data[int(gap[0]) :].take(at)
-    return data.take(_run_range(seq0, 1, lens)), data.take(_run_range(reads.qual_start[row] + read_off, 1, lens))
+    same_gap = len(gap) > 0 and bool((gap == gap[0]).all()) and gap[0] >= 0
+    total = int(lens.sum())
+    raw, qbyte = np.empty(total, dtype=np.uint8), np.empty(total, dtype=np.uint8)
+    for ops, bases in _blocks(lens):
+        at = _run_range(seq0[ops], 1, lens[ops])
+        data.take(at, out=raw[bases])
+        if same_gap:
+            data[int(gap[0]) :].take(at, out=qbyte[bases])
+        else:
+            data.take(_run_range(qual0[ops], 1, lens[ops]), out=qbyte[bases])
+    return raw, qbyte
 
 
 def _deleted_entries(op: I64, oplen: I64, row: I64, *, cig_row: I64, q_off: I64, ref_off: I64, key0: I64, m: I64,
