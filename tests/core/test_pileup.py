@@ -293,5 +293,6 @@ def test_blocks_of_a_few_bases_count_what_whole_batches_do(monkeypatch: pytest.M
     """The per-base work runs block by block (of whole aligned operations): blocks far smaller than a read."""
     batches = [random_batch(random.Random(5), 60), random_batch(random.Random(6), 40, read_length=45)]
     whole = counted(batches)
-    monkeypatch.setattr(pileup, "_BLOCK_BASES", 7)
+    blocks = pileup._blocks
+    monkeypatch.setattr(pileup, "_blocks", lambda lens, block=None: blocks(lens, 7))
     assert counted(batches) == whole == summed(batches)

@@ -298,7 +298,8 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     hist = np.zeros(size, dtype=np.float64)
     # a count and a quality sum in one float64 per bin, or (a bin could count too many entries for that) two
     qsum = None if len(sel) < _PACKED_ROWS else np.zeros(size, dtype=np.float64)
-    for ops, bases in _blocks(m_len):
+    # blocks of at least the histogram's size: adding each block's histogram costs no more than its bases
+    for ops, bases in _blocks(m_len, max(_BLOCK_BASES, size)):
         bins = _run_range(first_bin[ops], _STATES, m_len[ops])
         bins += state[bases]
         if qsum is None:
@@ -343,14 +344,15 @@ def _code_state(raw: U8) -> U8:
 _BLOCK_BASES = 1 << 18
 
 
-def _blocks(lens: I64) -> Iterator[tuple[slice, slice]]:
-    """Consecutive runs of lengths ``lens`` cut into blocks of about ``_BLOCK_BASES`` elements (whole runs):
-    each block's runs and elements."""
+def _blocks(lens: I64, block: int | None = None) -> Iterator[tuple[slice, slice]]:
+    """Consecutive runs of lengths ``lens`` cut into blocks of about ``block`` (``_BLOCK_BASES``) elements
+    (whole runs): each block's runs and elements."""
+    block = _BLOCK_BASES if block is None else block
     ends = np.cumsum(lens)
     at = 0
     while at < len(lens):
         start = int(ends[at] - lens[at])
-        stop = max(at + 1, int(np.searchsorted(ends, start + _BLOCK_BASES, side="right")))
+        stop = max(at + 1, int(np.searchsorted(ends, start + block, side="right")))
         yield slice(at, stop), slice(start, int(ends[stop - 1]))
         at = stop
 
