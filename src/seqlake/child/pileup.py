@@ -26,6 +26,8 @@ pair, and a pair is always in one batch.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,20 +46,13 @@ COUNT_COLUMNS: tuple[str, ...] = tuple(c.name for c in ALLELE_COUNT_COLUMNS)
 _STRANDED = 2 * (len(ALLELE_BASES) + 1)
 _COL = {name: k for k, name in enumerate(COUNT_COLUMNS)}
 _NCOL = len(COUNT_COLUMNS)
-#: base code 0..4 (A, C, G, T, N) of a read byte; 5 is a deletion
-_CODE = np.full(256, 4, dtype=np.int64)
-for _k, _b in enumerate("ACGT"):
-    _CODE[ord(_b)] = _CODE[ord(_b.lower())] = _k
+#: the deletion's base code (0..4: A, C, G, T, N)
 DEL = 5
 #: the complement of a read byte (reverse-strand rows are read reverse-complemented, as SAM SEQ)
 _COMP = np.arange(256, dtype=np.uint8)
 for _x, _y in zip("ACGTNacgtn", "TGCANtgcan", strict=True):
     _COMP[ord(_x)] = ord(_y)
 #: htslib's 4-bit base codes (``seq_nt16_table``): overlapping mates' bases are compared on these
-_COMP_CODE = np.array([3, 2, 1, 0, 4], dtype=np.int64)
-#: the same in one byte (the per-base arrays stay small)
-_CODE8 = _CODE.astype(np.uint8)
-_COMP_CODE8 = _COMP_CODE.astype(np.uint8)
 _NT16 = np.full(256, 15, dtype=np.int64)
 for _k, _b in enumerate("=ACMGRSVTWYHKDBN"):
     _NT16[ord(_b)] = _NT16[ord(_b.lower())] = _k
@@ -105,12 +100,12 @@ def parse_cigars(cigars: list[str]) -> tuple[I64, I64, I64]:
     """(row, op code, length) of every CIGAR operation of ``cigars``, in order, parsed at once."""
     text = "".join(cigars).encode("ascii")
     arr = np.frombuffer(text, dtype=np.uint8)
-    lens = np.fromiter((len(c) for c in cigars), dtype=np.int64, count=len(cigars))
+    lens = np.fromiter(map(len, cigars), dtype=np.int64, count=len(cigars))
     offsets = np.concatenate(([0], np.cumsum(lens)))
     is_op = arr >= 61  # '=' and the letters; digits are 48..57
     op_at = np.flatnonzero(is_op)
     digit_at = np.flatnonzero(~is_op)
-    owner = np.searchsorted(op_at, digit_at)  # the op each digit belongs to
+    owner = np.cumsum(is_op)[digit_at]  # the op each digit belongs to: the ops before it
     power = op_at[owner] - digit_at - 1
     length = np.bincount(owner, weights=(arr[digit_at] - 48) * 10.0 ** power, minlength=len(op_at))
     row = np.searchsorted(offsets, op_at, side="right") - 1
@@ -124,10 +119,16 @@ def x31_wang_parity(names: list[str]) -> npt.NDArray[np.bool_]:
         return np.zeros(0, dtype=np.bool_)
     width = max(map(len, names))
     raw = np.frombuffer(b"".join(n.encode().ljust(width, b"\0") for n in names), dtype=np.uint8)
-    chars = raw.reshape(len(names), width).astype(np.uint32)
+    return _x31_wang_parity_of(raw.reshape(len(names), width).astype(np.uint32))
+
+
+def _x31_wang_parity_of(chars: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+    """:func:`x31_wang_parity` of names given as rows of bytes, padded with zeros."""
+    if chars.shape[0] == 0 or chars.shape[1] == 0:
+        return np.zeros(chars.shape[0], dtype=np.bool_)
     with np.errstate(over="ignore"):
         h = chars[:, 0].copy()
-        for k in range(1, width):
+        for k in range(1, chars.shape[1]):
             c = chars[:, k]
             h = np.where(c != 0, (h << np.uint32(5)) - h + c, h)
         key = h
@@ -167,63 +168,38 @@ class BatchCounts:
     indels: dict[tuple[int, int, str], list[int]] = field(default_factory=dict)
 
 
-def _positions(keys: list[I64]) -> tuple[I64, list[I64]]:
-    """The distinct keys of ``keys`` and each array of ``keys`` as indexes into them."""
-    every = [k for k in keys if len(k)]
-    if not every:
-        return np.zeros(0, dtype=np.int64), [np.zeros(0, dtype=np.int64) for _ in keys]
-    uniq = np.unique(np.concatenate(every))
-    return uniq, [np.searchsorted(uniq, k) for k in keys]
-
-
-#: an entry's state: base code (0..5, 5 = deletion) x reverse strand x quality >= min x quality >= min
-#: after the overlapping-mates rule
-_STATES = 6 * 2 * 2 * 2
-
-
-@dataclass(frozen=True)
-class _Ops:
-    """A batch's CIGAR operations: code, length, row (and index among the counted rows), offsets in the row."""
-
-    op: I64
-    length: I64
-    row: I64
-    counted_row: I64
-    ref_off: I64
-    q_off: I64
-
-
-#: an aligned base's state bits for base and strand, ``code << 3 | reverse << 2``, looked up by
-#: ``reverse << 8 | read byte`` (a reverse row's bases are complemented, as SAM SEQ holds them)
-_BASE_STATE = np.concatenate((_CODE8 << 3, (_COMP_CODE8[_CODE8] << 3) | 4)).astype(np.uint8)
-
-
-def _deleted_entries(ops: _Ops, m: I64, rows: AlignmentRows, reads: BatchReads, *, key0: I64,
-                     hq_olap: npt.NDArray[np.bool_], min_quality: int) -> tuple[I64, I64]:
-    """Keys and states of the deleted reference bases: ``*`` entries with the quality of the next read base
-    (the first base of the next aligned operation; an inserted base when an insertion comes between,
-    which the overlap rule does not adjust)."""
-    d = np.flatnonzero(ops.op == 2)
-    if len(d) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rev = (rows.flag & 0x10) != 0
-    do, dk = _ranges(ops.length[d])
-    drow = ops.row[d]
-    nxt = np.minimum(np.searchsorted(m, d), len(m) - 1)
-    first_event = np.cumsum(ops.length[m]) - ops.length[m]
-    direct = (m[nxt] == d + 1) & (ops.counted_row[m[nxt]] == ops.counted_row[d])
-    dsrc = np.where(rev[drow], reads.length[drow] - 1 - ops.q_off[d], ops.q_off[d])
-    dq = reads.data[reads.qual_start[drow] + dsrc].astype(np.int64) - 33
-    dq_olap = np.where(direct, hq_olap[first_event[nxt]], dq >= min_quality)
-    dkey = key0[drow][do] + ops.ref_off[d][do] + dk
-    dstate = (DEL * 8 + rev[drow] * 4 + (dq >= min_quality) * 2 + dq_olap)[do]
-    return dkey, dstate
+#: an entry's state inside its strand's half of the histogram: base code (0..5, 5 = deletion) x quality >= min x
+#: quality >= min after the overlapping-mates rule
+_STATES = 6 * 2 * 2
+#: where each count column's base (A, C, G, T, N, deletion) is among the histogram's base codes, which are
+#: computed from the read byte as sequenced (A 0, C 1, T 2, G 3: bits 1-2 of the byte; anything else 4): on
+#: the forward strand, and on the reverse strand (complemented: a reverse row's A is read as T)
+_FORWARD_CODES = np.array([0, 1, 3, 2, 4, 5], dtype=np.int64)
+_REVERSE_CODES = np.array([2, 3, 1, 0, 4, 5], dtype=np.int64)
+#: htslib's 4-bit code of SEQ's base, looked up by ``reverse << 8 | read byte``
+_NT16_SEQ = np.concatenate((_NT16, _NT16[_COMP])).astype(np.uint8)
+#: each entry adds ``1 + byte << _QBITS`` to its bin: the count and the quality bytes' sum in one float64 sum.
+#: A bin counts at most one entry per row, and at most 4 bins are summed before the fields are taken apart
+#: (one strand's states of a position): with fewer than ``_PACKED_ROWS`` rows the count stays below
+#: ``2 ** _QBITS`` and the whole below 2 ** 52, where float64 adds integers exactly
+_QBITS = 22
+_PACKED_ROWS = 1 << 18
 
 
 def _run_cumsum(first_values: I64, steps: I64, lens: I64) -> I64:
     """Per element of consecutive runs of lengths ``lens`` (each > 0): its run's first value plus ``step``
     for each element before it in the run; one repeat and one running sum, no per-element offsets."""
     out = np.repeat(steps, lens)
+    return _restart(out, first_values, steps, lens)
+
+
+def _run_range(first_values: I64, step: int, lens: I64) -> I64:
+    """:func:`_run_cumsum` with one step for every run: a fill instead of a repeat."""
+    out = np.full(int(lens.sum()), step, dtype=np.int64)
+    return _restart(out, first_values, np.full(len(lens), step, dtype=np.int64), lens)
+
+
+def _restart(out: I64, first_values: I64, steps: I64, lens: I64) -> I64:
     if len(out) == 0:
         return out
     starts = np.cumsum(lens) - lens
@@ -231,6 +207,57 @@ def _run_cumsum(first_values: I64, steps: I64, lens: I64) -> I64:
     out[starts[1:]] = first_values[1:] - last_prev
     out[0] = first_values[0]
     return np.cumsum(out, out=out)
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The positions a batch's counted rows cover, ranked: the union of their [first, end) keys as sorted
+    disjoint intervals. A row's positions are consecutive ranks; ranks are found per row or operation,
+    never per base, and a sparse batch (a human genome's) costs no more than a dense one."""
+
+    first: I64
+    rank0: I64  # the rank of each interval's first position
+    size: int
+
+    @classmethod
+    def of(cls, first: I64, end: I64) -> _Span:
+        order = np.argsort(first, kind="stable")
+        first, end = first[order], end[order]
+        reach = np.maximum.accumulate(end) if len(end) else end
+        # a new interval where a row starts past every earlier row's end
+        new = np.concatenate(([True], first[1:] > reach[:-1])) if len(first) else np.zeros(0, dtype=np.bool_)
+        starts = np.flatnonzero(new)
+        lo = first[starts]
+        hi = reach[np.concatenate((starts[1:] - 1, [len(first) - 1]))] if len(starts) else lo
+        lens = hi - lo
+        return cls(lo, np.cumsum(lens) - lens, int(lens.sum()))
+
+    def rank(self, keys: I64) -> I64:
+        at = np.searchsorted(self.first, keys, side="right") - 1
+        return self.rank0[at] + keys - self.first[at]
+
+    def key(self, ranks: I64) -> I64:
+        at = np.searchsorted(self.rank0, ranks, side="right") - 1
+        return self.first[at] + ranks - self.rank0[at]
+
+
+@dataclass(frozen=True)
+class _Aligned:
+    """A batch's aligned (M, =, X) operations: row, first reference position, length, whether the row is
+    reverse, and the index of their first base among the batch's aligned bases. An operation's bases are
+    taken in the order they have in the read buffer (the read as sequenced): a reverse row's run backwards
+    along the reference."""
+
+    row: I64
+    ref_start: I64
+    length: I64
+    back: npt.NDArray[np.bool_]
+    first: I64
+
+    def base_at(self, ops: I64, ref_pos: I64) -> I64:
+        """The index of the aligned base of operation ``ops`` at reference position ``ref_pos``."""
+        off = ref_pos - self.ref_start[ops]
+        return self.first[ops] + np.where(self.back[ops], self.length[ops] - 1 - off, off)
 
 
 def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offsets: I64) -> BatchCounts:
@@ -246,116 +273,192 @@ def count_batch(rows: AlignmentRows, reads: BatchReads, min_quality: int, offset
     ref_len = np.bincount(cig_row, weights=oplen * _REF_OPS[op], minlength=len(sel)).astype(np.int64)
     row_end = np.full(len(rows.flag), -1, dtype=np.int64)
     row_end[sel] = rows.start[sel] + ref_len
-    # aligned bases, in row order and reference order inside a row. Per operation: where its first base is in
-    # the read buffer and which way the read runs (reverse rows are read backwards and complemented, as SAM
-    # SEQ holds them); per base, a running sum from there (one pass, no per-base offset arrays)
+    span = _Span.of(key0[sel], key0[sel] + ref_len)
+    n = span.size
+    # aligned bases, operation by operation, each operation's in read-buffer order (a reverse row's backwards
+    # along the reference, as SAM SEQ holds them reverse-complemented): every per-base index then grows by one
+    # per base, and the bases and qualities are read with one running sum
     m = np.flatnonzero(_ALIGNED_OPS[op])
-    m_row = row[m]
-    m_len = oplen[m]
+    m_row, m_len = row[m], oplen[m]
     m_back = rev[m_row]
-    m_step = np.where(m_back, -1, 1)
-    m_seq = reads.seq_start[m_row] + np.where(m_back, reads.length[m_row] - 1 - q_off[m], q_off[m])
     m_key = key0[m_row] + ref_off[m]
-    sidx = _run_cumsum(m_seq, m_step, m_len)
-    raw = reads.data[sidx]
-    qidx = _run_cumsum(m_seq + (reads.qual_start - reads.seq_start)[m_row], m_step, m_len)
-    qbyte = reads.data[qidx]  # Phred+33: compared with min_quality + 33, summed then corrected
-    del sidx, qidx
-    back = np.repeat(m_back, m_len)
-    hq = qbyte >= min_quality + 33
-    aligned = _Aligned(m_row, rows.start[m_row] + ref_off[m], m_len, np.cumsum(m_len) - m_len)
-    hq_olap = _overlap_hq(rows, reads.length, row_end, aligned=aligned, raw=raw, back=back, qbyte=qbyte, hq=hq,
-                          min_quality=min_quality)
-    state = _BASE_STATE[(back.view(np.uint8).astype(np.uint16) << 8) | raw]
-    state |= (hq.view(np.uint8) << 1) | hq_olap.view(np.uint8)
-    del back
-    dkey, dstate = _deleted_entries(_Ops(op, oplen, row, cig_row, ref_off, q_off), m, rows, reads, key0=key0,
-                                    hq_olap=hq_olap, min_quality=min_quality)
+    read_off = np.where(m_back, reads.length[m_row] - q_off[m] - m_len, q_off[m])
+    raw, qbyte = _bases(reads, m_row, read_off, m_len)
+    aligned = _Aligned(m_row, rows.start[m_row] + ref_off[m], m_len, m_back, np.cumsum(m_len) - m_len)
+    # each aligned base's state: its code, and its quality at least min_quality before and after the overlap
+    # rule (bits 1 and 0, the same until the rule changes bit 0 inside the pairs' overlaps)
+    state = _code_state(raw)
+    state |= (qbyte >= min_quality + 33).view(np.uint8) * np.uint8(3)
+    _overlap_rule(rows, reads.length, row_end, aligned=aligned, raw=raw, qbyte=qbyte, state=state,
+                  min_quality=min_quality)
+    # histogram bins: the forward rows' positions by rank, then the reverse rows' mirrored (rank n - 1 - r),
+    # so that each operation's bins too grow by one position per base
+    rank0 = span.rank(m_key)
+    first_bin = np.where(m_back, 2 * n - rank0 - m_len, rank0) * _STATES
+    size = 2 * n * _STATES
+    hist = np.zeros(size, dtype=np.float64)
+    # a count and a quality sum in one float64 per bin, or (a bin could count too many entries for that) two
+    qsum = None if len(sel) < _PACKED_ROWS else np.zeros(size, dtype=np.float64)
+    # blocks of at least the histogram's size: adding each block's histogram costs no more than its bases
+    for ops, bases in _blocks(m_len, max(_BLOCK_BASES, size)):
+        bins = _run_range(first_bin[ops], _STATES, m_len[ops])
+        bins += state[bases]
+        if qsum is None:
+            weights = np.multiply(qbyte[bases], float(1 << _QBITS), dtype=np.float64)
+            weights += 1.0
+            hist += np.bincount(bins, weights=weights, minlength=size)
+        else:
+            hist += np.bincount(bins, minlength=size)
+            qsum += np.bincount(bins, weights=qbyte[bases], minlength=size)
+    # deleted bases (few): added where they fall
+    dkey, dback, dstate = _deleted_entries(op, oplen, row, cig_row=cig_row, q_off=q_off, ref_off=ref_off, key0=key0,
+                                           m=m, rev=rev, reads=reads, aligned=aligned, state=state,
+                                           min_quality=min_quality)
+    if len(dkey):
+        drank = span.rank(dkey)
+        dbins, dn = np.unique(np.where(dback, 2 * n - 1 - drank, drank) * _STATES + dstate, return_counts=True)
+        hist[dbins] += dn
     # each row's last aligned base: the last base of its last aligned operation
     last_op = np.flatnonzero(np.concatenate((m_row[1:] != m_row[:-1], [True]))) if len(m) else m
-    last = aligned.first[last_op] + m_len[last_op] - 1
     last_key = m_key[last_op] + m_len[last_op] - 1
-    uniq, bins, (start_at, end_at, dat) = _bins(m_key, m_len, key0[sel], key0[sel] + ref_len, key0[sel], last_key,
-                                                 dkey)
-    n = len(uniq)
-    bins += state
-    hist = np.bincount(bins, minlength=n * _STATES)
-    qsum = np.bincount(bins, weights=qbyte, minlength=n * _STATES)
-    if len(dat):  # few: added where they fall, not as a second histogram of every bin
-        dbins, dn = np.unique(dat * _STATES + dstate, return_counts=True)
-        hist[dbins] += dn
-    nonzero, counts = _reduce(hist.reshape(n, _STATES), qsum.reshape(n, _STATES), start_at, end_at,
-                              end_at[hq_olap[last]])
-    out = BatchCounts(uniq[nonzero], counts)
+    last = np.where(m_back[last_op], aligned.first[last_op], aligned.first[last_op] + m_len[last_op] - 1)
+    end_at = span.rank(last_key)
+    nonzero, counts = _reduce(hist, qsum, n, start_at=span.rank(key0[sel]), end_at=end_at,
+                              end_olap_at=end_at[(state[last] & 1) != 0])
+    out = BatchCounts(span.key(nonzero), counts)
     _count_indels(out.indels, rows, reads, op=op, oplen=oplen, row=row, ref_off=ref_off, q_off=q_off, key0=key0)
     return out
 
 
-def _bins(m_key: I64, m_len: I64, row_first: I64, row_end: I64, *keys: I64) -> tuple[I64, I64, list[I64]]:
-    """The batch's positions, each aligned base's histogram bin without its state (its position's index times
-    ``_STATES``, built in one running sum when the batch covers its span densely: a virus, an amplicon
-    library, a sorted batch) and ``keys`` as position indexes. ``row_first``/``row_end``: the counted rows'
-    first and one-past-last reference keys."""
-    lo, hi = (int(row_first.min()), int(row_end.max())) if len(row_first) else (0, 0)
-    if len(row_first) == 0 or hi - lo >= 4 * int((row_end - row_first).sum()) + 4096:
-        bkey = _run_cumsum(m_key, np.ones(len(m_key), dtype=np.int64), m_len)
-        uniq, at = _positions([*keys, bkey])
-        return uniq, at[-1] * _STATES, at[:-1]
-    # the span's positions some row covers, ranked: an aligned operation's positions are consecutive ranks
-    edges = np.bincount(row_first - lo, minlength=hi - lo + 1) - np.bincount(row_end - lo, minlength=hi - lo + 1)
-    covered = np.cumsum(edges[:-1]) > 0
-    rank = np.cumsum(covered) - 1
-    bins = _run_cumsum(rank[m_key - lo] * _STATES, np.full(len(m_key), _STATES, dtype=np.int64), m_len)
-    return lo + np.flatnonzero(covered), bins, [rank[k - lo] for k in keys]
+def _code_state(raw: U8) -> U8:
+    """``_STATES``' base code times 4 of each read byte (arithmetic on the bytes: no table look-up per base)."""
+    upper = raw & np.uint8(0xDF)  # a lower-case letter as upper case; no other byte becomes A, C, G or T
+    acgt = (upper == ord("A")) | (upper == ord("C")) | (upper == ord("G")) | (upper == ord("T"))
+    code = np.where(acgt, (upper >> np.uint8(1)) & np.uint8(3), np.uint8(4))
+    code <<= np.uint8(2)
+    return code
 
 
-def _reduce(hist: npt.NDArray[np.int64], qsum: npt.NDArray[np.float64] | npt.NDArray[np.intp], start_at: I64,
+#: the most aligned bases whose 8-byte indexes, bins and weights are made at once: a batch's are made block by
+#: block, so that these stay a few MB that the allocator hands out again, where arrays of a whole batch's
+#: bases came as fresh pages each time and their page faults cost more than the work on them
+_BLOCK_BASES = 1 << 18
+
+
+def _blocks(lens: I64, block: int | None = None) -> Iterator[tuple[slice, slice]]:
+    """Consecutive runs of lengths ``lens`` cut into blocks of about ``block`` (``_BLOCK_BASES``) elements
+    (whole runs): each block's runs and elements."""
+    block = _BLOCK_BASES if block is None else block
+    ends = np.cumsum(lens)
+    at = 0
+    while at < len(lens):
+        start = int(ends[at] - lens[at])
+        stop = max(at + 1, int(np.searchsorted(ends, start + block, side="right")))
+        yield slice(at, stop), slice(start, int(ends[stop - 1]))
+        at = stop
+
+
+def _bases(reads: BatchReads, row: I64, read_off: I64, lens: I64) -> tuple[U8, U8]:
+    """The read bytes and quality bytes of runs of ``lens`` consecutive bytes ``read_off`` into the reads of
+    ``row``: one index for both when every read's qualities are as far from its bases (FASTQ reads of one
+    length, trimmed or not), the qualities then read through a view of the buffer shifted by that much."""
+    data, seq0 = reads.data, reads.seq_start[row] + read_off
+    qual0 = reads.qual_start[row] + read_off
+    gap = reads.qual_start[row] - reads.seq_start[row]
+    same_gap = len(gap) > 0 and bool((gap == gap[0]).all()) and gap[0] >= 0
+    total = int(lens.sum())
+    raw, qbyte = np.empty(total, dtype=np.uint8), np.empty(total, dtype=np.uint8)
+    for ops, bases in _blocks(lens):
+        at = _run_range(seq0[ops], 1, lens[ops])
+        data.take(at, out=raw[bases])
+        if same_gap:
+            data[int(gap[0]) :].take(at, out=qbyte[bases])
+        else:
+            data.take(_run_range(qual0[ops], 1, lens[ops]), out=qbyte[bases])
+    return raw, qbyte
+
+
+def _deleted_entries(op: I64, oplen: I64, row: I64, *, cig_row: I64, q_off: I64, ref_off: I64, key0: I64, m: I64,
+                     rev: npt.NDArray[np.bool_], reads: BatchReads, aligned: _Aligned, state: U8,
+                     min_quality: int) -> tuple[I64, npt.NDArray[np.bool_], I64]:
+    """Keys, strands and states of the deleted reference bases: ``*`` entries with the quality of the next
+    read base (the first base of the next aligned operation; an inserted base when an insertion comes
+    between, which the overlap rule does not adjust)."""
+    d = np.flatnonzero(op == 2)
+    if len(d) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64)
+    do, dk = _ranges(oplen[d])
+    drow = row[d]
+    nxt = np.minimum(np.searchsorted(m, d), len(m) - 1)
+    direct = (m[nxt] == d + 1) & (cig_row[m[nxt]] == cig_row[d])
+    dsrc = np.where(rev[drow], reads.length[drow] - 1 - q_off[d], q_off[d])
+    dq = reads.data[reads.qual_start[drow] + dsrc].astype(np.int64) - 33
+    next_base = aligned.base_at(nxt, aligned.ref_start[nxt])
+    dq_olap = np.where(direct, (state[next_base] & 1) != 0, dq >= min_quality)
+    dkey = key0[drow][do] + ref_off[d][do] + dk
+    dstate = (DEL * 4 + (dq >= min_quality) * 2 + dq_olap)[do]
+    return dkey, rev[drow][do], dstate
+
+
+def _reduce(hist: npt.NDArray[np.float64], qsum: npt.NDArray[np.float64] | None, n: int, *, start_at: I64,
             end_at: I64, end_olap_at: I64) -> tuple[I64, npt.NDArray[np.int64]]:
-    """The positions with an entry or a read start or end (a batch's span is mostly empty) and their count
-    rows: the state histogram summed over its axes, quality sums from the summed Phred+33 bytes."""
-    occupied: npt.NDArray[np.bool_] = np.asarray(hist.any(axis=1))
+    """The positions (ranks) with an entry or a read start or end (a batch's span is mostly empty) and their
+    count rows, from the two strands' halves of the histogram: of ``1 + byte << _QBITS`` sums (summed over
+    a position's states before they are taken apart: the fields do not carry into each other), or of
+    entries with ``qsum`` the quality bytes' sums."""
+    filled: npt.NDArray[np.bool_] = np.asarray(hist.reshape(2 * n, _STATES).any(axis=1))
+    occupied = filled[:n] | filled[n:][::-1]
     occupied[start_at] = True
     occupied[end_at] = True
     nonzero = np.flatnonzero(occupied)
-    # integer sums over the few occupied rows (a BLAS product would start threads that spin on a shared CPU)
-    h = hist[nonzero].reshape(len(nonzero), 6, 2, 2, 2)  # -1 cannot be inferred from no rows
-    counts = np.empty((len(nonzero), _NCOL), dtype=np.int64)
-    stranded = h[:, :, :, 1, :].sum(axis=3)
-    counts[:, :_STRANDED] = stranded.reshape(len(nonzero), _STRANDED)
-    counts[:, _COL["a_all"] : _COL["a_all"] + 6] = h.reshape(len(nonzero), 6, 8).sum(axis=2)
-    counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = h[:, :, :, :, 1].sum(axis=(2, 3))
-    summed = qsum[nonzero].reshape(len(nonzero), 6, 2, 2, 2)[:, :DEL, :, 1, :].sum(axis=(2, 3))
-    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = np.rint(summed).astype(np.int64) - 33 * stranded[:, :DEL].sum(
-        axis=2)
+    k = len(nonzero)
+    dense = k == n  # every position: the halves are read as they lie, without a copy
+
+    def sums(h: npt.NDArray[np.float64], at: I64, reverse: bool) -> tuple[npt.NDArray[np.float64], ...]:
+        """Per position and base code (as read): entries at quality, after the overlap rule, and in all;
+        the states are (quality >= min) * 2 + (after the overlap rule)."""
+        half = h.reshape(2 * n, 6, 4)
+        picked = slice(2 * n - 1, n - 1, -1) if reverse else slice(n)  # every position, as a view
+        part = half[(2 * n - 1 - at if reverse else at) if not dense else picked]
+        good = part[:, :, 2] + part[:, :, 3]
+        return good, part[:, :, 1] + part[:, :, 3], good + part[:, :, 0] + part[:, :, 1]
+
+    mask = (1 << _QBITS) - 1
+    counts = np.empty((k, _NCOL), dtype=np.int64)
+    stranded = np.empty((k, 6, 2), dtype=np.int64)
+    every = np.zeros((k, 6), dtype=np.int64)
+    olap = np.zeros((k, 6), dtype=np.int64)
+    qual = np.zeros((k, DEL), dtype=np.int64)
+    for strand in (0, 1):
+        # the reverse half is mirrored; both halves' base codes put in column order once summed
+        codes = _REVERSE_CODES if strand else _FORWARD_CODES
+        good, after, entries = (x[:, codes].astype(np.int64) for x in sums(hist, nonzero, bool(strand)))
+        if qsum is None:
+            stranded[:, :, strand] = good & mask
+            qual += good[:, :DEL] >> _QBITS
+            every += entries & mask
+            olap += after & mask
+        else:
+            stranded[:, :, strand] = good
+            qual += np.rint(sums(qsum, nonzero, bool(strand))[0][:, codes][:, :DEL]).astype(np.int64)
+            every += entries
+            olap += after
+    counts[:, :_STRANDED] = stranded.reshape(k, _STRANDED)
+    counts[:, _COL["a_all"] : _COL["a_all"] + 6] = every
+    counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = olap
+    counts[:, _COL["a_qual"] : _COL["a_qual"] + 5] = qual - 33 * stranded[:, :DEL].sum(axis=2)
     rank = np.cumsum(occupied) - 1  # a position's row among the occupied ones
-    counts[:, _COL["read_starts"]] = np.bincount(rank[start_at], minlength=len(nonzero))
-    counts[:, _COL["read_ends"]] = np.bincount(rank[end_at], minlength=len(nonzero))
-    counts[:, _COL["read_ends_olap"]] = np.bincount(rank[end_olap_at], minlength=len(nonzero))
+    counts[:, _COL["read_starts"]] = np.bincount(rank[start_at], minlength=k)
+    counts[:, _COL["read_ends"]] = np.bincount(rank[end_at], minlength=k)
+    counts[:, _COL["read_ends_olap"]] = np.bincount(rank[end_olap_at], minlength=k)
     return nonzero, counts
 
 
-@dataclass(frozen=True)
-class _Aligned:
-    """A batch's aligned (M, =, X) operations: row, first reference position, length, and the index of their
-    first base among the batch's aligned bases."""
-
-    row: I64
-    ref_start: I64
-    length: I64
-    first: I64
-
-
-def _nt16(raw: U8, back: npt.NDArray[np.bool_]) -> I64:
-    return np.where(back, _NT16[_COMP[raw]], _NT16[raw])
-
-
-def _overlap_hq(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _Aligned, raw: U8,
-                back: npt.NDArray[np.bool_], qbyte: U8, hq: npt.NDArray[np.bool_],
-                min_quality: int) -> npt.NDArray[np.bool_]:
-    """Whether each aligned base's quality after htslib's overlapping-mates rule (``tweak_overlap_quality``)
-    is at least ``min_quality``. Only the bases inside a pair's overlap are looked at (cut out of the aligned
-    operations, not filtered base by base)."""
-    out = hq.copy()
+def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _Aligned, raw: U8, qbyte: U8,
+                  state: U8, min_quality: int) -> None:
+    """Set bit 0 of each aligned base's ``state`` to whether its quality after htslib's overlapping-mates rule
+    (``tweak_overlap_quality``) is at least ``min_quality``. Only the bases inside a pair's overlap are looked
+    at (cut out of the aligned operations, not filtered base by base)."""
     flag = rows.flag
     pairable = ((flag & (0x800 | SKIP_FLAGS | 0x8)) == 0) & ((flag & 0x2) != 0) & (rows.pair >= 0) & (
         rows.mate_contig == rows.contig)
@@ -363,7 +466,7 @@ def _overlap_hq(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _A
     pairable &= ~((np.abs(rows.tlen) >= 2 * read_len) & (rows.mate_start >= row_end))
     idx = np.flatnonzero(pairable)
     if len(idx) < 2:
-        return out
+        return
     # a is the leftmost mate (the forward one at one position, as samtools sort orders them), b the other
     order = idx[np.lexsort((flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
     same = rows.pair[order[1:]] == rows.pair[order[:-1]]
@@ -373,45 +476,71 @@ def _overlap_hq(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: _A
     overlapping = hi > lo
     a_rows, b_rows, lo, hi = a_rows[overlapping], b_rows[overlapping], lo[overlapping], hi[overlapping]
     if len(a_rows) == 0:
-        return out
-    a_keeps = x31_wang_parity(rows.names.take(pa.array(a_rows)).to_pylist())
-    pair_of = np.full(len(flag), -1, dtype=np.int64)
-    pair_of[a_rows] = np.arange(len(a_rows))
-    pair_of[b_rows] = np.arange(len(b_rows))
-    is_a = np.zeros(len(flag), dtype=np.bool_)
-    is_a[a_rows] = True
-    # the aligned operations of those rows, cut to their pair's overlap, then their bases
-    op_pair = pair_of[aligned.row]
-    ops = np.flatnonzero(op_pair >= 0)
-    pr = op_pair[ops]
-    cut_start = np.maximum(aligned.ref_start[ops], lo[pr])
-    cut_end = np.minimum(aligned.ref_start[ops] + aligned.length[ops], hi[pr])
-    keep = cut_end > cut_start
-    ops, pr, cut_start, cut_end = ops[keep], pr[keep], cut_start[keep], cut_end[keep]
-    owner, k = _ranges(cut_end - cut_start)
-    bpos = cut_start[owner] + k
-    event = aligned.first[ops][owner] + bpos - aligned.ref_start[ops][owner]
-    p = pr[owner]
-    from_a = is_a[aligned.row[ops]][owner]
-    # a dense (pair, offset in the overlap) table of a's aligned bases, looked up by b's
-    width = int((hi - lo).max())
-    table = np.full(len(a_rows) * width, -1, dtype=np.int64)
-    table[p[from_a] * width + bpos[from_a] - lo[p[from_a]]] = event[from_a]
-    match = table[p[~from_a] * width + bpos[~from_a] - lo[p[~from_a]]]
-    ea, eb = match[match >= 0], event[~from_a][match >= 0]
-    pa_ = p[~from_a][match >= 0]
+        return
+    a_keeps = _name_parity(rows.names.take(pa.array(a_rows)))
+    # each mate's aligned operations cut to its pair's overlap: per base, its index among the aligned bases
+    # and its cell in a table of the overlaps laid end to end; a's bases fill the table, b's look it up
+    cell0 = np.cumsum(hi - lo) - (hi - lo) - lo  # + a reference position: its cell
+    a_ops, a_pair, a_lo, a_len = _cut(aligned, len(flag), a_rows, lo, hi)
+    b_ops, b_pair, b_lo, b_len = _cut(aligned, len(flag), b_rows, lo, hi)
+    table = np.full(int((hi - lo).sum()), -1, dtype=np.int64)
+    a_cell = _run_range(cell0[a_pair] + a_lo, 1, a_len)
+    table[a_cell] = _events(aligned, a_ops, a_lo, a_len)
+    b_cell = _run_range(cell0[b_pair] + b_lo, 1, b_len)
+    match = table[b_cell]
+    both = match >= 0
+    ea, eb = match[both], _events(aligned, b_ops, b_lo, b_len)[both]
+    keeps = a_keeps[np.repeat(b_pair, b_len)[both]]
+    a_back = np.zeros(len(table), dtype=np.bool_)
+    a_back[a_cell] = np.repeat(aligned.back[a_ops], a_len)
     qa, qb = qbyte[ea].astype(np.int64) - 33, qbyte[eb].astype(np.int64) - 33
-    keeps = a_keeps[pa_]
     # htslib compares the 4-bit codes of SEQ (a reverse row's bases complemented)
-    same_base = _nt16(raw[ea], back[ea]) == _nt16(raw[eb], back[eb])
+    same_base = (_NT16_SEQ[(a_back[b_cell[both]].astype(np.int64) << 8) | raw[ea]]
+                 == _NT16_SEQ[(np.repeat(aligned.back[b_ops], b_len)[both].astype(np.int64) << 8) | raw[eb]])
     summed = np.minimum(qa + qb, 200)
     a80, b80 = (0.8 * qa).astype(np.int64), (0.8 * qb).astype(np.int64)
-    out[ea] = np.where(same_base, np.where(keeps, summed, 0),
+    after_a = np.where(same_base, np.where(keeps, summed, 0),
                        np.where(qa > qb, a80, np.where(qa < qb, 0, np.where(keeps, a80, 0)))) >= min_quality
-    out[eb] = np.where(same_base, np.where(keeps, 0, summed),
+    after_b = np.where(same_base, np.where(keeps, 0, summed),
                        np.where(qa > qb, 0, np.where(qa < qb, b80, np.where(keeps, 0, b80)))) >= min_quality
-    return out
+    state[ea] = (state[ea] & 0xFE) | after_a
+    state[eb] = (state[eb] & 0xFE) | after_b
 
+
+def _cut(aligned: _Aligned, n_rows: int, mates: I64, lo: I64, hi: I64) -> tuple[I64, I64, I64, I64]:
+    """The aligned operations of rows ``mates`` (one per pair, pairs in order; ``n_rows`` rows in the batch)
+    cut to their pair's overlap [lo, hi): operation, pair, first reference position and length of each
+    non-empty cut."""
+    pair_of = np.full(n_rows, -1, dtype=np.int64)
+    pair_of[mates] = np.arange(len(mates))
+    op_pair = pair_of[aligned.row]
+    ops = np.flatnonzero(op_pair >= 0)
+    pair = op_pair[ops]
+    cut_lo = np.maximum(aligned.ref_start[ops], lo[pair])
+    cut_hi = np.minimum(aligned.ref_start[ops] + aligned.length[ops], hi[pair])
+    keep = cut_hi > cut_lo
+    return ops[keep], pair[keep], cut_lo[keep], (cut_hi - cut_lo)[keep]
+
+
+def _events(aligned: _Aligned, ops: I64, cut_lo: I64, lens: I64) -> I64:
+    """The aligned-base index of each reference position of the cuts, in reference order."""
+    return _run_cumsum(aligned.base_at(ops, cut_lo), np.where(aligned.back[ops], -1, 1), lens)
+
+
+def _name_parity(names: pa.Array) -> npt.NDArray[np.bool_]:
+    """:func:`x31_wang_parity` of an Arrow string array, read from its buffers (no Python strings)."""
+    names = names.cast(pa.large_string()) if names.type != pa.large_string() else names
+    if names.null_count:
+        names = names.fill_null("")
+    _, offsets_buf, data_buf = names.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[names.offset : names.offset + len(names) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    lens = np.diff(offsets)
+    width = int(lens.max()) if len(lens) else 0
+    cols = np.arange(width, dtype=np.int64)
+    inside = cols < lens[:, None]
+    chars = np.where(inside, data[np.where(inside, offsets[:-1, None] + cols, 0)] if len(data) else 0, 0)
+    return _x31_wang_parity_of(chars.astype(np.uint32))
 
 
 def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: AlignmentRows, reads: BatchReads, *,
@@ -424,34 +553,37 @@ def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: Alignment
         return
     rev = (rows.flag[row[at]] & 0x10) != 0
     anchor = key0[row[at]] + ref_off[at] - 1
-    dels = at[op[at] == 2]
-    if len(dels):  # deletions, the common indel, grouped with one sort
-        ident = np.stack([anchor[op[at] == 2], oplen[dels], rev[op[at] == 2]], axis=1)
-        uniq, n = np.unique(ident, axis=0, return_counts=True)
-        for (k, length, r), c in zip(uniq.tolist(), n.tolist(), strict=True):
-            indels.setdefault((k, length, ""), [0, 0])[r] += c
-    data = reads.data
-    for i, is_rev, k in zip(at.tolist(), rev.tolist(), anchor.tolist(), strict=True):
-        if op[i] != 1:
-            continue
-        r, size, q = int(row[i]), int(oplen[i]), int(q_off[i])
-        if is_rev:
-            first = int(reads.seq_start[r] + reads.length[r] - q - size)
-            bases = _COMP[data[first : first + size]][::-1].tobytes()
-        else:
-            first = int(reads.seq_start[r] + q)
-            bases = data[first : first + size].tobytes()
-        indels.setdefault((k, 0, bases.decode("latin-1").upper()), [0, 0])[int(is_rev)] += 1
+    is_del = op[at] == 2
+    if is_del.any():  # deletions, the common indel, grouped with one sort of (anchor, length, strand)
+        length = oplen[at[is_del]]
+        longest = int(length.max()) + 1
+        uniq, n = np.unique((anchor[is_del] * longest + length) * 2 + rev[is_del], return_counts=True)
+        for ident, c in zip(uniq.tolist(), n.tolist(), strict=True):
+            indels.setdefault((ident // 2 // longest, ident // 2 % longest, ""), [0, 0])[ident % 2] += c
+    ins = at[~is_del]
+    if len(ins) == 0:
+        return
+    # every inserted sequence's bytes gathered at once, on the reference strand (a reverse row's read
+    # backwards and complemented), then cut per insertion
+    r, size, back = row[ins], oplen[ins], rev[~is_del]
+    first = reads.seq_start[r] + np.where(back, reads.length[r] - q_off[ins] - 1, q_off[ins])
+    raw = reads.data[_run_cumsum(first, np.where(back, -1, 1), size)]
+    text = np.where(np.repeat(back, size), _COMP[raw], raw).astype(np.uint8).tobytes()
+    ends = np.cumsum(size).tolist()
+    found = Counter(zip(anchor[~is_del].tolist(), (text[e - s : e] for e, s in zip(ends, size.tolist(), strict=True)),
+                        back.tolist(), strict=True))
+    for (k, bases, is_rev), c in found.items():
+        indels.setdefault((k, 0, bases.decode("latin-1").upper()), [0, 0])[int(is_rev)] += c
 
 
-def _sum_sorted(keys: I64, counts: npt.NDArray[np.int64]) -> tuple[I64, npt.NDArray[np.int64]]:
-    """Rows with equal keys added up; keys sorted."""
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
-    if len(keys) == 0:
-        return keys, counts
-    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    return keys[first], np.add.reduceat(counts, first, axis=0)
+def _sum_sorted(parts: list[tuple[I64, npt.NDArray[np.int64]]]) -> tuple[I64, npt.NDArray[np.int64]]:
+    """Count rows of parts (each with sorted, distinct keys) added up by key; keys sorted. Each part is
+    added where its keys fall among all the keys (no key twice in a part: no row adds onto itself)."""
+    keys = np.unique(np.concatenate([k for k, _ in parts]))
+    counts = np.zeros((len(keys), _NCOL), dtype=np.int64)
+    for k, c in parts:
+        counts[np.searchsorted(keys, k)] += c
+    return keys, counts
 
 
 class AlleleAccumulator:
@@ -483,9 +615,8 @@ class AlleleAccumulator:
 
     def _compact(self) -> None:
         if self._pending:
-            self.keys, self.counts = _sum_sorted(
-                np.concatenate([self.keys, *(b.keys for b in self._pending)]),
-                np.concatenate([self.counts, *(b.counts for b in self._pending)]))
+            self.keys, self.counts = _sum_sorted([(self.keys, self.counts),
+                                                  *((b.keys, b.counts) for b in self._pending)])
             self._pending, self._pending_rows = [], 0
 
     def _split(self, keys: I64) -> tuple[I64, I64]:
@@ -503,8 +634,14 @@ class AlleleAccumulator:
             "contig": dictionary_column(contig, names),
             "pos": pa.array(pos),
         }
+        # column by column from one transposed copy, as the columns' (narrower) types when every count fits
+        narrow = {column.type.to_pandas_dtype() for column in ALLELE_COUNT_COLUMNS}
+        dtype = narrow.pop() if len(narrow) == 1 else np.int64
+        fits = not self.counts.size or (np.iinfo(dtype).min <= self.counts.min()
+                                        and self.counts.max() <= np.iinfo(dtype).max)
+        by_column = np.ascontiguousarray(self.counts.T.astype(dtype if fits else np.int64))
         for k, column in enumerate(ALLELE_COUNT_COLUMNS):
-            cols[column.name] = pa.array(self.counts[:, k], type=pa.int64()).cast(column.type)
+            cols[column.name] = pa.array(by_column[k]).cast(column.type)
         alleles = pa.table(cols, schema=ALLELES.schema)
         items = sorted(self.indels.items())
         icontig, ipos = self._split(np.array([k[0] for k, _ in items], dtype=np.int64))
