@@ -201,15 +201,15 @@ def test_the_start_functions_failed_events_go_to_its_dead_letter_queue_as_its_ro
 
     cloud = enforced
     assert cloud.lambdas is not None and cloud.lambdas.dead_letter is not None
+    send = cloud.lambdas.dead_letter
     spec = cloud.lambdas.functions[next(n for n in cloud.lambdas.functions if "StartRun" in n)]
     dlq = cloud.outputs["StartRunDeadLetterQueueUrl"]
     assert spec.dead_letter_arn == f"arn:aws:sqs:us-east-1:123456789012:{dlq.rsplit('/', 1)[1]}"
-    cloud.lambdas.dead_letter(spec, b'{"lp": "dlq"}', b'{"errorType": "Boom"}')
+    send(spec, b'{"lp": "dlq"}', b'{"errorType": "Boom"}')
     sqs = cloud.client("sqs")
     (message,) = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
     assert (message["Body"], message["MessageAttributes"]["ErrorCode"]["StringValue"]) == ('{"lp": "dlq"}', "Boom")
     sqs.delete_message(QueueUrl=dlq, ReceiptHandle=message["ReceiptHandle"])
     (grant,) = [g for g in grants(cloud)[0] if g.role == START and g.label.startswith("DeadLetterQueuePolicy")]
     with without(cloud, grant):
-        assert refused(lambda: cloud.lambdas.dead_letter(spec, b"{}", b"{}")) == (  # type: ignore[union-attr]
-            "sqs:SendMessage", spec.dead_letter_arn)
+        assert refused(lambda: send(spec, b"{}", b"{}")) == ("sqs:SendMessage", spec.dead_letter_arn)
