@@ -64,16 +64,11 @@ def _states(events: list[dict[str, Any]]) -> tuple[dict[str, float], int]:
 
 def _merge_peak(bucket_dir: Path, run_id: str) -> dict[str, float]:
     """Run the commit's merge again on a copy of the run's objects, in a process of its own."""
-    from seqlake.lake.reduce import REGION_TABLES
-
     with tempfile.TemporaryDirectory(prefix="seqlake-scale-") as tmp:
         root = Path(tmp)
+        # the run's objects, the parts the children and the reducers staged among them (the commit checks
+        # and publishes them)
         shutil.copytree(bucket_dir / "runs" / run_id, root / "runs" / run_id)
-        # the parts the children and the reducers wrote in their result partitions (the commit checks them)
-        for table in ("alignments", *REGION_TABLES):
-            parts = bucket_dir / "results" / table / f"run_id={run_id}"
-            if parts.is_dir():
-                shutil.copytree(parts, root / "results" / table / f"run_id={run_id}")
         plan = json.loads((root / "runs" / run_id / "plan.json").read_text())
         plan["out_prefix"] = str(root)
         (root / "runs" / run_id / "plan.json").write_text(json.dumps(plan))
@@ -122,7 +117,7 @@ def run(children: int, samples: int, latency_ms: int, jobs: int, home: Path) -> 
         uploads = [(r1, "incoming/scale/scale_R1.fastq.gz"), (r2, "incoming/scale/scale_R2.fastq.gz")]
     state = StateDir(str(home))
     with LocalCloud(state=state, jobs=jobs, quiet=True) as cloud:
-        cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/{reference.name}"))
+        cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/{reference.name}", as_admin=True))
         if not samples:
             cloud.override_parameter("ReadsPerShard", str(max(1, 20_000 // children)))
         cloud.prewarm()

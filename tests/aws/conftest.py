@@ -41,6 +41,32 @@ def load_template() -> dict[str, Any]:
     return parsed
 
 
+def rendered(template: dict[str, Any]) -> dict[str, Any]:
+    """The CloudFormation SAM makes of the template (code locations stand in: they change no policy)."""
+    import copy
+    import os
+
+    from samtranslator.translator.transform import transform
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+    class NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    tpl = copy.deepcopy(template)
+    for r in tpl["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::Serverless::Function":
+            p["CodeUri"] = "s3://artifacts/code.zip"
+        elif r["Type"] == "AWS::Serverless::LayerVersion":
+            p["ContentUri"] = "s3://artifacts/layer.zip"
+        elif r["Type"] == "AWS::Serverless::StateMachine":
+            p["DefinitionUri"] = {"Bucket": "artifacts", "Key": "pipeline.asl.json"}
+    out: dict[str, Any] = transform(tpl, {}, NoManagedPolicies())
+    return out
+
+
 def load_event(name: str) -> dict[str, Any]:
     """One sample event from events/ (the same files the docs show)."""
     data: dict[str, Any] = json.loads((EVENTS / name).read_text())

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from typing import Any
 
 import pytest
-from samtranslator.translator.transform import transform
 
-from .conftest import REPO
+from .conftest import REPO, rendered
 from .test_template import STAR_RESOURCE_REASONS
 
 #: the AWS managed policies the rendered template attaches, and why each is acceptable (they hold "*"
@@ -27,27 +25,6 @@ AWS_MANAGED_REASONS = {
     ),
     "service-role/AmazonEC2ContainerServiceforEC2Role": "the ECS agent on the Batch instances (AWS's documented role)",
 }
-
-
-def rendered(template: dict[str, Any]) -> dict[str, Any]:
-    """The CloudFormation SAM makes of the template (code locations stand in: they change no policy)."""
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-
-    class NoManagedPolicies:
-        def load(self) -> dict[str, str]:
-            return {}
-
-    tpl = copy.deepcopy(template)
-    for r in tpl["Resources"].values():
-        p = r.get("Properties", {})
-        if r["Type"] == "AWS::Serverless::Function":
-            p["CodeUri"] = "s3://artifacts/code.zip"
-        elif r["Type"] == "AWS::Serverless::LayerVersion":
-            p["ContentUri"] = "s3://artifacts/layer.zip"
-        elif r["Type"] == "AWS::Serverless::StateMachine":
-            p["DefinitionUri"] = {"Bucket": "artifacts", "Key": "pipeline.asl.json"}
-    out: dict[str, Any] = transform(tpl, {}, NoManagedPolicies())
-    return out
 
 
 def _list(v: Any) -> list[Any]:

@@ -9,14 +9,13 @@ import tomllib
 from typing import Any
 
 import pytest
-from samtranslator.translator.transform import transform
 
 from seqlake.aws import render_template
 from seqlake.base.cpus import THREADS_VAR
 from seqlake.base.layout import REFERENCE_INDEXES
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 
-from .conftest import REPO
+from .conftest import REPO, rendered
 
 ASL_PATH = REPO / "statemachines" / "pipeline.asl.json"
 
@@ -152,7 +151,7 @@ def test_resource_star_only_where_aws_requires_it(template: dict[str, Any]) -> N
                 assert action in STAR_RESOURCE_REASONS, f"{lid}: {action} on Resource '*' without a listed reason"
 
 
-def test_worker_role_writes_only_under_runs_its_alignments_and_reference_indexes(template: dict[str, Any]) -> None:
+def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict[str, Any]) -> None:
     role = template["Resources"]["WorkerJobRole"]["Properties"]
     writes = [
         st
@@ -164,14 +163,10 @@ def test_worker_role_writes_only_under_runs_its_alignments_and_reference_indexes
     for st in writes:
         assert set(as_list(st["Action"])) == {"s3:PutObject"}
         targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
-        # alignments (the children's) and coverage, low_coverage, variants and amplicon_depth (the reducers',
-        # under the same job definition) go straight into their result partitions, which only the commit
-        # registers; the index job stores a reference's index in seqlake's own prefix, never beside the user's
-        # FASTA under references/
-        assert targets == ["${DataBucket.Arn}/runs/*", "${DataBucket.Arn}/results/alignments/*",
-                           "${DataBucket.Arn}/results/coverage/*", "${DataBucket.Arn}/results/low_coverage/*",
-                           "${DataBucket.Arn}/results/variants/*", "${DataBucket.Arn}/results/amplicon_depth/*",
-                           f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*"]
+        # the children's alignments and the reducers' regions are staged under runs/ (the commit publishes
+        # them into results/); the index job stores a reference's index in seqlake's own prefix, never beside
+        # the user's FASTA under references/
+        assert targets == ["${DataBucket.Arn}/runs/*", f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*"]
 
 
 def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]) -> None:
@@ -376,21 +371,7 @@ def test_paths_lead_to_succeed_or_fail() -> None:
 def test_sam_translates_offline(template: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """aws-sam-translator (what `sam deploy` and the local cloud run) accepts the template."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-    class NoManagedPolicies:
-        def load(self) -> dict[str, str]:
-            return {}
-
-    tpl = json.loads(json.dumps(template))
-    for r in tpl["Resources"].values():
-        p = r.get("Properties", {})
-        if r["Type"] == "AWS::Serverless::Function":
-            p["CodeUri"] = "s3://artifacts/code.zip"
-        elif r["Type"] == "AWS::Serverless::LayerVersion":
-            p["ContentUri"] = "s3://artifacts/layer.zip"
-        elif r["Type"] == "AWS::Serverless::StateMachine":
-            p["DefinitionUri"] = {"Bucket": "artifacts", "Key": "pipeline.asl.json"}
-    out = transform(tpl, {}, NoManagedPolicies())
+    out = rendered(template)
     types = {r["Type"] for r in out["Resources"].values()}
     assert {
         "AWS::Lambda::Function",

@@ -36,7 +36,9 @@ def test_the_layout_names_a_runs_objects() -> None:
     run = RunLayout.in_bucket("b", "r-1")
     assert run.plan == "s3://b/runs/r-1/plan.json" and run.request == "s3://b/runs/r-1/request.json"
     assert run.manifest(7) == "s3://b/runs/r-1/staging/child=00007/manifest.json"
-    assert run.alignments_part(7) == "s3://b/results/alignments/run_id=r-1/child=00007.parquet"
+    assert run.alignments_part(7) == "s3://b/runs/r-1/parts/alignments/child=00007.parquet"
+    assert run.published_part("alignments", "child=00007") == "s3://b/results/alignments/run_id=r-1/child=00007.parquet"
+    assert run.region_part("coverage", 3) == "s3://b/runs/r-1/parts/coverage/region=00003.parquet"
     assert run.result_file("qc_summary") == "s3://b/results/qc_summary/run_id=r-1/part-00000.parquet"
     assert run.report == "s3://b/reports/r-1/index.html" and child_of(run.manifest(9999)) == 9999
     assert LakeLayout("s3://b").table_root("runs") == "s3://b/results/runs/"

@@ -293,3 +293,41 @@ def test_concatenate_local(tmp_path: Path) -> None:
     storage.concatenate(dst, pieces)
     assert Path(dst).read_bytes() == want
     assert not [p for p in (tmp_path / "out").iterdir() if p.name != "x.bin"]
+
+
+def test_copy_many_copies_in_the_server_and_in_parts_past_copy_objects_limit(
+    s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the commit publishes: each source to its destination by CopyObject, or by UploadPartCopy in parts
+    when it is larger than one CopyObject may copy (here the limit made small: S3's is 5 GB); no GET."""
+    from dataclasses import replace
+
+    from seqlake.base import limits
+
+    part = 5 << 20  # S3's smallest part but the last
+    big = bytes(range(256)) * ((2 * part + 777) // 256)
+    small = b"small part"
+    storage.write_bytes(f"{s3}/runs/r/parts/t/big.parquet", big)
+    storage.write_bytes(f"{s3}/runs/r/parts/t/small.parquet", small)
+    monkeypatch.setattr(limits, "S3_COPY_OBJECT", replace(limits.S3_COPY_OBJECT, value=part + 1))
+    monkeypatch.setattr(storage, "COPY_PART_BYTES", part)
+    calls: list[str] = []
+    client = storage.s3_client()
+    client.meta.events.register("before-call.s3.*", lambda model, **kw: calls.append(model.name))
+    copies = [(f"{s3}/runs/r/parts/t/{n}.parquet", f"{s3}/results/t/run_id=r/{n}.parquet", len(body))
+              for n, body in (("big", big), ("small", small))]
+    assert storage.copy_many(copies, workers=2) == 2
+    assert sorted(calls) == sorted(["CopyObject", "CreateMultipartUpload", "UploadPartCopy", "UploadPartCopy",
+                                    "UploadPartCopy", "CompleteMultipartUpload"])  # no byte read here
+    # read back a MiB at a time: a larger read is streamed once a local cloud has run in this process
+    copied = b"".join(storage.read_range(f"{s3}/results/t/run_id=r/big.parquet", a, a + (1 << 20))
+                      for a in range(0, len(big), 1 << 20))
+    assert copied == big
+    assert storage.read_bytes(f"{s3}/results/t/run_id=r/small.parquet") == small
+    # locally: a hard link (the file is replaced whole, never written in place), the same bytes
+    src = tmp_path / "runs" / "a.parquet"
+    src.parent.mkdir()
+    src.write_bytes(small)
+    dst = tmp_path / "results" / "t" / "a.parquet"
+    assert storage.copy_many([(str(src), str(dst), len(small))]) == 1
+    assert dst.read_bytes() == small and dst.stat().st_ino == src.stat().st_ino

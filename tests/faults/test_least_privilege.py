@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from seqlake.base.errors import access_denied
+from seqlake.base.layout import GENOMES, RunLayout, child_name
 from seqlake.lake.tables import RESULT_TABLES
 from seqlake.localcloud import iam
 from seqlake.localcloud.cloud import LocalCloud
@@ -42,22 +43,52 @@ def enforced(cloud: LocalCloud) -> LocalCloud:
 
 
 def test_a_batch_child_never_writes_or_deletes_inputs_or_committed_results(enforced: LocalCloud) -> None:
+    """The worker role (the children's, the reducers' and the index job's) writes its parts under ``runs/``:
+    under ``incoming/`` and under any table of a committed run's results (the alignments and the reducers'
+    tables included, which the commit publishes) it may not put, copy into or delete anything."""
     cloud = enforced
     arn = f"arn:aws:s3:::{cloud.bucket}"
+    run = RunLayout.in_bucket(cloud.bucket, "lp-committed")
     put(cloud, "incoming/lp/in.fastq", b"@r\nACGT\n+\nIIII\n")
-    put(cloud, "results/qc_summary/run_id=lp-committed/part-00000.parquet", b"committed")
+    committed = [run.published_part(t, child_name(0)).removeprefix(f"s3://{cloud.bucket}/")
+                 for t in (*RESULT_TABLES, GENOMES)]
+    for key in committed:
+        put(cloud, key, b"committed")
     s3 = as_role(cloud, WORKER, "s3")
     assert s3.get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read()  # it reads inputs
-    committed = "run_id=lp-committed/part-00000.parquet"
-    for key in ("incoming/lp/in.fastq", "incoming/lp/new.fastq", f"results/qc_summary/{committed}",
-                f"results/runs/{committed}"):
+    staged = run.alignments_part(0).removeprefix(f"s3://{cloud.bucket}/")
+    s3.put_object(Bucket=cloud.bucket, Key=staged, Body=b"part")  # and writes its parts under runs/
+    for key in ("incoming/lp/in.fastq", "incoming/lp/new.fastq", *committed):
         put_refused = refused(lambda k=key: s3.put_object(Bucket=cloud.bucket, Key=k, Body=b"x"))
         assert put_refused == ("s3:PutObject", f"{arn}/{key}")
-    for key in ("incoming/lp/in.fastq", f"results/qc_summary/{committed}", f"results/alignments/{committed}"):
+        copy_refused = refused(lambda k=key: s3.copy_object(
+            Bucket=cloud.bucket, Key=k, CopySource={"Bucket": cloud.bucket, "Key": staged}))
+        assert copy_refused == ("s3:PutObject", f"{arn}/{key}")
+    for key in ("incoming/lp/in.fastq", *committed):
         delete_refused = refused(lambda k=key: s3.delete_object(Bucket=cloud.bucket, Key=k))
         assert delete_refused == ("s3:DeleteObject", f"{arn}/{key}")
-    body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read()
-    assert body == b"@r\nACGT\n+\nIIII\n"
+    platform = cloud.client("s3")
+    assert platform.get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read() == (
+        b"@r\nACGT\n+\nIIII\n")
+    assert {platform.get_object(Bucket=cloud.bucket, Key=k)["Body"].read() for k in committed} == {b"committed"}
+
+
+def test_the_commit_publishes_parts_by_copies_that_read_their_source(enforced: LocalCloud) -> None:
+    """The commit copies a staged part into its result partition (s3:GetObject on the source under ``runs/``,
+    s3:PutObject on the destination); a copy is judged on its source too, so it cannot copy an input."""
+    cloud = enforced
+    run = RunLayout.in_bucket(cloud.bucket, "lp-publish")
+    staged, published = (u.removeprefix(f"s3://{cloud.bucket}/")
+                         for u in (run.alignments_part(1), run.published_part("alignments", child_name(1))))
+    put(cloud, staged, b"part")
+    put(cloud, "incoming/lp-publish/in.fastq", b"@r\nA\n+\nI\n")
+    s3 = as_role(cloud, COMMIT, "s3")
+    s3.copy_object(Bucket=cloud.bucket, Key=published, CopySource={"Bucket": cloud.bucket, "Key": staged})
+    assert cloud.client("s3").get_object(Bucket=cloud.bucket, Key=published)["Body"].read() == b"part"
+    source = "incoming/lp-publish/in.fastq"
+    assert refused(lambda: s3.copy_object(Bucket=cloud.bucket, Key=published.replace("child=", "x"),
+                                          CopySource={"Bucket": cloud.bucket, "Key": source})) == (
+        "s3:GetObject", f"arn:aws:s3:::{cloud.bucket}/{source}")
 
 
 def test_the_start_function_reads_no_bucket_outside_allowed_input_buckets(enforced: LocalCloud) -> None:
@@ -161,3 +192,24 @@ def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queu
     put(cloud, "incoming/lp-eb/c.fastq", b"@r\nA\n+\nI\n")
     assert delivery.delivered[delivered:] and delivery.delivered[-1][0] == function
     cloud.wait(timeout=300)
+
+
+def test_the_start_functions_failed_events_go_to_its_dead_letter_queue_as_its_role(enforced: LocalCloud) -> None:
+    """Lambda sends an asynchronous event that failed every attempt to the function's DeadLetterConfig queue
+    with the function's role: SAM's DeadLetterQueuePolicy statement is what lets it (``make grants``)."""
+    from seqlake.localcloud.grants import grants, without
+
+    cloud = enforced
+    assert cloud.lambdas is not None and cloud.lambdas.dead_letter is not None
+    send = cloud.lambdas.dead_letter
+    spec = cloud.lambdas.functions[next(n for n in cloud.lambdas.functions if "StartRun" in n)]
+    dlq = cloud.outputs["StartRunDeadLetterQueueUrl"]
+    assert spec.dead_letter_arn == f"arn:aws:sqs:us-east-1:123456789012:{dlq.rsplit('/', 1)[1]}"
+    send(spec, b'{"lp": "dlq"}', b'{"errorType": "Boom"}')
+    sqs = cloud.client("sqs")
+    (message,) = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
+    assert (message["Body"], message["MessageAttributes"]["ErrorCode"]["StringValue"]) == ('{"lp": "dlq"}', "Boom")
+    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=message["ReceiptHandle"])
+    (grant,) = [g for g in grants(cloud)[0] if g.role == START and g.label.startswith("DeadLetterQueuePolicy")]
+    with without(cloud, grant):
+        assert refused(lambda: send(spec, b"{}", b"{}")) == ("sqs:SendMessage", spec.dead_letter_arn)

@@ -424,6 +424,55 @@ def _role(cloud: Any, logical_id: str) -> str:
     return iam.role_arn(str(cloud.deployment.physical[logical_id]))
 
 
+class _CountingBuffer:
+    """An object's buffer that records the size of every read of it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.reads = inner, list[int]()
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self.inner.read(n)
+        self.reads.append(len(data))
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_s3_copies_stay_on_disk(fixture_cloud: Any) -> None:
+    """Patch 12: a copy (CopyObject, UploadPartCopy) reads its source a MiB at a time into a spool the new
+    key or part adopts, never the whole object into the server's memory."""
+    from moto.s3.models import s3_backends
+
+    part = 5 << 20
+    body = bytes(range(256)) * ((2 * part + 12345) // 256)
+    s3, bucket = fixture_cloud.client("s3"), fixture_cloud.bucket
+    _put(fixture_cloud, "data/source.bin", body)
+    keys = s3_backends[ACCOUNT]["aws"].get_bucket(bucket).keys
+    source = keys["data/source.bin"]
+    counting = _CountingBuffer(source._value_buffer)
+    source._value_buffer = counting
+    try:
+        s3.copy_object(Bucket=bucket, Key="data/copy.bin", CopySource={"Bucket": bucket, "Key": "data/source.bin"})
+        assert counting.reads and max(counting.reads) <= 1 << 20 and sum(counting.reads) == len(body)
+        copied = keys["data/copy.bin"]
+        assert copied._value_buffer._rolled and copied.size == len(body)  # on disk, as the source
+        assert s3.get_object(Bucket=bucket, Key="data/copy.bin")["Body"].read() == body
+        counting.reads.clear()
+        upload = s3.create_multipart_upload(Bucket=bucket, Key="data/parts.bin")["UploadId"]
+        ranges = [(0, part - 1), (part, len(body) - 1)]
+        etags = [s3.upload_part_copy(Bucket=bucket, Key="data/parts.bin", UploadId=upload, PartNumber=n + 1,
+                                     CopySource={"Bucket": bucket, "Key": "data/source.bin"},
+                                     CopySourceRange=f"bytes={a}-{b}")["CopyPartResult"]["ETag"]
+                 for n, (a, b) in enumerate(ranges)]
+        assert max(counting.reads) <= 1 << 20 and sum(counting.reads) == len(body)
+    finally:
+        source._value_buffer = counting.inner
+    s3.complete_multipart_upload(Bucket=bucket, Key="data/parts.bin", UploadId=upload, MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": n + 1} for n, e in enumerate(etags)]})
+    assert s3.get_object(Bucket=bucket, Key="data/parts.bin")["Body"].read() == body
+
+
 def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any) -> None:
     """Patch 13: a role's request is decided on the resource it touches (moto checks "*" outside S3, SQS,
     IAM and STS) and refused with AWS's message; a Lambda GET passes its signature check."""

@@ -18,6 +18,8 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
     runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
+    runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
+                                            alignments (child=NNNNN), a reducer's region (region=NNNNN)
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
     reports/<run_id>/                       the run's report
@@ -30,9 +32,11 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
 The user's reference cache (:func:`seqlake.base.cachedir.reference_cache`) keeps indexes in the same
 layout: it is the store of local runs and each Batch host's copy of the bucket's.
 
-A child writes its alignments straight into their result partition (``child=NNNNN.parquet``), and a
-reducer its region's rows of the per-position result tables (``region=NNNNN.parquet``): nothing is
-copied at commit, and nothing is visible before the commit registers the partition in Glue.
+A child writes its alignments (``child=NNNNN``), and a reducer its region's rows of the per-position result
+tables (``region=NNNNN``), as parts under ``runs/<run_id>/parts/<table>/``; the commit, once every child
+and region has checked out, publishes each part into ``results/<table>/run_id=<run_id>/`` under the same
+name by a server-side copy (:func:`seqlake.base.storage.copy_many`). So no Batch job writes under
+``results/`` (its role may not), and nothing is visible before the commit registers the partition in Glue.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ REGION_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"
 REPORTS = "reports"
+#: the folder of the Batch jobs' parts of result tables under ``runs/<run_id>/``
+PARTS = "parts"
 #: the folder of per-sample files under ``results/`` (no table has this name)
 GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
@@ -262,13 +268,26 @@ class RunLayout:
         """The one file of a table the commit writes whole (every table but ``alignments``)."""
         return _join(self.root, RESULTS, table, f"run_id={self.run_id}", "part-00000.parquet")
 
+    # -- runs/<id>/parts/<table>/ -> results/<table>/run_id=<id>/ -----------------------------------
+    def staged_parts(self, table: str) -> str:
+        """The folder of the Batch jobs' parts of ``table``, with a trailing separator (the commit lists it)."""
+        return self._run(PARTS, table) + "/"
+
+    def staged_part(self, table: str, name: str) -> str:
+        """Part ``name`` of ``table`` as a Batch job wrote it, before the commit publishes it."""
+        return self._run(PARTS, table, f"{name}.parquet")
+
+    def published_part(self, table: str, name: str) -> str:
+        """Where the commit publishes part ``name`` of ``table``: in the result partition, under its name."""
+        return _join(self.root, RESULTS, table, f"run_id={self.run_id}", f"{name}.parquet")
+
     def region_part(self, table: str, region: int) -> str:
-        """Where the reducer of region ``region`` writes its rows of ``table``, in the result partition."""
-        return _join(self.root, RESULTS, table, f"run_id={self.run_id}", f"{region_name(region)}.parquet")
+        """Where the reducer of region ``region`` writes its rows of ``table`` (a staged part)."""
+        return self.staged_part(table, region_name(region))
 
     def alignments_part(self, child: int) -> str:
-        """Where child ``child`` writes its alignments: in the result partition, under its own name."""
-        return _join(self.root, RESULTS, "alignments", f"run_id={self.run_id}", f"{child_name(child)}.parquet")
+        """Where child ``child`` writes its alignments (a staged part)."""
+        return self.staged_part("alignments", child_name(child))
 
     def sample_file(self, sample: str, suffix: str) -> str:
         """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""

@@ -53,6 +53,15 @@ SQS_MAX_DELAY_SECONDS = Limit(
     _SQS_GUIDE + "sqs-delay-queues.html",
 )
 
+# ---------------------------------------------------------------- S3 copies
+_S3_COPY = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html"
+#: the largest object one CopyObject copies; a larger one is copied in parts (UploadPartCopy)
+S3_COPY_OBJECT = Limit(5 << 30, "you can create a copy of your object up to 5 GB in a single atomic action",
+                       _S3_COPY)
+_S3_MULTIPART = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html"
+#: a multipart upload's parts (UploadPartCopy's too): the most parts of one object
+S3_MULTIPART_PARTS = Limit(10_000, "maximum number of parts per upload", _S3_MULTIPART)
+
 # ---------------------------------------------------------------- S3 latency of the scale tests
 #: per-request latency the scale bench and tests give the local S3 (``SEQLAKE_LOCAL_S3_LATENCY_MS``):
 #: "when you make small requests (for example, less than 512 KB), median latencies are often in the
@@ -74,5 +83,7 @@ ALL: tuple[Limit, ...] = (
     BATCH_SUBMIT_JOB,
     SQS_DEDUPLICATION_SECONDS,
     SQS_MAX_DELAY_SECONDS,
+    S3_COPY_OBJECT,
+    S3_MULTIPART_PARTS,
     S3_SCALE_LATENCY_MS,
 )

@@ -12,10 +12,14 @@ region's edge, the report's coverage points), which are small whatever the genom
 The children's manifests (one small object each) and the regions' summaries are read by a pool of
 threads (:func:`seqlake.base.storage.read_many`), in order, and folded as they arrive; a sample is turned
 into rows as soon as its last child is read, and the rows stream into local Parquet files. So memory
-stays flat in the number of children and of samples. The alignments and the reducers' parts are already
-in their result partitions; one listing of each partition checks every part's size against its
-manifest or summary. No HEAD precedes a GET, nothing is copied, and nothing is written under
-``results/`` before every child and region has checked out.
+stays flat in the number of children and of samples. The children's alignments and the reducers' parts
+are staged under ``runs/<id>/parts/<table>/`` (the Batch jobs may not write under ``results/``); one
+listing per table checks every part's size against its manifest or summary. No HEAD precedes a GET, and
+nothing is written under ``results/`` before every child and region has checked out; then every staged
+part (each table the manifests and the summaries name: the reducers' tables are
+:data:`seqlake.lake.reduce.REGION_TABLES`) is published into its result partition by a server-side copy
+(:func:`seqlake.base.storage.copy_many`: CopyObject, in parts past 5 GB; no byte of a part passes through
+the commit), before the commit writes its own tables and long before it registers the partitions.
 
 Results: ``results/<table>/run_id=<id>/part-00000.parquet`` (alignments: ``child=NNNNN.parquet``;
 coverage and low_coverage also ``region=NNNNN.parquet``). ``run_id`` is the Hive partition, not a
@@ -34,7 +38,7 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
-from seqlake.base.layout import CONSENSUS_SUFFIX
+from seqlake.base.layout import CONSENSUS_SUFFIX, child_name, child_of, region_name
 from seqlake.base.metadata import lane_row, sample_fields
 from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row, consensus_row
 from seqlake.lake.genomes import write_genomes
@@ -160,12 +164,16 @@ def _read_children(plan: Plan) -> Iterator[ChildManifest]:
         yield _checked_manifest(plan, child, uri, data)
 
 
-def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int]) -> dict[str, SampleSums]:
-    """Every region's summary, checked, added up per sample (and the rows of the reducers' parts into
-    ``rows``); the parts' sizes checked by one listing per table."""
+#: table -> part name (``child=NNNNN``, ``region=NNNNN``) -> its size in bytes, as its manifest or summary
+#: gives it: the Batch jobs' parts under ``runs/<id>/parts/`` the commit checks and publishes
+Staged = dict[str, dict[str, int]]
+
+
+def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int], staged: Staged) -> dict[str, SampleSums]:
+    """Every region's summary, checked, added up per sample (the rows of the reducers' parts into ``rows``,
+    their names and sizes into ``staged``)."""
     n = len(rp.regions)
     sums: dict[str, SampleSums] = {}
-    parts: dict[str, dict[str, int]] = {t: {} for t in REGION_TABLES}
     for region, (uri, data) in enumerate(storage.read_many(plan.layout.region_summary(r) for r in range(n))):
         if data is None:
             raise SeqlakeError(f"region {region} of {n} has no summary at {uri}: its reducer did not finish")
@@ -175,27 +183,31 @@ def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int]) -> dict[str,
         for sample, v in s.samples.items():
             sums.setdefault(sample, SampleSums()).add(v)
         for table in REGION_TABLES:
-            parts[table][plan.layout.region_part(table, region)] = s.parts[table][1]
+            staged.setdefault(table, {})[region_name(region)] = s.parts[table][1]
             rows[table] = rows.get(table, 0) + s.parts[table][0]
-    for table, expected in parts.items():
-        listed = storage.list_sizes(plan.layout.partition(table))
-        for uri, size in expected.items():
-            if listed.get(uri) != size:
-                found = "missing" if uri not in listed else f"{listed[uri]} bytes"
-                raise SeqlakeError(f"the reducer's part {uri} is {found}, its summary says {size} bytes")
     return sums
 
 
-def _check_alignment_parts(plan: Plan, expected: dict[int, PartInfo]) -> int:
-    """Every child's alignments part is in the partition with the size its manifest gives; the rows."""
-    listed = storage.list_sizes(plan.layout.partition("alignments"))
-    for child, info in expected.items():
-        uri = plan.layout.alignments_part(child)
-        if listed.get(uri) != info.bytes:
+def _check_staged(plan: Plan, staged: Staged) -> None:
+    """Every staged part is there with the size its manifest or summary gives: one listing per table."""
+    for table, expected in staged.items():
+        listed = storage.list_sizes(plan.layout.staged_parts(table))
+        for name, size in expected.items():
+            uri = plan.layout.staged_part(table, name)
+            if listed.get(uri) == size:
+                continue
             found = "missing" if uri not in listed else f"{listed[uri]} bytes"
-            raise SeqlakeError(f"{_describe(plan, child)}: its alignments part {uri} is {found}, its manifest "
-                               f"says {info.bytes} bytes")
-    return sum(i.rows for i in expected.values())
+            child = child_of(name)
+            if child is not None:
+                raise SeqlakeError(f"{_describe(plan, child)}: its {table} part {uri} is {found}, its manifest "
+                                   f"says {size} bytes")
+            raise SeqlakeError(f"the reducer's part {uri} is {found}, its summary says {size} bytes")
+
+
+def _publish(plan: Plan, staged: Staged) -> None:
+    """Every staged part into its result partition, under its name: server-side copies, many at once."""
+    storage.copy_many((plan.layout.staged_part(table, name), plan.layout.published_part(table, name), size)
+                      for table, parts in staged.items() for name, size in parts.items())
 
 
 #: rows of a result table held in memory before they are written out as a row group (the commit's
@@ -283,7 +295,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
     rp = reduce_missing(plan) if reduce_here else (load_reduce_plan(plan) if plan.reference else None)
     totals = RunTotals(plan.run_id, plan.array_size)
     region_rows: dict[str, int] = {}
-    region_sums = _read_regions(plan, rp, region_rows) if rp is not None else {}
+    staged: Staged = {}
+    region_sums = _read_regions(plan, rp, region_rows, staged) if rp is not None else {}
     ending = samples_ending(plan)
     folds: dict[str, _SampleFold] = {}
     alignments: dict[int, PartInfo] = {}
@@ -307,13 +320,15 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
                 folds.setdefault(r.sample, _SampleFold()).add(r)
             if m.alignments is not None:
                 alignments[child] = m.alignments
+                staged.setdefault("alignments", {})[child_name(child)] = m.alignments.bytes
             for sample in ending.get(child, []):
                 sums = region_sums.pop(sample, SampleSums()) if rp is not None else None
                 if sums is not None:
                     out.add_calls(sample, sums)
                 out.add_sample(sample, folds.pop(sample), sums)
-        align_rows = _check_alignment_parts(plan, alignments)
-        # every child checked out: only now is anything written under results/
+        _check_staged(plan, staged)
+        # every child and region checked out: only now is anything written under results/
+        _publish(plan, staged)
         if not alignments:  # every table gets a partition, even an empty one (no reference)
             write_table(plan.layout.result_file("alignments"), BY_NAME["alignments"].schema.empty_table())
         if out.points is not None:
@@ -324,7 +339,7 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params))
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
-    totals.rows["alignments"] = align_rows
+    totals.rows["alignments"] = sum(i.rows for i in alignments.values())
     return totals
 
 

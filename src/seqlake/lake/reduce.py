@@ -18,7 +18,8 @@ regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer `
    :mod:`seqlake.lake.depth` (one sort of their boundaries), covered intervals by a union;
 4. turns the merged tables into the region's rows of the result tables with the finishers registered in
    :data:`FINISHERS` (``coverage``: every bin of the region; ``low_coverage``: the intervals below each
-   threshold inside the region), written as ``results/<table>/run_id=<id>/region=NNNNN.parquet``;
+   threshold inside the region), written as staged parts (``runs/<id>/parts/<table>/region=NNNNN.parquet``,
+   :meth:`RunLayout.region_part`), which the commit publishes into the result partitions;
 5. writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
    per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at
    each threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals

@@ -12,7 +12,8 @@ leaves, under ``runs/<id>/staging/child=NNNNN/`` (:class:`seqlake.base.layout.Ru
   (:data:`seqlake.lake.tables.STAGING_TABLES`: the non-zero depth bins, the covered-interval union and
   the exact depth runs (:mod:`seqlake.lake.depth`) of each of its samples), cut by region
   (:mod:`seqlake.lake.positions`), for the reducers (:mod:`seqlake.lake.reduce`).
-- its alignments, in the result partition (``results/alignments/run_id=<id>/child=NNNNN.parquet``).
+- its alignments, staged (``runs/<id>/parts/alignments/child=NNNNN.parquet``), which the commit publishes
+  into their result partition.
 
 Every number is an integer count or sum, so merging children is addition (covered intervals: a
 union; depth runs: a capped sweep), exact and independent of the order children are read in. Nothing here depends on the

@@ -86,6 +86,8 @@ class Deployer:
         #: resource ARN -> its resource policies (bucket and queue policies, Lambda permissions), resolved:
         #: the local cloud evaluates them itself (``localcloud/policy.py``); moto would ignore their conditions
         self.resource_policies: dict[str, list[dict[str, Any]]] = {}
+        #: function name -> its DeadLetterConfig's target ARN (moto's Lambda keeps no DeadLetterConfig)
+        self.dead_letters: dict[str, str] = {}
         self.conditions: dict[str, bool] = {}
         for name, cond in template.get("Conditions", {}).items():
             self.conditions[name] = self._condition(cond)
@@ -365,6 +367,9 @@ def lambda_function(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
     kw = to_api(lam, "CreateFunction", {k: v for k, v in p.items() if k != "Tags"})
     kw.update(FunctionName=name, Tags=_tags_map(p))
     fn = lam.create_function(**kw)
+    target = (p.get("DeadLetterConfig") or {}).get("TargetArn")
+    if target:
+        d.dead_letters[name] = str(target)
     return name, {"Arn": fn["FunctionArn"]}
 
 

@@ -145,7 +145,7 @@ def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
             timeout=int(conf.get("Timeout", 60)),
             memory=int(conf.get("MemorySize", 512)),
             arn=conf["FunctionArn"],
-            dead_letter_arn=conf.get("DeadLetterConfig", {}).get("TargetArn"),
+            dead_letter_arn=deployer.dead_letters.get(conf["FunctionName"]),
             role=conf.get("Role", ""),
         )
     return Deployment(

@@ -288,6 +288,11 @@ class LocalIam:
             # listing is judged with the key as its prefix, which the template's s3:prefix conditions name
             action = "s3:ListBucket"
             decision = decide(action, [missing[0]], {**context, "s3:prefix": [missing[1]]})
+        source = _copy_source(request) if decision.allowed and action == "s3:PutObject" else None
+        if source is not None:
+            # a copy (CopyObject, UploadPartCopy) reads its source as s3:GetObject too: moto checks the destination
+            action = "s3:GetObject"
+            decision = decide(action, [source], context)
         if not decision.allowed:
             self.denied.append((caller, action, decision.resource))
             raise access_denied(service, caller, action, decision)
@@ -303,6 +308,16 @@ class LocalIam:
         if not decision.allowed:
             self.denied.append((principal, action, resource))
         return decision.allowed
+
+
+def _copy_source(request: Any) -> str | None:
+    """The object ARN a copy request reads (its ``x-amz-copy-source`` header, ``bucket/key[?versionId=]``)."""
+    headers = {k.lower(): v for k, v in dict(request._headers).items()}
+    source = headers.get("x-amz-copy-source")
+    if not source:
+        return None
+    path = urllib.parse.unquote(str(source).split("?", 1)[0]).lstrip("/")
+    return f"arn:{PARTITION}:s3:::{path}"
 
 
 def _missing_object(resource: str) -> tuple[str, str] | None:

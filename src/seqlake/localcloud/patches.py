@@ -52,7 +52,9 @@ in the same process are unaffected.
     whole object is streamed a MiB at a time, as patch 2 streams a range; and a request's body is let go
     when its response is ready: Flask keeps every request in a reference cycle (``request.files``'s
     class holds the request), so each uploaded part stayed in memory until the garbage collector ran,
-    which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts).
+    which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts). A copy
+    (CopyObject, UploadPartCopy) read its source whole into memory and sliced it: here the source (or its
+    range) is copied into a spool a MiB at a time, which the new key or part adopts.
 13. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's requests only:
     ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a request's identity
     policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
@@ -150,6 +152,7 @@ JsonRESTError: Any = _exc.JsonRESTError
 Rule: Any = _events.Rule
 FakeKey: Any = _s3.FakeKey
 FakeMultipart: Any = _s3.FakeMultipart
+S3Backend: Any = _s3.S3Backend
 S3Response: Any = _s3_responses.S3Response
 StateTaskService: Any = _sts.StateTaskService
 BatchResponse: Any = _batch_responses.BatchResponse
@@ -431,6 +434,56 @@ def _complete_multipart(self: Any, body: Iterator[tuple[int, str]]) -> tuple[_Sp
     return spool, f"{hashlib.md5(bytes(md5s), usedforsecurity=False).hexdigest()}-{count}", checksum
 
 
+def _spool_of(key: FakeKey, start: int, stop: int) -> _Spool:
+    """Bytes ``[start, stop)`` of an object's buffer copied into a spool a MiB at a time."""
+    spool, at = _Spool(), start
+    while at < stop:
+        with key.lock:
+            key._value_buffer.seek(at)
+            chunk: bytes = key._value_buffer.read(min(_KeyRange.CHUNK, stop - at))
+        if not chunk:
+            break
+        spool.file.write(chunk)
+        spool.size += len(chunk)
+        at += len(chunk)
+    return spool
+
+
+class _CopySource:
+    """A copy's source key whose ``value`` (moto's copy reads it whole, as ``bytes``) is a spool of its body
+    instead, which the new key adopts (:func:`_set_value`)."""
+
+    def __init__(self, key: FakeKey) -> None:
+        self._key = key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._key, name)
+
+    @property
+    def value(self) -> _Spool:
+        return _spool_of(self._key, 0, int(self._key.size))
+
+
+_original_copy_object = S3Backend.copy_object
+
+
+def _copy_object(self: Any, src_key: FakeKey, *args: Any, **kwargs: Any) -> None:
+    _original_copy_object(self, _CopySource(src_key), *args, **kwargs)
+
+
+def _upload_part_copy(  # noqa: PLR0917 - moto's signature
+    self: Any, dest_bucket_name: str, multipart_id: str, part_id: int, src_bucket_name: str, src_key_name: str,
+    src_version_id: str | None, start_byte: int | None, end_byte: int | None,
+) -> FakeKey:
+    """moto's ``upload_part_copy``, the range copied into a spool a MiB at a time instead of sliced from
+    the whole object read into memory."""
+    multipart = self.get_bucket(dest_bucket_name).multiparts[multipart_id]
+    key = self.get_object(src_bucket_name, src_key_name, version_id=src_version_id)
+    size = int(key.size)
+    start, stop = (0, size) if start_byte is None else (start_byte, min(size, (end_byte or 0) + 1))
+    return multipart.set_part(part_id, _spool_of(key, start, stop))
+
+
 def _set_value(self: FakeKey, new_value: Any) -> None:
     if not isinstance(new_value, _Spool):
         _original_value.fset(self, new_value)
@@ -454,6 +507,8 @@ def _key_response(self: S3Response, request: Any, full_url: str, headers: Any) -
 
 def _patch_s3_spooled_bodies() -> None:
     FakeMultipart.complete = _complete_multipart
+    S3Backend.copy_object = _copy_object
+    S3Backend.upload_part_copy = _upload_part_copy
     FakeKey.value = property(FakeKey.value.fget, _set_value)
     S3Response.key_response = _key_response
 

@@ -8,9 +8,9 @@ that never failed, and the run keeps its id.
 
 What the local cloud does not keep between two of its lives is put back first, with events paused so
 that no upload starts anything: the run's input files (the state folder keeps their metadata, not
-their bodies: they come back from the local files they were uploaded from) and the alignments the
-finished children wrote into their result partition (the state folder has them; only the local
-Athena reads committed results, so they are not restored on every start).
+their bodies: they come back from the local files they were uploaded from). What the finished children
+and reducers wrote, their alignments and regions included, is under ``runs/<id>/``, which every start
+restores.
 """
 
 from __future__ import annotations
@@ -74,18 +74,11 @@ def _inputs(state: StateDir, status: dict[str, Any], run_id: str) -> list[Input]
     return out
 
 
-def _put_back(cloud: Any, state: StateDir, inputs: list[Input], run_id: str) -> int:
-    """The run's inputs and its children's alignments, into the local cloud's S3; how many objects."""
-    s3 = cloud.client("s3")
+def _put_back(cloud: Any, inputs: list[Input]) -> int:
+    """The run's inputs, into the local cloud's S3; how many objects."""
     for item in inputs:
         cloud.upload(item.source, item.uri.removeprefix(f"s3://{cloud.bucket}/"))
-    put = len(inputs)
-    partition = Path(RunLayout(str(state.bucket_dir(cloud.bucket)), run_id).partition("alignments"))
-    for part in sorted(partition.glob("*.parquet")) if partition.is_dir() else []:
-        key = part.relative_to(state.bucket_dir(cloud.bucket)).as_posix()
-        s3.put_object(Bucket=cloud.bucket, Key=key, Body=part.read_bytes())
-        put += 1
-    return put
+    return len(inputs)
 
 
 def rerun_command(args: argparse.Namespace) -> int:
@@ -120,7 +113,7 @@ def rerun_command(args: argparse.Namespace) -> int:
                             f"{NEW_UPLOAD_HINT}")
     with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         with cloud.events_paused():
-            put = _put_back(cloud, state, [i for i in inputs if not i.changed], run_id)
+            put = _put_back(cloud, [i for i in inputs if not i.changed])
         if changed:
             # what the run read is gone: the files as they are now are a new upload, hence a new run
             # (its id hashes the new ETags); the failed run keeps its record of what it read
