@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import genome_scale
 import plan_scale
 import reduce
 import scale
@@ -173,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = render([stored[n] for n in GROUP_NAMES if n in stored and n not in skip], inputs.main, source.description,
                     ctx.reference, command,
                     extra=[] if args.quick else [*scale.section(work), *reduce.section(work),
-                                                 *plan_scale.section(work)])
+                                                 *genome_scale.section(work), *plan_scale.section(work)])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(report)
     print()

@@ -1,0 +1,394 @@
+"""The genome-scale bench: a synthetic genome run end to end through the local cloud, as a user runs it.
+
+    nice -n 15 python bench/genome_scale.py --size 4M --depth 30 --compare
+    nice -n 15 python bench/genome_scale.py --size 100M --depth 30 --compare
+    nice -n 15 python bench/genome_scale.py --size 1.5G --contigs 3366 --depth 0.1 --jobs 1 --threads 2
+
+A seeded random reference of ``--size`` bases in ``--contigs`` contigs (5 by default; with more than 24, the
+human-like mix of ``bench/reduce.py``: 24 large contigs hold 95 % of the genome, the rest are decoy-sized),
+with a few segments repeated (diverged 1 %) at several places so that seeding meets repeats, and
+``--depth`` x of 2x150 bp pairs simulated from it (:mod:`seqlake.demo_data.simulate`), are written once into
+``--work`` (outside the repository by default; kept between runs, so a second call reuses them). Then:
+
+1. ``--probe N``: mappy's rate on the first N pairs (one process, one thread, the index loaded before the
+   clock starts), to say beforehand how long the run will take.
+2. ``seqlake local run --no-trim --reference REF R1 R2`` with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` (20 ms) and
+   Lambda's and Batch's memory enforced (the default), in a fresh ``--home``; its wall time and exit code.
+3. What the run's logs say: every Lambda invocation's ``REPORT`` line (``logs/lambda/<function>/*.log``:
+   Duration, Memory Size, Max Memory Used) and every Batch attempt's peak against its job's memory
+   (``logs/batch/memory.jsonl``), with each attempt's seconds from its log file (created when the attempt
+   starts, last written when it ends; a reducer's own seconds from its last line).
+4. ``--compare``: the same reads through ``minimap2 -ax sr | samtools sort``, then ``samtools depth -a`` per
+   contig: the share of bases at >= 10x and every maximal interval below each threshold, against the run's
+   ``sample_summary.pct_genome_*`` and ``low_coverage`` rows (reads are not trimmed on either side).
+
+Prints one JSON result and a Markdown row; ``--out`` writes the JSON (``bench/work/genome-*.json`` is
+git-ignored). Nothing is asserted; a failed run is reported with the run's reason and the step that used
+too much memory. Run it alone on a shared machine: the 1.5 Gb index build needs about 8 bytes per base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from reduce import contig_lengths  # noqa: E402  (bench/ is this script's folder)
+from seqlake.demo_data.simulate import write_pairs  # noqa: E402
+from seqlake.lake.tables import THRESHOLDS  # noqa: E402
+
+READ = 150
+FASTA_WIDTH = 60
+#: repeated segments: how many, their longest (a 2,000th of the genome at most), copies of each, divergence
+REPEATS, REPEAT_MAX_BASES, REPEAT_COPIES, REPEAT_DIVERGENCE = 24, 20_000, (2, 6), 0.01
+_UNITS = {"K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+_LETTERS = np.frombuffer(b"ACGT", dtype=np.uint8)
+_REPORT = re.compile(r"REPORT RequestId: (\S+)\tDuration: ([\d.]+) ms.*Memory Size: (\d+) MB"
+                     r"(?:\tMax Memory Used: (\d+) MB)?")
+_REDUCE = re.compile(r"seqlake reduce: region (\d+):.*, ([\d.]+) s$")
+
+
+def parse_size(text: str) -> int:
+    """``4M``, ``1.5G``, ``100000``: bases."""
+    unit = text[-1].upper()
+    return int(float(text[:-1]) * _UNITS[unit]) if unit in _UNITS else int(text)
+
+
+def write_reference(path: Path, contigs: list[tuple[str, int]], seed: int) -> dict[str, Any]:
+    """A random genome with :data:`REPEATS` segments copied (1 % diverged) to several random places."""
+    rng = np.random.default_rng(seed)
+    lengths = np.array([n for _, n in contigs], dtype=np.int64)
+    copies: dict[int, list[tuple[int, np.ndarray]]] = {}
+    repeated = 0
+    for _ in range(REPEATS):
+        size = int(rng.integers(200, min(REPEAT_MAX_BASES, max(lengths.sum() // 2000, 201))))
+        segment = _LETTERS[rng.integers(0, 4, size)]
+        fits = np.flatnonzero(lengths > 2 * size)
+        for _ in range(int(rng.integers(*REPEAT_COPIES, endpoint=True))):
+            k = int(rng.choice(fits, p=lengths[fits] / lengths[fits].sum()))
+            copy = segment.copy()
+            mutate = rng.random(size) < REPEAT_DIVERGENCE
+            copy[mutate] = _LETTERS[rng.integers(0, 4, int(mutate.sum()))]
+            copies.setdefault(k, []).append((int(rng.integers(0, lengths[k] - size)), copy))
+            repeated += size
+    with path.open("wb") as f:
+        for k, (name, n) in enumerate(contigs):
+            seq = _LETTERS[rng.integers(0, 4, n)]
+            for at, copy in copies.get(k, []):
+                seq[at:at + len(copy)] = copy
+            f.write(f">{name}\n".encode())
+            full = n - n % FASTA_WIDTH  # whole lines as one array with a newline column, then the rest
+            lines = np.hstack([seq[:full].reshape(-1, FASTA_WIDTH), np.full((full // FASTA_WIDTH, 1), 10, np.uint8)])
+            f.write(lines.tobytes())
+            if n % FASTA_WIDTH:
+                f.write(seq[full:].tobytes() + b"\n")
+    return {"repeats": REPEATS, "repeated_bases": repeated}
+
+
+def _inputs(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    genome = parse_size(args.size)
+    contigs = contig_lengths(genome, args.contigs)
+    pairs = args.pairs or int(args.depth * genome / (2 * READ))
+    ref = work / f"ref-{args.size}-{args.contigs}.fa"
+    r1, r2 = (work / f"reads-{args.size}-{args.contigs}-{pairs}_R{m}.fastq.gz" for m in (1, 2))
+    info: dict[str, Any] = {"genome_bases": genome, "contigs": len(contigs), "pairs": pairs,
+                            "depth": round(pairs * 2 * READ / genome, 3)}
+    meta = ref.with_suffix(".json")
+    t0 = time.perf_counter()
+    if not meta.is_file():
+        meta.write_text(json.dumps(write_reference(ref, contigs, seed=args.seed)))
+        info["reference_seconds"] = round(time.perf_counter() - t0, 1)
+    info.update(json.loads(meta.read_text()))
+    if not r2.is_file():
+        t0 = time.perf_counter()
+        write_pairs(ref, r1, r2, pairs, seed=args.seed)
+        info["simulate_seconds"] = round(time.perf_counter() - t0, 1)
+    return ref, r1, r2, info
+
+
+_PROBE = """
+import sys, time, mappy
+ref, r1, r2, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+t0 = time.perf_counter(); a = mappy.Aligner(ref, preset="sr"); built = time.perf_counter() - t0
+t0 = time.perf_counter(); done = 0
+for (_, s1, _), (_, s2, _) in zip(mappy.fastx_read(r1), mappy.fastx_read(r2)):
+    for _ in a.map(s1, s2):
+        pass
+    done += 1
+    if done == n:
+        break
+print(done, built, time.perf_counter() - t0)
+"""
+
+
+def probe(ref: Path, r1: Path, r2: Path, pairs: int) -> dict[str, float]:
+    """mappy's paired alignment rate on the first ``pairs`` pairs, one thread."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(ref), str(r1), str(r2), str(pairs)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    done, built, seconds = int(out[0]), float(out[1]), float(out[2])
+    return {"pairs": done, "index_seconds": round(built, 1), "seconds": round(seconds, 1),
+            "pairs_per_second": round(done / seconds)}
+
+
+def run_local(args: argparse.Namespace, home: Path, ref: Path, r1: Path, r2: Path) -> dict[str, Any]:
+    """``seqlake local run`` as a user types it, with S3 latency; wall time, exit code, its last lines."""
+    cmd = [sys.executable, "-m", "seqlake", "local", "run", "--home", str(home), "--reference", str(ref),
+           "--no-trim", "--jobs", str(args.jobs), "--threads", str(args.threads)]
+    if args.reads_per_shard:
+        cmd += ["--reads-per-shard", str(args.reads_per_shard)]
+    cmd += [str(r1), str(r2)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SEQLAKE_LOCAL_S3_LATENCY_MS": str(args.latency_ms),
+           "SEQLAKE_HOME": str(home)}
+    t0 = time.perf_counter()
+    out = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    (home / "bench-run.log").write_text(out.stdout + out.stderr)
+    rss = [int(line.split()[-1]) for line in out.stderr.splitlines() if "Maximum resident set size" in line]
+    return {"command": " ".join(["SEQLAKE_LOCAL_S3_LATENCY_MS=" + str(args.latency_ms), *cmd[1:]]),
+            "exit_code": out.returncode, "seconds": round(seconds, 1),
+            "largest_process_peak_rss_mb": round(rss[0] / 1024) if rss else None,
+            "last_lines": (out.stdout + out.stderr).strip().splitlines()[-12:]}
+
+
+def _birth_and_end(path: Path) -> tuple[int, int]:
+    out = subprocess.run(["stat", "-c", "%W %Y", str(path)], capture_output=True, text=True, check=True).stdout
+    born, modified = (int(x) for x in out.split())
+    return born, modified
+
+
+def lambda_reports(home: Path) -> list[dict[str, Any]]:
+    """Every invocation's REPORT line, by function."""
+    rows = []
+    for log in sorted((home / "logs" / "lambda").glob("*/*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            m = _REPORT.search(line)
+            if m:
+                rows.append({"function": log.parent.name.rsplit("-", 1)[-1], "duration_s": round(float(m[2]) / 1000, 2),
+                             "memory_size_mb": int(m[3]), "max_memory_used_mb": int(m[4]) if m[4] else None})
+    return rows
+
+
+def batch_attempts(home: Path) -> list[dict[str, Any]]:
+    """Every Batch attempt's peak against its job's memory, with its seconds."""
+    path = home / "logs" / "batch" / "memory.jsonl"
+    rows = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        r = json.loads(line)
+        log = home / "logs" / "batch" / r["job_id"].replace(":", "_") / f"attempt-{r['attempt']}.log"
+        kind = r["job_name"].split("-", 1)[0]
+        row = {"kind": kind, "job_id": r["job_id"], "memory_mib": r["memory_mib"],
+               "max_memory_used_mib": r["max_memory_used_mib"], "killed": r["killed"]}
+        if log.is_file():
+            born, ended = _birth_and_end(log)
+            # an attempt that wrote nothing (killed) has no end to read
+            row["seconds"] = ended - born if born and log.stat().st_size else None
+            last = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            m = _REDUCE.search(last[0])
+            if m:
+                row["region"], row["seconds"] = int(m[1]), float(m[2])
+        rows.append(row)
+    return rows
+
+
+def _run_record(home: Path) -> dict[str, Any]:
+    runs = json.loads((home / "runs.json").read_text()) if (home / "runs.json").is_file() else []
+    return runs[-1] if runs else {}
+
+
+def summarize(lambdas: list[dict[str, Any]], attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The commit, the largest reducer, the index job, the largest child; and anything over its limit."""
+    def largest(kind: str) -> dict[str, Any] | None:
+        rows = [a for a in attempts if a["kind"] == kind]
+        return max(rows, key=lambda a: a["max_memory_used_mib"] or 0) if rows else None
+
+    commits = [r for r in lambdas if r["function"] == "CommitFunction"]
+    over = [r for r in lambdas if (r["max_memory_used_mb"] or 0) >= r["memory_size_mb"]]
+    over += [a for a in attempts if a["killed"] or (a["max_memory_used_mib"] or 0) >= a["memory_mib"]]
+    by_function: dict[str, dict[str, Any]] = {}
+    for r in lambdas:
+        f = by_function.setdefault(r["function"], {"invocations": 0, "max_memory_used_mb": 0, "seconds_max": 0.0,
+                                                   "memory_size_mb": r["memory_size_mb"]})
+        f["invocations"] += 1
+        f["max_memory_used_mb"] = max(f["max_memory_used_mb"], r["max_memory_used_mb"] or 0)
+        f["seconds_max"] = max(f["seconds_max"], r["duration_s"])
+    return {"commit": commits[-1] if commits else None, "largest_reducer": largest("reduce"),
+            "reducers": sum(a["kind"] == "reduce" for a in attempts),
+            "reducer_seconds_total": round(sum(a.get("seconds") or 0 for a in attempts if a["kind"] == "reduce"), 1),
+            "index_job": largest("index"), "largest_child": largest("shards") or largest("shard"),
+            "children": sum(a["kind"] in ("shard", "shards") for a in attempts), "lambdas": by_function,
+            "over_limit": over}
+
+
+def _intervals_below(depth: np.ndarray, threshold: int) -> tuple[np.ndarray, np.ndarray]:
+    """Maximal 1-based inclusive intervals with depth below ``threshold``: (starts, ends)."""
+    low = np.concatenate([[False], depth < threshold, [False]])
+    edges = np.flatnonzero(low[1:] != low[:-1])
+    return edges[::2] + 1, edges[1::2]
+
+
+def compare(args: argparse.Namespace, ref: Path, r1: Path, r2: Path, home: Path, run_id: str,
+            work: Path) -> dict[str, Any]:
+    """``minimap2 -ax sr | samtools sort``, ``samtools depth -a`` per contig, against the run's tables."""
+    import pyarrow.parquet as pq
+
+    bam = work / f"{r1.name.removesuffix('_R1.fastq.gz')}.cli.bam"
+    out: dict[str, Any] = {"command": f"minimap2 -ax sr -t {args.threads} REF R1 R2 | samtools sort -o BAM; "
+                                      "samtools depth -a -r CONTIG BAM"}
+    if not bam.is_file():
+        t0 = time.perf_counter()
+        subprocess.run(f"minimap2 -ax sr -t {args.threads} {ref} {r1} {r2} 2>/dev/null | samtools sort -m 1G "
+                       f"-T {work}/sort -o {bam}.tmp - && mv {bam}.tmp {bam} && samtools index {bam}",
+                       shell=True, check=True)
+        out["minimap2_sort_seconds"] = round(time.perf_counter() - t0, 1)
+    (bucket,) = (home / "s3").iterdir()
+    part = bucket / "results"
+    summary = pq.read_table(part / "sample_summary" / f"run_id={run_id}").to_pylist()[0]
+    low = pq.read_table(part / "low_coverage" / f"run_id={run_id}",
+                        columns=["contig", "threshold", "pos", "end_pos"]).to_pandas()
+    names = _fasta_names(ref)
+    at = dict.fromkeys(THRESHOLDS, 0)
+    genome = 0
+    mismatched: list[str] = []
+    rows = 0
+    t0 = time.perf_counter()
+    for contig in names:
+        text = subprocess.run(f"samtools depth -a -r {contig} {bam} | cut -f3", shell=True, check=True,
+                              capture_output=True).stdout
+        depth = np.array(text.split(), dtype=np.int64)
+        genome += len(depth)
+        mine = low[low.contig == contig]
+        for t in THRESHOLDS:
+            at[t] += int((depth >= t).sum())
+            starts, ends = _intervals_below(depth, t)
+            got = mine[mine.threshold == t].sort_values("pos")
+            rows += len(got)
+            if not (np.array_equal(got.pos.to_numpy(), starts) and np.array_equal(got.end_pos.to_numpy(), ends)):
+                mismatched.append(f"{contig} {t}x: samtools {len(starts)} intervals, seqlake {len(got)}")
+    out["depth_seconds"] = round(time.perf_counter() - t0, 1)
+    out["genome_bases_in_depth"] = genome
+    out["low_coverage_rows"] = rows
+    out["pct_genome"] = {f"{t}x": {"samtools": 100 * at[t] / genome, "seqlake": summary[f"pct_genome_{t}x"]}
+                         for t in THRESHOLDS}
+    out["pct_equal"] = all(v["samtools"] == v["seqlake"] for v in out["pct_genome"].values())
+    out["low_coverage_equal"] = not mismatched and rows == len(low)
+    out["mismatches"] = mismatched[:20]
+    return out
+
+
+def _fasta_names(ref: Path) -> list[str]:
+    out = subprocess.run(["grep", "^>", str(ref)], capture_output=True, text=True, check=True).stdout
+    return [line[1:].split()[0] for line in out.splitlines()]
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=False)
+    return out.stdout.strip() or "unknown commit"
+
+
+def row(r: dict[str, Any]) -> str:
+    """One Markdown row of the end-to-end table."""
+    s = r["steps"]
+    c, red, idx, child = s["commit"] or {}, s["largest_reducer"] or {}, s["index_job"] or {}, s["largest_child"] or {}
+    cmp_ = r.get("compare", {})
+    status = r["status"] + "".join(
+        f": {o.get('kind') or o.get('function')} at its limit, "
+        f"{o.get('max_memory_used_mib') or o.get('max_memory_used_mb')} / "
+        f"{o.get('memory_mib') or o.get('memory_size_mb')}" for o in s["over_limit"])
+
+    def of(step: dict[str, Any], used: str, limit: str) -> str:
+        return f"{step[used]:,} / {step[limit]:,}" if step.get(used) is not None else "-"
+
+    cells = [f"{r['genome_bases'] / 1e6:,.0f} Mb", f"{r['contigs']:,}", f"{r['depth']}x", f"{r['pairs']:,}",
+             status, f"{r['run']['seconds']:,.0f}", f"{s['children']}",
+             of(idx, "max_memory_used_mib", "memory_mib"), str(idx.get("seconds") or "-"),
+             of(child, "max_memory_used_mib", "memory_mib"),
+             f"{s['reducers']}", of(red, "max_memory_used_mib", "memory_mib"), str(red.get("seconds") or "-"),
+             of(c, "max_memory_used_mb", "memory_size_mb"), str(c.get("duration_s") or "-"),
+             "yes" if cmp_.get("pct_equal") and cmp_.get("low_coverage_equal") else ("no" if cmp_ else "-"),
+             f"{r['load_average'][0]:.1f} -> {r['load_average'][1]:.1f}", r["measured_at"]]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = ("| genome | contigs | depth | pairs | run | run (s) | children | index job peak / memory (MiB) "
+          "| index job (s) | largest child peak / memory (MiB) | reducers | largest reducer peak / memory (MiB) "
+          "| its time (s) | commit Max Memory Used / MemorySize (MB) | commit (s) | equals samtools depth -a "
+          "| load | measured |\n"
+          "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+
+
+def section(work: Path) -> list[str]:
+    """BENCHMARKS.md's section on the end-to-end runs saved in ``work`` (``genome-*.json``)."""
+    results = sorted((json.loads(p.read_text()) for p in work.glob("genome-*.json")), key=lambda r: r["genome_bases"])
+    if not results:
+        return []
+    return [
+        "", "## Genomes end to end through the local cloud (`bench/genome_scale.py`)", "",
+        "A seeded random genome with repeated segments and reads simulated from it, run as a user runs it:",
+        "`seqlake local run --no-trim --reference REF R1 R2` with S3 latency 20 ms and Lambda's and Batch's memory",
+        "enforced (memory cgroups). Peaks are the cgroups' (the REPORT lines' `Max Memory Used` for the commit,",
+        "`logs/batch/memory.jsonl` for the Batch jobs), each against its limit; the last column compares",
+        "`pct_genome_*` and every `low_coverage` interval with `samtools depth -a` over `minimap2 -ax sr` of the",
+        "same reads.", "", HEADER, *(row(r) for r in results)]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", required=True, help="genome size: 4M, 100M, 1.5G ...")
+    p.add_argument("--contigs", type=int, default=5)
+    p.add_argument("--depth", type=float, default=30.0)
+    p.add_argument("--pairs", type=int, default=0, help="read pairs (instead of --depth)")
+    p.add_argument("--seed", type=int, default=22)
+    p.add_argument("--jobs", type=int, default=2, help="local run --jobs (children at once)")
+    p.add_argument("--threads", type=int, default=1, help="local run --threads (vCPUs of each child)")
+    p.add_argument("--reads-per-shard", type=int, default=0)
+    p.add_argument("--latency-ms", type=int, default=20)
+    p.add_argument("--probe", type=int, default=0, help="first time mappy on this many pairs")
+    p.add_argument("--no-run", action="store_true", help="only make the inputs (and probe)")
+    p.add_argument("--compare", action="store_true", help="compare with minimap2 | samtools depth -a")
+    p.add_argument("--work", type=Path, default=Path(os.environ.get("SEQLAKE_BENCH_SCRATCH", "/tmp/seqlake-genome")))
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()[0]
+    ref, r1, r2, result = _inputs(args, args.work)
+    if args.probe:
+        result["mappy_probe"] = probe(ref, r1, r2, args.probe)
+        print(json.dumps(result["mappy_probe"]), flush=True)
+    if args.no_run:
+        print(json.dumps(result, indent=2))
+        return 0
+    home = args.work / f"home-{args.size}-{args.contigs}-{result['pairs']}"
+    shutil.rmtree(home, ignore_errors=True)
+    result["run"] = run_local(args, home, ref, r1, r2)
+    record = _run_record(home)
+    result["run_id"], result["status"] = record.get("run_id"), record.get("status", "NO RUN")
+    result["reason"] = (record.get("status_json") or {}).get("reason") or record.get("cause")
+    result["steps"] = summarize(lambda_reports(home), batch_attempts(home))
+    if args.compare and result["status"] == "SUCCEEDED":
+        result["compare"] = compare(args, ref, r1, r2, home, result["run_id"], args.work)
+    result["load_average"] = [load0, os.getloadavg()[0]]
+    result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ", " + _commit()
+    text = json.dumps(result, indent=2)
+    print(text)
+    print(HEADER + "\n" + row(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
