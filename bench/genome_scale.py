@@ -254,9 +254,10 @@ def compare(args: argparse.Namespace, ref: Path, r1: Path, r2: Path, home: Path,
         out["minimap2_sort_seconds"] = round(time.perf_counter() - t0, 1)
     (bucket,) = (home / "s3").iterdir()
     part = bucket / "results"
-    summary = pq.read_table(part / "sample_summary" / f"run_id={run_id}").to_pylist()[0]
-    low = pq.read_table(part / "low_coverage" / f"run_id={run_id}",
-                        columns=["contig", "threshold", "pos", "end_pos"]).to_pandas()
+    summary = _pct_genome(bucket, run_id)
+    table = pq.read_table(part / "low_coverage" / f"run_id={run_id}", columns=["contig", "threshold", "pos", "end_pos"])
+    low = {name: table.column(name).to_numpy() for name in ("threshold", "pos", "end_pos")}
+    low_contig = np.array(table.column("contig").to_pylist())
     names = _fasta_names(ref)
     at = dict.fromkeys(THRESHOLDS, 0)
     genome = 0
@@ -268,23 +269,44 @@ def compare(args: argparse.Namespace, ref: Path, r1: Path, r2: Path, home: Path,
                               capture_output=True).stdout
         depth = np.array(text.split(), dtype=np.int64)
         genome += len(depth)
-        mine = low[low.contig == contig]
         for t in THRESHOLDS:
             at[t] += int((depth >= t).sum())
             starts, ends = _intervals_below(depth, t)
-            got = mine[mine.threshold == t].sort_values("pos")
-            rows += len(got)
-            if not (np.array_equal(got.pos.to_numpy(), starts) and np.array_equal(got.end_pos.to_numpy(), ends)):
-                mismatched.append(f"{contig} {t}x: samtools {len(starts)} intervals, seqlake {len(got)}")
+            mine = np.flatnonzero((low_contig == contig) & (low["threshold"] == t))
+            mine = mine[np.argsort(low["pos"][mine], kind="stable")]
+            rows += len(mine)
+            if not (np.array_equal(low["pos"][mine], starts) and np.array_equal(low["end_pos"][mine], ends)):
+                mismatched.append(f"{contig} {t}x: samtools {len(starts)} intervals, seqlake {len(mine)}")
     out["depth_seconds"] = round(time.perf_counter() - t0, 1)
     out["genome_bases_in_depth"] = genome
     out["low_coverage_rows"] = rows
+    out["pct_genome_from"] = summary.pop("from")
     out["pct_genome"] = {f"{t}x": {"samtools": 100 * at[t] / genome, "seqlake": summary[f"pct_genome_{t}x"]}
                          for t in THRESHOLDS}
     out["pct_equal"] = all(v["samtools"] == v["seqlake"] for v in out["pct_genome"].values())
-    out["low_coverage_equal"] = not mismatched and rows == len(low)
+    out["low_coverage_equal"] = not mismatched and rows == len(low_contig)
     out["mismatches"] = mismatched[:20]
     return out
+
+
+def _pct_genome(bucket: Path, run_id: str) -> dict[str, Any]:
+    """``pct_genome_*`` of the run's one sample: its ``sample_summary`` row, or, when the commit did not write
+    one (a failed run), the sum of the reducers' region summaries (what the commit adds up)."""
+    import pyarrow.parquet as pq
+
+    committed = bucket / "results" / "sample_summary" / f"run_id={run_id}"
+    if committed.is_dir():
+        row: dict[str, Any] = pq.read_table(committed).to_pylist()[0]
+        return {"from": "sample_summary", **{f"pct_genome_{t}x": row[f"pct_genome_{t}x"] for t in THRESHOLDS}}
+    at = [0] * len(THRESHOLDS)
+    for path in sorted((bucket / "runs" / run_id / "reduce").glob("region=*.json")):
+        for sample in json.loads(path.read_text())["samples"].values():
+            for counts in sample["at_least"].values():
+                at = [a + c for a, c in zip(at, counts, strict=True)]
+    regions = json.loads((bucket / "runs" / run_id / "reduce" / "regions.json").read_text())
+    genome = sum(int(n) for _, n in regions["contigs"])
+    return {"from": "the reducers' region summaries (no sample_summary: the commit failed)",
+            **{f"pct_genome_{t}x": 100 * a / genome for t, a in zip(THRESHOLDS, at, strict=True)}}
 
 
 def _fasta_names(ref: Path) -> list[str]:
@@ -296,6 +318,17 @@ def _commit() -> str:
     out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          check=False)
     return out.stdout.strip() or "unknown commit"
+
+
+def _agreement(cmp_: dict[str, Any]) -> str:
+    """The comparison in a cell: which thresholds' ``pct_genome`` are equal, and whether the intervals are."""
+    if not cmp_:
+        return "-"
+    if cmp_["pct_equal"] and cmp_["low_coverage_equal"]:
+        return "yes"
+    same = [t for t, v in cmp_["pct_genome"].items() if v["samtools"] == v["seqlake"]]
+    return (f"pct_genome equal at {', '.join(same) or 'none'}; low_coverage differs in "
+            f"{len(cmp_['mismatches'])} contig x threshold")
 
 
 def row(r: dict[str, Any]) -> str:
@@ -317,7 +350,7 @@ def row(r: dict[str, Any]) -> str:
              of(child, "max_memory_used_mib", "memory_mib"),
              f"{s['reducers']}", of(red, "max_memory_used_mib", "memory_mib"), str(red.get("seconds") or "-"),
              of(c, "max_memory_used_mb", "memory_size_mb"), str(c.get("duration_s") or "-"),
-             "yes" if cmp_.get("pct_equal") and cmp_.get("low_coverage_equal") else ("no" if cmp_ else "-"),
+             _agreement(cmp_),
              f"{r['load_average'][0]:.1f} -> {r['load_average'][1]:.1f}", r["measured_at"]]
     return "| " + " | ".join(cells) + " |"
 
@@ -341,7 +374,9 @@ def section(work: Path) -> list[str]:
         "enforced (memory cgroups). Peaks are the cgroups' (the REPORT lines' `Max Memory Used` for the commit,",
         "`logs/batch/memory.jsonl` for the Batch jobs), each against its limit; the last column compares",
         "`pct_genome_*` and every `low_coverage` interval with `samtools depth -a` over `minimap2 -ax sr` of the",
-        "same reads.", "", HEADER, *(row(r) for r in results)]
+        "same reads.", "", HEADER, *(row(r) for r in results), "",
+        "A run that failed says which step reached its limit; docs/COST.md (\"Measured end to end\") says what",
+        "filled it and how the reference's size and the shard's reads scale it."]
 
 
 def main() -> int:
@@ -358,6 +393,8 @@ def main() -> int:
     p.add_argument("--probe", type=int, default=0, help="first time mappy on this many pairs")
     p.add_argument("--no-run", action="store_true", help="only make the inputs (and probe)")
     p.add_argument("--compare", action="store_true", help="compare with minimap2 | samtools depth -a")
+    p.add_argument("--compare-only", action="store_true",
+                   help="compare the last run's tables (in --work) and add the comparison to --out's result")
     p.add_argument("--work", type=Path, default=Path(os.environ.get("SEQLAKE_BENCH_SCRATCH", "/tmp/seqlake-genome")))
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
@@ -371,13 +408,21 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     home = args.work / f"home-{args.size}-{args.contigs}-{result['pairs']}"
+    if args.compare_only:
+        saved = json.loads(args.out.read_text()) if args.out and args.out.is_file() else result
+        saved["compare"] = compare(args, ref, r1, r2, home, _run_record(home)["run_id"], args.work)
+        result = saved
+        print(json.dumps(result["compare"], indent=2))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     shutil.rmtree(home, ignore_errors=True)
     result["run"] = run_local(args, home, ref, r1, r2)
     record = _run_record(home)
     result["run_id"], result["status"] = record.get("run_id"), record.get("status", "NO RUN")
     result["reason"] = (record.get("status_json") or {}).get("reason") or record.get("cause")
     result["steps"] = summarize(lambda_reports(home), batch_attempts(home))
-    if args.compare and result["status"] == "SUCCEEDED":
+    if args.compare and (result["status"] == "SUCCEEDED" or result["steps"]["reducers"]):
         result["compare"] = compare(args, ref, r1, r2, home, result["run_id"], args.work)
     result["load_average"] = [load0, os.getloadavg()[0]]
     result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ", " + _commit()
