@@ -3,6 +3,7 @@ definitions, the sample events, the handlers loaded from their folders, a Lambda
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import importlib.util
 import io
@@ -92,7 +93,13 @@ class Resolver:
         if set(node) == {"Ref"}:
             return self.values[node["Ref"]]
         if set(node) == {"Fn::Sub"}:
-            return _SUB.sub(lambda m: str(self.values[m.group(1)]), node["Fn::Sub"])
+            text, local = (node["Fn::Sub"], {}) if isinstance(node["Fn::Sub"], str) else node["Fn::Sub"]
+            values = {**self.values, **{k: self(v) for k, v in local.items()}}
+            return _SUB.sub(lambda m: str(values[m.group(1)]), text)
+        if set(node) == {"Fn::Join"}:
+            return str(node["Fn::Join"][0]).join(str(self(v)) for v in node["Fn::Join"][1])
+        if set(node) == {"Fn::Base64"}:
+            return base64.b64encode(str(self(node["Fn::Base64"])).encode()).decode()
         return {k: self(v) for k, v in node.items()}
 
 
