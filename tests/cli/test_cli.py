@@ -196,3 +196,26 @@ def test_process_threads_write_the_same_tables(miseq: tuple[Path, Path], referen
                for t in ("1", "2")]
     assert [p.name for p in genomes[0]] == [p.name for p in genomes[1]] and genomes[0]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(*genomes, strict=True))
+
+
+def test_no_allele_counts_aligns_and_covers_but_counts_no_alleles(tmp_path: Path) -> None:
+    """``--no-allele-counts`` (the way round the shards' allele memory on big genomes): the alignments and
+    coverage as usual, no variant and no consensus row, and a run of its own."""
+    from seqlake import demo_data
+
+    r1, r2, reference = demo_data.paths()
+    rows = {}
+    for flag in ((), ("--no-allele-counts",)):
+        out = tmp_path / ("off" if flag else "on")
+        proc = run("process", str(r1), str(r2), "--reference", str(reference), "--out", str(out),
+                   "--jobs", "1", *flag)
+        assert proc.returncode == 0, proc.stderr
+        rows[bool(flag)] = {t: pq.read_table(next((out / "results" / t).glob("run_id=*"))).num_rows
+                            for t in ("alignments", "coverage", "variants", "consensus")}
+    assert rows[True]["variants"] == rows[True]["consensus"] == 0
+    assert rows[False]["consensus"] > 0  # (the demo's reads carry no mutation: no variant either way)
+    assert {t: rows[True][t] for t in ("alignments", "coverage")} == {t: rows[False][t]
+                                                                        for t in ("alignments", "coverage")}
+    ids = {p.name for p in (tmp_path / "on" / "results" / "variants").glob("run_id=*")} | {
+        p.name for p in (tmp_path / "off" / "results" / "variants").glob("run_id=*")}
+    assert len(ids) == 2

@@ -267,3 +267,17 @@ def test_a_regions_bases_are_read_by_one_range_through_the_stored_fasta_index(
 def _fasta(seqs: dict[str, str], width: int, newline: str) -> bytes:
     return "".join(f">{n} about it{newline}" + newline.join(s[i : i + width] for i in range(0, len(s), width))
                    + newline for n, s in seqs.items()).encode()
+
+
+def test_a_copy_of_an_indexed_fasta_is_read_where_it_is(tmp_path: Path, ref_cache: Path) -> None:
+    """The index is keyed by the reference's content: a copy at another path (the first one since removed)
+    shares it, and its bases are read from the copy, not from where the index was made."""
+    seqs = {"a": "ACGT" * 40, "b": "TTGCA" * 30}
+    first, second = tmp_path / "first.fa", tmp_path / "second.fa"
+    first.write_bytes(_fasta(seqs, 60, "\n"))
+    assert load_fasta_index(indexed_reference(str(first))).uri == str(first)
+    second.write_bytes(first.read_bytes())
+    first.unlink()
+    index = load_fasta_index(indexed_reference(str(second)))
+    assert index.uri == str(second)
+    assert read_bases(index, "b", 3, 70) == seqs["b"][3:70].encode()

@@ -113,9 +113,11 @@ def coverage_bin_width(params: Params, reference_length: int) -> int:
 
 def chosen_parameters(args: Any) -> dict[str, Any]:
     """The run parameters a command line set (``--no-trim``, ``--adapter``, ``--quality-cutoff``,
-    ``--min-length``, ``--preset``: ``seqlake process`` and ``seqlake local run`` take the same); the others
+    ``--min-length``, ``--primer-bed``, ``--no-allele-counts``, ``--preset``: ``seqlake process`` and ``seqlake
+    local run`` take the same); the others
     keep :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
               "quality_cutoff": args.quality_cutoff, "min_length": args.min_length, "preset": args.preset,
-              "primer_bed": getattr(args, "primer_bed", None)}
+              "primer_bed": getattr(args, "primer_bed", None),
+              "allele_counts": False if getattr(args, "no_allele_counts", False) else None}
     return {k: v for k, v in chosen.items() if v is not None}

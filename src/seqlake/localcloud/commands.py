@@ -120,7 +120,7 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
 
 
 #: the parameters ``seqlake local run`` sets (a run with other values of these is another run)
-_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset")
+_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset", "allele_counts")
 
 
 def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,

@@ -196,8 +196,14 @@ class FastaIndex:
 
 
 def load_fasta_index(pin: ReferencePin) -> FastaIndex:
-    """Where the reference's bases are (stored in its contigs JSON when it was indexed)."""
-    return FastaIndex.from_json(json.loads(storage.read_bytes(pin.contigs_uri))["fasta"])
+    """Where the reference's bases are (stored in its contigs JSON when it was indexed). A FASTA indexed in
+    place is read where this run's pin says it is: the index is shared by every file of the same content (a
+    copy, a moved file, another run's upload), whose offsets are the same, and the one indexed first may be
+    gone; the pin has checked this run's file has that content."""
+    index = FastaIndex.from_json(json.loads(storage.read_bytes(pin.contigs_uri))["fasta"])
+    if not pin.is_index and index.uri != LakeLayout(pin.store).reference_sequence(pin.key):
+        index = FastaIndex(pin.uri, index.contigs)
+    return index
 
 
 def read_bases(index: FastaIndex, contig: str, start: int, stop: int) -> bytes:
