@@ -151,10 +151,10 @@ def _cigar(ops: list[tuple[int, str]]) -> str:
     return "".join(f"{n}{op}" for n, op in ops)
 
 
-def _trim_left(pos: int, cigar: str, bases: int) -> tuple[int, str]:
-    """``bam_trim_left`` with soft clips: the new start and CIGAR."""
-    ops = _ops(cigar)
-    remove, query, hard = bases, 0, 0
+def _trim_front(ops: list[tuple[int, str]], bases: int) -> tuple[int, list[tuple[int, str]]]:
+    """``bam_trim_left`` with soft clips on a CIGAR's operations: the reference bases the start moves by,
+    and the new operations (``bam_trim_right`` is the same on the operations reversed)."""
+    remove, query, hard, moved = bases, 0, 0, 0
     k = 0
     while k < len(ops):
         n, op = ops[k]
@@ -165,7 +165,7 @@ def _trim_left(pos: int, cigar: str, bases: int) -> tuple[int, str]:
                 if n > remove:
                     break
                 remove -= n
-                pos += n
+                moved += n
             if op in _QUERY:
                 query += n
         k += 1
@@ -173,7 +173,7 @@ def _trim_left(pos: int, cigar: str, bases: int) -> tuple[int, str]:
     if k < len(ops):
         n, op = ops[k]
         if op in _REF:
-            pos += remove
+            moved += remove
         if op in _QUERY:
             query += remove
         if query:
@@ -184,38 +184,19 @@ def _trim_left(pos: int, cigar: str, bases: int) -> tuple[int, str]:
         query = sum(n for n, op in ops if op in _QUERY)
         if query:
             out.append((query, "S"))
-    return pos, _cigar(out)
+    return moved, out
+
+
+def _trim_left(pos: int, cigar: str, bases: int) -> tuple[int, str]:
+    """``bam_trim_left`` with soft clips: the new start and CIGAR."""
+    moved, ops = _trim_front(_ops(cigar), bases)
+    return pos + moved, _cigar(ops)
 
 
 def _trim_right(cigar: str, bases: int) -> str:
     """``bam_trim_right`` with soft clips: the new CIGAR (the start does not move)."""
-    ops = _ops(cigar)
-    remove, query, hard = bases, 0, 0
-    k = len(ops) - 1
-    while k >= 0:
-        n, op = ops[k]
-        if op == "H":
-            hard += n
-        else:
-            if op in _REF:
-                if n > remove:
-                    break
-                remove -= n
-            if op in _QUERY:
-                query += n
-        k -= 1
-    if k < 0:
-        query = sum(n for n, op in ops if op in _QUERY)
-        return _cigar([*([(query, "S")] if query else []), *([(hard, "H")] if hard else [])])
-    n, op = ops[k]
-    if op in _QUERY:
-        query += remove
-    out = [*ops[:k], (n - remove, op)]
-    if query:
-        out.append((query, "S"))
-    if hard:
-        out.append((hard, "H"))
-    return _cigar(out)
+    _, ops = _trim_front(_ops(cigar)[::-1], bases)
+    return _cigar(ops[::-1])
 
 
 class AmpliconCounts:
