@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -110,18 +111,9 @@ def start_function(cloud: LocalCloud) -> str:
     return next(n for n in cloud.lambdas.functions if "StartRun" in n)
 
 
-@contextlib.contextmanager
-def worker_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
-    """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (the local Batch runner's base
-    environment; on AWS it would be an ``environment`` entry of a job definition revision)."""
-    assert faults.from_env(faults.WORKER_VAR, {faults.WORKER_VAR: spec})  # a typo fails here, loudly
-    assert cloud.batch is not None
-    before = cloud.batch.base_env
-    cloud.batch.base_env = {**before, faults.WORKER_VAR: spec}
-    try:
-        yield
-    finally:
-        cloud.batch.base_env = before
+def worker_fault(cloud: LocalCloud, spec: str) -> AbstractContextManager[None]:
+    """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (:meth:`LocalCloud.worker_fault`)."""
+    return cloud.worker_fault(spec)
 
 
 def commit_function(cloud: LocalCloud) -> str:

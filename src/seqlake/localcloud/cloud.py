@@ -10,11 +10,12 @@ children only: nothing here can reach a real AWS account.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,21 @@ class LocalCloud:
             self.client("stepfunctions"), self.state_machine_arn, self._arrays, self.console, quiet=self.quiet
         )
         self._say(f"[dim]local cloud up in {time.monotonic() - t0:.1f} s ({self.endpoint}, state in {self.state.root})")
+
+    @contextlib.contextmanager
+    def worker_fault(self, spec: str) -> Iterator[None]:
+        """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (the local Batch runner's base
+        environment; on AWS it would be an ``environment`` entry of a job definition revision)."""
+        from seqlake.base import faults
+
+        assert faults.from_env(faults.WORKER_VAR, {faults.WORKER_VAR: spec})  # a typo fails here, loudly
+        assert self.batch is not None
+        before = self.batch.base_env
+        self.batch.base_env = {**before, faults.WORKER_VAR: spec}
+        try:
+            yield
+        finally:
+            self.batch.base_env = before
 
     def stop(self) -> None:
         if self.batch is not None:

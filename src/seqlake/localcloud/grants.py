@@ -214,7 +214,7 @@ class Runs:
             self._pair("bad", mismatch=True)
             finished = cloud.wait(timeout=600)
         elif scenario == "crash":
-            with _worker_fault(cloud, "exit:code=1"):
+            with cloud.worker_fault("exit:code=1"):
                 self._pair("crash")
                 finished = cloud.wait(timeout=600)
         elif scenario == "dead-letter":
@@ -249,19 +249,6 @@ def _reason(cloud: LocalCloud, run_id: str) -> str:
         body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=key)["Body"].read()
         return str(json.loads(body).get("reason") or "")
     return ""
-
-
-@contextlib.contextmanager
-def _worker_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
-    from seqlake.base import faults
-
-    assert cloud.batch is not None
-    before = cloud.batch.base_env
-    cloud.batch.base_env = {**before, faults.WORKER_VAR: spec}
-    try:
-        yield
-    finally:
-        cloud.batch.base_env = before
 
 
 @contextlib.contextmanager
