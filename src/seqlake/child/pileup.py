@@ -27,14 +27,18 @@ pair, and a pair is always in one batch.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
+from seqlake.child.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
 from seqlake.lake.positions import dictionary_column
+from seqlake.lake.regions import Region
 from seqlake.lake.tables import ALLELE_BASES, ALLELE_COUNT_COLUMNS, ALLELES, INDELS
 
 I64 = npt.NDArray[np.int64]
@@ -576,22 +580,57 @@ def _count_indels(indels: dict[tuple[int, int, str], list[int]], rows: Alignment
         indels.setdefault((k, 0, bases.decode("latin-1").upper()), [0, 0])[int(is_rev)] += c
 
 
-def _sum_sorted(parts: list[tuple[I64, npt.NDArray[np.int64]]]) -> tuple[I64, npt.NDArray[np.int64]]:
-    """Count rows of parts (each with sorted, distinct keys) added up by key; keys sorted. Each part is
-    added where its keys fall among all the keys (no key twice in a part: no row adds onto itself)."""
-    keys = np.unique(np.concatenate([k for k, _ in parts]))
-    counts = np.zeros((len(keys), _NCOL), dtype=np.int64)
-    for k, c in parts:
-        counts[np.searchsorted(keys, k)] += c
-    return keys, counts
+def _take(rows: AlignmentRows, reads: BatchReads, at: slice) -> tuple[AlignmentRows, BatchReads]:
+    """Rows ``at`` of a batch, with their reads."""
+    return (AlignmentRows(rows.contig[at], rows.start[at], rows.flag[at], rows.cigar[at], rows.pair[at],
+                          rows.mate_start[at], rows.mate_contig[at], rows.tlen[at],
+                          rows.names.slice(at.start, at.stop - at.start)),
+            BatchReads(reads.data, reads.seq_start[at], reads.qual_start[at], reads.length[at]))
+
+
+def _pieces(rows: AlignmentRows, reads: BatchReads, offsets: I64, bases: int) -> Iterator[
+        tuple[AlignmentRows, BatchReads]]:
+    """The batch whole when the positions its rows reach (each row taken as its read's length from its start)
+    are at most ``bases``; else consecutive pieces of about ``bases`` read bases, cut only where no pair has
+    rows on both sides (the overlap rule needs both mates). The counts are sums over rows: the pieces' add up
+    to the batch's."""
+    n = len(rows.flag)
+    mapped = rows.contig >= 0
+    key0 = offsets[np.maximum(rows.contig, 0)] + rows.start
+    if n == 0 or _Span.of(key0[mapped], key0[mapped] + reads.length[mapped]).size <= bases:
+        yield rows, reads
+        return
+    # a cut before row i is allowed when every pair seen so far has its last row before i
+    at = np.arange(n, dtype=np.int64)
+    paired = rows.pair >= 0
+    last = at.copy()
+    if paired.any():
+        pair_ids, inverse = np.unique(rows.pair[paired], return_inverse=True)
+        pair_last = np.zeros(len(pair_ids), dtype=np.int64)
+        np.maximum.at(pair_last, inverse, at[paired])
+        last[paired] = pair_last[inverse]
+    can_cut = np.maximum.accumulate(last) == at  # a cut may follow row i
+    done = np.cumsum(np.where(mapped, reads.length, 0))
+    first = 0
+    while first < n:
+        # the furthest allowed cut within the budget (at least the first allowed one)
+        reach = int(np.searchsorted(done, (done[first - 1] if first else 0) + bases, side="right"))
+        cuts = np.flatnonzero(can_cut[first : max(reach, first + 1)])
+        stop = first + 1 + int(cuts[-1]) if len(cuts) else first + 1 + int(np.argmax(can_cut[first:]))
+        yield _take(rows, reads, slice(first, stop))
+        first = stop
 
 
 class AlleleAccumulator:
     """A sample's allele counts over a child's batches, sparse: rows only where a read has a base or a
     deletion. Batches are added up lazily (once the pending rows outnumber the summed ones), so adding
-    costs O(n log n) over the child whatever the genome's size."""
+    costs O(n log n) over the child whatever the genome's size; once the rows held pass ``row_budget``
+    (:data:`seqlake.base.limits.CHILD_ALLELE_ROWS`) the summed rows are spilled to a sorted run in ``spill``
+    (a folder of the child's scratch) and the sums start again (:mod:`seqlake.child.spill`), so memory is
+    bounded whatever the positions the reads touch. ``spill=None``: never spilled."""
 
-    def __init__(self, contigs: list[tuple[str, int]], min_quality: int) -> None:
+    def __init__(self, contigs: list[tuple[str, int]], min_quality: int, *, spill: Path | None = None,
+                 row_budget: int = CHILD_ALLELE_ROWS.value, batch_bases: int = CHILD_BATCH_BASES.value) -> None:
         self.contigs = contigs
         lengths = np.array([n for _, n in contigs], dtype=np.int64)
         self.offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
@@ -601,8 +640,18 @@ class AlleleAccumulator:
         self._pending: list[BatchCounts] = []
         self._pending_rows = 0
         self.indels: dict[tuple[int, int, str], list[int]] = {}
+        self.spill = spill
+        self.row_budget = max(1, row_budget)
+        self.batch_bases = max(1, batch_bases)
+        self.spilled: list[FileRun] = []
 
     def add(self, rows: AlignmentRows, reads: BatchReads) -> None:
+        """Count a batch of alignment rows: in pieces of whole pairs when the positions they reach pass
+        ``batch_bases`` (a batch's histogram costs ~384 bytes per position it spans)."""
+        for piece in _pieces(rows, reads, self.offsets, self.batch_bases):
+            self._add(*piece)
+
+    def _add(self, rows: AlignmentRows, reads: BatchReads) -> None:
         batch = count_batch(rows, reads, self.min_quality, self.offsets)
         self._pending.append(batch)
         self._pending_rows += len(batch.keys)
@@ -610,42 +659,64 @@ class AlleleAccumulator:
             counts = self.indels.setdefault(ident, [0, 0])
             counts[0] += f
             counts[1] += r
-        if self._pending_rows > len(self.keys):
+        over = self.spill is not None and len(self.keys) + self._pending_rows > self.row_budget
+        if self._pending_rows > len(self.keys) or over:
             self._compact()
+        if over and 2 * len(self.keys) > self.row_budget:  # the sums fill half the budget: out to disk
+            self._spill_run()
 
     def _compact(self) -> None:
         if self._pending:
-            self.keys, self.counts = _sum_sorted([(self.keys, self.counts),
-                                                  *((b.keys, b.counts) for b in self._pending)])
+            self.keys, self.counts = sum_sorted([(self.keys, self.counts),
+                                                 *((b.keys, b.counts) for b in self._pending)], _NCOL)
             self._pending, self._pending_rows = [], 0
+
+    def _spill_run(self) -> None:
+        assert self.spill is not None
+        self.spill.mkdir(parents=True, exist_ok=True)
+        self.spilled.append(FileRun(self.spill / f"run-{len(self.spilled):05d}.counts", self.keys, self.counts))
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros((0, _NCOL), dtype=np.int64)
+
+    def runs(self) -> list[Run]:
+        """The sorted runs whose rows add up to the counts: the spilled ones and the rows in memory."""
+        self._compact()
+        return [*self.spilled, MemoryRun(self.keys, self.counts)]
+
+    def close(self) -> None:
+        """Delete the spilled runs (the child's scratch folder goes too, this frees the disk sooner)."""
+        for run in self.spilled:
+            run.delete()
+        self.spilled = []
 
     def _split(self, keys: I64) -> tuple[I64, I64]:
         """(contig index, 0-based position) of keys."""
         contig = np.searchsorted(self.offsets, keys, side="right") - 1
         return contig, keys - self.offsets[contig]
 
+    def windows(self, lo: int, hi: int, window_rows: int = CHILD_MERGE_ROWS.value) -> Iterator[
+            tuple[I64, I64, Counts]]:
+        """``(contig index, position, count rows)`` of the summed rows with keys in ``[lo, hi)`` (contigs laid
+        end to end), a window of keys at a time, in key order."""
+        for keys, counts in merged(self.runs(), lo, hi, _NCOL, window_rows):
+            contig, pos = self._split(keys)
+            yield contig, pos, counts
+
     def tables(self, sample: str) -> tuple[pa.Table, pa.Table]:
-        """The ``alleles`` and ``indels`` staging rows, sorted by (contig, pos)."""
-        self._compact()
-        contig, pos = self._split(self.keys)
+        """The ``alleles`` and ``indels`` staging rows of the whole reference, sorted by (contig, pos)."""
         names = [n for n, _ in self.contigs]
-        cols: dict[str, pa.Array] = {
-            "sample": dictionary_column(np.zeros(len(pos), dtype=np.int32), [sample]),
-            "contig": dictionary_column(contig, names),
-            "pos": pa.array(pos),
-        }
-        # column by column from one transposed copy, as the columns' (narrower) types when every count fits
-        narrow = {column.type.to_pandas_dtype() for column in ALLELE_COUNT_COLUMNS}
-        dtype = narrow.pop() if len(narrow) == 1 else np.int64
-        fits = not self.counts.size or (np.iinfo(dtype).min <= self.counts.min()
-                                        and self.counts.max() <= np.iinfo(dtype).max)
-        by_column = np.ascontiguousarray(self.counts.T.astype(dtype if fits else np.int64))
-        for k, column in enumerate(ALLELE_COUNT_COLUMNS):
-            cols[column.name] = pa.array(by_column[k]).cast(column.type)
-        alleles = pa.table(cols, schema=ALLELES.schema)
+        end = int(self.offsets[-1] + self.contigs[-1][1]) if self.contigs else 0
+        batches = [allele_batch(contig, pos, counts, sample=0, samples=[sample], contig_names=names)
+                   for contig, pos, counts in self.windows(0, end)]
+        alleles = pa.Table.from_batches(batches, schema=ALLELES.schema).combine_chunks()
+        return alleles, self.indel_table(sample)
+
+    def indel_table(self, sample: str) -> pa.Table:
+        """The ``indels`` staging rows, sorted by (contig, pos, deleted, inserted)."""
+        names = [n for n, _ in self.contigs]
         items = sorted(self.indels.items())
         icontig, ipos = self._split(np.array([k[0] for k, _ in items], dtype=np.int64))
-        indels = pa.table({
+        return pa.table({
             "sample": dictionary_column(np.zeros(len(items), dtype=np.int32), [sample]),
             "contig": dictionary_column(icontig, names),
             "pos": pa.array(ipos),
@@ -654,7 +725,50 @@ class AlleleAccumulator:
             "fwd": pa.array([v[0] for _, v in items], pa.int32()),
             "rev": pa.array([v[1] for _, v in items], pa.int32()),
         }, schema=INDELS.schema)
-        return alleles, indels
+
+
+def allele_batch(contig: npt.NDArray[np.integer], pos: I64, counts: Counts, *, sample: int, samples: Sequence[str],
+                 contig_names: Sequence[str]) -> pa.RecordBatch:
+    """``alleles`` staging rows of one sample (its code among ``samples``) from count rows, the contig codes
+    into ``contig_names``; each count column in its schema's type."""
+    cols: list[pa.Array] = [dictionary_column(np.full(len(pos), sample, dtype=np.int32), samples),
+                            dictionary_column(contig, contig_names), pa.array(pos, pa.int64())]
+    # column by column from one transposed copy, as the columns' (narrower) types when every count fits
+    narrow = {column.type.to_pandas_dtype() for column in ALLELE_COUNT_COLUMNS}
+    dtype = narrow.pop() if len(narrow) == 1 else np.int64
+    fits = not counts.size or (np.iinfo(dtype).min <= counts.min() and counts.max() <= np.iinfo(dtype).max)
+    by_column = np.ascontiguousarray(counts.T.astype(dtype if fits else np.int64))
+    cols += [pa.array(by_column[k]).cast(column.type) for k, column in enumerate(ALLELE_COUNT_COLUMNS)]
+    return pa.RecordBatch.from_arrays(cols, schema=ALLELES.schema)
+
+
+class AlleleRows:
+    """The ``alleles`` staging table of a child's samples, streamed region by region
+    (:class:`seqlake.lake.positions.RegionStream`): in a region, each sample's summed rows (samples in
+    order), a window of keys at a time, one record batch per window; no region's whole table is held."""
+
+    schema = ALLELES.schema
+
+    def __init__(self, by_sample: Mapping[str, AlleleAccumulator], contigs: list[tuple[str, int]],
+                 window_rows: int = CHILD_MERGE_ROWS.value) -> None:
+        self.samples = sorted(by_sample)
+        self.by_sample = by_sample
+        self.window_rows = window_rows
+        self.code = {name: k for k, (name, _) in enumerate(contigs)}
+        lengths = np.array([n for _, n in contigs], dtype=np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+
+    def batches(self, region: Region) -> Iterator[pa.RecordBatch]:
+        names = region.contigs
+        local = np.full(len(self.code), -1, dtype=np.int32)
+        for k, name in enumerate(names):
+            local[self.code[name]] = k
+        for s, sample in enumerate(self.samples):
+            acc = self.by_sample[sample]
+            for piece in region.pieces:
+                base = int(self.offsets[self.code[piece.contig]])
+                for contig, pos, counts in acc.windows(base + piece.start, base + piece.end, self.window_rows):
+                    yield allele_batch(local[contig], pos, counts, sample=s, samples=self.samples, contig_names=names)
 
 
 @dataclass(frozen=True)

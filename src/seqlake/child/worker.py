@@ -22,6 +22,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,17 +31,18 @@ import pyarrow as pa
 from seqlake.base import storage
 from seqlake.base.cpus import threads_from_env
 from seqlake.base.errors import BadInputError
+from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
 from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
-from seqlake.child.pileup import AlleleAccumulator, ChunkReads, batch_inputs
+from seqlake.child.pileup import AlleleAccumulator, AlleleRows, ChunkReads, batch_inputs
 from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
-from seqlake.lake.positions import PositionsIndex, write_positions
+from seqlake.lake.positions import PositionsIndex, RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
 from seqlake.lake.regions import reference_length, regions
 from seqlake.lake.staging import (
@@ -69,6 +71,17 @@ ALIGN_BATCH_ROWS = 50_000
 #: 100k rows bound the worker's memory at ~11 MB for them whatever the shard's size, for files only a
 #: few per cent larger than with 500k-row groups
 ALIGN_ROW_GROUP_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """What a child holds of its per-position counts: allele rows summed in memory before they are spilled
+    to its local disk, and rows merged at once when they are written (:mod:`seqlake.child.spill`). The
+    output is the same whatever the budget; only memory, disk and time change."""
+
+    allele_rows: int = CHILD_ALLELE_ROWS.value
+    merge_rows: int = CHILD_MERGE_ROWS.value
+    batch_bases: int = CHILD_BATCH_BASES.value
 
 
 def split_chunks(chunks: tuple[Chunk, ...], target: int = SPLIT_BYTES) -> Iterator[tuple[Chunk, ...]]:
@@ -114,8 +127,10 @@ class _Aligning:
     manager: leaving it stops the alignment processes and closes the part, whatever happened (as cutadapt's
     runners hold their workers), so a failure leaks no process."""
 
-    def __init__(self, plan: PlanView, child: int, tmp: str) -> None:
+    def __init__(self, plan: PlanView, child: int, tmp: str, budget: MemoryBudget | None = None) -> None:
         assert plan.reference is not None
+        self.budget = budget or MemoryBudget()
+        self.spill = Path(tmp) / "spill"
         self.reference = plan.reference
         check_unchanged(self.reference)  # as the inputs are: a replaced reference fails the child
         contigs = load_contigs(self.reference)  # as the planner stored them beside the index: no sequence here
@@ -153,23 +168,37 @@ class _Aligning:
         if not self.count:
             return
         if sample not in self.alleles:
-            self.alleles[sample] = AlleleAccumulator(self.contigs, self.min_base_quality)
+            self.alleles[sample] = AlleleAccumulator(self.contigs, self.min_base_quality,
+                                                     spill=self.spill / f"sample-{len(self.alleles):05d}",
+                                                     row_budget=self.budget.allele_rows,
+                                                     batch_bases=self.budget.batch_bases)
         rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
 
     def allele_tables(self) -> dict[str, pa.Table]:
-        """The ``alleles``, ``indels`` (and in amplicon mode ``amplicon_reads``) staging tables: every
-        sample's rows, sample after sample, each sorted by (contig, position)."""
-        per_sample = [(*self.alleles[s].tables(s), self.primers.table(s) if self.primers else None)
-                      for s in sorted(self.alleles)]
+        """The ``indels`` (and in amplicon mode ``amplicon_reads``) staging tables: every sample's rows,
+        sample after sample, each sorted by (contig, position). The ``alleles`` table is streamed
+        (:meth:`allele_streams`)."""
+        per_sample = {"indels": [self.alleles[s].indel_table(s) for s in sorted(self.alleles)],
+                      "amplicon_reads": [self.primers.table(s) if self.primers else None for s in sorted(self.alleles)]}
         out = {}
-        for k, spec in enumerate(ALLELE_STAGING):
-            parts = [p[k] for p in per_sample if p[k] is not None]
+        for spec in ALLELE_STAGING:
+            parts = [p for p in per_sample.get(spec.name, []) if p is not None]
             if parts:  # one table of the samples' single-word dictionaries, unified
                 out[spec.name] = pa.concat_tables(parts).combine_chunks()
         return out
+
+    def allele_streams(self) -> dict[str, RegionStream]:
+        """The ``alleles`` staging table, merged from each sample's sorted runs region by region while it is
+        written."""
+        return {"alleles": AlleleRows(self.alleles, self.contigs, self.budget.merge_rows)} if self.alleles else {}
+
+    def close_counts(self) -> None:
+        """Delete the spilled runs of the allele counts."""
+        for acc in self.alleles.values():
+            acc.close()
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
@@ -356,15 +385,19 @@ def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, conti
     tables = staging_tables(aligning.coverage, aligning.depth, list(aligning.coverage), contigs, aligning.bin_width)
     tables.update(aligning.allele_tables())
     local = Path(tmp) / "positions.arrows"
-    index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size))
+    try:
+        index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size),
+                                aligning.allele_streams())
+    finally:
+        aligning.close_counts()
     put_file(local, plan.layout.positions(child))
     return index
 
 
-def run_child(plan: PlanView, child: int, tmp: str) -> ChildManifest:
+def run_child(plan: PlanView, child: int, tmp: str, budget: MemoryBudget | None = None) -> ChildManifest:
     """Process the child's shards and write its parts; the manifest is returned, not yet written."""
     with contextlib.ExitStack() as stack:
-        aligning = stack.enter_context(_Aligning(plan, child, tmp)) if plan.reference else None
+        aligning = stack.enter_context(_Aligning(plan, child, tmp, budget)) if plan.reference else None
         results = []
         for index in plan.child_shards(child):
             run = _ShardRun(plan, index, aligning)
@@ -400,11 +433,11 @@ def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:
     return manifest if manifest.reference == (plan.reference.key if plan.reference else None) else None
 
 
-def process_child(plan: PlanView, child: int) -> ChildManifest:
+def process_child(plan: PlanView, child: int, budget: MemoryBudget | None = None) -> ChildManifest:
     """Process one child's shards and write its parts, then its manifest (see the module docstring)."""
     t0 = time.perf_counter()
     with local_tmp() as tmp:
-        manifest = run_child(plan, child, tmp)
+        manifest = run_child(plan, child, tmp, budget)
     manifest.seconds = round(time.perf_counter() - t0, 3)
     storage.write_bytes(plan.layout.manifest(child), manifest.to_json())
     return manifest

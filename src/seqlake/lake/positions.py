@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -169,33 +169,67 @@ def _ipc(table: pa.Table) -> bytes:
     return bytes(sink.getvalue())
 
 
+class RegionStream(Protocol):
+    """A staging table too big to hold whole (a child's allele counts): its rows of one region as record
+    batches in key order, made while they are written."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def batches(self, region: Region) -> Iterator[pa.RecordBatch]: ...
+
+
+def _write_stream(out: BinaryIO, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> int:
+    """Write the non-empty ``batches`` as one IPC stream (nothing when there is none); their rows."""
+    rows = 0
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if writer is None:
+            writer = pa.ipc.new_stream(out, schema)
+        writer.write_batch(batch)
+        rows += batch.num_rows
+    if writer is not None:
+        writer.close()
+    return rows
+
+
 def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs,
-                    all_regions: Sequence[Region]) -> PositionsIndex:
+                    all_regions: Sequence[Region], streams: Mapping[str, RegionStream] | None = None) -> PositionsIndex:
     """Write a child's staging tables (name -> table, in the schemas of POSITION_STAGING; a table the child
-    does not make is left out) into one local file, region by region; returns the index."""
-    unknown = set(tables) - set(STAGING_BY_NAME)
+    does not make is left out) into one local file, region by region; returns the index. A table of
+    ``streams`` is written region by region as its record batches come (several batches in a region's IPC
+    stream, read back as one table), never held whole."""
+    streams = streams or {}
+    unknown = (set(tables) | set(streams)) - set(STAGING_BY_NAME)
     if unknown:
         raise ValueError(f"not staging tables: {sorted(unknown)}")
     cuts: dict[int, Tables] = {}
     for spec in POSITION_STAGING:
         if spec.name not in tables:
             continue
-        for region, part in cut_by_region(spec, tables[spec.name], contigs, all_regions):
-            cuts.setdefault(region, {})[spec.name] = part
+        for at, part in cut_by_region(spec, tables[spec.name], contigs, all_regions):
+            cuts.setdefault(at, {})[spec.name] = part
     index: PositionsIndex = {}
-    offset = 0
     with path.open("wb") as out:
-        for region in sorted(cuts):
+        for region in sorted(all_regions, key=lambda r: r.index):
             entry: dict[str, Extent] = {}
             for spec in POSITION_STAGING:
-                part = cuts[region].get(spec.name)
-                if part is None:
+                offset = out.tell()
+                part = cuts.get(region.index, {}).get(spec.name)
+                if spec.name in streams:
+                    stream = streams[spec.name]
+                    rows = _write_stream(out, stream.schema, stream.batches(region))
+                elif part is not None:
+                    rows = part.num_rows
+                    out.write(_ipc(part))
+                else:
                     continue
-                data = _ipc(part)
-                out.write(data)
-                entry[spec.name] = Extent(offset, len(data), part.num_rows)
-                offset += len(data)
-            index[region] = entry
+                if out.tell() > offset:
+                    entry[spec.name] = Extent(offset, out.tell() - offset, rows)
+            if entry:
+                index[region.index] = entry
     return index
 
 
@@ -262,6 +296,6 @@ def contig_codes(table: pa.Table) -> npt.NDArray[np.int32]:
     return _codes(table.column("contig"))[0]
 
 
-__all__ = ["STAGING_BY_NAME", "Extent", "PositionsIndex", "Tables", "cut_by_region", "dictionary_column",
-           "index_from_json", "index_to_json", "read_region", "read_regions", "sample_groups", "table_from_arrays",
-           "write_positions"]
+__all__ = ["STAGING_BY_NAME", "Extent", "PositionsIndex", "RegionStream", "Tables", "cut_by_region",
+           "dictionary_column", "index_from_json", "index_to_json", "read_region", "read_regions", "sample_groups",
+           "table_from_arrays", "write_positions"]
