@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from test_pileup import CONTIGS, MIN_QUALITY, random_batch
+from test_worker_merge import assert_same_results
 
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
@@ -17,6 +18,7 @@ from seqlake.child import worker
 from seqlake.child.pileup import AlleleAccumulator
 from seqlake.child.spill import FileRun, MemoryRun, merged
 from seqlake.demo_data.simulate import write_pairs
+from seqlake.lake import merge
 from seqlake.lake.positions import read_region
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
@@ -76,7 +78,8 @@ def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path:
     """Reads over three contigs cut into 5 kb regions (pairs across region edges and contig ends), two
     samples in one child: with budgets of a few thousand rows (chunks counted in pieces of 5,000 read
     bases, runs spilled past 8,000 rows, merged 2,000 rows at a time) the child spills runs and writes each
-    region's alleles in several record batches; every region's every table equals the unspilled child's."""
+    region's alleles in several record batches; every region's every table equals the unspilled child's, and
+    so does every result table the reducers and the commit make of them."""
     rng = np.random.default_rng(3)
     lengths = {"chrA": 12_000, "chrB": 7_000, "chrC": 3_000}
     reference = tmp_path / "ref.fa"
@@ -106,3 +109,7 @@ def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path:
             streams += len(b[region][name].to_batches()) > 1
     assert sum(a[r]["alleles"].num_rows for r in a) > 10_000
     assert streams >= len(a)  # the spilled child's alleles came in windows
+    # and the reducers, reading streams of several batches, make the same result tables
+    for plan in plans:
+        merge.merge_run(plan)
+    assert_same_results(plans[0], plans[1])
