@@ -671,6 +671,17 @@ class AlleleAccumulator:
                                                  *((b.keys, b.counts) for b in self._pending)], _NCOL)
             self._pending, self._pending_rows = [], 0
 
+    @property
+    def rows_held(self) -> int:
+        """Count rows in memory: the summed ones and the pending batches'."""
+        return len(self.keys) + self._pending_rows
+
+    def spill_all(self) -> None:
+        """Spill the rows in memory (a child's other samples make room for the one being counted)."""
+        self._compact()
+        if self.spill is not None and len(self.keys):
+            self._spill_run()
+
     def _spill_run(self) -> None:
         assert self.spill is not None
         self.spill.mkdir(parents=True, exist_ok=True)

@@ -176,6 +176,11 @@ class _Aligning:
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
+        # the budget is the child's: a child of several samples spills the others' rows before passing it
+        if len(self.alleles) > 1 and sum(a.rows_held for a in self.alleles.values()) > self.budget.allele_rows:
+            for other, acc in self.alleles.items():
+                if other != sample:
+                    acc.spill_all()
 
     def allele_tables(self) -> dict[str, pa.Table]:
         """The ``indels`` (and in amplicon mode ``amplicon_reads``) staging tables: every sample's rows,
