@@ -162,13 +162,6 @@ def cut_by_region(spec: Table, table: pa.Table, contigs: Contigs, all_regions: S
         yield r, part
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
-
-
 class RegionStream(Protocol):
     """A staging table too big to hold whole (a child's allele counts): its rows of one region as record
     batches in key order, made while they are written."""
@@ -221,9 +214,8 @@ def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs
                 if spec.name in streams:
                     stream = streams[spec.name]
                     rows = _write_stream(out, stream.schema, stream.batches(region))
-                elif part is not None:
-                    rows = part.num_rows
-                    out.write(_ipc(part))
+                elif part is not None:  # written from its own buffers, without a copy in memory
+                    rows = _write_stream(out, part.schema, iter(part.to_batches()))
                 else:
                     continue
                 if out.tell() > offset:
