@@ -63,9 +63,9 @@ class MemoryRun:
 
 class FileRun:
     """A run in one local file: the keys (int64), then the count rows (C order, in the narrowest of int32 and
-    int64 that holds them), read by ranges; every :data:`SEARCH_STRIDE`-th key stays in memory."""
+    int64 that holds them), read by ranges; every ``stride``-th key stays in memory."""
 
-    def __init__(self, path: Path, keys: I64, counts: Counts) -> None:
+    def __init__(self, path: Path, keys: I64, counts: Counts, stride: int = SEARCH_STRIDE) -> None:
         info = np.iinfo(np.int32)
         narrow = not counts.size or (info.min <= counts.min() and counts.max() <= info.max)
         self.dtype = np.dtype(np.int32 if narrow else np.int64)
@@ -75,7 +75,8 @@ class FileRun:
         with path.open("wb") as out:
             out.write(np.ascontiguousarray(keys, dtype=np.int64).data)
             out.write(np.ascontiguousarray(counts, dtype=self.dtype).data)
-        self._index = keys[::SEARCH_STRIDE].copy()
+        self._stride = stride
+        self._index = keys[::stride].copy()
 
     @property
     def rows(self) -> int:
@@ -106,7 +107,7 @@ class FileRun:
     def search(self, key: int, side: Side) -> int:
         # the answer lies after the last sampled key before it and at or before the next sampled key
         j = int(np.searchsorted(self._index, key, side=side))
-        lo, hi = max(j - 1, 0) * SEARCH_STRIDE, min(j * SEARCH_STRIDE, self._rows)
+        lo, hi = max(j - 1, 0) * self._stride, min(j * self._stride, self._rows)
         return lo + int(np.searchsorted(self.keys(lo, hi), key, side=side))
 
     def delete(self) -> None:
