@@ -361,15 +361,24 @@ def _agreement(cmp_: dict[str, Any]) -> str:
             f"{len(cmp_['mismatches'])} contig x threshold")
 
 
+def _short_reason(reason: str) -> str:
+    """A failed run's reason in a table cell: its error and operation, without paths and keys."""
+    error = reason.split(":", 1)[0].rsplit(".", 1)[-1]
+    said = re.search(r"An error occurred \((\w+)\) when calling the (\w+) operation", reason)
+    return f"{error}: {said[2]} answered {said[1]}" if said else reason[:80]
+
+
 def row(r: dict[str, Any]) -> str:
     """One Markdown row of the end-to-end table."""
     s = r["steps"]
     c, red, idx, child = s["commit"] or {}, s["largest_reducer"] or {}, s["index_job"] or {}, s["largest_child"] or {}
     cmp_ = r.get("compare", {})
     status = r["status"] + "".join(
-        f": {o.get('kind') or o.get('function')} at its limit, "
+        f": {o.get('kind') or o.get('function')} at its limit{'' if o.get('killed', True) else ' (not killed)'}, "
         f"{o.get('max_memory_used_mib') or o.get('max_memory_used_mb')} / "
         f"{o.get('memory_mib') or o.get('memory_size_mb')}" for o in s["over_limit"])
+    if r["status"] == "FAILED" and not any(o.get("killed", True) for o in s["over_limit"]):
+        status += f"; {_short_reason(r.get('reason') or '')}"
 
     def of(step: dict[str, Any], used: str, limit: str) -> str:
         return f"{step[used]:,} / {step[limit]:,}" if step.get(used) is not None else "-"
@@ -406,7 +415,12 @@ def section(work: Path) -> list[str]:
         "`pct_genome_*` and every `low_coverage` interval with `samtools depth -a` over `minimap2 -ax sr` of the",
         "same reads.", "", HEADER, *(row(r) for r in results), "",
         "A run that failed says which step reached its limit; docs/COST.md (\"Measured end to end\") says what",
-        "filled it and how the reference's size and the shard's reads scale it."]
+        "filled it and how the reference's size and the shard's reads scale it. The rows measured before the",
+        "child's allele counts spilled (commits 6045225 and 6541148: shards killed at 100 Mb and 1.5 Gb) are kept",
+        "beside those after it. The 1.5 Gb run after it gave each shard 16,384 MiB (`--worker-memory 16384`,",
+        "as `WorkerMemoryMiB` on AWS: its 4.75 GB index loads to ~10 GB; docs/DEPLOY.md, \"Memory for a human",
+        "genome\"). 100 Mb at 30x (10 M pairs) was not run: docs/COST.md gives the measured throughput and the",
+        "estimate."]
 
 
 def main() -> int:
