@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from reduce import contig_lengths  # noqa: E402  (bench/ is this script's folder)
+from seqlake.base.layout import REFERENCE_INDEXES  # noqa: E402
 from seqlake.demo_data.simulate import write_pairs  # noqa: E402
 from seqlake.lake.tables import THRESHOLDS  # noqa: E402
 
@@ -148,6 +149,11 @@ def run_local(args: argparse.Namespace, home: Path, ref: Path, r1: Path, r2: Pat
            "--no-trim", "--jobs", str(args.jobs), "--threads", str(args.threads)]
     if args.reads_per_shard:
         cmd += ["--reads-per-shard", str(args.reads_per_shard)]
+    if args.no_allele_counts:
+        cmd += ["--no-allele-counts"]
+    for flag in ("worker_memory", "index_memory", "reducer_memory"):
+        if getattr(args, flag):
+            cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     cmd += [str(r1), str(r2)]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SEQLAKE_LOCAL_S3_LATENCY_MS": str(args.latency_ms),
            "SEQLAKE_HOME": str(home)}
@@ -160,6 +166,30 @@ def run_local(args: argparse.Namespace, home: Path, ref: Path, r1: Path, r2: Pat
             "exit_code": out.returncode, "seconds": round(seconds, 1),
             "largest_process_peak_rss_mb": round(rss[0] / 1024) if rss else None,
             "last_lines": (out.stdout + out.stderr).strip().splitlines()[-12:]}
+
+
+def fresh_home(home: Path, *, keep_indexes: bool) -> list[str]:
+    """Empty ``home`` for a new run; with ``keep_indexes``, the reference indexes an earlier run in it built
+    (their bodies and ``objects.json`` entries) stay, so the run's index job finds its index built (the
+    local cloud restores them into its bucket on start, as they would be in a deployed bucket)."""
+    old = home.with_name(home.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if home.is_dir():
+        home.rename(old)
+    kept: list[str] = []
+    saved = old / "objects.json"
+    objects = json.loads(saved.read_text()) if keep_indexes and saved.is_file() else {}
+    for bucket, keys in objects.items():
+        entries = {k: m for k, m in keys.items() if k.startswith(f"{REFERENCE_INDEXES}/")}
+        objects[bucket] = entries
+        if entries:
+            (home / "s3" / bucket).mkdir(parents=True)
+            (old / "s3" / bucket / REFERENCE_INDEXES).rename(home / "s3" / bucket / REFERENCE_INDEXES)
+            kept += sorted({k.split("/")[1] for k in entries})
+    if kept:
+        (home / "objects.json").write_text(json.dumps(objects, indent=1))
+    shutil.rmtree(old, ignore_errors=True)
+    return kept
 
 
 def _birth_and_end(path: Path) -> tuple[int, int]:
@@ -331,15 +361,24 @@ def _agreement(cmp_: dict[str, Any]) -> str:
             f"{len(cmp_['mismatches'])} contig x threshold")
 
 
+def _short_reason(reason: str) -> str:
+    """A failed run's reason in a table cell: its error and operation, without paths and keys."""
+    error = reason.split(":", 1)[0].rsplit(".", 1)[-1]
+    said = re.search(r"An error occurred \((\w+)\) when calling the (\w+) operation", reason)
+    return f"{error}: {said[2]} answered {said[1]}" if said else reason[:80]
+
+
 def row(r: dict[str, Any]) -> str:
     """One Markdown row of the end-to-end table."""
     s = r["steps"]
     c, red, idx, child = s["commit"] or {}, s["largest_reducer"] or {}, s["index_job"] or {}, s["largest_child"] or {}
     cmp_ = r.get("compare", {})
     status = r["status"] + "".join(
-        f": {o.get('kind') or o.get('function')} at its limit, "
+        f": {o.get('kind') or o.get('function')} at its limit{'' if o.get('killed', True) else ' (not killed)'}, "
         f"{o.get('max_memory_used_mib') or o.get('max_memory_used_mb')} / "
         f"{o.get('memory_mib') or o.get('memory_size_mb')}" for o in s["over_limit"])
+    if r["status"] == "FAILED" and not any(o.get("killed", True) for o in s["over_limit"]):
+        status += f"; {_short_reason(r.get('reason') or '')}"
 
     def of(step: dict[str, Any], used: str, limit: str) -> str:
         return f"{step[used]:,} / {step[limit]:,}" if step.get(used) is not None else "-"
@@ -376,7 +415,12 @@ def section(work: Path) -> list[str]:
         "`pct_genome_*` and every `low_coverage` interval with `samtools depth -a` over `minimap2 -ax sr` of the",
         "same reads.", "", HEADER, *(row(r) for r in results), "",
         "A run that failed says which step reached its limit; docs/COST.md (\"Measured end to end\") says what",
-        "filled it and how the reference's size and the shard's reads scale it."]
+        "filled it and how the reference's size and the shard's reads scale it. The rows measured before the",
+        "child's allele counts spilled (commits 6045225 and 6541148: shards killed at 100 Mb and 1.5 Gb) are kept",
+        "beside those after it. The 1.5 Gb run after it gave each shard 16,384 MiB (`--worker-memory 16384`,",
+        "as `WorkerMemoryMiB` on AWS: its 4.75 GB index loads to ~10 GB; docs/DEPLOY.md, \"Memory for a human",
+        "genome\"). 100 Mb at 30x (10 M pairs) was not run: docs/COST.md gives the measured throughput and the",
+        "estimate."]
 
 
 def main() -> int:
@@ -389,6 +433,13 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2, help="local run --jobs (children at once)")
     p.add_argument("--threads", type=int, default=1, help="local run --threads (vCPUs of each child)")
     p.add_argument("--reads-per-shard", type=int, default=0)
+    p.add_argument("--worker-memory", type=int, default=0, help="local run --worker-memory (MiB of each shard)")
+    p.add_argument("--index-memory", type=int, default=0, help="local run --index-memory (MiB of the index job)")
+    p.add_argument("--reducer-memory", type=int, default=0, help="local run --reducer-memory (MiB of a reducer)")
+    p.add_argument("--no-allele-counts", action="store_true", help="local run --no-allele-counts")
+    p.add_argument("--keep-index", action="store_true",
+                   help="keep the reference index the last run in the same --home built (its bucket's "
+                        "reference-indexes/): the run's index job then finds it built")
     p.add_argument("--latency-ms", type=int, default=20)
     p.add_argument("--probe", type=int, default=0, help="first time mappy on this many pairs")
     p.add_argument("--no-run", action="store_true", help="only make the inputs (and probe)")
@@ -416,7 +467,7 @@ def main() -> int:
         if args.out:
             args.out.write_text(json.dumps(result, indent=2) + "\n")
         return 0
-    shutil.rmtree(home, ignore_errors=True)
+    result["kept_indexes"] = fresh_home(home, keep_indexes=args.keep_index)
     result["run"] = run_local(args, home, ref, r1, r2)
     record = _run_record(home)
     result["run_id"], result["status"] = record.get("run_id"), record.get("status", "NO RUN")

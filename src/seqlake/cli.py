@@ -140,6 +140,13 @@ EXECUTION_OPTIONS: dict[str, Option] = {o.flag: o for o in (
            "number", "N", _positive),
     Option("--reads-per-shard", f"reads per shard when the run is planned (default {_DEFAULTS.reads_per_shard:,}; "
            "ReadsPerShard on AWS); at most 10,000 shards", "N", _positive),
+    Option("--worker-memory", "memory of each shard's Batch job in MiB, which the local cloud holds it to as ECS "
+           "does (WorkerMemoryMiB on AWS; default: the template's): the reference index loaded, its alignment "
+           "processes and its counts (docs/DEPLOY.md, \"Memory for a human genome\")", "MIB", _positive),
+    Option("--index-memory", "memory of the index job that builds the reference's minimap2 index once, in MiB "
+           "(IndexJobMemoryMiB on AWS; default: the template's)", "MIB", _positive),
+    Option("--reducer-memory", "memory of each region's reducer job in MiB (ReducerMemoryMiB on AWS; default: "
+           "the template's)", "MIB", _positive),
     Option("--home", "the local cloud's state folder: its bucket, catalog, logs and run history "
            "(default: $SEQLAKE_HOME, else ./.seqlake)", "DIR"),
     Option("--containers", "run each Batch attempt as a podman container of the worker image (`make image`); "
@@ -170,12 +177,16 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
            "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
 )}
 
+#: the Batch jobs' memory, template parameters the local cloud deploys with the values given
+_JOB_MEMORY = ("--worker-memory", "--index-memory", "--reducer-memory")
+
 #: which execution options each command that runs shards takes (the others make no sense there)
 COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "process": ("--jobs", "--threads", "--reads-per-shard"),
-    "local run": ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-memory-limits",
-                  "--no-iam"),
-    "local rerun": ("--jobs", "--threads", "--home", "--containers", "--no-memory-limits", "--no-iam"),
+    "local run": ("--jobs", "--threads", "--reads-per-shard", *_JOB_MEMORY, "--home", "--containers",
+                  "--no-memory-limits", "--no-iam"),
+    "local rerun": ("--jobs", "--threads", *_JOB_MEMORY, "--home", "--containers", "--no-memory-limits",
+                    "--no-iam"),
 }
 
 

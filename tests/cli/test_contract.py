@@ -52,7 +52,8 @@ def test_process_and_local_run_take_the_same_options_alike() -> None:
     assert differing == []
     # what only one of them takes, each for a reason its help gives
     assert sorted(process.keys() - local.keys()) == ["--out", "--shards"]
-    assert sorted(local.keys() - process.keys()) == ["--containers", "--home", "--no-iam", "--no-memory-limits"]
+    assert sorted(local.keys() - process.keys()) == ["--containers", "--home", "--index-memory", "--no-iam",
+                                                     "--no-memory-limits", "--reducer-memory", "--worker-memory"]
     positionals = [[a.dest for a in dict(subcommands(build_parser()))[f"seqlake {c}"]._actions
                     if not a.option_strings] for c in ("process", "local run")]
     assert positionals[0] == positionals[1] == ["r1", "r2"]
@@ -60,7 +61,7 @@ def test_process_and_local_run_take_the_same_options_alike() -> None:
 
 def test_the_execution_options_are_one_definition_in_every_command_that_takes_them() -> None:
     for option in ("--jobs", "--threads", "--reads-per-shard", "--home", "--containers", "--no-iam",
-                   "--no-memory-limits"):
+                   "--no-memory-limits", "--worker-memory", "--index-memory", "--reducer-memory"):
         takers = [c for c, flags in COMMAND_OPTIONS.items() if option in flags]
         actions = [options(c)[option] for c in takers]
         assert all(same(actions[0], a) for a in actions), option

@@ -154,3 +154,36 @@ def test_run_id_commands_find_a_run_by_the_start_of_its_id_alike(
     assert "names 2 runs (r-2026-aaa, r-2026-aab): give more of the id" in capsys.readouterr().err
     assert main(["local", command, "r-2027", "--home", str(tmp_path)]) == EXIT_BAD_INPUT
     assert "RUN_ID r-2027: no such run" in capsys.readouterr().err
+
+
+def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
+    """``local run --worker-memory/--index-memory/--reducer-memory``: the template parameters the deployment
+    gets (as ``sam deploy --parameter-overrides``), hence the worker job definition's MEMORY, which the local
+    Batch caps each attempt at, and the index job's and reducers' MEMORY in the state machine."""
+    import boto3
+
+    from seqlake.cli import build_parser
+    from seqlake.localcloud.appdir import TEMPLATE
+    from seqlake.localcloud.commands import cloud_parameters
+    from seqlake.localcloud.containers import resources
+    from seqlake.localcloud.deployer import Deployer, to_api
+    from seqlake.localcloud.packaging import load_template
+
+    repo = Path(__file__).resolve().parents[2]
+    template = load_template(repo / TEMPLATE)
+    argv = ["local", "run", "r1.fq", "--threads", "2", "--worker-memory", "12288", "--index-memory", "20480",
+            "--reducer-memory", "2048"]
+    given = cloud_parameters(build_parser().parse_args(argv))
+    assert given == {"WorkerVcpus": "2", "WorkerMemoryMiB": "12288", "IndexJobMemoryMiB": "20480",
+                     "ReducerMemoryMiB": "2048"}
+    assert cloud_parameters(build_parser().parse_args(["local", "run", "r1.fq"])) == {}  # the template's defaults
+    deployer = Deployer(template, parameters={"Subnets": "subnet-1", "SecurityGroupIds": "sg-1", **given})
+    container = template["Resources"]["WorkerJobDefinition"]["Properties"]["ContainerProperties"]
+    props = {"Type": "container", "ContainerProperties": {
+        "Image": "worker", "ResourceRequirements": deployer.resolve(container["ResourceRequirements"])}}
+    batch = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    registered = to_api(batch, "RegisterJobDefinition", props)["containerProperties"]
+    assert resources(registered, {}).memory_mib == 12288  # what batch.py's cap is made from
+    substitutions = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    jobs = {name: deployer.resolve(substitutions[name]) for name in ("IndexJobMemoryMiB", "ReducerMemoryMiB")}
+    assert jobs == {"IndexJobMemoryMiB": "20480", "ReducerMemoryMiB": "2048"}

@@ -250,10 +250,22 @@ def _print_reports(console: Console, state: StateDir, finished: list[Any]) -> No
             console.print(f"report of run [bold]{run_id}[/]: {page}", soft_wrap=True)
 
 
+#: the template parameter each execution option sets for the local deployment, as ``sam deploy
+#: --parameter-overrides`` sets it on AWS (option's dest -> parameter): ``--threads`` is WorkerVcpus, which the
+#: job definition gives each child as its vCPUs and ``SEQLAKE_THREADS``; the memory options are the Batch
+#: jobs' ``MEMORY``, which the local Batch holds each attempt to (``memory.MemoryLimits.cap``)
+CLOUD_PARAMETERS = {
+    "threads": "WorkerVcpus",
+    "worker_memory": "WorkerMemoryMiB",
+    "index_memory": "IndexJobMemoryMiB",
+    "reducer_memory": "ReducerMemoryMiB",
+}
+
+
 def cloud_parameters(args: argparse.Namespace) -> dict[str, str]:
-    """Template parameters an execution option sets for the deployment (``--threads``: WorkerVcpus, which
-    the job definition gives each child as its vCPUs and ``SEQLAKE_THREADS``)."""
-    return {"WorkerVcpus": str(args.threads)} if getattr(args, "threads", None) is not None else {}
+    """Template parameters the execution options given set for the deployment (:data:`CLOUD_PARAMETERS`)."""
+    return {parameter: str(getattr(args, dest)) for dest, parameter in CLOUD_PARAMETERS.items()
+            if getattr(args, dest, None) is not None}
 
 
 def jobs_of(args: argparse.Namespace) -> int:
