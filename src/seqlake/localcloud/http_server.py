@@ -108,6 +108,7 @@ class KeepAliveHandler(MotoRequestHandler):
             _Response(self).run(InternalServerError(), environ)
         if not self.close_connection and not _read_off(body):
             self.close_connection = True
+        self.environ = {}  # not kept while the connection waits: it holds the request (and moto's copies of its body)
 
     def send_head(self, status: str, headers: list[tuple[str, str]]) -> bool:
         """The status line and headers, buffered (they go out with the body's first bytes); whether the body
