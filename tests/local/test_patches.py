@@ -276,6 +276,41 @@ def test_server_lookups_list_moto_once_and_keep_one_loader(fixture_cloud: Any, m
     assert fixture_cloud.client("s3").list_buckets()["Buckets"]
 
 
+def test_server_lookups_match_a_host_once_and_find_registered_backends_at_once(
+    fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patch 8: a host name is matched against moto's URL patterns once; a registered account's backends
+    are returned without the reset registry's comparisons; a reset still empties them; no CORS headers."""
+    import http.client
+
+    from moto.core.base_backend import BackendDict
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.s3.models import s3_backends
+
+    dispatcher = DomainDispatcherApplication(lambda service: None)
+    assert dispatcher.get_backend_for_host("s3.us-east-1.amazonaws.com") == "s3"
+    dispatcher.backend_url_patterns = []  # matched already: the patterns are not read again
+    assert dispatcher.get_backend_for_host("s3.us-east-1.amazonaws.com") == "s3"
+    assert dispatcher.get_backend_for_host("moto_api") == "moto_api"
+
+    backend = s3_backends[ACCOUNT]
+    monkeypatch.setattr(BackendDict, "_instances", None)  # the registry is not looked at for a registered account
+    assert s3_backends[ACCOUNT] is backend
+    monkeypatch.undo()
+    s3 = fixture_cloud.client("s3")
+    s3.create_bucket(Bucket="patch-8-bucket")
+    host, port = fixture_cloud.endpoint.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/moto-api/no-such-page", headers={"Origin": "http://example.org"})  # a browser's request
+    answer = conn.getresponse()
+    answer.read()
+    conn.close()
+    assert answer.status == 404 and answer.getheader("Access-Control-Allow-Origin") is None
+    assert "patch-8-bucket" in s3_backends[ACCOUNT]["aws"].buckets
+    s3.delete_bucket(Bucket="patch-8-bucket")
+    assert "patch-8-bucket" not in s3_backends[ACCOUNT]["aws"].buckets
+
+
 # ---------------------------------------------------------------- 9. AWS's limits
 SFN_LIMIT = limits.SFN_PAYLOAD.value
 
@@ -502,6 +537,38 @@ def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any
     name = next(iter(fixture_cloud.lambdas.functions))
     assert fixture_cloud.client("lambda").get_function_configuration(FunctionName=name)["FunctionName"] == name
     assert fixture_cloud.iam.denied[-1] == (session, "glue:GetTable", f"arn:aws:glue:us-east-1:{ACCOUNT}:catalog")
+
+
+def test_iam_authorization_sees_a_policy_change_at_once(fixture_cloud: Any) -> None:
+    """Patch 13's policies are parsed once per text: a role's policy changed (added, then replaced) decides
+    the very next request."""
+    if not fixture_cloud.iam.enforce:
+        pytest.skip("IAM enforcement is off")
+    from moto.iam.models import iam_backends
+
+    role = _role(fixture_cloud, "PlanFunctionRole")
+    name = role.rsplit("/", 1)[1]
+    _put(fixture_cloud, "data/changing.txt", b"x")
+    s3 = fixture_cloud.iam.client(role, "s3")
+    iam = iam_backends[ACCOUNT]["aws"]
+
+    def policy(effect: str) -> str:
+        return json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": effect, "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{fixture_cloud.bucket}/data/*"}]})
+
+    assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/changing.txt")["Body"].read() == b"x"
+    try:
+        iam.put_role_policy(name, "test-change", policy("Deny"))
+        with pytest.raises(ClientError, match="explicit deny"):
+            s3.get_object(Bucket=fixture_cloud.bucket, Key="data/changing.txt")
+        iam.put_role_policy(name, "test-change", policy("Allow"))
+        assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/changing.txt")["Body"].read() == b"x"
+        iam.put_role_policy(name, "test-change", policy("Deny"))
+        with pytest.raises(ClientError, match="explicit deny"):
+            s3.get_object(Bucket=fixture_cloud.bucket, Key="data/changing.txt")
+    finally:
+        iam.delete_role_policy(name, "test-change")
+    assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/changing.txt")["Body"].read() == b"x"
 
 
 def test_iam_authorization_leaves_other_requests_to_moto(fixture_cloud: Any) -> None:

@@ -115,8 +115,10 @@ def plan_step(execution: ExecutionInput, *, reads_per_shard: int | None = None,
                                "reference": reference.uri if reference else None})
             _write_running(request, execution_arn, started_at, None)
             return PlanSummary(layout.plan, 0, needs_index=True, index_job_uri=layout.index_job, input_bytes=total)
-        make_run_plan(request, params, reference)
-    summary = replace(_todo(request, execution_name or request.run_id), input_bytes=total)
+        array_size: int | None = make_run_plan(request, params, reference)
+    else:
+        array_size = None  # planned before (the index job, or a re-run): read from the plan
+    summary = replace(_todo(request, execution_name or request.run_id, array_size), input_bytes=total)
     _write_running(request, execution_arn, started_at, summary.array_size)
     return summary
 
@@ -133,17 +135,19 @@ def reduce_plan_step(execution: ExecutionInput) -> dict[str, int]:
     return {"regions": regions}
 
 
-def _todo(request: RunRequest, execution_name: str) -> PlanSummary:
-    """The children without a finished manifest (all of them, unless this is a re-run), listed once."""
+def _todo(request: RunRequest, execution_name: str, array_size: int | None = None) -> PlanSummary:
+    """The children without a finished manifest (all of them, unless this is a re-run), listed once;
+    ``array_size``: the plan's, when this step just made it (else the plan is read for it)."""
     layout = request.layout
-    plan = load_plan(layout.plan)
+    if array_size is None:
+        array_size = load_plan(layout.plan).array_size
     done = {child_of(uri) for uri in storage.list_sizes(layout.staging) if uri.endswith("manifest.json")}
-    todo = [c for c in range(plan.array_size) if c not in done]
+    todo = [c for c in range(array_size) if c not in done]
     uri = layout.todo(execution_name)
     storage.write_bytes(uri, todo_bytes(todo))
-    if len(todo) < plan.array_size:
+    if len(todo) < array_size:
         _logger().info("re-run: only the children without a finished manifest run",
-                    extra={"children": len(todo), "of": plan.array_size})
+                    extra={"children": len(todo), "of": array_size})
     return PlanSummary(layout.plan, len(todo), todo_uri=uri)
 
 

@@ -112,6 +112,8 @@ def parse_request(data: bytes, uri: str) -> RunRequest:
         raise BadInputError(uri, f"not UTF-8 text at byte {err.start}") from None
     except json.JSONDecodeError as err:
         raise BadInputError(uri, f"not JSON: {err.msg} (column {err.colno})", line=err.lineno) from None
+    if schemas.fast_check("run_request")(body):
+        return RunRequest.from_dict(body)
     validator = jsonschema.Draft202012Validator(schemas.load("run_request"))
     for problem in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
         field = ".".join(str(p) for p in problem.absolute_path) or "(the request)"

@@ -333,10 +333,21 @@ def _missing_object(resource: str) -> tuple[str, str] | None:
 
 
 def _document(policy: Any) -> dict[str, Any]:
-    """A policy moto collected (an inline document, or a managed policy) as a dict."""
-    from moto.iam.access_control import IAMPolicy
+    """A policy moto collected (an inline document, or a managed policy's default version) as a dict, as
+    moto's ``IAMPolicy`` reads it. Parsed once per text: a changed policy is another text."""
+    if isinstance(policy, str):
+        text = policy
+    elif isinstance(policy, Mapping):
+        text = policy["policy_document"]
+    else:
+        text = next(v.document for v in policy.versions if v.is_default)
+    return _parsed(text)
 
-    found: dict[str, Any] = IAMPolicy(policy)._policy_json
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> dict[str, Any]:
+    """A policy document's JSON (shared: read, never changed)."""
+    found: dict[str, Any] = json.loads(text)
     return found
 
 

@@ -27,7 +27,13 @@ in the same process are unaffected.
 8. The server's per-request lookups: every request lists moto's package folder (``os.listdir`` and
    ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads
    makes a new model loader, which scans botocore's data folders again. Here the folder is listed
-   once and moto keeps one loader (the models themselves were already cached per service).
+   once and moto keeps one loader (the models themselves were already cached per service). Likewise
+   each request matched its service's host name against moto's ~180 URL patterns in turn (S3 is near
+   the end): here each host name is matched once; every backend lookup (``s3_backends[account]``, several a
+   request) tested whether its service's backends were registered for a reset by comparing them with
+   every other service's, as dictionaries: here a registered account's backends are returned at once;
+   and every response went through flask-cors, which adds browser headers no client here reads
+   (moto's ``MOTO_DISABLE_GLOBAL_CORS``).
 9. AWS's limits (:mod:`seqlake.base.limits`), which moto does not hold the app to: Step Functions refuses an
    execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
    ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and
@@ -116,11 +122,13 @@ import moto.batch.models as _batch  # noqa: E402
 import moto.batch.responses as _batch_responses  # noqa: E402
 import moto.batch_simple.models as _batch_simple  # noqa: E402
 import moto.core.authorization as _authorization  # noqa: E402
+import moto.core.base_backend as _base_backend  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
 import moto.iam.access_control as _access_control  # noqa: E402
+import moto.moto_server.werkzeug_app as _werkzeug_app  # noqa: E402
 import moto.s3.exceptions as _s3_exc  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
 import moto.s3.responses as _s3_responses  # noqa: E402
@@ -732,9 +740,40 @@ def _moto_loader() -> Any:
     return _create_moto_loader()
 
 
+_werkzeug_app_module: Any = _werkzeug_app
+DomainDispatcherApplication: Any = _werkzeug_app.DomainDispatcherApplication
+_original_backend_for_host = DomainDispatcherApplication.get_backend_for_host
+
+
+#: host name -> moto's service for it (or None): moto's URL patterns are fixed at import, and the host names
+#: asked about are few (a service and region each, from the request's signature)
+_backend_of_host: dict[str, Any] = {}
+
+
+def _backend_for_host(self: Any, host: str | None) -> Any:
+    if host is None:
+        return None
+    if host not in _backend_of_host:
+        _backend_of_host[host] = _original_backend_for_host(self, host)
+    return _backend_of_host[host]
+
+
+BackendDict: Any = _base_backend.BackendDict
+_original_backend_dict_item = BackendDict.__getitem__
+
+
+def _backend_dict_item(self: Any, account_id: str) -> Any:
+    # an account's backends are made and registered for a reset together, and a reset forgets both
+    found = dict.get(self, account_id)
+    return found if found is not None else _original_backend_dict_item(self, account_id)
+
+
 def _patch_server_lookups() -> None:
     _backends.list_of_moto_modules = _moto_modules  # the server calls it through the module
     _core_utils_module.create_loader = _moto_loader
+    DomainDispatcherApplication.get_backend_for_host = _backend_for_host
+    BackendDict.__getitem__ = _backend_dict_item
+    _werkzeug_app_module.DISABLE_GLOBAL_CORS = True  # read when a service's application is made
 
 
 # ---------------------------------------------------------------- 9. AWS's limits

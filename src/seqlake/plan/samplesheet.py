@@ -18,9 +18,8 @@ import csv
 import io
 import posixpath
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache
 
 from seqlake import schemas
 from seqlake.base import storage
@@ -95,7 +94,7 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
     if len(set(header)) != len(header):
         raise BadInputError(sheet_uri, f"duplicate column names in header {header}", line=1)
     validator = jsonschema.Draft202012Validator(schemas.load("samplesheet"))
-    fast = _compiled_row_check()
+    fast = schemas.fast_check("samplesheet")
     seen: dict[str, tuple[int, bool]] = {}
     files: dict[str, int] = {}
     out: list[Sample] = []
@@ -123,28 +122,6 @@ def parse_samplesheet(text: str, sheet_uri: str, *,
     if not out:
         raise BadInputError(sheet_uri, "the samplesheet has a header but no samples", line=line + 1)
     return out
-
-
-@cache
-def _compiled_row_check() -> Callable[[dict[str, str]], bool]:
-    """Whether a row passes the schema, by fastjsonschema's compiled check: a few microseconds where
-    jsonschema takes a millisecond or more, which on a sheet of 10,000 rows was most of its reading. A row it
-    refuses is checked again by jsonschema, whose first error is the one reported (the schema's keywords
-    mean the same to both). Without fastjsonschema every row goes to jsonschema."""
-    try:
-        import fastjsonschema
-    except ImportError:
-        return lambda doc: False
-    check = fastjsonschema.compile(schemas.load("samplesheet"))
-
-    def passes(doc: dict[str, str]) -> bool:
-        try:
-            check(doc)
-        except fastjsonschema.JsonSchemaValueException:
-            return False
-        return True
-
-    return passes
 
 
 def _lane_metadata(sheet_uri: str, row: dict[str, str], line: int, seen: dict[str, tuple[int, bool]]
