@@ -49,27 +49,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-#: The modules (or folders) whose tests take longest, longest first, in seconds of one xdist worker on 2 cores
-#: (``make test`` with ``--durations``). The suite runs them first: xdist hands tests out in the collection's
-#: order (``--no-loadscope-reorder``), so a long test handed out last is the run's tail, one core idle. Whole
-#: modules only: a module fixture is set up again wherever its module's tests are split apart.
+#: The modules whose tests take longest, longest first (``make test`` with ``--durations``). The suite runs them
+#: first: xdist hands tests out in the collection's order (``--no-loadscope-reorder``), so a long test handed
+#: out last is the run's tail, one core idle. Whole modules only: a module fixture is set up again wherever its
+#: module's tests are split apart. Only modules that run no local cloud in the test process itself (theirs run
+#: in child processes): a cloud in the test process (tests/faults' session cloud, tests/local/test_patches.py,
+#: test_e2e.py) leaves moto's patches and its server's threads in that process, and the tests that fork or mock
+#: AWS must have run before it, as they do in the collection's order.
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/local/test_scale.py",  # 1,000 children, three failing, then the re-run and a clean run
     "tests/docs/test_documented_commands.py",  # every documented command, in one state folder (one group)
     "tests/bench/test_bench_quick.py",  # bench/run.py --quick (one group)
-    "tests/faults/test_bad_input.py",  # every bad input uploaded to one local cloud (one group)
-    "tests/local/test_e2e.py",
-    "tests/faults/test_faults.py",  # the fault scenario (one group)
     "tests/local/test_demo.py",
     "tests/core/test_variants.py",  # the ivar comparisons
     "tests/cli/test_contract.py",
     "tests/local/test_packaged_app.py",
-    "tests/faults/test_least_privilege.py",  # one group
     "tests/core/test_reduce.py",
     "tests/core/test_lab_metrics.py",  # one group
-    "tests/local/test_clouds_in_one_process.py",
-    "tests/report/test_multiqc.py",
-    "tests/local/test_patches.py",  # one group
 )
 
 
