@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
 .PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
-.PHONY: container-tools image test-image
+.PHONY: container-tools image test-image debian-packages aws-tools
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
@@ -45,11 +45,27 @@ tools:
 	      || echo "warning: could not install$$missing; their tests will skip"; \
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
-# the packages first (apt-get takes one at a time), then the linters and the worker image side by side (both
-# mostly wait on downloads: SAM CLI and checkov from PyPI, Debian's base), then the suite
-test: $(STAMP) tools container-tools
-	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-image
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+# Three steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
+# linters' own venvs (downloads) and the Debian packages (apt-get takes one at a time: one job, in turn);
+# (2) the linters and the worker image (both mostly wait: Debian's base, pip inside the build); (3) the suite,
+# its longest tests started first (tests/conftest.py), in the order of its collection, not reordered by xdist.
+test:
+	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-packages
+	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint test-image
+	$(BIN)/python -m pytest $(SUITE_ARGS) -q
+
+# how the suite is spread over two processes: tests sharing an xdist_group (an expensive module fixture, one
+# local cloud) in one of them; the queue in the collection's order (the longest first)
+SUITE_ARGS := -n 2 --dist loadgroup --no-loadscope-reorder
+
+# the Debian packages the suite uses, one apt-get after the other
+debian-packages:
+	@+$(MAKE) --no-print-directory tools
+	@+$(MAKE) --no-print-directory container-tools
+
+# the linters' pinned tools in venvs of their own (scripts/lint-aws.sh), independent of the project's venv
+aws-tools:
+	scripts/lint-aws.sh --install
 
 # podman, runc and debootstrap: the worker image and container mode; the container tests skip without them.
 container-tools:
@@ -74,7 +90,7 @@ fuzz: $(STAMP)
 	nice -n 15 $(BIN)/python -m tests.fuzz.run --minutes $(FUZZ_MINUTES) --stats fuzz-stats.json
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q -x
+	$(BIN)/python -m pytest $(SUITE_ARGS) -q -x
 
 lint: $(STAMP)
 	$(BIN)/python scripts/import_rules.py

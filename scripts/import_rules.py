@@ -17,6 +17,7 @@ check runs before anything is installed.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,13 +52,35 @@ def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, known: d
             yield base
 
 
+#: the nodes that can hold statements: an import is a statement, so nothing else is walked into
+_HOLDS_STATEMENTS = (ast.Module, ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def import_statements(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a file, wherever it stands, in the file's order."""
+    return _import_statements(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
+def _import_statements(text: str, filename: str) -> list[ast.Import | ast.ImportFrom]:
+    # Cached by the text (each check parses a file once, a changed file again); only the statements are
+    # walked, not the expressions that make up most of a tree: ast.walk over every node took seconds.
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = [ast.parse(text, filename)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        todo += [child for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDS_STATEMENTS)]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
 def import_graph(src: Path) -> dict[str, set[str]]:
     """Module -> the modules of ``src`` it imports."""
     known = modules(src)
     graph: dict[str, set[str]] = {}
     for name, path in known.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        imports = import_statements(path)
         graph[name] = {t for node in imports for t in _imported(name, path, node, known)} - {name}
     return graph
 
@@ -124,10 +147,9 @@ def boto_violations(src: Path) -> list[str]:
     for name, path in modules(src).items():
         if any(_under(name, allowed) for allowed in BOTO_ALLOWED):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node in ast.walk(tree):
+        for node in import_statements(path):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                     else [node.module or ""] if not node.level else [])
             out += [f"{name} imports {n} (only {', '.join(BOTO_ALLOWED)} may)"
                     for n in names if n.split(".")[0] in _BOTO]
     return out

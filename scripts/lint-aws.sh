@@ -35,11 +35,14 @@ install_npm() {
   echo "asl-validator@$ASL_VALIDATOR_VERSION" > "$stamp"
 }
 
-install_all() {
+install_all() {  # the three side by side: each mostly waits on its downloads
   mkdir -p "$TOOLS"
-  install_venv sam aws-sam-cli "$SAM_CLI_VERSION"
-  install_venv checkov checkov "$CHECKOV_VERSION"
-  install_npm
+  local pids=() failed=0
+  install_venv sam aws-sam-cli "$SAM_CLI_VERSION" & pids+=($!)
+  install_venv checkov checkov "$CHECKOV_VERSION" & pids+=($!)
+  install_npm & pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  [[ $failed == 0 ]] || { echo "lint-aws: installing the tools failed (output above)" >&2; exit 1; }
 }
 
 install_all

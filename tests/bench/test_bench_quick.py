@@ -34,7 +34,7 @@ SECTIONS = (
     "## Machine",
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("bench_quick")]  # one worker: one quick bench
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@functools.cache  # loaded once: its parses are cached by each file's text, so src/ is parsed once for all tests
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("import_rules", ROOT / "scripts" / "import_rules.py")
     assert spec is not None and spec.loader is not None

@@ -17,6 +17,9 @@ from seqlake.localcloud.cloud import LocalCloud
 
 from .conftest import put
 
+# one worker: the local cloud with IAM enforced is started once
+pytestmark = pytest.mark.xdist_group("least_privilege")
+
 #: the roles of the template's pieces (logical ids)
 WORKER, START, COMMIT = "WorkerJobRole", "StartRunFunctionRole", "CommitFunctionRole"
 FAILURE = "RecordFailureFunctionRole"
