@@ -114,10 +114,20 @@ class FileRun:
         self.path.unlink(missing_ok=True)
 
 
+def _distinct(keys: I64) -> I64:
+    """The distinct values of sorted runs laid end to end, sorted: a stable sort (timsort merges the runs it
+    finds, O(n log runs)) then the first of each value. numpy 2.4's ``np.unique`` of int64 hashes the values
+    and sorts what remains, ~100x slower here (500,000 keys of two runs: 1.7 s against 16 ms)."""
+    keys.sort(kind="stable")
+    first = np.ones(len(keys), dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    return keys[first]
+
+
 def sum_sorted(parts: Sequence[tuple[I64, Counts]], width: int) -> tuple[I64, npt.NDArray[np.int64]]:
     """Count rows of parts (each with sorted, distinct keys) added up by key; keys sorted. Each part is
     added where its keys fall among all the keys (no key twice in a part: no row adds onto itself)."""
-    keys = np.unique(np.concatenate([k for k, _ in parts])) if parts else np.zeros(0, dtype=np.int64)
+    keys = _distinct(np.concatenate([k for k, _ in parts])) if parts else np.zeros(0, dtype=np.int64)
     counts = np.zeros((len(keys), width), dtype=np.int64)
     for k, c in parts:
         counts[np.searchsorted(keys, k)] += c
