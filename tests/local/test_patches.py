@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import json
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -509,6 +511,47 @@ def test_s3_copies_stay_on_disk(fixture_cloud: Any) -> None:
     s3.complete_multipart_upload(Bucket=bucket, Key="data/parts.bin", UploadId=upload, MultipartUpload={
         "Parts": [{"ETag": e, "PartNumber": n + 1} for n, e in enumerate(etags)]})
     assert s3.get_object(Bucket=bucket, Key="data/parts.bin")["Body"].read() == body
+
+
+def test_a_repeated_complete_waits_and_gets_the_object(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patch 12: a CompleteMultipartUpload sent again while the first still joins the parts (a client's retry
+    after its read timeout) waits for it and gets the same object, not the parts the first has closed."""
+    from moto.s3.models import s3_backends
+
+    s3, bucket = fixture_cloud.client("s3"), fixture_cloud.bucket
+    parts = [bytes([7]) * (5 << 20), b"tail"]
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="data/twice.bin")["UploadId"]
+    etags = [s3.upload_part(Bucket=bucket, Key="data/twice.bin", UploadId=upload, PartNumber=n + 1,
+                            Body=body)["ETag"] for n, body in enumerate(parts)]
+    joining = threading.Event()
+    slow_chunks = patches.key_chunks
+
+    def slowly(key: Any) -> Iterator[bytes]:  # the first request still joining when the second comes
+        joining.set()
+        time.sleep(0.3)
+        yield from slow_chunks(key)
+
+    monkeypatch.setattr(patches, "key_chunks", slowly)
+    backend = s3_backends[ACCOUNT]["aws"]
+    made: list[Any] = []
+    failed: list[BaseException] = []
+
+    def complete() -> None:
+        try:
+            made.append(backend.complete_multipart_upload(bucket, upload, iter([(1, etags[0]), (2, etags[1])])))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    first = threading.Thread(target=complete)
+    first.start()
+    assert joining.wait(10)
+    second = threading.Thread(target=complete)
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert not failed, failed
+    assert len(made) == 2 and made[0].etag == made[1].etag
+    assert s3.get_object(Bucket=bucket, Key="data/twice.bin")["Body"].read() == b"".join(parts)
 
 
 def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any) -> None:

@@ -60,7 +60,12 @@ in the same process are unaffected.
     class holds the request), so each uploaded part stayed in memory until the garbage collector ran,
     which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts). A copy
     (CopyObject, UploadPartCopy) read its source whole into memory and sliced it: here the source (or its
-    range) is copied into a spool a MiB at a time, which the new key or part adopts.
+    range) is copied into a spool a MiB at a time, which the new key or part adopts. Completing one upload
+    is one at a time: a client whose CompleteMultipartUpload outlasts its read timeout sends it again while
+    the first still copies the parts (AWS keeps such a connection open with whitespace; botocore retries
+    here), and the second read the parts the first had just closed (HTTP 500, a 10.9 GB upload failed
+    eight times). The second now waits for the first and is answered as AWS answers a repeated complete:
+    the completed object (moto's own check for a repeat, which a concurrent one slipped past).
 13. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's requests only:
     ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a request's identity
     policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
@@ -513,8 +518,35 @@ def _key_response(self: S3Response, request: Any, full_url: str, headers: Any) -
         self.body = self.raw_body = b""
 
 
+_original_complete_upload = S3Backend.complete_multipart_upload
+#: one lock per upload being completed (:func:`_complete_upload`), dropped once it is complete (a request that
+#: comes later finds the object made)
+_completing: dict[str, threading.Lock] = {}
+_completing_guard = threading.Lock()
+
+
+def _complete_upload(self: Any, bucket_name: str, multipart_id: str, body: Iterator[tuple[int, str]]) -> Any:
+    """moto's ``complete_multipart_upload``, one request of an upload at a time; a request that waited for
+    another's completion gets the object it made (a repeated complete, as on AWS)."""
+    with _completing_guard:
+        lock = _completing.setdefault(multipart_id, threading.Lock())
+    with lock:
+        bucket = self.get_bucket(bucket_name)
+        if multipart_id not in bucket.multiparts:
+            done = next((k for k in bucket.keys.values()
+                         if k.multipart is not None and k.multipart.id == multipart_id), None)
+            if done is not None:
+                return done
+        key = _original_complete_upload(self, bucket_name, multipart_id, body)
+    with _completing_guard:
+        if multipart_id not in bucket.multiparts:
+            _completing.pop(multipart_id, None)
+    return key
+
+
 def _patch_s3_spooled_bodies() -> None:
     FakeMultipart.complete = _complete_multipart
+    S3Backend.complete_multipart_upload = _complete_upload
     S3Backend.copy_object = _copy_object
     S3Backend.upload_part_copy = _upload_part_copy
     FakeKey.value = property(FakeKey.value.fget, _set_value)
