@@ -170,9 +170,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
            f"default {_DEFAULTS.min_length})", "N", int),
     Option("--primer-bed", "amplicon mode: a primer scheme BED (e.g. ARTIC V3; path or s3:// URI) whose primers "
            "are soft-clipped before variants and consensus are called (samtools ampliconclip)", "BED"),
-    Option("--no-allele-counts", "count no alleles: no variants, consensus or amplicon depth (a shard's counts "
-           "hold about 1.5 KB per reference position its reads touch: needed above a few Mb of genome until "
-           "counts spill by region; see the README's limits)", action="store_true", default=False),
+    Option("--no-allele-counts", "count no alleles: no variants, consensus or amplicon depth (counting is most "
+           "of a big genome's child CPU and spills to its disk; see the README's limits)",
+           action="store_true", default=False),
     Option("--preset", "minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
            "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
 )}

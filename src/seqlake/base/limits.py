@@ -74,35 +74,25 @@ S3_SCALE_LATENCY_MS = Limit(
 )
 
 # ---------------------------------------------------------------- a Batch child's own budget
-_BATCH_JOB_MEMORY = "https://docs.aws.amazon.com/batch/latest/APIReference/API_ResourceRequirement.html"
+#: what each of a child's own budgets stands under (the quote, then where it is said)
+_BATCH_JOB_MEMORY = (
+    "MEMORY: the hard limit (in MiB) of memory to present to the container; if the container attempts to "
+    "exceed it, the container is killed",
+    "https://docs.aws.amazon.com/batch/latest/APIReference/API_ResourceRequirement.html",
+)
 #: allele count rows (one per sample and touched reference position, ~264 bytes each while counted) a child
 #: holds before it spills them, sorted, to a run on its local disk (:mod:`seqlake.child.spill`): with the
 #: batch being added and a fold's copies, the counts then take ~0.4 GB at their peak, far under the child
 #: job's memory (7,680 MiB by default), whatever the genome and the shard; a hard limit: a job over its
 #: memory is killed
-CHILD_ALLELE_ROWS = Limit(
-    1 << 19,
-    "MEMORY: the hard limit (in MiB) of memory to present to the container; if the container attempts to "
-    "exceed it, the container is killed",
-    _BATCH_JOB_MEMORY,
-)
+CHILD_ALLELE_ROWS = Limit(1 << 19, *_BATCH_JOB_MEMORY)
 #: positions one counting of alignment rows spans at most (:meth:`seqlake.child.pileup.AlleleAccumulator.add`):
 #: a chunk whose rows reach more is counted in pieces of whole pairs; its histogram costs ~384 bytes per
 #: position (~100 MB), where a 4 MB chunk's could reach 3 M positions (1.2 GB)
-CHILD_BATCH_BASES = Limit(
-    1 << 18,
-    "MEMORY: the hard limit (in MiB) of memory to present to the container; if the container attempts to "
-    "exceed it, the container is killed",
-    _BATCH_JOB_MEMORY,
-)
+CHILD_BATCH_BASES = Limit(1 << 18, *_BATCH_JOB_MEMORY)
 #: rows of merged allele counts a child makes at once when it writes its positions object (the sorted runs'
 #: rows of one window of keys, added up; one record batch of a region's stream): ~60 MB in Arrow
-CHILD_MERGE_ROWS = Limit(
-    1 << 18,
-    "MEMORY: the hard limit (in MiB) of memory to present to the container; if the container attempts to "
-    "exceed it, the container is killed",
-    _BATCH_JOB_MEMORY,
-)
+CHILD_MERGE_ROWS = Limit(1 << 18, *_BATCH_JOB_MEMORY)
 
 ALL: tuple[Limit, ...] = (
     SFN_PAYLOAD,
