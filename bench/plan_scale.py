@@ -74,27 +74,28 @@ def _request_kind(method: str, path: str, query: str, ranged: bool) -> str:
 
 
 @contextlib.contextmanager
-def _counting_s3_requests() -> Iterator[collections.Counter[str]]:
-    """Meanwhile, every S3 request moto's server in this process answers, counted by kind (the plan's own:
-    nothing else runs)."""
-    from moto.s3.responses import S3Response
+def _counting_s3_requests(bucket: str) -> Iterator[collections.Counter[str]]:
+    """Meanwhile, every request to ``bucket`` the local cloud's server in this process answers, counted by
+    kind (the plan's own: nothing else runs), whether moto or the server's direct route answers it."""
+    from seqlake.localcloud.http_server import KeepAliveHandler
 
     counts: collections.Counter[str] = collections.Counter()
-    patched = S3Response.setup_class
+    patched = KeepAliveHandler.run_wsgi
     lock = threading.Lock()
 
-    def counted(self: Any, request: Any, full_url: str | None = None, headers: Any = None) -> None:
-        url = urllib.parse.urlsplit(full_url or request.url)
-        kind = _request_kind(request.method, url.path, url.query, request.headers.get("Range") is not None)
-        with lock:
-            counts[kind] += 1
-        patched(self, request, full_url, headers)
+    def counted(self: Any) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == f"/{bucket}" or url.path.startswith(f"/{bucket}/"):
+            kind = _request_kind(self.command, url.path, url.query, self.headers.get("Range") is not None)
+            with lock:
+                counts[kind] += 1
+        patched(self)
 
-    S3Response.setup_class = counted  # type: ignore[method-assign]
+    KeepAliveHandler.run_wsgi = counted  # type: ignore[method-assign]
     try:
         yield counts
     finally:
-        S3Response.setup_class = patched  # type: ignore[method-assign]
+        KeepAliveHandler.run_wsgi = patched  # type: ignore[method-assign]
 
 
 def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
         # one attempt, waited for as long as the function may run (the client's default gives up after 60 s)
         client = boto3.client("lambda", endpoint_url=cloud.endpoint, region_name=REGION,
                               config=Config(read_timeout=900, retries={"total_max_attempts": 1}))
-        with _counting_s3_requests() as requests:
+        with _counting_s3_requests(cloud.bucket) as requests:
             response = client.invoke(FunctionName=function, Payload=json.dumps(
                 {"execution": execution.to_dict(), "execution_name": run_id}))
         wall = time.monotonic() - t0
