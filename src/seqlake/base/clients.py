@@ -114,6 +114,11 @@ def reset() -> None:
 
 #: a response to a ranged GET that carries the bytes asked for (the whole object when S3 ignores the range)
 _GOT = (200, 206)
+#: SHA-256 of no bytes: the payload digest botocore signs for a GET (over HTTPS too: the request has no checksum)
+_EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#: header names as botocore sends them (some servers, moto among them, look some up case-sensitively)
+_SENT_AS = {"range": "Range", "x-amz-content-sha256": "X-Amz-Content-SHA256", "x-amz-date": "X-Amz-Date",
+            "x-amz-security-token": "X-Amz-Security-Token", "authorization": "Authorization"}
 #: environment variables that send botocore's requests through a proxy (the lean GET then is not used)
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 
@@ -138,6 +143,8 @@ class RangedGets:
         self._s3, self._credentials = s3, credentials
         self._region = s3.meta.region_name
         self._bases: dict[str, tuple[Any, str, str]] = {}
+        #: the SigV4 signing key of each (secret key, day)
+        self._keys: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
         ca = os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
         self._pools = urllib3.PoolManager(num_pools=16, maxsize=MAX_PARALLEL_REQUESTS, block=False, retries=False,
@@ -169,19 +176,54 @@ class RangedGets:
         """Bytes ``start``..``end`` (inclusive) of the object, as ``get_object(Range=...)`` returns them."""
         import urllib.parse
 
-        from botocore.auth import S3SigV4Auth
-        from botocore.awsrequest import AWSRequest
+        from botocore.awsrequest import AWSPreparedRequest
 
         pool, origin, prefix = self._base(bucket)
         path = prefix + urllib.parse.quote(key, safe="/~")
-        request = AWSRequest(method="GET", url=origin + path, headers={"Range": f"bytes={start}-{end}"})
-        S3SigV4Auth(self._credentials.get_frozen_credentials(), "s3", self._region).add_auth(request)
-        prepared = request.prepare()
+        headers = self.signed(origin, path, f"bytes={start}-{end}")
+        prepared = AWSPreparedRequest("GET", origin + path, headers, None, True)
         data = self._sent(pool, path, prepared)
         if data is None:  # botocore's own call: its retries and its errors
             body: bytes = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
             return body
         return data
+
+    def signed(self, origin: str, path: str, byte_range: str, when: datetime.datetime | None = None) -> dict[str, str]:
+        """The headers of a GET of ``origin + path`` (``path`` as sent: URI-encoded) for ``byte_range``, signed
+        as botocore's ``S3SigV4Auth`` signs them (the same canonical request: host, range and the ``x-amz-``
+        headers, the empty body's digest) with the day's signing key derived once, not four HMACs a request."""
+        import hashlib
+        import hmac
+
+        creds = self._credentials.get_frozen_credentials()
+        stamp = (when or datetime.datetime.now(datetime.UTC)).strftime("%Y%m%dT%H%M%SZ")
+        payload = _EMPTY_SHA256
+        host = origin.split("://", 1)[1]
+        headers = {"host": host, "range": byte_range, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+        if creds.token:
+            headers["x-amz-security-token"] = creds.token
+        names = ";".join(headers)  # already in sorted order
+        canonical = "\n".join(["GET", path, "", *(f"{k}:{' '.join(v.split())}" for k, v in headers.items()), "",
+                               names, payload])
+        scope = f"{stamp[:8]}/{self._region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        signature = hmac.new(self._signing_key(creds.secret_key, stamp[:8]), to_sign.encode(), hashlib.sha256)
+        headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={names}, "
+                                    f"Signature={signature.hexdigest()}")
+        del headers["host"]  # the connection sends it
+        return {_SENT_AS.get(k, k): v for k, v in headers.items()}
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        import hashlib
+        import hmac
+
+        found = self._keys.get((secret, day))
+        if found is None:
+            key = ("AWS4" + secret).encode()
+            for part in (day, self._region, "s3", "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            found = self._keys[(secret, day)] = key
+        return found
 
     def _sent(self, pool: Any, path: str, prepared: Any) -> bytes | None:
         """The body of a 200 or 206 answer, or None (another answer, or no answer)."""
