@@ -132,7 +132,8 @@ class S3RangeReader(io.RawIOBase):
         if lean is not None:
             data = lean.get(self._bucket, self._key, start, end)
         else:
-            data = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-{end}")["Body"].read()
+            resp = s3_client().get_object(Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-{end}")
+            data = resp["Body"].read()
         self.requests += 1
         self.fetched += len(data)
         return data

@@ -1084,38 +1084,16 @@ def answer_get_object(method: str, path: str, headers: Any) -> tuple[int, dict[s
     builds them, and the range as patch 2 cuts it. An object moto would answer otherwise (a missing key, a
     bucket with a policy, CORS or logging, an archived or deleted version, a range it would refuse) goes to
     moto; so does a refused request, whose error moto then raises (once: :data:`_replayed`)."""
-    if method != "GET" or "?" in path or HOOKS.authorize is None:
+    found = _plain_object(method, path, headers)
+    if found is None:
         return None
-    names = {str(k).lower() for k in headers}
-    if not names <= _PLAIN_GET_HEADERS or "authorization" not in names or headers.get("Content-Length", "0") != "0":
-        return None
-    carrier = types.SimpleNamespace(headers=headers)
-    if not _authorized_here(carrier) or not str(headers.get("Authorization")).startswith("AWS4-HMAC-SHA256 "):
-        return None
-    bucket_name, _, key_name = urllib.parse.unquote(path).lstrip("/").partition("/")
-    access_key = _ACCESS_KEY.search(str(headers.get("Authorization")))
-    if not key_name or access_key is None:
-        return None
-    from moto.iam.models import get_account_id_from
-
-    from moto.utilities.utils import get_partition
-
-    account = os.environ.get("MOTO_ACCOUNT_ID") or get_account_id_from(access_key.group(1))
-    backend = _s3.s3_backends[account][get_partition(access_key.group(2))]
-    bucket = backend.buckets.get(bucket_name)
-    if bucket is None or bucket.policy or bucket.cors or bucket.logging:
-        return None
-    key = bucket.keys.get(key_name)
-    if not isinstance(key, FakeKey) or key.storage_class != "STANDARD":
-        return None
-    span = _one_range(headers.get("Range"), key.size)
-    if span is None:
-        return None
+    account, resource, key, span = found
     iam_request = _access_control.S3IAMRequest(account_id=account, method="GET", path=path, data={}, body=b"",
                                                 headers=headers, action="GetObject")
     try:
         iam_request.check_signature()
-        HOOKS.authorize(iam_request, f"arn:{bucket.partition}:s3:::{bucket_name}/{key_name}")
+        assert HOOKS.authorize is not None
+        HOOKS.authorize(iam_request, resource)
     except Exception as refused:
         _replayed.error = refused
         return None
@@ -1124,25 +1102,51 @@ def answer_get_object(method: str, path: str, headers: Any) -> tuple[int, dict[s
         _sleep(delay)
     answer = {} if key.version_id == "null" else {"x-amz-version-id": key.version_id}
     answer.update({**key.response_dict, **key.metadata, "Accept-Ranges": "bytes"})
-    if span is True:
-        return 200, answer, bytes(_KeyView(key)[0 : key.size]) if key.size <= _KeyRange.CHUNK else iter(
-            _KeyView(key)[0 : key.size])
-    start, stop = span
-    answer["content-range"] = f"bytes {start}-{stop - 1}/{key.size}"
-    answer["content-length"] = str(stop - start)
+    start, stop, ranged = span
+    if ranged:
+        answer["content-range"] = f"bytes {start}-{stop - 1}/{key.size}"
+        answer["content-length"] = str(stop - start)
     piece = _KeyView(key)[start:stop]
-    return 206, answer, bytes(piece) if stop - start <= _KeyRange.CHUNK else iter(piece)
+    return 206 if ranged else 200, answer, bytes(piece) if stop - start <= _KeyRange.CHUNK else iter(piece)
+
+
+def _plain_object(method: str, path: str, headers: Any) -> tuple[str, str, Any, tuple[int, int, bool]] | None:
+    """For a plain GET (:func:`answer_get_object`) of an object moto would serve as it is: the account, the
+    object's ARN, its key and the span asked for; None for anything else."""
+    names = {str(k).lower() for k in headers}
+    plain = (method == "GET" and "?" not in path and HOOKS.authorize is not None and names <= _PLAIN_GET_HEADERS
+             and headers.get("Content-Length", "0") == "0"
+             and str(headers.get("Authorization")).startswith("AWS4-HMAC-SHA256 ")
+             and _authorized_here(types.SimpleNamespace(headers=headers)))
+    signer = _ACCESS_KEY.search(str(headers.get("Authorization"))) if plain else None
+    bucket_name, _, key_name = urllib.parse.unquote(path).lstrip("/").partition("/")
+    if signer is None or not key_name:
+        return None
+    from moto.iam.models import get_account_id_from
+    from moto.utilities.utils import get_partition
+
+    account = os.environ.get("MOTO_ACCOUNT_ID") or get_account_id_from(signer.group(1))
+    bucket = _s3.s3_backends[account][get_partition(signer.group(2))].buckets.get(bucket_name)
+    if bucket is None or bucket.policy or bucket.cors or bucket.logging:
+        return None
+    key = bucket.keys.get(key_name)
+    if not isinstance(key, FakeKey) or key.storage_class != "STANDARD":
+        return None
+    span = _one_range(headers.get("Range"), key.size)
+    if span is None:
+        return None
+    return account, f"arn:{bucket.partition}:s3:::{bucket_name}/{key_name}", key, span
 
 
 #: the access key and region of a SigV4 ``Authorization`` header
 _ACCESS_KEY = re.compile(r"Credential=([^/]+)/[^/]*/([^/]+)/")
 
 
-def _one_range(value: Any, size: int) -> tuple[int, int] | bool | None:
-    """``bytes=a-b`` or ``bytes=a-`` as the half-open span moto answers with 206 (True: no range, the whole
-    object; None: any other range, for moto to answer or refuse)."""
+def _one_range(value: Any, size: int) -> tuple[int, int, bool] | None:
+    """The half-open span to send and whether it is a range (206): ``bytes=a-b`` or ``bytes=a-`` as moto cuts
+    them, no range the whole object (200); None for any other range, for moto to answer or refuse."""
     if not value:
-        return True
+        return 0, size, False
     text = str(value)
     if not text.startswith("bytes=") or "," in text:
         return None
@@ -1153,7 +1157,7 @@ def _one_range(value: Any, size: int) -> tuple[int, int] | bool | None:
     stop = min(size, int(last) + 1) if last else size
     if start >= stop:
         return None
-    return start, stop
+    return start, stop, True
 
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
