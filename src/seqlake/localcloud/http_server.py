@@ -95,7 +95,7 @@ class KeepAliveHandler(MotoRequestHandler):
         if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         direct = patches.answer_get_object(self.command, self.path, self.headers)
-        if direct is not None:  # a plain GetObject: answered without the web framework (patch 14)
+        if direct is not None:  # a plain GetObject: answered without the web framework (patch 15)
             self._answer(*direct)
             return
         self.environ = environ = self.make_environ()
