@@ -143,8 +143,6 @@ class RangedGets:
         self._s3, self._credentials = s3, credentials
         self._region = s3.meta.region_name
         self._bases: dict[str, tuple[Any, str, str]] = {}
-        #: the SigV4 signing key of each (secret key, day)
-        self._keys: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
         ca = os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
         self._pools = urllib3.PoolManager(num_pools=16, maxsize=MAX_PARALLEL_REQUESTS, block=False, retries=False,
@@ -207,23 +205,12 @@ class RangedGets:
                                names, payload])
         scope = f"{stamp[:8]}/{self._region}/s3/aws4_request"
         to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        signature = hmac.new(self._signing_key(creds.secret_key, stamp[:8]), to_sign.encode(), hashlib.sha256)
+        signature = hmac.new(signing_key(creds.secret_key, stamp[:8], self._region, "s3"), to_sign.encode(),
+                             hashlib.sha256)
         headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={names}, "
                                     f"Signature={signature.hexdigest()}")
         del headers["host"]  # the connection sends it
         return {_SENT_AS.get(k, k): v for k, v in headers.items()}
-
-    def _signing_key(self, secret: str, day: str) -> bytes:
-        import hashlib
-        import hmac
-
-        found = self._keys.get((secret, day))
-        if found is None:
-            key = ("AWS4" + secret).encode()
-            for part in (day, self._region, "s3", "aws4_request"):
-                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-            found = self._keys[(secret, day)] = key
-        return found
 
     def _sent(self, pool: Any, path: str, prepared: Any) -> bytes | None:
         """The body of a 200 or 206 answer, or None (another answer, or no answer)."""
@@ -239,6 +226,18 @@ class RangedGets:
         except urllib3.exceptions.HTTPError:
             return None
         return bytes(response.data) if response.status in _GOT else None
+
+
+@functools.lru_cache(maxsize=64)
+def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
+    """SigV4's signing key of a secret key for a day (``YYYYMMDD``), region and service: four HMACs, once."""
+    import hashlib
+    import hmac
+
+    key = ("AWS4" + secret).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
 
 
 _ranged: dict[tuple[int, str | None], RangedGets] = {}

@@ -111,7 +111,7 @@ from typing import Any
 import botocore
 import botocore.session
 
-from seqlake.base import limits
+from seqlake.base import clients, limits
 from seqlake.localcloud import botocore_loader
 
 MOTO_VERSION = "5.2.5"
@@ -1141,7 +1141,7 @@ def _signed_as_claimed(iam_request: Any, path: str, headers: Any) -> bool:
     canonical = "\n".join(["GET", path, "", *lines, "", ";".join(signed), str(headers.get("X-Amz-Content-SHA256"))])
     to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
     secret = iam_request._access_key.create_credentials().secret_key
-    key = _signing_key(secret, day, region, service)
+    key = clients.signing_key(secret, day, region, service)
     expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, _between(authorization, "Signature=", ","))
 
@@ -1149,14 +1149,6 @@ def _signed_as_claimed(iam_request: Any, path: str, headers: Any) -> bool:
 def _between(text: str, start: str, end: str) -> str:
     """What follows ``start`` in ``text`` up to ``end`` (or its end), as moto reads the ``Authorization`` header."""
     return text.partition(start)[2].partition(end)[0].strip()
-
-
-@functools.lru_cache(maxsize=64)
-def _signing_key(secret: str, day: str, region: str, service: str) -> bytes:
-    key = ("AWS4" + secret).encode()
-    for part in (day, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
 
 
 def _plain_object(method: str, path: str, headers: Any) -> tuple[str, str, Any, tuple[int, int, bool]] | None:
