@@ -272,6 +272,22 @@ def test_a_ranged_get_skips_botocores_call_and_keeps_its_answers(s3: str) -> Non
     with pytest.raises(ClientError, match="NoSuchKey"):
         gets.get(BUCKET, "in/missing.bin", 0, 10)
     assert calls[-1] == "GetObject"
+    # a redirect (a bucket in another region): that GET and the bucket's next ones are botocore's
+    from botocore.awsrequest import AWSResponse
+
+    lean: list[str] = []
+
+    def moved(request: object, **_: object) -> object:
+        if "amz-sdk-invocation-id" in getattr(request, "headers", {}):  # botocore's own call: moto answers
+            return None
+        lean.append(str(getattr(request, "url", "")))
+        return AWSResponse(str(getattr(request, "url", "")), 301, {}, io.BytesIO(b""))
+
+    storage.s3_client().meta.events.register_first("before-send.s3.GetObject", moved)
+    gets._declined.clear()
+    calls.clear()
+    assert gets.get(BUCKET, "in/x.bin", 0, 99) == body[:100] and gets.get(BUCKET, "in/x.bin", 100, 199) == body[100:200]
+    assert len(lean) == 1 and calls == ["GetObject", "GetObject"]
 
 
 def _concatenated(base: str, tmp_path: Path) -> tuple[list[storage.Source], bytes]:

@@ -114,6 +114,10 @@ def reset() -> None:
 
 #: a response to a ranged GET that carries the bytes asked for (the whole object when S3 ignores the range)
 _GOT = (200, 206)
+#: answers after which a bucket's GETs are left to botocore: a redirect or a bad request (a bucket in another
+#: region than the client's, which botocore's redirector handles), a refusal (a signature this path did not
+#: make as S3 wants it); an error of one object (404) or of the moment (5xx, a throttle) is not one of them
+_DECLINED = frozenset({301, 307, 400, 403})
 #: SHA-256 of no bytes: the payload digest botocore signs for a GET (over HTTPS too: the request has no checksum)
 _EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #: header names as botocore sends them (some servers, moto among them, look some up case-sensitively)
@@ -143,6 +147,8 @@ class RangedGets:
         self._s3, self._credentials = s3, credentials
         self._region = s3.meta.region_name
         self._bases: dict[str, tuple[Any, str, str]] = {}
+        #: buckets whose GETs are botocore's (:data:`_DECLINED`)
+        self._declined: set[str] = set()
         self._lock = threading.Lock()
         ca = os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
         self._pools = urllib3.PoolManager(num_pools=16, maxsize=MAX_PARALLEL_REQUESTS, block=False, retries=False,
@@ -176,15 +182,18 @@ class RangedGets:
 
         from botocore.awsrequest import AWSPreparedRequest
 
-        pool, origin, prefix = self._base(bucket)
-        path = prefix + urllib.parse.quote(key, safe="/~")
-        headers = self.signed(origin, path, f"bytes={start}-{end}")
-        prepared = AWSPreparedRequest("GET", origin + path, headers, None, True)
-        data = self._sent(pool, path, prepared)
-        if data is None:  # botocore's own call: its retries and its errors
-            body: bytes = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
-            return body
-        return data
+        if bucket not in self._declined:
+            pool, origin, prefix = self._base(bucket)
+            path = prefix + urllib.parse.quote(key, safe="/~")
+            headers = self.signed(origin, path, f"bytes={start}-{end}")
+            data, status = self._sent(pool, path, AWSPreparedRequest("GET", origin + path, headers, None, True))
+            if data is not None:
+                return data
+            if status in _DECLINED:
+                self._declined.add(bucket)
+        # botocore's own call: its retries, its redirects and its errors
+        body: bytes = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
+        return body
 
     def signed(self, origin: str, path: str, byte_range: str, when: datetime.datetime | None = None) -> dict[str, str]:
         """The headers of a GET of ``origin + path`` (``path`` as sent: URI-encoded) for ``byte_range``, signed
@@ -212,20 +221,20 @@ class RangedGets:
         del headers["host"]  # the connection sends it
         return {_SENT_AS.get(k, k): v for k, v in headers.items()}
 
-    def _sent(self, pool: Any, path: str, prepared: Any) -> bytes | None:
-        """The body of a 200 or 206 answer, or None (another answer, or no answer)."""
+    def _sent(self, pool: Any, path: str, prepared: Any) -> tuple[bytes | None, int | None]:
+        """The body of a 200 or 206 answer (else None) and the answer's status (None: no answer)."""
         import urllib3
 
         for answer in self._events.emit("before-send.s3.GetObject", request=prepared):
             if answer[1] is not None:  # answered by a hook (moto's mock)
                 got = answer[1]
-                return bytes(got.content) if got.status_code in _GOT else None
+                return (bytes(got.content) if got.status_code in _GOT else None), got.status_code
         try:
             response = pool.urlopen("GET", path, headers=dict(prepared.headers), retries=False, redirect=False,
                                     assert_same_host=False, preload_content=True)
         except urllib3.exceptions.HTTPError:
-            return None
-        return bytes(response.data) if response.status in _GOT else None
+            return None, None
+        return (bytes(response.data) if response.status in _GOT else None), response.status
 
 
 @functools.lru_cache(maxsize=64)
