@@ -37,6 +37,8 @@ import scale
 REPO = Path(__file__).resolve().parents[1]
 #: the issue's bar: 10,000 samples planned in under this many seconds at 20 ms of S3 latency
 PLAN_SECONDS_BAR = 60.0
+#: clock ticks a second (``/proc/<pid>/stat`` counts CPU time in them)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 REPORT = re.compile(r"Duration: ([\d.]+) ms\t.*Memory Size: (\d+) MB(?:\tMax Memory Used: (\d+) MB)?")
 
 
@@ -74,27 +76,58 @@ def _request_kind(method: str, path: str, query: str, ranged: bool) -> str:
 
 
 @contextlib.contextmanager
-def _counting_s3_requests() -> Iterator[collections.Counter[str]]:
-    """Meanwhile, every S3 request moto's server in this process answers, counted by kind (the plan's own:
-    nothing else runs)."""
-    from moto.s3.responses import S3Response
+def _counting_s3_requests(bucket: str) -> Iterator[collections.Counter[str]]:
+    """Meanwhile, every request to ``bucket`` the local cloud's server in this process answers, counted by
+    kind (the plan's own: nothing else runs), whether moto or the server's direct route answers it."""
+    from seqlake.localcloud.http_server import KeepAliveHandler
 
     counts: collections.Counter[str] = collections.Counter()
-    patched = S3Response.setup_class
+    patched = KeepAliveHandler.run_wsgi
     lock = threading.Lock()
 
-    def counted(self: Any, request: Any, full_url: str | None = None, headers: Any = None) -> None:
-        url = urllib.parse.urlsplit(full_url or request.url)
-        kind = _request_kind(request.method, url.path, url.query, request.headers.get("Range") is not None)
-        with lock:
-            counts[kind] += 1
-        patched(self, request, full_url, headers)
+    def counted(self: Any) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == f"/{bucket}" or url.path.startswith(f"/{bucket}/"):
+            kind = _request_kind(self.command, url.path, url.query, self.headers.get("Range") is not None)
+            with lock:
+                counts[kind] += 1
+        patched(self)
 
-    S3Response.setup_class = counted  # type: ignore[method-assign]
+    KeepAliveHandler.run_wsgi = counted  # type: ignore[method-assign]
     try:
         yield counts
     finally:
-        S3Response.setup_class = patched  # type: ignore[method-assign]
+        KeepAliveHandler.run_wsgi = patched  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _watching_cpu(launcher: Any, function: str) -> Iterator[list[float]]:
+    """Meanwhile, the CPU seconds (user and system, every thread) of the process the launcher starts for an
+    invocation of ``function``, read from ``/proc`` every 50 ms until it ends (its last reading: at most 50 ms
+    short). The process is forked by the local cloud's fork server, so no ``wait`` of ours accounts for it."""
+    seen: list[float] = []
+    start = launcher.start
+
+    def watch(pid: int) -> None:
+        while True:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                return
+            seen[:] = [(int(fields[11]) + int(fields[12])) / CLOCK_TICKS]
+            time.sleep(0.05)
+
+    def started(program: Any) -> Any:
+        child = start(program)
+        if program.env.get("AWS_LAMBDA_FUNCTION_NAME") == function:
+            threading.Thread(target=watch, args=(child.pid,), daemon=True).start()
+        return child
+
+    launcher.start = started
+    try:
+        yield seen
+    finally:
+        launcher.start = start
 
 
 def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
@@ -135,7 +168,8 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
         # one attempt, waited for as long as the function may run (the client's default gives up after 60 s)
         client = boto3.client("lambda", endpoint_url=cloud.endpoint, region_name=REGION,
                               config=Config(read_timeout=900, retries={"total_max_attempts": 1}))
-        with _counting_s3_requests() as requests:
+        watching = _watching_cpu(cloud.lambdas.launcher, function)
+        with _counting_s3_requests(cloud.bucket) as requests, watching as plan_cpu:
             response = client.invoke(FunctionName=function, Payload=json.dumps(
                 {"execution": execution.to_dict(), "execution_name": run_id}))
         wall = time.monotonic() - t0
@@ -156,6 +190,9 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
             # this process's CPU meanwhile: the local cloud's server answering the plan's requests (its other
             # threads idle), per request; less bent by the machine's load than the seconds
             "server_cpu_ms_per_request": round(1000 * _cpu(cpu_after, cpu_before) / max(1, sum(requests.values())), 2),
+            "server_cpu_seconds": round(_cpu(cpu_after, cpu_before), 2),
+            # the plan Lambda's own process (on AWS the CPU that counts: the server's is S3's)
+            "plan_cpu_seconds": round(plan_cpu[-1], 2) if plan_cpu else None,
             # the machine's 1-minute load average before and after the invocation (2 cores: above 2, the
             # plan shared them with other work, and its seconds are longer for it)
             "load_average": [round(load_before, 2), round(load_after, 2)]}
@@ -166,23 +203,28 @@ def _cpu(after: resource.struct_rusage, before: resource.struct_rusage) -> float
 
 
 def section(work: Path) -> list[str]:
-    """BENCHMARKS.md's lines on the plan runs saved in ``work`` (``plan-*.json``), with the issue's bar."""
+    """BENCHMARKS.md's lines on the plan runs saved in ``work`` (``plan-*.json``), with the issue's bar (over the
+    runs that are not a ``baseline``: another checkout's, run beside them) and the ratios of each pair."""
     results = [json.loads(p.read_text()) for p in sorted(work.glob("plan-*.json"))]
     if not results:
         return []
     lines = ["", "## Scale: the plan of many samples (`bench/plan_scale.py`)", "",
              "The plan Lambda on a request of N paired samples (the demo reads dealt out), S3 latency on; seconds",
-             "and memory from its REPORT line.", "",
+             "and memory from its REPORT line; CPU seconds of the plan's process and of the local cloud's server.", "",
              "| samples | input files | latency (ms) | children | plan (s) | Max Memory Used (MB) | of (MB) "
-             "| S3 requests a sample | server CPU a request (ms) | load average | measured |",
-             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
+             "| S3 requests a sample | plan CPU (s) | server CPU (s) | server CPU a request (ms) | load average "
+             "| measured |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|"]
     for r in results:
         per_sample = ", ".join(f"{k} {v:g}" for k, v in r.get("s3_requests_per_sample", {}).items())
         load = " / ".join(str(x) for x in r.get("load_average", []))
+        measured = r.get("measured", "") + (f" ({r['baseline']})" if r.get("baseline") else "")
         lines.append(f"| {r['samples']:,} | {r['inputs']:,} | {r['latency_ms']} | {r['children']:,} "
                      f"| {r['plan_seconds']} | {r['max_memory_used_mb'] or ''} | {r['memory_size_mb']} "
-                     f"| {per_sample} | {r.get('server_cpu_ms_per_request', '')} | {load} | {r.get('measured', '')} |")
-    big = [r for r in results if r["samples"] >= 10_000 and r["latency_ms"] >= 20]
+                     f"| {per_sample} | {_cell(r.get('plan_cpu_seconds'))} | {_cell(r.get('server_cpu_seconds'))} "
+                     f"| {r.get('server_cpu_ms_per_request', '')} | {load} | {measured} |")
+    lines += _pair_ratios(results)
+    big = [r for r in results if r["samples"] >= 10_000 and r["latency_ms"] >= 20 and not r.get("baseline")]
     if big:
         worst = max(r["plan_seconds"] for r in big)
         met = "met" if worst < PLAN_SECONDS_BAR else "**not met**"
@@ -190,13 +232,40 @@ def section(work: Path) -> list[str]:
     return lines
 
 
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _pair_ratios(results: list[dict[str, Any]]) -> list[str]:
+    """Runs given a ``pair`` number (a baseline and a run beside it, interleaved): each pair's ratios."""
+    pairs: dict[tuple[int, int], dict[bool, dict[str, Any]]] = collections.defaultdict(dict)
+    for r in results:
+        if r.get("pair") is not None:
+            pairs[(r["samples"], r["pair"])][bool(r.get("baseline"))] = r
+    lines = []
+    for (samples, pair), both in sorted(pairs.items()):
+        if len(both) != 2:
+            continue
+        new, old = both[False], both[True]
+        ratios = [f"{name} {new[k] / old[k]:.2f}x" for name, k in (
+            ("plan seconds", "plan_seconds"), ("plan CPU", "plan_cpu_seconds"), ("server CPU", "server_cpu_seconds"))
+                  if new.get(k) and old.get(k)]
+        lines.append(f"- {samples:,} samples, pair {pair} (against {old['baseline']}): {', '.join(ratios)}")
+    return ["", "Side by side (the two checkouts run in turn, this one after the other):", "", *lines] if lines else []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=1000, help="paired samples in the run's request")
+    parser.add_argument("--baseline", help="this run is another checkout's, run beside this one's to compare "
+                        "(PYTHONPATH=<that checkout>/src): its label, e.g. 'main at 9fb87c9'")
+    parser.add_argument("--pair", type=int, help="the number of the pair this run and one beside it make")
     scale.add_common_arguments(parser)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="seqlake-plan-home-"))
-    scale.record(run(args.samples, args.latency_ms, home), args.out)
+    result = run(args.samples, args.latency_ms, home)
+    result.update({k: v for k, v in (("baseline", args.baseline), ("pair", args.pair)) if v is not None})
+    scale.record(result, args.out)
     return 0
 
 

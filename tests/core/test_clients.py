@@ -42,3 +42,29 @@ def test_clients_read_timestamps_with_it(monkeypatch: pytest.MonkeyPatch) -> Non
         assert parser._timestamp_parser is clients.parse_timestamp
     finally:
         clients.reset()
+
+
+@pytest.mark.parametrize("origin", ["https://bucket.s3.us-east-1.amazonaws.com", "http://127.0.0.1:4566"])
+@pytest.mark.parametrize("token", [None, "session-token"])
+def test_a_ranged_get_is_signed_as_botocore_signs_it(origin: str, token: str | None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`clients.RangedGets.signed` gives the headers botocore's S3 SigV4 signer gives the same GET (the
+    signature too), with or without a session token, over HTTPS and HTTP."""
+    import datetime
+    import types
+    import urllib.parse
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    when = datetime.datetime(2026, 12, 2, 2, 5, 9, tzinfo=datetime.UTC)
+    creds = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    fake_client = types.SimpleNamespace(meta=types.SimpleNamespace(region_name="eu-west-2", events=None))
+    gets = clients.RangedGets(fake_client, creds)
+    path = "/" + urllib.parse.quote("incoming/run 1/s0001_R1+x~ü.fastq.gz", safe="/~")
+    ours = gets.signed(origin, path, "bytes=0-1048575", when)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: when.replace(tzinfo=None))
+    request = AWSRequest(method="GET", url=origin + path, headers={"Range": "bytes=0-1048575"})
+    botocore.auth.S3SigV4Auth(creds.get_frozen_credentials(), "s3", "eu-west-2").add_auth(request)
+    assert ours == dict(request.headers.items())

@@ -201,15 +201,7 @@ def test_plan_of_small_samples_reads_each_file_once_and_asks_no_size(s3: str, mo
             uri = f"{s3}/incoming/{name}_R{mate}.fastq.gz"
             storage.write_bytes(uri, gzip.compress(_reads(300 if name == "a" else 3000, mate)))
             files[uri] = storage.head(uri)
-    calls: list[tuple[str, object]] = []
-    client = storage.s3_client()
-    original = client._make_api_call
-
-    def counting(operation: str, params: dict[str, object]) -> object:
-        calls.append((operation, params.get("Key")))
-        return original(operation, params)
-
-    monkeypatch.setattr(client, "_make_api_call", counting)
+    calls = _sent_requests()
     samples = [Sample(n, f"{s3}/incoming/{n}_R1.fastq.gz", f"{s3}/incoming/{n}_R2.fastq.gz") for n in ("a", "b")]
     plan = make_plan("small", samples, out_prefix=f"{s3}/lake", params=Params(reads_per_shard=1000), known=files)
     assert "HeadObject" not in [op for op, _ in calls]
@@ -236,19 +228,66 @@ def test_plan_refuses_bytes_after_the_last_gzip_member_of_a_small_file_from_its_
     body = gzip.compress(_reads(20, 1))
     uri = f"{s3}/incoming/padded.fastq.gz"
     storage.write_bytes(uri, body + b"\0" * 10)
-    gets: list[object] = []
-    client = storage.s3_client()
-    original = client._make_api_call
-
-    def counting(operation: str, params: dict[str, object]) -> object:
-        if operation == "GetObject":
-            gets.append(params.get("Key"))
-        return original(operation, params)
-
-    monkeypatch.setattr(client, "_make_api_call", counting)
+    sent = _sent_requests()
     with pytest.raises(BadInputError, match=f"corrupt gzip stream at byte {len(body)}: not a gzip member"):
         make_plan("padded", [Sample("a", uri)], out_prefix=f"{s3}/lake", known={uri: storage.head(uri)})
-    assert gets == ["incoming/padded.fastq.gz"]
+    assert [key for op, key in sent if op == "GetObject"] == ["incoming/padded.fastq.gz"]
+
+
+def _sent_requests() -> list[tuple[str, str]]:
+    """Every request this process's S3 client sends from now on, as (operation, key), by either route: a
+    call of the client, or a ranged GET of :class:`clients.RangedGets` (both emit ``before-send``)."""
+    import urllib.parse
+
+    sent: list[tuple[str, str]] = []
+
+    def record(event_name: str, request: object, **_: object) -> None:
+        path = urllib.parse.unquote(urllib.parse.urlsplit(str(getattr(request, "url", ""))).path)
+        sent.append((event_name.rsplit(".", 1)[1], path.removeprefix(f"/{BUCKET}").lstrip("/")))
+
+    storage.s3_client().meta.events.register_first("before-send.s3", record)  # before moto's mock answers
+    return sent
+
+
+def test_a_ranged_get_skips_botocores_call_and_keeps_its_answers(s3: str) -> None:
+    """The small ranged GETs of a plan's sniffs are signed and sent by :class:`clients.RangedGets` (none of
+    botocore's per-call steps: no ``before-call``), with the bytes ``get_object`` gives; what is not the bytes
+    (a missing key) is botocore's own call and error."""
+    from botocore.exceptions import ClientError
+
+    body = bytes(range(256)) * 40
+    storage.write_bytes(f"{s3}/in/x.bin", body)
+    calls: list[str] = []
+    storage.s3_client().meta.events.register("before-call.s3.*", lambda model, **_: calls.append(model.name))
+    sent = _sent_requests()
+    with storage.open_read(f"{s3}/in/x.bin") as f:
+        f.seek(1000)
+        assert f.read(100) == body[1000:1100]
+    assert storage.read_range(f"{s3}/in/x.bin", 0, 10) == body[:10]
+    assert calls.count("GetObject") == 1 and ("GetObject", "in/x.bin") in sent  # read_range: botocore's call
+    assert sent.count(("GetObject", "in/x.bin")) == 2
+    gets = clients.ranged_gets()
+    assert gets is not None
+    assert gets.get(BUCKET, "in/x.bin", 5000, 20000) == body[5000:]
+    with pytest.raises(ClientError, match="NoSuchKey"):
+        gets.get(BUCKET, "in/missing.bin", 0, 10)
+    assert calls[-1] == "GetObject"
+    # a redirect (a bucket in another region): that GET and the bucket's next ones are botocore's
+    from botocore.awsrequest import AWSResponse
+
+    lean: list[str] = []
+
+    def moved(request: object, **_: object) -> object:
+        if "amz-sdk-invocation-id" in getattr(request, "headers", {}):  # botocore's own call: moto answers
+            return None
+        lean.append(str(getattr(request, "url", "")))
+        return AWSResponse(str(getattr(request, "url", "")), 301, {}, io.BytesIO(b""))
+
+    storage.s3_client().meta.events.register_first("before-send.s3.GetObject", moved)
+    gets._declined.clear()
+    calls.clear()
+    assert gets.get(BUCKET, "in/x.bin", 0, 99) == body[:100] and gets.get(BUCKET, "in/x.bin", 100, 199) == body[100:200]
+    assert len(lean) == 1 and calls == ["GetObject", "GetObject"]
 
 
 def _concatenated(base: str, tmp_path: Path) -> tuple[list[storage.Source], bytes]:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -643,3 +644,65 @@ def test_state_machine_integrations_sign_as_its_role(fixture_cloud: Any) -> None
     role = _role(fixture_cloud, "PipelineStateMachineRole").rsplit("/", 1)[1]
     caller = boto_client_for("us-east-1", "sts").get_caller_identity()["Arn"]
     assert caller == f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/seqlake-local"
+
+
+def test_a_plain_get_object_is_answered_directly_as_moto_answers_it(fixture_cloud: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patch 14: a signed GetObject of one range (or none) is answered without moto's web route, with the
+    status, bytes and headers moto gives it (but its request id and date); what moto must decide (another
+    range, a missing key, a refused caller) goes to moto, and a refusal is recorded once."""
+    body = bytes(range(256)) * 9
+    _put(fixture_cloud, "data/direct.bin", body)
+    s3 = fixture_cloud.client("s3")
+    answered: list[bool] = []
+    original = patches.answer_get_object
+
+    def watched(*args: Any) -> Any:
+        answer = original(*args)
+        answered.append(answer is not None)
+        return answer
+
+    def get(client: Any, key: str, rng: str | None) -> tuple[Any, ...]:
+        try:
+            r = client.get_object(Bucket=fixture_cloud.bucket, Key=key, **({"Range": rng} if rng else {}))
+        except ClientError as err:
+            meta, got = err.response["ResponseMetadata"], {k: v for k, v in err.response["Error"].items()
+                                                           if k not in ("RequestId", "HostId")}
+        else:
+            meta, got = r["ResponseMetadata"], r["Body"].read()
+        headers = {k: v for k, v in meta["HTTPHeaders"].items() if k not in ("date", "x-amzn-requestid")}
+        return meta["HTTPStatusCode"], headers, got
+
+    import seqlake.localcloud.http_server as http_server
+
+    checked: list[str] = []  # signatures moto's own check computed (a direct answer confirms its own)
+    moto_check = patches._access_control.IAMRequestBase.check_signature
+    monkeypatch.setattr(patches._access_control.IAMRequestBase, "check_signature",
+                        lambda request: checked.append(request._path) or moto_check(request))
+    for rng in (None, "bytes=0-99", "bytes=100-", "bytes=2000-999999", "bytes=-10", "bytes=0-1,5-6", "bytes=9999-"):
+        for key in ("data/direct.bin", "data/no-such-key"):
+            monkeypatch.setattr(http_server.patches, "answer_get_object", lambda *a: None)
+            by_moto = get(s3, key, rng)
+            monkeypatch.setattr(http_server.patches, "answer_get_object", watched)
+            answered.clear()
+            checked.clear()
+            assert get(s3, key, rng) == by_moto, (key, rng)
+            direct = key == "data/direct.bin" and rng in (None, "bytes=0-99", "bytes=100-", "bytes=2000-999999")
+            assert answered == [direct] and (checked == []) == direct, (key, rng)
+    # a signature made with the wrong secret: moto's refusal either way, never answered directly
+    keys = s3._request_signer._credentials.get_frozen_credentials()
+    forged = boto3.client("s3", endpoint_url=fixture_cloud.endpoint, region_name=s3.meta.region_name,
+                          aws_access_key_id=keys.access_key, aws_secret_access_key="not-" + keys.secret_key,
+                          aws_session_token=keys.token)
+    monkeypatch.setattr(http_server.patches, "answer_get_object", lambda *a: None)
+    by_moto = get(forged, "data/direct.bin", "bytes=0-9")
+    monkeypatch.setattr(http_server.patches, "answer_get_object", watched)
+    answered.clear()
+    assert get(forged, "data/direct.bin", "bytes=0-9") == by_moto and by_moto[0] == 403 and answered == [False]
+    if fixture_cloud.iam.enforce:  # a caller the policy refuses: moto's error, recorded once
+        denied = fixture_cloud.iam.client(_role(fixture_cloud, "CommitFunctionRole"), "s3")
+        before = len(fixture_cloud.iam.denied)
+        answered.clear()
+        status, _, error = get(denied, "data/direct.bin", "bytes=0-9")
+        assert (status, error["Code"]) == (403, "AccessDenied") and answered == [False]
+        assert len(fixture_cloud.iam.denied) == before + 1

@@ -23,12 +23,15 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
+from http import HTTPStatus
 from typing import Any
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.exceptions import InternalServerError
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wsgi import LimitedStream
+
+from seqlake.localcloud import patches
 
 _log = logging.getLogger("werkzeug")
 #: [second, its HTTP date]
@@ -91,6 +94,10 @@ class KeepAliveHandler(MotoRequestHandler):
         (then its rest read off), the response's length given or its body chunked."""
         if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        direct = patches.answer_get_object(self.command, self.path, self.headers)
+        if direct is not None:  # a plain GetObject: answered without the web framework (patch 15)
+            self._answer(*direct)
+            return
         self.environ = environ = self.make_environ()
         body = _request_body(environ)
         response = _Response(self)
@@ -109,6 +116,20 @@ class KeepAliveHandler(MotoRequestHandler):
         if not self.close_connection and not _read_off(body):
             self.close_connection = True
         self.environ = {}  # not kept while the connection waits: it holds the request (and moto's copies of its body)
+
+    def _answer(self, status: int, headers: dict[str, str], body: Any) -> None:
+        """Send a response made without moto's application, with the request id headers moto adds."""
+        request_id = _request_id()
+
+        def app(environ: dict[str, Any], start_response: Any) -> Any:
+            start_response(f"{status} {HTTPStatus(status).phrase}",
+                           [*headers.items(), ("x-amzn-requestid", request_id)])
+            return [body] if isinstance(body, bytes) else body
+
+        try:
+            _Response(self).run(app, {})
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
 
     def send_head(self, status: str, headers: list[tuple[str, str]]) -> bool:
         """The status line and headers, buffered (they go out with the body's first bytes); whether the body
@@ -136,6 +157,13 @@ class KeepAliveHandler(MotoRequestHandler):
         head = b"".join(buffered)
         buffered.clear()
         return head
+
+
+def _request_id() -> str:
+    """A request id as moto makes one (``gen_amzn_requestid_long``)."""
+    from moto.utilities.aws_headers import gen_amzn_requestid_long
+
+    return gen_amzn_requestid_long()
 
 
 class _Response:
