@@ -537,10 +537,17 @@ class _DenseSums:
         """Entries (as :meth:`_SparseSums.add_entries`) at their positions' first bins."""
         bins = cells + st
         size = len(self.hist)
+        few = 8 * len(bins) < size  # (deleted bases) added where they fall, not by a pass over every bin
         if self.qsum is None:
             weights = np.multiply(qbyte, float(1 << _QBITS), dtype=np.float64)
             weights += 1.0
-            self.hist += np.bincount(bins, weights=weights, minlength=size)
+            if few:
+                np.add.at(self.hist, bins, weights)
+            else:
+                self.hist += np.bincount(bins, weights=weights, minlength=size)
+        elif few:
+            np.add.at(self.hist, bins, 1.0)
+            np.add.at(self.qsum, bins, qbyte.astype(np.float64))
         else:
             self.hist += np.bincount(bins, minlength=size)
             self.qsum += np.bincount(bins, weights=qbyte, minlength=size)
@@ -549,31 +556,39 @@ class _DenseSums:
         """One count in ``column`` at each of ``ranks`` (added when the rows are made)."""
         self.events[column] = ranks
 
-    def _by_column(self, hist: npt.NDArray[np.float64], ranks: I64) -> npt.NDArray[np.int64]:
-        """Per position of ``ranks``, strand and count column's base, the four states' bins (k, 2, 6, 4)."""
+    def _halves(self, hist: npt.NDArray[np.float64], ranks: I64) -> tuple[npt.NDArray[np.float64], ...]:
+        """The forward and the reverse bins (base code as read, state) of the positions ``ranks``: views of
+        the histogram when they are all of its positions (a dense batch's usual case), else copies."""
         bins = hist.reshape(2 * self.n, 6, 4)
-        return np.stack((bins[ranks][:, _FORWARD_CODES], bins[2 * self.n - 1 - ranks][:, _REVERSE_CODES]),
-                        axis=1).astype(np.int64)
+        if len(ranks) == self.n:
+            return bins[: self.n], bins[self.n :][::-1]
+        return bins[ranks], bins[2 * self.n - 1 - ranks]
 
     def rows(self, ranks: I64) -> npt.NDArray[np.int64]:
-        """The count rows of the positions ``ranks``."""
+        """The count rows of the positions ``ranks``: each half's states added up per column (float64, exact)
+        and its base codes put in column order, then the halves added."""
         k = len(ranks)
         counts = np.empty((k, _NCOL), dtype=np.int64)
-        part = self._by_column(self.hist, ranks)
-        good = part[..., 2] + part[..., 3]
-        counts[:, :_STRANDED] = good.transpose(0, 2, 1).reshape(k, _STRANDED)  # (base, strand) pairs
-        every = good + part[..., 0] + part[..., 1]
-        after = part[..., 1] + part[..., 3]
-        counts[:, _COL["a_all"] : _COL["a_all"] + 6] = every[:, 0] + every[:, 1]
-        counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = after[:, 0] + after[:, 1]
+        every = np.zeros((k, 6), dtype=np.float64)
+        after = np.zeros((k, 6), dtype=np.float64)
+        for strand, (half, codes) in enumerate(zip(self._halves(self.hist, ranks), (_FORWARD_CODES, _REVERSE_CODES),
+                                                   strict=True)):
+            good = half[..., 2] + half[..., 3]
+            after += (half[..., 1] + half[..., 3])[:, codes]
+            every += (good + half[..., 0] + half[..., 1])[:, codes]
+            counts[:, strand:_STRANDED:2] = good[:, codes]
+        counts[:, _COL["a_all"] : _COL["a_all"] + 6] = every
+        counts[:, _COL["a_olap"] : _COL["a_olap"] + 6] = after
         if self.qsum is None:
             _unpack(counts)
             for column in ("a_all", "a_olap"):
                 counts[:, _COL[column] : _COL[column] + 6] &= (1 << _QBITS) - 1
         else:
-            q = self._by_column(self.qsum, ranks)[:, :, :DEL, 2:].sum(axis=(1, 3))
+            fwd, rev = self._halves(self.qsum, ranks)
+            q = ((fwd[..., 2] + fwd[..., 3])[:, _FORWARD_CODES[:DEL]]
+                 + (rev[..., 2] + rev[..., 3])[:, _REVERSE_CODES[:DEL]])
             stranded = counts[:, 0 : 2 * DEL : 2] + counts[:, 1 : 2 * DEL : 2]
-            counts[:, _COL["a_qual"] : _COL["a_qual"] + DEL] = q - 33 * stranded
+            counts[:, _COL["a_qual"] : _COL["a_qual"] + DEL] = np.rint(q).astype(np.int64) - 33 * stranded
         row = np.full(self.n, -1, dtype=np.int64)
         row[ranks] = np.arange(k)
         for column, at in self.events.items():
@@ -870,10 +885,17 @@ def allele_batch(contig: npt.NDArray[np.integer], pos: I64, counts: Counts, *, s
     # column by column from one transposed copy, as the columns' (narrower) types when every count fits
     narrow = {column.type.to_pandas_dtype() for column in ALLELE_COUNT_COLUMNS}
     dtype = narrow.pop() if len(narrow) == 1 else np.int64
-    fits = not counts.size or (np.iinfo(dtype).min <= counts.min() and counts.max() <= np.iinfo(dtype).max)
+    # (a spilled run's rows come in that type already: nothing to check)
+    fits = counts.dtype == dtype or not counts.size or (np.iinfo(dtype).min <= counts.min()
+                                                        and counts.max() <= np.iinfo(dtype).max)
     by_column = np.ascontiguousarray(counts.T.astype(dtype if fits else np.int64))
-    cols += [pa.array(by_column[k]).cast(column.type) for k, column in enumerate(ALLELE_COUNT_COLUMNS)]
+    cols += [_typed(pa.array(by_column[k]), column.type) for k, column in enumerate(ALLELE_COUNT_COLUMNS)]
     return pa.RecordBatch.from_arrays(cols, schema=ALLELES.schema)
+
+
+def _typed(array: pa.Array, type_: pa.DataType) -> pa.Array:
+    """``array`` in ``type_`` (cast only when it is not: a cast that changes nothing still costs a call)."""
+    return array if array.type == type_ else array.cast(type_)
 
 
 class AlleleRows:
