@@ -442,16 +442,15 @@ _DENSE_BASES = 4
 class _SparseSums:
     """A sparse batch's count rows at every position of its span (by rank, ``_NCOL`` cells a position), int64:
     each entry added into its columns where it falls (``np.add.at``), so the cost is per entry and never
-    per cell. ``packed``: an at-quality entry adds ``1 + byte << _QBITS`` to its stranded column, the quality
-    sum riding above the count (with fewer than ``_PACKED_ROWS`` rows the fields cannot carry into each
-    other, a position counting at most one entry per row), taken apart once; else its quality (byte - 33)
-    goes to the quality-sum column as an entry of its own."""
+    per cell; its quality (byte - 33) added to its quality-sum column as an entry of its own (packing it
+    above the count, as :class:`_DenseSums` does, would cost a pass over every row to take apart: more than
+    the entries cost here)."""
 
     #: bases per block of the per-base work (:func:`_blocks`' default)
     block: int | None = None
 
     def __init__(self, n: int, *, packed: bool) -> None:
-        self.n, self.packed = n, packed
+        self.n = n  # (``packed`` is the dense batches' choice)
         self.sums = np.zeros(n * _NCOL, dtype=np.int64)
 
     @staticmethod
@@ -472,15 +471,8 @@ class _SparseSums:
         they have no quality-sum column): each adds one to its every-quality column and, where it counts
         there, to its at-quality and after-overlap columns and its quality to the quality sum (an entry that
         does not count in a column adds 0 to its every-quality one)."""
-        good = _COUNTS_IN[0][st]
-        if self.packed:
-            weight = qbyte.astype(np.int64) << _QBITS
-            weight += 1
-            weight *= good
-            np.add.at(self.sums, cells + _COLUMN_OF[0][st], weight)
-        else:
-            np.add.at(self.sums, cells + _COLUMN_OF[0][st], good)
-            np.add.at(self.sums, cells + _COLUMN_OF[3][st], (qbyte.astype(np.int64) - 33) * _COUNTS_IN[3][st])
+        np.add.at(self.sums, cells + _COLUMN_OF[0][st], _COUNTS_IN[0][st])
+        np.add.at(self.sums, cells + _COLUMN_OF[3][st], (qbyte.astype(np.int64) - 33) * _COUNTS_IN[3][st])
         np.add.at(self.sums, cells + _COLUMN_OF[1][st], 1)
         np.add.at(self.sums, cells + _COLUMN_OF[2][st], _COUNTS_IN[2][st])
 
@@ -491,10 +483,7 @@ class _SparseSums:
     def rows(self, ranks: I64) -> npt.NDArray[np.int64]:
         """The count rows of the positions ``ranks`` (every position of the span, or some)."""
         table = self.sums.reshape(self.n, _NCOL)
-        counts = table if len(ranks) == self.n else table[ranks]
-        if self.packed:
-            _unpack(counts)
-        return counts
+        return table if len(ranks) == self.n else table[ranks]
 
 
 def _unpack(counts: npt.NDArray[np.int64]) -> None:
@@ -513,7 +502,10 @@ class _DenseSums:
     strand; float64 sums of integers below 2 ** 52 (exact). Each block of entries is added by one
     ``bincount`` (blocks at least as long as the histogram, so a pass over it is paid for by as many
     entries); the bins are added into count columns once, at the end (a few passes over the positions).
-    ``packed`` as in :class:`_SparseSums`, else a second histogram of the quality bytes."""
+    ``packed``: each entry adds ``1 + byte << _QBITS`` to its bin, the quality bytes' sum riding above the
+    count (with fewer than ``_PACKED_ROWS`` rows the fields cannot carry into each other, a position counting
+    at most one entry per row), taken apart once the bins are added into columns; else a second histogram
+    of the quality bytes."""
 
     def __init__(self, n: int, *, packed: bool) -> None:
         self.n, self.packed = n, packed
