@@ -114,25 +114,24 @@ class FileRun:
         self.path.unlink(missing_ok=True)
 
 
-def sum_sorted(parts: Sequence[tuple[I64, Counts]], width: int) -> tuple[I64, npt.NDArray[np.int64]]:
-    """Count rows of parts (each with sorted, distinct keys) added up by key; keys sorted. The parts' rows are
-    laid end to end and put in key order by one stable sort of their keys (timsort merges the sorted runs it
-    finds, O(n log runs); numpy 2.4's ``np.unique`` of int64 hashes the values, ~100x slower here), then rows
-    of equal keys added (``np.add.reduceat``); when no key repeats (a big genome's sparse
-    batches) that is one gather of the rows, where adding each part into rows of zeros read and wrote every
-    row three times more."""
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, width), dtype=np.int64)
-    keys = np.concatenate([k for k, _ in parts])
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    counts = np.concatenate([c for _, c in parts], dtype=np.int64).reshape(-1, width)[order]
+def _distinct(keys: I64) -> I64:
+    """The distinct values of sorted runs laid end to end, sorted: a stable sort (timsort merges the runs it
+    finds, O(n log runs)) then the first of each value. numpy 2.4's ``np.unique`` of int64 hashes the values
+    and sorts what remains, ~100x slower here (500,000 keys of two runs: 1.7 s against 16 ms)."""
+    keys.sort(kind="stable")
     first = np.ones(len(keys), dtype=bool)
     np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    if first.all():
-        return keys, counts
-    at = np.flatnonzero(first)
-    return keys[at], np.add.reduceat(counts, at, axis=0)
+    return keys[first]
+
+
+def sum_sorted(parts: Sequence[tuple[I64, Counts]], width: int) -> tuple[I64, npt.NDArray[np.int64]]:
+    """Count rows of parts (each with sorted, distinct keys) added up by key; keys sorted. Each part is
+    added where its keys fall among all the keys (no key twice in a part: no row adds onto itself)."""
+    keys = _distinct(np.concatenate([k for k, _ in parts])) if parts else np.zeros(0, dtype=np.int64)
+    counts = np.zeros((len(keys), width), dtype=np.int64)
+    for k, c in parts:
+        counts[np.searchsorted(keys, k)] += c
+    return keys, counts
 
 
 def merged(runs: Sequence[Run], lo: int, hi: int, width: int, window_rows: int) -> Iterator[tuple[I64, Counts]]:
