@@ -529,7 +529,7 @@ class _DenseSums:
         """Entries (as :meth:`_SparseSums.add_entries`) at their positions' first bins."""
         bins = cells + st
         size = len(self.hist)
-        few = 8 * len(bins) < size  # (deleted bases) added where they fall, not by a pass over every bin
+        few = 64 * len(bins) < size  # (deleted bases) added where they fall, not by a pass over every bin
         if self.qsum is None:
             weights = np.multiply(qbyte, float(1 << _QBITS), dtype=np.float64)
             weights += 1.0
