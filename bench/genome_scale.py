@@ -7,8 +7,8 @@
 A seeded random reference of ``--size`` bases in ``--contigs`` contigs (5 by default; with more than 24, the
 human-like mix of ``bench/reduce.py``: 24 large contigs hold 95 % of the genome, the rest are decoy-sized),
 with a few segments repeated (diverged 1 %) at several places so that seeding meets repeats, and
-``--depth`` x of 2x150 bp pairs simulated from it (:mod:`seqlake.demo_data.simulate`), are written once into
-``--work`` (outside the repository by default; kept between runs, so a second call reuses them). Then:
+``--depth`` x of 2x150 bp pairs simulated from it (:mod:`seqlake.demo_data.simulate`, gzip level 1), are written
+once into ``--work`` (outside the repository by default; kept between runs, so a second call reuses them). Then:
 
 1. ``--probe N``: mappy's rate on the first N pairs (one process, one thread, the index loaded before the
    clock starts), to say beforehand how long the run will take.
@@ -114,7 +114,7 @@ def _inputs(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path, dic
     info.update(json.loads(meta.read_text()))
     if not r2.is_file():
         t0 = time.perf_counter()
-        write_pairs(ref, r1, r2, pairs, seed=args.seed)
+        write_pairs(ref, r1, r2, pairs, seed=args.seed, compresslevel=1)
         info["simulate_seconds"] = round(time.perf_counter() - t0, 1)
     return ref, r1, r2, info
 

@@ -296,3 +296,14 @@ def test_blocks_of_a_few_bases_count_what_whole_batches_do(monkeypatch: pytest.M
     blocks = pileup._blocks
     monkeypatch.setattr(pileup, "_blocks", lambda lens, block=None: blocks(lens, 7))
     assert counted(batches) == whole == summed(batches)
+
+
+@pytest.mark.parametrize("dense_bases", [0, 1 << 40])
+def test_dense_and_sparse_batches_count_alike(monkeypatch: pytest.MonkeyPatch, dense_bases: int) -> None:
+    """A batch is counted by its state histogram (dense) or entry by entry into its rows (sparse), whichever its
+    bases per position choose: every batch counted each way gives the reference walk's counts, packed or not."""
+    batches = [random_batch(random.Random(seed), 50, length) for seed, length in ((11, None), (12, 45))]
+    monkeypatch.setattr(pileup, "_DENSE_BASES", dense_bases)
+    assert counted(batches) == summed(batches)
+    monkeypatch.setattr(pileup, "_PACKED_ROWS", 0)
+    assert counted(batches) == summed(batches)

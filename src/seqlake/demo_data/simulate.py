@@ -44,6 +44,7 @@ import argparse
 import gzip
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -71,6 +72,8 @@ _CODE = np.full(256, 4, dtype=np.uint8)  # A C G T -> 0..3, anything else -> 4
 for _i, _a in enumerate(b"ACGT"):
     _CODE[_a] = _i
 _TEMPLATE_PAD = 16  # template bases past the read end, room for deletions to pull bases in
+#: a base's error probability by its Phred score (scores are uint8): ``10^(-Q/10)``, computed once
+_ERROR_PROBABILITY = np.power(10.0, np.arange(256, dtype=np.float64) / -10.0)
 
 
 @dataclass(frozen=True)
@@ -199,24 +202,32 @@ def _read(
     after = np.where(into < len(adapter_arr), adapter_arr[np.clip(into, 0, len(adapter_arr) - 1)], tail)
     template = np.where(into >= 0, after, template)
 
-    # indels: read position i takes template base i + deletions so far - insertions so far
+    # indels: read position i takes template base i + deletions so far - insertions so far (indels are rare:
+    # only the reads with one are shifted; the others are their template's first bases)
     u = rng.random((n, length))
     ins = u < config.indel_rate / 2
     dele = (u >= config.indel_rate / 2) & (u < config.indel_rate)
-    idx = np.arange(length)[None, :] + np.cumsum(dele, axis=1) - np.cumsum(ins, axis=1)
-    seq = np.take_along_axis(template, np.clip(idx, 0, width - 1), axis=1)
-    seq = np.where(ins, _BASES[rng.integers(0, 4, (n, length))], seq)
+    seq = template[:, :length].copy()
+    shifted_rows = np.flatnonzero(ins.any(axis=1) | dele.any(axis=1))
+    if len(shifted_rows):
+        i, d = ins[shifted_rows], dele[shifted_rows]
+        idx = np.arange(length)[None, :] + np.cumsum(d, axis=1) - np.cumsum(i, axis=1)
+        seq[shifted_rows] = np.take_along_axis(template[shifted_rows], np.clip(idx, 0, width - 1), axis=1)
+    inserted = _BASES[rng.integers(0, 4, (n, length))]
+    seq[ins] = inserted[ins]
 
     qual = _qualities(rng, n, length, model)
-    # substitution with the probability the quality score states: p = 10^(-Q/10)
-    err = rng.random((n, length)) < np.power(10.0, qual.astype(np.float64) / -10.0)
-    shifted = _BASES[(_CODE[seq] + rng.integers(1, 4, (n, length))) % 4]
-    seq = np.where(err & (_CODE[seq] < 4), shifted, seq)
+    # substitution with the probability the quality score states: p = 10^(-Q/10), looked up per score
+    err = rng.random((n, length)) < _ERROR_PROBABILITY[qual]
+    step = rng.integers(1, 4, (n, length))
+    code = _CODE[seq]
+    err &= code < 4
+    seq[err] = _BASES[(code[err] + step[err]) % 4]
     no_call = rng.random((n, length)) < config.n_rate
-    seq = np.where(no_call, np.uint8(_N), seq)
-    qual = np.where(no_call, np.uint8(2), qual)
+    seq[no_call] = _N
+    qual[no_call] = 2
     indels = (ins.sum(axis=1) + dele.sum(axis=1)).astype(np.int64)
-    return seq.astype(np.uint8), qual.astype(np.uint8), indels
+    return seq, qual, indels
 
 
 def simulate_chunk(
@@ -296,9 +307,9 @@ def format_fastq(chunk: Chunk, mate: int) -> bytes:
     )
 
 
-def _gzip_writer(raw: BinaryIO) -> gzip.GzipFile:
+def _gzip_writer(raw: BinaryIO, compresslevel: int) -> gzip.GzipFile:
     # no file name and a zero mtime in the header: identical inputs give identical bytes
-    return gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw, mtime=0)
+    return gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0)
 
 
 def write_pairs(
@@ -309,20 +320,33 @@ def write_pairs(
     *,
     seed: int,
     config: SimConfig | None = None,
+    compresslevel: int = 6,
 ) -> Truth:
-    """Simulate ``n_pairs`` pairs from the FASTA ``reference`` into two gzip FASTQ files; return the truth."""
+    """Simulate ``n_pairs`` pairs from the FASTA ``reference`` into two gzip FASTQ files; return the truth.
+
+    Each mate's file is compressed in a thread of its own (zlib lets go of the GIL) while the next chunk is
+    simulated, each file's chunks in order: the same bytes as compressing in turn (100,000 pairs over 100 Mb:
+    67 -> 31 s of wall time on two cores at load 10, 15.2 -> 13.7 CPU seconds). ``compresslevel`` (gzip's, 6
+    by default as for the demo reads): the big benches' reads take 1, about six times cheaper to compress
+    and 7 % larger (the same 100,000 pairs: 6.8 CPU seconds); the text is the same."""
     ref = read_reference(reference)
     truths: list[Truth] = []
     with (
         Path(r1_path).open("wb") as raw1,
         Path(r2_path).open("wb") as raw2,
-        _gzip_writer(raw1) as w1,
-        _gzip_writer(raw2) as w2,
+        _gzip_writer(raw1, compresslevel) as w1,
+        _gzip_writer(raw2, compresslevel) as w2,
+        ThreadPoolExecutor(max_workers=2) as pool,
     ):
+        writing: list[Future[int]] = []
         for chunk in simulate(ref, n_pairs, seed, config):
-            w1.write(format_fastq(chunk, 1))
-            w2.write(format_fastq(chunk, 2))
+            body1, body2 = format_fastq(chunk, 1), format_fastq(chunk, 2)
+            for done in writing:  # the previous chunk is written before this one, mate by mate
+                done.result()
+            writing = [pool.submit(w1.write, body1), pool.submit(w2.write, body2)]
             truths.append(chunk.truth)
+        for done in writing:
+            done.result()
     return _concat_truth(truths)
 
 
