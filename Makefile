@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
 .PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
-.PHONY: container-tools image test-image debian-packages aws-tools
+.PHONY: container-tools image test-image debian-packages aws-tools suite lint-beside
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
@@ -45,17 +45,24 @@ tools:
 	      || echo "warning: could not install$$missing; their tests will skip"; \
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
-# Three steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
+# Two steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
 # linters' own venvs (downloads) and the Debian packages (apt-get takes one at a time: one job, in turn);
-# (2) the linters and the worker image (both mostly wait: Debian's base, pip inside the build); (3) the suite,
-# its longest tests started first (tests/conftest.py), in the order of its collection, not reordered by xdist.
+# (2) the worker image (mostly waits: Debian's base, pip inside the build) then the suite, beside the linters
+# at a lower priority (the suite is the longer: lint takes the CPU its two workers leave, in their waits and
+# its tail). The suite runs its longest tests first (tests/conftest.py), in the order of its collection.
 test:
 	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-packages
-	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint test-image
+	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint-beside suite
+
+# the suite once the worker image is built (its container tests run it)
+suite: test-image
 	$(BIN)/python -m pytest $(SUITE_ARGS) -q
 
-# how the suite is spread over two processes: tests sharing an xdist_group (an expensive module fixture, one
-# local cloud) in one of them; the queue in the collection's order (the longest first)
+lint-beside: $(STAMP)
+	@nice -n 10 $(MAKE) --no-print-directory lint
+
+# how the suite is spread over two processes: tests sharing an expensive fixture (a local cloud, a module's runs)
+# in one of them (GROUPS and the scheduler in tests/conftest.py); the queue in the collection's order (the longest first)
 SUITE_ARGS := -n 2 --dist loadgroup --no-loadscope-reorder
 
 # the Debian packages the suite uses, one apt-get after the other
