@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
 .PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
-.PHONY: container-tools image test-image debian-packages aws-tools
+.PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
@@ -45,17 +45,30 @@ tools:
 	      || echo "warning: could not install$$missing; their tests will skip"; \
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
-# Three steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
-# linters' own venvs (downloads) and the Debian packages (apt-get takes one at a time: one job, in turn);
-# (2) the linters and the worker image (both mostly wait: Debian's base, pip inside the build); (3) the suite,
-# its longest tests started first (tests/conftest.py), in the order of its collection, not reordered by xdist.
+# Two steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
+# linters' own venvs (downloads), and the Debian packages (apt-get takes one at a time: one job, in turn) then
+# the worker image (mostly waits: Debian's base, pip inside the build); (2) the suite beside the linters at a
+# lower priority (the suite is the longer: lint takes the CPU its two workers leave, in their waits and its
+# tail). The suite runs its longest tests first (tests/conftest.py), in the order of its collection.
 test:
-	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-packages
-	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint test-image
+	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-image
+	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint-beside suite
+
+# the suite (make test builds the worker image first: its container tests run it)
+suite: $(STAMP)
 	$(BIN)/python -m pytest $(SUITE_ARGS) -q
 
-# how the suite is spread over two processes: tests sharing an xdist_group (an expensive module fixture, one
-# local cloud) in one of them; the queue in the collection's order (the longest first)
+# the Debian packages, then the worker image where podman works (elsewhere the container tests skip, naming
+# why), beside the venv: the image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src:
+# seqlake.localcloud.containers imports nothing from the venv)
+debian-image: debian-packages
+	@PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/src scripts/build-worker-image.sh --if-possible
+
+lint-beside: $(STAMP)
+	@nice -n 10 $(MAKE) --no-print-directory lint
+
+# how the suite is spread over two processes: tests sharing an expensive fixture (a local cloud, a module's runs)
+# in one of them (GROUPS and the scheduler in tests/conftest.py); the queue in the collection's order (the longest first)
 SUITE_ARGS := -n 2 --dist loadgroup --no-loadscope-reorder
 
 # the Debian packages the suite uses, one apt-get after the other
@@ -78,10 +91,6 @@ container-tools:
 # the worker image (scripts/build-worker-image.sh: a Debian base made once and cached, then the Dockerfile)
 image: $(STAMP) container-tools
 	scripts/build-worker-image.sh
-
-# make test builds the image where podman works; elsewhere the container tests skip, naming why
-test-image: $(STAMP) container-tools
-	@scripts/build-worker-image.sh --if-possible
 
 # the readers' fuzz targets (tests/fuzz/run.py) taking turns for FUZZ_MINUTES in all, at low priority; every
 # failing input is kept in tests/data/fuzz/, which make test replays (tests/fuzz/test_corpus.py)

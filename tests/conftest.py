@@ -49,27 +49,63 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-#: The modules whose tests take longest, longest first (``make test`` with ``--durations``). The suite runs them
-#: first: xdist hands tests out in the collection's order (``--no-loadscope-reorder``), so a long test handed
-#: out last is the run's tail, one core idle. Whole modules only: a module fixture is set up again wherever its
-#: module's tests are split apart. Only modules that run no local cloud in the test process itself (theirs run
-#: in child processes): a cloud in the test process (tests/faults' session cloud, tests/local/test_patches.py,
-#: test_e2e.py) leaves moto's patches and its server's threads in that process, and the tests that fork or mock
-#: AWS must have run before it, as they do in the collection's order.
+#: Tests that must run in one xdist worker beyond their module, by path prefix: they share a fixture made once
+#: per worker that runs any of them (the fault suite's local cloud), or must not run at once. The suite's own
+#: scheduler (:func:`pytest_xdist_make_scheduler`) hands out each group, and each other module, whole: a module
+#: fixture (a local cloud, a module's runs) is made once. xdist's ``xdist_group`` mark does nothing under
+#: pytest 9 (xdist 3.8 renames ``item._nodeid``, which pytest 9 no longer reads): each of its groups, and
+#: each module, was split over both workers and its fixtures made in both (tests/core/test_suite_groups.py).
+GROUPS: dict[str, str] = {
+    # one local cloud for the fault suite (tests/faults/conftest.py): the bad runs, the scenario, IAM
+    "tests/faults/test_bad_input.py": "faults_cloud",
+    "tests/faults/test_faults.py": "faults_cloud",
+    "tests/faults/test_least_privilege.py": "faults_cloud",
+}
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its group in :data:`GROUPS`, else its module."""
+    path = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in GROUPS.items() if path.startswith(prefix)), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` by the units of :func:`unit_of`, handed out in the collection's order
+    (``--no-loadscope-reorder``)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
+
+
+#: The longest units of work (a group or a module), longest first (``--durations=0`` of a whole run). The
+#: suite runs them first: xdist hands units out in the collection's order (``--no-loadscope-reorder``), so a
+#: long unit handed out last is the run's tail, one core idle. A local cloud started in the test process is
+#: stopped by the end of its module (the fault suite's: its package), so these may run in any order.
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/local/test_scale.py",  # 1,000 children, three failing, then the re-run and a clean run
-    "tests/docs/test_documented_commands.py",  # every documented command, in one state folder (one group)
-    "tests/bench/test_bench_quick.py",  # bench/run.py --quick (one group)
+    "tests/faults/test_bad_input.py",  # the fault suite's cloud (one group): bad runs, scenario, IAM
+    "tests/faults/test_faults.py",
+    "tests/faults/test_least_privilege.py",
+    "tests/bench/test_bench_quick.py",  # bench/run.py --quick
+    "tests/docs/test_documented_commands.py",  # every documented command, in one state folder
+    "tests/local/test_containers.py",  # two runs with containers, one after the other (they collided at once)
     "tests/local/test_demo.py",
+    "tests/local/test_e2e.py",
     "tests/core/test_variants.py",  # the ivar comparisons
     "tests/cli/test_contract.py",
     "tests/local/test_packaged_app.py",
     "tests/core/test_reduce.py",
-    "tests/core/test_lab_metrics.py",  # one group
+    "tests/core/test_lab_metrics.py",
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook names each test's group from its marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of :data:`LONGEST_FIRST` first, in its order; the others keep theirs."""
 
@@ -78,7 +114,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return next((i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)), len(LONGEST_FIRST))
 
     items.sort(key=rank)
-
 
 
 @pytest.fixture(scope="session")

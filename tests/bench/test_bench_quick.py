@@ -34,7 +34,7 @@ SECTIONS = (
     "## Machine",
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("bench_quick")]  # one worker: one quick bench
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,6 @@ from seqlake.plan.refindex import indexed_reference
 from seqlake.plan.samplesheet import read_samplesheet
 
 REPO = Path(__file__).resolve().parents[2]
-# one worker: the MiSeq run the module fixtures make (a whole run each) is made once
-pytestmark = pytest.mark.xdist_group("lab_metrics")
 
 
 @pytest.fixture(autouse=True)

@@ -326,6 +326,17 @@ def test_concatenate_joins_pieces_on_s3_by_copying_large_ones(s3: str, tmp_path:
     assert "CreateMultipartUpload" not in calls[calls.index("CompleteMultipartUpload") + 1 :]
 
 
+def test_mock_aws_after_the_local_clouds_patches_reads_large_ranges(s3: str, tmp_path: Path) -> None:
+    """A local cloud's moto patches stay applied for the process's life (any test that started one);
+    ``mock_aws`` after them still gets a range of more than a MiB as bytes (it got patch 2's stream, which only
+    a server can send: ``TypeError: a bytes-like object is required, not 'generator'`` in the test above,
+    whenever its xdist worker had run a local cloud first)."""
+    from seqlake.localcloud import patches
+
+    patches.apply_all()
+    test_concatenate_joins_pieces_on_s3_by_copying_large_ones(s3, tmp_path)
+
+
 def test_concatenate_local(tmp_path: Path) -> None:
     pieces, want = _concatenated(str(tmp_path), tmp_path)
     dst = str(tmp_path / "out" / "x.bin")

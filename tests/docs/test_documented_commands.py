@@ -33,7 +33,7 @@ import seqlake
 from seqlake.cli import build_parser
 from seqlake.demo_data import paths
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("docs")]
+pytestmark = pytest.mark.e2e
 
 ALL: list[Command] = [c for doc in DOCS for c in commands(doc)]
 RECORDED = json.loads((Path(__file__).with_name("aws_cli_options.json")).read_text())

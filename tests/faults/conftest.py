@@ -1,6 +1,8 @@
 """One local cloud for all fault tests, and the helpers that drive it like a user and a saboteur.
 
-The cloud is session-scoped: starting one costs seconds and every case here is small. Runs are told
+The cloud is made once for the package (the tests that use it are one xdist group, ``GROUPS`` in
+tests/conftest.py): starting one costs seconds and every case here is small; it stops when the worker
+leaves the package, so no later test of that worker runs beside its server's threads and moto's patches. Runs are told
 apart by their keys (each case uploads under its own ``incoming/<case>/`` folder). ``ReadsPerShard``
 is overridden to 500 so that a 2,000-pair input makes a 4-shard array job.
 """
@@ -27,7 +29,7 @@ from seqlake.localcloud.state import StateDir
 READS_PER_SHARD = 500
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
     c = LocalCloud(state=StateDir(tmp_path_factory.mktemp("faults-home")), jobs=2, quiet=True)
     c.start()

@@ -55,7 +55,7 @@ def _edge_cases() -> list[Any]:
 
 EDGE_CASES = _edge_cases()
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("bad_input")]  # one worker: one set of bad runs
+pytestmark = pytest.mark.e2e  # one xdist worker (GROUPS in tests/conftest.py): one set of bad runs
 
 
 @dataclass(frozen=True)

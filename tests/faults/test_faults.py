@@ -42,7 +42,7 @@ from .conftest import (
     worker_fault,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("faults_scenario")]  # one worker: one scenario
+pytestmark = pytest.mark.e2e  # one xdist worker (GROUPS in tests/conftest.py): one scenario
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = 4 * READS_PER_SHARD
 

@@ -17,8 +17,7 @@ from seqlake.localcloud.cloud import LocalCloud
 
 from .conftest import put
 
-# one worker: the local cloud with IAM enforced is started once
-pytestmark = pytest.mark.xdist_group("least_privilege")
+# one xdist worker (GROUPS in tests/conftest.py): the local cloud with IAM enforced is started once
 
 #: the roles of the template's pieces (logical ids)
 WORKER, START, COMMIT = "WorkerJobRole", "StartRunFunctionRole", "CommitFunctionRole"

@@ -304,8 +304,9 @@ def _tables(query: Any, run_id: str, sample: str | None = None) -> dict[str, lis
     return out
 
 
+# The two runs below, one after the other: two local clouds' containers at once have collided. The suite hands
+# out a module whole (unit_of in tests/conftest.py), so one xdist worker runs both.
 @pytest.mark.e2e
-@pytest.mark.xdist_group("podman")  # one after the other: two local clouds' containers at once have collided
 def test_a_spot_interrupted_container_is_retried_and_the_tables_equal_process_mode(
     container_cloud: LocalCloud,
 ) -> None:
@@ -354,7 +355,6 @@ def test_a_spot_interrupted_container_is_retried_and_the_tables_equal_process_mo
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("podman")  # one after the other: two local clouds' containers at once have collided
 @pytest.mark.external_data
 def test_local_run_with_containers_equals_local_run_without(
     image: str, miseq: tuple[Path, Path], reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

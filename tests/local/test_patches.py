@@ -18,9 +18,6 @@ from seqlake.base import limits
 from seqlake.localcloud import patches
 from seqlake.localcloud.deployer import ACCOUNT
 
-# one worker: the fixture app's local cloud (tests/local/conftest.py) is started once
-pytestmark = pytest.mark.xdist_group("patches")
-
 
 def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
     patches.check_moto_version()

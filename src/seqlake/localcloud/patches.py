@@ -327,6 +327,13 @@ _original_get_object = S3Response.get_object
 _original_range = S3Response._handle_range_header
 
 
+def _streamed(size: int) -> bool:
+    """Whether a body of ``size`` bytes is sent a MiB at a time: past a MiB, and only to a server's client.
+    ``mock_aws`` in this process (botocore's stubber) takes bytes only, and it may run while a local cloud
+    runs or after one stopped (the patches stay applied for the process's life)."""
+    return size > _KeyRange.CHUNK and not _botocore_stubber.enabled
+
+
 def _value(self: FakeKey) -> Any:
     if getattr(_ranged, "on", False):
         return _KeyView(self)
@@ -343,9 +350,8 @@ def _get_object(self: S3Response) -> Any:
         _ranged.on = False
     if isinstance(body, _KeyView) and not rng:  # the whole object (a range is cut by moto's handler, next)
         whole = body[0 : len(body)]
-        # streamed by the local cloud's server; ``mock_aws`` in-process takes bytes only
-        streamed = HOOKS.lambda_invoke is not None and len(whole) > _KeyRange.CHUNK
-        body = iter(whole) if streamed else bytes(whole)
+        # streamed by the local cloud's server
+        body = iter(whole) if HOOKS.lambda_invoke is not None and _streamed(len(whole)) else bytes(whole)
     return status, headers, body
 
 
@@ -355,7 +361,7 @@ def _handle_range_header(self: S3Response, request: Any, headers: dict[str, Any]
         body = body[0 : len(body)]
     if isinstance(body, _KeyRange):
         # small: bytes, as moto sends them; large: streamed by the server (Content-Length is set)
-        body = bytes(body) if len(body) <= _KeyRange.CHUNK else iter(body)
+        body = iter(body) if _streamed(len(body)) else bytes(body)
     return status, headers, body
 
 
