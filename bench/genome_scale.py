@@ -427,10 +427,13 @@ def section(work: Path) -> list[str]:
         "A run that failed says which step reached its limit; docs/COST.md (\"Measured end to end\") says what",
         "filled it and how the reference's size and the shard's reads scale it. The rows measured before the",
         "child's allele counts spilled (commits 6045225 and 6541148: shards killed at 100 Mb and 1.5 Gb) are kept",
-        "beside those after it. The 1.5 Gb run after it gave each shard 16,384 MiB (`--worker-memory 16384`,",
+        "beside those after it. The 1.5 Gb runs after it gave each shard 16,384 MiB (`--worker-memory 16384`,",
         "as `WorkerMemoryMiB` on AWS: its 4.75 GB index loads to ~10 GB; docs/DEPLOY.md, \"Memory for a human",
-        "genome\"). 100 Mb at 30x (10 M pairs) was not run: docs/COST.md gives the measured throughput and the",
-        "estimate."]
+        "genome\"). Of those, the one that failed uploading its positions (the local S3's CompleteMultipartUpload)",
+        "and the one stopped by `seqlake local run`'s one-hour wait (its region of ~1,100 decoy contigs took",
+        "846 s) are kept beside the run after both fixes. The 100 Mb row at 0.9x failed in its reducers: a 20 Mb",
+        "region with variants called does not fit the default 4,096 MiB (docs/COST.md, docs/DEPLOY.md). 100 Mb at",
+        "30x (10 M pairs) was not run: docs/COST.md gives the measured throughput and the estimate."]
 
 
 def main() -> int:
