@@ -101,6 +101,9 @@ def test_the_queue_cancels_jobs_stuck_for_a_reason_the_failure_explains(template
          ["SpotMaxVcpus"]),
         ("MISCONFIGURATION:SOMETHING_NEW - text", ["MISCONFIGURATION:SOMETHING_NEW", "compute environments"]),
         ("Job attempt duration exceeded timeout", ["AttemptDurationSeconds"]),
+        # a region's reducer killed (the 100 Mb genome's): the advice named the shards' memory only
+        ("OutOfMemoryError: Container killed due to memory usage",
+         ["WorkerMemoryMiB", "ReducerMemoryMiB", "region_size", "IndexJobMemoryMiB"]),
     ],
 )
 def test_batch_reason_advice(status_reason: str, names: list[str]) -> None:

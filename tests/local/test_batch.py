@@ -356,3 +356,28 @@ def test_an_attempt_past_its_jobs_memory_is_killed_as_ecs_kills_it(tmp_path: Pat
     by_job = {line["job_id"]: line for line in lines}
     assert by_job["m:0"]["killed"] and by_job["m:0"]["max_memory_used_mib"] == 128
     assert not by_job["m:1"]["killed"] and 32 <= by_job["m:1"]["max_memory_used_mib"] < 128
+
+
+def test_an_attempts_page_cache_is_counted_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attempt that writes more than its job's memory to disk fills its cgroup with page cache, which the
+    kernel reclaims at the limit instead of killing (the 1.5 Gb shard's index and spill): its peak as the
+    cgroup counts it reaches the limit, and its anonymous and shared memory, sampled, stays at what the
+    process holds."""
+    from seqlake.localcloud import memory
+
+    probe = memory.MemoryLimits()
+    probe.close()
+    if not probe.mode.startswith("cgroup"):
+        pytest.skip("no writable memory cgroup here: a Batch attempt's memory is not limited")
+    monkeypatch.setattr(memory, "SAMPLE_SECONDS", 0.02)
+    out = tmp_path / "written.bin"
+    write = (f"import time; f = open({str(out)!r}, 'wb'); block = b'x' * (1 << 20)\n"
+             "for _ in range(256): f.write(block)\n"
+             "f.close(); time.sleep(0.3)")
+    job = Job("w:0", [sys.executable, "-c", write], SPOT_ONLY, index=0)
+    job.job_definition.container_properties["memory"] = 128
+    _run(tmp_path, [job])
+    assert job.status == "SUCCEEDED" and out.stat().st_size == 256 << 20
+    (line,) = [json.loads(x) for x in (tmp_path / "logs" / "batch" / "memory.jsonl").read_text().splitlines()]
+    assert not line["killed"] and line["max_memory_used_mib"] >= 100
+    assert 0 < line["max_resident_mib"] < 64

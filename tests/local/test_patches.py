@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from seqlake.base import limits
 from seqlake.localcloud import patches
-from seqlake.localcloud.deployer import ACCOUNT
+from seqlake.localcloud.deployer import ACCOUNT, REGION
 
 
 def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -703,3 +703,61 @@ def test_a_plain_get_object_is_answered_directly_as_moto_answers_it(fixture_clou
         status, _, error = get(denied, "data/direct.bin", "bytes=0-9")
         assert (status, error["Code"]) == (403, "AccessDenied") and answered == [False]
         assert len(fixture_cloud.iam.denied) == before + 1
+
+
+def _s3_with_read_timeout(cloud: Any, seconds: float) -> Any:
+    """An S3 client of ``cloud`` (the platform role's) that waits ``seconds`` for each read and never retries."""
+    import boto3
+    from botocore.config import Config
+
+    from seqlake.localcloud import iam
+
+    creds = cloud.iam.credentials(iam.role_arn(iam.PLATFORM_ROLE)) if cloud.iam.enforce else None
+    keys = ({"aws_access_key_id": creds.access_key_id, "aws_secret_access_key": creds.secret_access_key,
+             "aws_session_token": creds.session_token} if creds is not None else {})
+    return boto3.client("s3", region_name=REGION, endpoint_url=cloud.endpoint, **keys,
+                        config=Config(read_timeout=seconds, retries={"total_max_attempts": 1}))
+
+
+def test_a_slow_complete_is_answered_200_and_kept_alive(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CompleteMultipartUpload still joining its parts past the grace is answered as S3 answers it: 200 at
+    once, spaces until the parts are joined, then the result, so a client's read timeout shorter than the join
+    never fires (a 4.75 GB upload's join outlasted botocore's 60 s: it retried, s3transfer aborted the upload
+    under the first complete); an error found while joining comes inside the 200 (botocore raises it); one
+    found within the grace keeps its own status."""
+    from seqlake.localcloud.http_server import KeepAliveHandler
+
+    s3, bucket = _s3_with_read_timeout(fixture_cloud, 0.5), fixture_cloud.bucket
+    parts = [bytes([3]) * (5 << 20), b"tail"]
+
+    def upload(key: str) -> tuple[str, list[str]]:
+        made = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        return made, [s3.upload_part(Bucket=bucket, Key=key, UploadId=made, PartNumber=n + 1, Body=body)["ETag"]
+                      for n, body in enumerate(parts)]
+
+    joined = patches.key_chunks
+
+    def slowly(key: Any) -> Iterator[bytes]:  # each part's join outlasts the client's read timeout
+        time.sleep(0.8)
+        yield from joined(key)
+
+    monkeypatch.setattr(KeepAliveHandler, "complete_grace_seconds", 0.0)
+    monkeypatch.setattr(KeepAliveHandler, "keep_alive_seconds", 0.05)
+    monkeypatch.setattr(patches, "key_chunks", slowly)
+    made, etags = upload("data/slow.bin")
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="data/slow.bin", UploadId=made, MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": n + 1} for n, e in enumerate(etags)]})
+    assert done["ResponseMetadata"]["HTTPStatusCode"] == 200 and done["ETag"].endswith('-2"')
+    assert s3.get_object(Bucket=bucket, Key="data/slow.bin")["Body"].read() == b"".join(parts)
+
+    made, etags = upload("data/slow-bad.bin")
+    wrong = {"Parts": [{"ETag": etags[0], "PartNumber": 1}, {"ETag": '"' + "0" * 32 + '"', "PartNumber": 2}]}
+    with pytest.raises(ClientError) as failed:  # found after the first part's slow join: inside the 200
+        s3.complete_multipart_upload(Bucket=bucket, Key="data/slow-bad.bin", UploadId=made, MultipartUpload=wrong)
+    assert failed.value.response["Error"]["Code"] == "InvalidPart"
+    monkeypatch.setattr(KeepAliveHandler, "complete_grace_seconds", 60.0)
+    monkeypatch.setattr(patches, "key_chunks", joined)
+    with pytest.raises(ClientError) as failed:
+        s3.complete_multipart_upload(Bucket=bucket, Key="data/slow-bad.bin", UploadId=made, MultipartUpload=wrong)
+    assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert failed.value.response["Error"]["Code"] == "InvalidPart"

@@ -48,8 +48,10 @@ def advice(status_reason: str) -> str | None:
         return (f"Batch reports a misconfiguration ({status_reason.strip()}): check the compute environments "
                 "(instance types, subnets, security groups, launch template) in the Batch console")
     if status_reason.startswith(BATCH_OUT_OF_MEMORY):
-        return ("a Batch job used more memory than its job definition gives it: raise WorkerMemoryMiB "
-                "(docs/DEPLOY.md, Compute)")
+        # the same words for every kind of job: the reason's line says whose it is (a shard's, "region N")
+        return ("a Batch job used more memory than its job definition gives it: raise WorkerMemoryMiB for a "
+                "shard, ReducerMemoryMiB (or lower the run parameter region_size) for a region's reducer, "
+                "IndexJobMemoryMiB for the index job (docs/DEPLOY.md, Compute)")
     if status_reason.startswith(ATTEMPT_TIMED_OUT):
         return ("a shard ran longer than AttemptDurationSeconds: raise it, or lower ReadsPerShard so that "
                 "each shard has less to do")

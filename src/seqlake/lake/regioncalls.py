@@ -24,6 +24,7 @@ the longest deletion anchored in it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,12 +92,19 @@ class RegionCalls:
     tbi: bytes
 
 
-def _piece_rows(table: pa.Table, k: int) -> pa.Table:
-    """The rows of the region's ``k``-th piece (its contig's code in the region)."""
+def rows_by_piece(table: pa.Table, pieces: int) -> list[pa.Table]:
+    """The rows of each of the region's ``pieces`` (the ``k``-th piece's: its contig's code ``k`` in the
+    region), in their order within the piece. The codes are read once and the rows cut by slices (taken
+    in code order first, should they not be in it): a region of 3,342 decoy contigs read its whole table
+    once per piece, 30 minutes of its reducer at 0.05x."""
     if table.num_rows == 0:
-        return table
-    sel = np.flatnonzero(contig_codes(table) == k)
-    return table if len(sel) == table.num_rows else table.take(pa.array(sel))
+        return [table] * pieces
+    codes = contig_codes(table)
+    if np.any(codes[1:] < codes[:-1]):
+        order = np.argsort(codes, kind="stable")
+        table, codes = table.take(pa.array(order)), codes[order]
+    starts = np.searchsorted(codes, np.arange(pieces + 1))
+    return [table.slice(int(a), int(b - a)) for a, b in itertools.pairwise(starts)]
 
 
 def _indels(rows: pa.Table) -> list[Indel]:
@@ -115,10 +123,13 @@ def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], ref
     edges: list[AmpliconPart] = []
     outside = 0
     fasta: list[str] = []
+    n = len(region.pieces)
+    alleles, indel_rows = rows_by_piece(merged["alleles"], n), rows_by_piece(merged["indels"], n)
+    reads = rows_by_piece(merged["amplicon_reads"], n) if amplicons is not None else []
     for k, piece in enumerate(region.pieces):
-        rows = _piece_rows(merged["alleles"], k)
+        rows = alleles[k]
         counts = {c: rows.column(c).to_numpy() for c in rows.column_names if c not in ("sample", "contig")}
-        indels = _indels(_piece_rows(merged["indels"], k))
+        indels = _indels(indel_rows[k])
         stop = max([piece.end, *(i.pos + 1 + i.deleted for i in indels)])
         found = call_variants(counts, indels, reference.bases(piece, stop), piece.start, params)
         n = len(found["pos"])
@@ -131,7 +142,7 @@ def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], ref
         fasta += [fasta_header(sample, piece.contig, params) if piece.start == 0 else "", segment,
                   "\n" if piece.end == piece.contig_length else ""]
         if amplicons is not None:
-            outside += _amplicons(sample, piece, rows, _piece_rows(merged["amplicon_reads"], k),
+            outside += _amplicons(sample, piece, rows, reads[k],
                                   amplicons=amplicons, cols=amplicon_cols, edges=edges)
     table = to_arrow("variants", variants)
     records = vcf_records([(p.contig, p.contig_length) for p in region.pieces], variants)

@@ -386,6 +386,7 @@ class BatchRunner:
             return Outcome(None, f"CannotStartContainerError: {err}", reason=f"CannotStartContainerError: {err}")
         with self._lock:
             self._procs[proc.pid] = proc
+        cap.watch()
         try:
             code = _wait(proc, timeout)
             killed = cap.killed()
@@ -416,12 +417,15 @@ class BatchRunner:
         )
 
     def _record_memory(self, job: Any, attempt: int, cap: memory.Cap) -> None:
-        """One line per attempt in ``logs/batch/memory.jsonl``: the job's memory and the attempt's peak
-        (the local cloud's own record: Batch reports memory through CloudWatch metrics, not the job)."""
+        """One line per attempt in ``logs/batch/memory.jsonl``: the job's memory, the attempt's peak as the
+        cgroup counts it (page cache included) and the largest sample of its anonymous and shared memory
+        (:meth:`.memory.Cap.watch`); the local cloud's own record: Batch reports memory through CloudWatch
+        metrics, not the job."""
         if cap.mode == "off":
             return
         line = {"job_id": job.job_id, "job_name": job.job_name, "attempt": attempt, "memory_mib": cap.limit_mib,
-                "max_memory_used_mib": cap.peak_mib(), "killed": cap.killed()}
+                "max_memory_used_mib": cap.peak_mib(), "max_resident_mib": cap.resident_peak_mib(),
+                "killed": cap.killed()}
         path = self.logs_dir / "batch" / "memory.jsonl"
         with self._lock, path.open("a") as f:
             f.write(json.dumps(line) + "\n")

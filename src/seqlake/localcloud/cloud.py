@@ -254,8 +254,11 @@ class LocalCloud:
         assert self.lambdas is not None and self.batch is not None
         return bool(self.lambdas.pending or self.batch.active)
 
-    def wait(self, timeout: float = 3600.0) -> list[Execution]:
-        """Wait until nothing runs any more; returns the executions started since the last wait."""
+    def wait(self, timeout: float | None = None) -> list[Execution]:
+        """Wait until nothing runs any more; returns the executions started since the last wait. By default
+        as long as that takes: a run is bounded by its state machine's timeouts (``BatchStepTimeoutSeconds``,
+        each attempt's duration, each Lambda's), as on AWS; a fixed hour here stopped a 1.5 Gb run
+        (3,774 s) while its last reducer ran."""
         assert self._watcher is not None
         finished = wait_idle(self._watcher, self._busy, self._hooks.activity, timeout)
         self.persist()

@@ -13,6 +13,13 @@ response without a length is sent chunked. A connection is closed when the clien
 went wrong after its headers, or after :attr:`KeepAliveHandler.idle_seconds` without a request;
 :meth:`LocalServer.close_connections` closes the rest when the server stops (no old client reaches the
 process-wide backends of a newer cloud through a connection kept from before).
+
+An S3 ``CompleteMultipartUpload`` that is not answered within :attr:`KeepAliveHandler.complete_grace_seconds`
+is answered as S3 answers it: ``200 OK`` and the XML declaration at once, a space every
+:attr:`KeepAliveHandler.keep_alive_seconds` while the parts are joined, then the result or the ``Error``
+(an error inside a 200, which botocore retries as a 500). Joining a multi-GB upload's parts outlasts
+botocore's 60 s read timeout; a client that timed out retried, and s3transfer aborted the upload under the
+first complete.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterable
 from http import HTTPStatus
+from queue import Empty, Queue
 from typing import Any
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -47,6 +55,11 @@ class KeepAliveHandler(MotoRequestHandler):
     idle_seconds = 120.0
     #: a response's headers go out with its first bytes (one segment, not two waiting on each other's ACK)
     disable_nagle_algorithm = True
+    #: seconds a CompleteMultipartUpload may take before it is answered 200 and kept alive (an error found by
+    #: then, such as ``InvalidPart``, keeps its own status, as S3's checks before it starts joining do)
+    complete_grace_seconds = 1.0
+    #: seconds between the spaces that keep a slow CompleteMultipartUpload's connection alive
+    keep_alive_seconds = 5.0
     server: LocalServer
 
     def finish(self) -> None:
@@ -102,7 +115,10 @@ class KeepAliveHandler(MotoRequestHandler):
         body = _request_body(environ)
         response = _Response(self)
         try:
-            response.run(self.server.app, environ)
+            if _completes_an_upload(environ):
+                response.run_kept_alive(self.server.app, environ)
+            else:
+                response.run(self.server.app, environ)
         except (ConnectionError, TimeoutError) as e:
             self.close_connection = True
             self.connection_dropped(e, environ)
@@ -212,6 +228,75 @@ class _Response:
             close = getattr(answer, "close", None)
             if close is not None:
                 close()
+
+    def run_kept_alive(self, app: Any, environ: dict[str, Any]) -> None:
+        """The application's answer as it is if it comes within the grace; else ``200 OK`` at once, a space
+        every :attr:`KeepAliveHandler.keep_alive_seconds`, then the answer's body (an error's too) after the
+        XML declaration already sent."""
+        answers: Queue[tuple[str, list[tuple[str, str]], bytes] | None] = Queue(maxsize=1)
+        threading.Thread(target=_answer_whole, args=(app, environ, answers), daemon=True,
+                         name="complete-multipart-upload").start()
+        try:
+            answer = answers.get(timeout=self.handler.complete_grace_seconds)
+        except Empty:
+            pass
+        else:
+            if answer is None:
+                raise RuntimeError("CompleteMultipartUpload failed")  # run_wsgi answers 500
+            status, headers, data = answer
+            self.start_response(status, headers)
+            self.write(data)
+            if self.chunked:
+                self.handler.wfile.write(b"0\r\n\r\n")
+            return
+        self.start_response("200 OK", [("Content-Type", "application/xml")])
+        self.write(_XML_DECLARATION)
+        while True:
+            try:
+                answer = answers.get(timeout=self.handler.keep_alive_seconds)
+                break
+            except Empty:
+                self.write(b" ")
+        body = _INTERNAL_ERROR if answer is None else answer[2]
+        if body.startswith(b"<?xml"):
+            body = body.partition(b"?>")[2].lstrip()
+        self.write(body or _INTERNAL_ERROR)
+        if self.chunked:
+            self.handler.wfile.write(b"0\r\n\r\n")
+
+
+def _completes_an_upload(environ: dict[str, Any]) -> bool:
+    """The request is S3's CompleteMultipartUpload (``POST /bucket/key?uploadId=``, signed for ``s3``)."""
+    query = environ.get("QUERY_STRING", "")
+    return (environ.get("REQUEST_METHOD") == "POST" and ("uploadId=" in query)
+            and "/s3/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""))
+
+
+#: the start of a slow CompleteMultipartUpload's body, sent with its 200 (botocore parses what follows as XML:
+#: spaces may come after the declaration, never before it)
+_XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+#: S3's answer to a request that failed inside the service (the application raised)
+_INTERNAL_ERROR = (b"<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try "
+                   b"again.</Message></Error>")
+
+
+def _answer_whole(app: Any, environ: dict[str, Any], answers: Queue[tuple[str, list[tuple[str, str]], bytes] | None]
+                  ) -> None:
+    """Run the application on the request and put its status, headers and whole body in ``answers`` (None if
+    it raised)."""
+    try:
+        started: list[Any] = []
+        body = app(environ, lambda status, headers, exc_info=None: started.extend((status, headers)))
+        try:
+            data = b"".join(body)
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+        answers.put((started[0], started[1], data))
+    except Exception:
+        _log.exception("Error on CompleteMultipartUpload %s", environ.get("PATH_INFO"))
+        answers.put(None)
 
 
 def _request_body(environ: dict[str, Any]) -> Any:

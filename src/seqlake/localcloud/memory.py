@@ -22,6 +22,14 @@ libraries the server imported (boto3, pyarrow, numpy, mappy: about 100 MB reside
 to the server when it imported them; the cgroup counts what the invocation allocates itself. On Lambda
 the same imports are part of the function's memory, so the local limit is looser by about that much.
 
+The cgroup's peak counts the page cache of the files an attempt reads and writes, which the kernel
+reclaims at the limit instead of killing: a child that downloads a 4.75 GB index and spills 8.4 GB of runs
+peaks at its limit without being short of memory. So a Batch attempt's anonymous and shared memory (what
+the kernel cannot reclaim without swap, so what decides a kill) is also sampled every
+:data:`SAMPLE_SECONDS`, and its largest sample recorded beside the peak. (The cgroup's usage less its
+inactive file cache, ``docker stats``' figure, is no measure here: pages taken off the list while the
+kernel reclaims them count as used, and a process writing a file at its limit read near the limit.)
+
 ``SEQLAKE_LOCAL_MEMORY_LIMITS=0`` (``--no-memory-limits``) turns the limits off.
 """
 
@@ -36,7 +44,7 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,6 +109,10 @@ def _writable_parent(version: Literal[1, 2]) -> Path | None:
     return parent
 
 
+#: seconds between two samples of an attempt's anonymous and shared memory (:meth:`Cap.watch`)
+SAMPLE_SECONDS = 1.0
+
+
 @dataclass
 class Cap:
     """One invocation's or attempt's limit: what its process applies to itself (:attr:`confinement`, for
@@ -112,6 +124,10 @@ class Cap:
     cgroup: Path | None = None
     #: where the process writes its peak when it ends (rlimit mode)
     peak_file: Path | None = None
+    #: the largest sample of its anonymous and shared memory, in bytes (:meth:`watch`)
+    _resident_peak: int = field(default=0, repr=False)
+    _sampler: threading.Thread | None = field(default=None, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def confinement(self) -> dict[str, Any] | None:
@@ -143,10 +159,38 @@ class Cap:
                 return math.ceil(int(self.peak_file.read_text()) / 1024)
         return None
 
+    def watch(self) -> None:
+        """Sample the cgroup's anonymous and shared memory every :data:`SAMPLE_SECONDS` until
+        :meth:`resident_peak_mib` or :meth:`close` (cgroup modes only)."""
+        if self.cgroup is None:
+            return
+        stat = self.cgroup / "memory.stat"
+        names = ("anon", "shmem") if self.mode == "cgroup2" else ("total_rss", "total_shmem")
+
+        def sample() -> None:
+            while True:
+                now = sum(_counter(stat, name) for name in names)
+                self._resident_peak = max(self._resident_peak, now)
+                if self._stop.wait(SAMPLE_SECONDS):
+                    return
+
+        self._sampler = threading.Thread(target=sample, daemon=True, name="memory-sampler")
+        self._sampler.start()
+
+    def resident_peak_mib(self) -> int | None:
+        """Stop sampling; the largest sample of its anonymous and shared memory, in MiB (rounded up; None if
+        it was not sampled)."""
+        if self._sampler is None:
+            return None
+        self._stop.set()
+        self._sampler.join()
+        return math.ceil(self._resident_peak / MIB)
+
     def close(self) -> None:
         """Remove the cgroup (killing what is left in it: an alignment process outliving its worker)."""
         if self.peak_file is not None:
             self.peak_file.unlink(missing_ok=True)
+        self._stop.set()
         if self.cgroup is None:
             return
         for _ in range(100):

@@ -24,14 +24,16 @@ _SETTLE_SECONDS = 0.05
 _BUSY_POLL_SECONDS = 10.0
 
 
-def wait_idle(watcher: Watcher, busy: Callable[[], bool], activity: threading.Event, timeout: float) -> list[Execution]:
+def wait_idle(watcher: Watcher, busy: Callable[[], bool], activity: threading.Event,
+              timeout: float | None) -> list[Execution]:
     """Poll until two polls in a row find nothing running and nothing in flight (``busy``: Lambda events or
-    Batch jobs); ``activity`` is set when a Lambda or Batch job returns. Returns the round's new executions."""
-    deadline = time.monotonic() + timeout
+    Batch jobs); ``activity`` is set when a Lambda or Batch job returns. Returns the round's new executions.
+    ``timeout`` None: as long as the runs take (their state machine's own timeouts end them)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     with watcher:
         quiet_polls, interval, polled = 0, 0.1, 0.0
         while quiet_polls < 2:  # two idle polls in a row: an event in flight has landed
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"the local cloud was still busy after {timeout:.0f} s")
             # Each poll is a few requests through moto (the execution's whole history among them),
             # on the core the shards need. The state machine moves when a Lambda or Batch job
