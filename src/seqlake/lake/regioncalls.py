@@ -123,9 +123,9 @@ def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], ref
     edges: list[AmpliconPart] = []
     outside = 0
     fasta: list[str] = []
-    n = len(region.pieces)
-    alleles, indel_rows = rows_by_piece(merged["alleles"], n), rows_by_piece(merged["indels"], n)
-    reads = rows_by_piece(merged["amplicon_reads"], n) if amplicons is not None else []
+    pieces = len(region.pieces)
+    alleles, indel_rows = rows_by_piece(merged["alleles"], pieces), rows_by_piece(merged["indels"], pieces)
+    reads = rows_by_piece(merged["amplicon_reads"], pieces) if amplicons is not None else []
     for k, piece in enumerate(region.pieces):
         rows = alleles[k]
         counts = {c: rows.column(c).to_numpy() for c in rows.column_names if c not in ("sample", "contig")}
