@@ -48,7 +48,7 @@ from pathlib import Path
 
 #: ``child=NNNNN``: five digits hold the Batch array limit (10,000 children: 0..9999)
 CHILD_DIGITS = 5
-#: ``region=NNNNN``: GRCh38 cut into 5 Mb regions has ~800; five digits hold any genome
+#: ``region=NNNNN``: GRCh38 cut into 5 Mb regions has ~640; five digits hold any genome
 REGION_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"

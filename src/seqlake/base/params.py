@@ -21,11 +21,12 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-#: bases per region of the reduce step: ~630 reducers for a human genome, one for anything up to 5 Mb. A reducer
-#: holds its region's merged allele counts (variants are called by default): measured end to end at 30x, 2,769 MiB
-#: for a 4 Mb region, so ~3.5 GB for 5 Mb, which the template's ``ReducerMemoryMiB`` (6,144) holds; at 25 Mb a
-#: 100 Mb genome's reducers were killed at 4,096 MiB even at 0.9x. It divides every coverage bin width of
-#: :func:`coverage_bin_width`'s ladder up to 5 Mb, so the bins stay as wide as the genome asks
+#: bases per region of the reduce step: ~640 reducers for GRCh38 (631 windows of its 24 chromosomes), one for
+#: anything up to 5 Mb. A reducer holds its region's merged allele counts (variants are called by default):
+#: measured end to end at 30x, 2,769 MiB for a 4 Mb region, so ~3.5 GB for 5 Mb, which the template's
+#: ``ReducerMemoryMiB`` (6,144) holds; at 25 Mb a 100 Mb genome's reducers were killed at 4,096 MiB even at
+#: 0.9x. It divides every coverage bin width of :func:`coverage_bin_width`'s ladder up to 5 Mb, so the bins
+#: stay as wide as the genome asks
 DEFAULT_REGION_SIZE = 5_000_000
 #: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
