@@ -68,6 +68,24 @@ def test_windows_of_runs_sum_equal_keys_in_key_order(tmp_path: Path) -> None:
         assert window > 1_000 or len(got) > 1
 
 
+@pytest.mark.parametrize(("high", "itemsize"), [(1, 1), (255, 1), (256, 2), (65_535, 2), (65_536, 4), (2**31, 8)])
+def test_a_run_is_stored_as_narrow_as_its_counts_and_read_back_as_int32_at_least(
+        tmp_path: Path, high: int, itemsize: int) -> None:
+    """A big genome's runs are nearly all counts of 0 and 1: their file takes 8 + 32 bytes a row, not
+    8 + 128, and the counts come back equal, in the in-memory runs' type (int32, or int64 past it)."""
+    keys = np.arange(0, 3_000, 3, dtype=np.int64)
+    counts = np.zeros((len(keys), 32), dtype=np.int64)
+    counts[::7, 5] = 1
+    counts[-1, 31] = high
+    run = FileRun(tmp_path / "run", keys, counts, stride=64)
+    assert run.path.stat().st_size == len(keys) * (8 + 32 * itemsize)
+    back = run.counts(0, run.rows)
+    assert back.dtype == (np.int64 if high > 2**31 - 1 else np.int32)
+    assert np.array_equal(back, counts) and np.array_equal(run.keys(0, run.rows), keys)
+    # a window in the middle, as the merge reads it
+    assert np.array_equal(run.counts(100, 250), counts[100:250])
+
+
 def _positions(plan: Plan, child: int) -> dict[int, dict[str, pa.Table]]:
     manifest = worker.finished_manifest(plan, child)
     assert manifest is not None and manifest.positions

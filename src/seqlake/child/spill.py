@@ -61,14 +61,28 @@ class MemoryRun:
         return int(np.searchsorted(self._keys, key, side=side))
 
 
+def stored_dtype(counts: Counts) -> np.dtype:
+    """The narrowest of uint8, uint16, int32 and int64 that holds every count. On a big genome a spilled
+    run's rows are nearly all one base at one position (a shard's reads are spread over the whole genome),
+    so a row is its key and 32 counts of 0 or 1: 40 bytes in uint8 against 136 in int32, which decided
+    whether a child of 2 M pairs over 100 Mb fit its disk (~40 GB of runs at 136 bytes)."""
+    if not counts.size:
+        return np.dtype(np.uint8)
+    low, high = int(counts.min()), int(counts.max())
+    for dtype in (np.uint8, np.uint16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
 class FileRun:
-    """A run in one local file: the keys (int64), then the count rows (C order, in the narrowest of int32 and
-    int64 that holds them), read by ranges; every ``stride``-th key stays in memory."""
+    """A run in one local file: the keys (int64), then the count rows (C order, in :func:`stored_dtype`),
+    read by ranges and handed back as int32 at least (what the in-memory runs hold); every ``stride``-th key
+    stays in memory."""
 
     def __init__(self, path: Path, keys: I64, counts: Counts, stride: int = SEARCH_STRIDE) -> None:
-        info = np.iinfo(np.int32)
-        narrow = not counts.size or (info.min <= counts.min() and counts.max() <= info.max)
-        self.dtype = np.dtype(np.int32 if narrow else np.int64)
+        self.dtype = stored_dtype(counts)
         self.width = counts.shape[1]
         self.path = path
         self._rows = len(keys)
@@ -102,6 +116,8 @@ class FileRun:
     def counts(self, first: int, stop: int) -> Counts:
         n = max(stop - first, 0)
         flat = self._read(8 * self._rows + first * self.width * self.dtype.itemsize, n * self.width, self.dtype)
+        if self.dtype.itemsize < 4:
+            flat = flat.astype(np.int32)
         return flat.reshape(n, self.width)  # type: ignore[return-value]
 
     def search(self, key: int, side: Side) -> int:
