@@ -23,9 +23,11 @@ the shard worker itself carries no test code.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -97,8 +99,8 @@ ARROW_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 def _failed(plan: Any, child: int, err: Exception) -> int:
     """The exit code of a child that failed with ``err``, its last line saying why (the failure step records
-    it): bad input (also written as structured data), or a grant the child's role lacks; anything else is
-    raised on."""
+    it): bad input (also written as structured data), a full disk (what to raise), or a grant the child's
+    role lacks; anything else is raised on."""
     from seqlake.base import storage
 
     if isinstance(err, BadInputError):
@@ -109,6 +111,12 @@ def _failed(plan: Any, child: int, err: Exception) -> int:
         except Exception:
             traceback.print_exc()
         return EXIT_BAD_INPUT
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        traceback.print_exc()
+        print(f"seqlake: no space left on the child's disk ({err.filename or tempfile.gettempdir()}): a child "
+              "spills its allele counts there at ~11 KB a read pair; raise RootVolumeGiB or lower ReadsPerShard "
+              "(docs/DEPLOY.md)", file=sys.stderr)
+        return EXIT_FAILURE
     denied = access_denied(err)
     if denied is None:
         raise err
