@@ -381,3 +381,90 @@ def test_copy_many_copies_in_the_server_and_in_parts_past_copy_objects_limit(
     dst = tmp_path / "results" / "t" / "a.parquet"
     assert storage.copy_many([(str(src), str(dst), len(small))]) == 1
     assert dst.read_bytes() == small and dst.stat().st_ino == src.stat().st_ino
+
+
+def _small_inputs(s3: str, samples: int, bad: frozenset[int] = frozenset(),
+                  ) -> tuple[list[Sample], dict[str, storage.ObjectInfo]]:
+    """``samples`` paired samples of small gzip files (the files numbered in ``bad``, in the run's order, with
+    bytes after their last gzip member) and their listed sizes."""
+    known = {}
+    for n in range(samples * 2):
+        uri = f"{s3}/incoming/s{n // 2}_R{n % 2 + 1}.fastq.gz"
+        storage.write_bytes(uri, gzip.compress(_reads(5, n % 2 + 1)) + (b"\0" * 7 if n in bad else b""))
+        known[uri] = storage.head(uri)
+    return [Sample(f"s{i}", f"{s3}/incoming/s{i}_R1.fastq.gz", f"{s3}/incoming/s{i}_R2.fastq.gz")
+            for i in range(samples)], known
+
+
+def _counting_get_many(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The keys of each :meth:`clients.RangedGets.get_many` call from now on."""
+    batches: list[list[str]] = []
+    get_many = clients.RangedGets.get_many
+
+    def counted(self: clients.RangedGets, ranges: list[tuple[str, str, int, int]], *args: object) -> object:
+        batches.append([key for _, key, _, _ in ranges])
+        return get_many(self, ranges, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(clients.RangedGets, "get_many", counted)
+    return batches
+
+
+def test_a_plans_small_inputs_are_read_ahead_in_batches_and_sniffed_without_threads(
+        s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files whose listed size fits a reader's block are read whole beforehand, a batch at a time, from the
+    planning thread (:meth:`clients.RangedGets.get_many`: one GET a file, the one its sniff would send), and
+    a batch read whole is sniffed in that thread: no scan threads, no second GET."""
+    from seqlake.plan import planner
+
+    monkeypatch.setattr(planner, "READ_AHEAD_FILES", 3)
+    samples, known = _small_inputs(s3, 4)
+
+    class NoThreads:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("a batch read whole is sniffed in the planning thread")
+
+    monkeypatch.setattr(planner, "ThreadPoolExecutor", NoThreads)
+    batches = _counting_get_many(monkeypatch)
+    sent = _sent_requests()
+    plan = make_plan("ahead", samples, out_prefix=f"{s3}/lake", known=known)
+    keys = [k.removeprefix(f"{s3}/") for k in known]
+    assert batches == [keys[0:3], keys[3:6], keys[6:8]]
+    assert sorted(key for op, key in sent if op == "GetObject") == sorted(keys)  # each file once
+    assert [i.records for i in plan.inputs] == [5] * 8 and plan.array_size == 1
+
+
+def test_a_plans_read_ahead_stops_at_the_first_bad_file_and_names_it(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the scan threads do: the error is the first failing file's in the run's order, and no batch after
+    its own is read."""
+    from seqlake.plan import planner
+
+    monkeypatch.setattr(planner, "READ_AHEAD_FILES", 3)
+    samples, known = _small_inputs(s3, 4, bad=frozenset({5, 7}))
+    batches = _counting_get_many(monkeypatch)
+    with pytest.raises(BadInputError, match=r"s2_R2\.fastq\.gz.*corrupt gzip stream at byte"):
+        make_plan("ahead-bad", samples, out_prefix=f"{s3}/lake", known=known)
+    assert len(batches) == 2
+
+
+def test_small_objects_read_whole_and_held_serve_their_readers_without_a_request(s3: str) -> None:
+    """:func:`storage.read_small_objects` reads each object whole (leaving out one missing, one of another
+    size than listed, an empty one, a local path); a reader of a held object reads it without a request, but
+    only bytes that are the whole object (of its listed size), within one of its blocks."""
+    storage.write_bytes(f"{s3}/in/a", b"A" * 100)
+    storage.write_bytes(f"{s3}/in/b", b"B" * 50)
+    storage.write_bytes(f"{s3}/in/empty", b"")
+    held = storage.read_small_objects({f"{s3}/in/a": 100, f"{s3}/in/b": 60, f"{s3}/in/missing": 10,
+                                       f"{s3}/in/empty": 0, "/tmp/local": 5})
+    assert held == {f"{s3}/in/a": b"A" * 100}
+    listed = {f"{s3}/in/a": storage.ObjectInfo(100), f"{s3}/in/b": storage.ObjectInfo(50)}
+    sent = _sent_requests()
+    with storage.objects_known(listed), storage.objects_held({**held, f"{s3}/in/b": b"held"}):
+        with storage.open_read(f"{s3}/in/a") as f:
+            f.seek(10)
+            assert f.read(5) == b"AAAAA"
+        assert sent == []
+        with storage.open_read(f"{s3}/in/b") as f:  # not the whole object: read from S3
+            assert f.read() == b"B" * 50
+        with storage.open_read(f"{s3}/in/a", block_size=64) as f:  # more than a block: read from S3
+            assert f.read(3) == b"AAA"
+    assert sent[0][1] == "in/b" and {key for _, key in sent[1:]} == {"in/a"}

@@ -79,11 +79,14 @@ class S3RangeReader(io.RawIOBase):
         super().__init__()
         self.uri = uri
         self._bucket, self._key = split_s3(uri)
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._size = head(uri).size if size is None else size
+        held = _HELD.get().get(uri)
+        if held is not None and len(held) == self._size <= block_size:  # the whole object, read beforehand
+            self._cache[0] = held
         self._pos = 0
         self._block = block_size
         self._max_blocks = cache_blocks
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
         #: number of GET requests and bytes fetched (for tests and benchmarks)
         self.requests = 0
         self.fetched = 0
@@ -443,6 +446,37 @@ def objects_known(infos: Mapping[str, ObjectInfo]) -> Iterator[None]:
         yield
     finally:
         _KNOWN.reset(token)
+
+
+#: small objects whose whole bytes the caller read beforehand (:func:`objects_held`)
+_HELD: contextvars.ContextVar[Mapping[str, bytes]] = contextvars.ContextVar(
+    "held_objects", default=types.MappingProxyType({}))
+
+
+@contextlib.contextmanager
+def objects_held(bodies: Mapping[str, bytes]) -> Iterator[None]:
+    """Meanwhile, in this context (and the contexts copied from it), an S3 reader (:func:`open_read`) of one
+    of these objects reads it from these bytes, without a request, when they are the whole object (its
+    size as :func:`head` gives it) and fit in one of its blocks (what its first GET would have fetched)."""
+    token = _HELD.set({**_HELD.get(), **bodies})
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def read_small_objects(sizes: Mapping[str, int], connections: int = clients.MANY_CONNECTIONS) -> dict[str, bytes]:
+    """The whole bytes of each S3 object of ``sizes`` (URI to its size, as listed), one ranged GET each, up to
+    ``connections`` in flight from this thread (:meth:`clients.RangedGets.get_many`: a plan's thousands of
+    small inputs cost their round trips, not a thread each). An object not read so (missing, refused, of
+    another size now, not on S3, empty; or no lean GET here) is left out: its reader asks for it again, and
+    fails as it fails."""
+    lean = clients.ranged_gets()
+    wanted = [(uri, size) for uri, size in sizes.items() if is_s3(uri) and size > 0]
+    if lean is None or not wanted:
+        return {}
+    got = lean.get_many([(*split_s3(uri), 0, size - 1) for uri, size in wanted], connections)
+    return {uri: data for (uri, size), data in zip(wanted, got, strict=True) if data is not None and len(data) == size}
 
 
 def head(uri: str) -> ObjectInfo:

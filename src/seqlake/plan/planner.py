@@ -43,7 +43,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -75,6 +75,10 @@ MAX_SAMPLES_PER_CHILD = 32
 #: each interleaved, 64 threads took about 7 % more CPU a request than 32 (the threads contend for the
 #: interpreter's lock) for the same wall time
 SCAN_WORKERS = min(32, MAX_PARALLEL_REQUESTS)
+#: input files a batch of the sniffs reads ahead (:func:`_read_ahead`), and the bytes it holds at most: a batch
+#: costs its files' round trips over :data:`clients.MANY_CONNECTIONS` connections, opened once a batch
+READ_AHEAD_FILES = 4_096
+READ_AHEAD_BYTES = 64 << 20
 #: plain single-end files up to this size are counted (exact records) instead of cut by byte ranges
 PLAIN_COUNT_BELOW = 64 << 20
 #: bytes read around a byte-range boundary to find a record start (grown when a record is longer)
@@ -356,7 +360,7 @@ def _workers(n: int) -> int:
     return max(1, min(SCAN_WORKERS, n))
 
 
-def _each(fn: Callable[[int], _Scanned], indices: Iterable[int]) -> list[_Scanned]:
+def _each(fn: Callable[[int], _Scanned], indices: Iterable[int], *, threads: bool = True) -> list[_Scanned]:
     """``fn`` of each index, ``SCAN_WORKERS`` at a time: a run of thousands of small files costs their round
     trips divided by the workers, not added up. Each worker takes the next index as it finishes one (a
     future per file, submitted from this thread, made the submitting thread contend with the workers for
@@ -364,9 +368,10 @@ def _each(fn: Callable[[int], _Scanned], indices: Iterable[int]) -> list[_Scanne
     failure no new index is taken; the error raised is that of the first failing file in the run's order
     (every file before it was taken, so has been read). Each call sees this thread's context
     (:func:`storage.objects_known`). A single call runs in this thread, where its pass may fork a helper: no
-    fork ever happens while scan threads run (:mod:`seqlake.base.forked`)."""
+    fork ever happens while scan threads run (:mod:`seqlake.base.forked`); so do all of them when not
+    ``threads`` (calls that wait for nothing: threads would only add their switches)."""
     todo = list(indices)
-    if len(todo) <= 1:
+    if len(todo) <= 1 or not threads:
         return [fn(i) for i in todo]
     results: list[_Scanned | None] = [None] * len(todo)
     failed: dict[int, BaseException] = {}
@@ -394,6 +399,40 @@ def _each(fn: Callable[[int], _Scanned], indices: Iterable[int]) -> list[_Scanne
     done = [r for r in results if r is not None]
     assert len(done) == len(todo), "a scan returned nothing"
     return done
+
+
+def _sniffed(sniff: Callable[[int], _Scanned], uris: list[str], known: Mapping[str, storage.ObjectInfo],
+             ) -> list[_Scanned]:
+    """``sniff`` of each file, in the run's order, a batch of files at a time (:func:`_read_ahead`): the
+    batch's small files read whole beforehand, many in flight from this thread
+    (:func:`storage.read_small_objects`: one GET a file, as its sniff would send), so their sniffs wait for
+    nothing; a batch read whole is sniffed in this thread, any other by the scan threads. As :func:`_each`:
+    after a failure no later file is sniffed, and the error raised is the first failing file's."""
+    files: list[_Scanned] = []
+    for batch, sizes in _read_ahead(uris, known):
+        held = storage.read_small_objects(sizes)
+        with storage.objects_held(held):
+            files += _each(sniff, batch, threads=not all(uris[i] in held for i in batch))
+    return files
+
+
+def _read_ahead(uris: list[str], known: Mapping[str, storage.ObjectInfo]) -> Iterator[tuple[range, dict[str, int]]]:
+    """Consecutive batches of the files (at most :data:`READ_AHEAD_FILES`), each with the sizes of those of its
+    files to read whole beforehand: on S3, of a size the run's listing gave, within a reader's first block
+    (the bytes its first GET fetches anyway), together at most :data:`READ_AHEAD_BYTES` a batch."""
+    first, held = 0, 0
+    sizes: dict[str, int] = {}
+    for i, uri in enumerate(uris):
+        info = known.get(uri)
+        size = info.size if info is not None and storage.is_s3(uri) and info.size <= storage.BLOCK_SIZE else None
+        if i > first and (i - first >= READ_AHEAD_FILES or (size is not None and held + size > READ_AHEAD_BYTES)):
+            yield range(first, i), sizes
+            first, sizes, held = i, {}, 0
+        if size is not None:
+            sizes[uri] = size
+            held += size
+    if first < len(uris):
+        yield range(first, len(uris)), sizes
 
 
 def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shards: int | None,
@@ -424,7 +463,7 @@ def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shard
         return allocate_shards([g[0].estimated_records for g in grouped()], params.reads_per_shard, shards)
 
     with storage.objects_known(known):
-        files = _each(sniff, range(len(jobs)))
+        files = _sniffed(sniff, [uri for _, _, uri in jobs], known)
         # the index or counting pass, for the files whose shards need record numbers: not for a sample its
         # sniffs read whole that is one shard (a run of thousands of small samples then costs one GET a
         # file), nor for one the first allocation makes one shard but the last does not (then next)

@@ -427,7 +427,8 @@ def check_phred_offset(qualities: bytes, path: str) -> None:
     """Reject Phred+64 / Solexa data (rule in the module docstring) from a sample of qualities."""
     if not qualities:
         return
-    lo, hi = min(qualities), max(qualities)
+    values = np.frombuffer(qualities, dtype=np.uint8)  # min() and max() of bytes step through them in Python
+    lo, hi = int(values.min()), int(values.max())
     if lo >= ord(";") and hi > ord("K"):
         raise BadInputError(
             path,
