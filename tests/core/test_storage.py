@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -396,13 +397,13 @@ def _small_inputs(s3: str, samples: int, bad: frozenset[int] = frozenset(),
             for i in range(samples)], known
 
 
-def _counting_get_many(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The keys of each :meth:`clients.RangedGets.get_many` call from now on."""
-    batches: list[list[str]] = []
+def _counting_get_many(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], str]]:
+    """The keys of each :meth:`clients.RangedGets.get_many` call from now on, and the thread that made it."""
+    batches: list[tuple[list[str], str]] = []
     get_many = clients.RangedGets.get_many
 
     def counted(self: clients.RangedGets, ranges: list[tuple[str, str, int, int]], *args: object) -> object:
-        batches.append([key for _, key, _, _ in ranges])
+        batches.append(([key for _, key, _, _ in ranges], threading.current_thread().name))
         return get_many(self, ranges, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(clients.RangedGets, "get_many", counted)
@@ -411,39 +412,46 @@ def _counting_get_many(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 def test_a_plans_small_inputs_are_read_ahead_in_batches_and_sniffed_without_threads(
         s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files whose listed size fits a reader's block are read whole beforehand, a batch at a time, from the
-    planning thread (:meth:`clients.RangedGets.get_many`: one GET a file, the one its sniff would send), and
-    a batch read whole is sniffed in that thread: no scan threads, no second GET."""
+    """Files whose listed size fits a reader's block are read whole beforehand, a batch at a time, from one
+    thread (:meth:`clients.RangedGets.get_many`: one GET a file, the one its sniff would send) while the batch
+    before is sniffed, and a batch read whole is sniffed in the planning thread: no scan threads, no second
+    GET."""
     from seqlake.plan import planner
 
     monkeypatch.setattr(planner, "READ_AHEAD_FILES", 3)
     samples, known = _small_inputs(s3, 4)
 
-    class NoThreads:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            raise AssertionError("a batch read whole is sniffed in the planning thread")
+    sniffed_in: set[str] = set()
+    sniff_input = planner._sniff_input
 
-    monkeypatch.setattr(planner, "ThreadPoolExecutor", NoThreads)
+    def sniff(*args: object) -> object:
+        sniffed_in.add(threading.current_thread().name)
+        return sniff_input(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(planner, "_sniff_input", sniff)
     batches = _counting_get_many(monkeypatch)
     sent = _sent_requests()
     plan = make_plan("ahead", samples, out_prefix=f"{s3}/lake", known=known)
     keys = [k.removeprefix(f"{s3}/") for k in known]
-    assert batches == [keys[0:3], keys[3:6], keys[6:8]]
+    assert [keys for keys, _ in batches] == [keys[0:3], keys[3:6], keys[6:8]]
+    # read beside the sniffs (the next batch while this one is sniffed), which run in the planning thread
+    assert sniffed_in == {threading.current_thread().name} and threading.current_thread().name not in {
+        thread for _, thread in batches}
     assert sorted(key for op, key in sent if op == "GetObject") == sorted(keys)  # each file once
     assert [i.records for i in plan.inputs] == [5] * 8 and plan.array_size == 1
 
 
 def test_a_plans_read_ahead_stops_at_the_first_bad_file_and_names_it(s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As the scan threads do: the error is the first failing file's in the run's order, and no batch after
-    its own is read."""
+    """As the scan threads do: the error is the first failing file's in the run's order, and no batch is read
+    after the one after its own (read while its own was sniffed)."""
     from seqlake.plan import planner
 
-    monkeypatch.setattr(planner, "READ_AHEAD_FILES", 3)
-    samples, known = _small_inputs(s3, 4, bad=frozenset({5, 7}))
+    monkeypatch.setattr(planner, "READ_AHEAD_FILES", 2)
+    samples, known = _small_inputs(s3, 4, bad=frozenset({3, 7}))
     batches = _counting_get_many(monkeypatch)
-    with pytest.raises(BadInputError, match=r"s2_R2\.fastq\.gz.*corrupt gzip stream at byte"):
+    with pytest.raises(BadInputError, match=r"s1_R2\.fastq\.gz.*corrupt gzip stream at byte"):
         make_plan("ahead-bad", samples, out_prefix=f"{s3}/lake", known=known)
-    assert len(batches) == 2
+    assert len(batches) == 3
 
 
 def test_small_objects_read_whole_and_held_serve_their_readers_without_a_request(s3: str) -> None:

@@ -404,15 +404,22 @@ def _each(fn: Callable[[int], _Scanned], indices: Iterable[int], *, threads: boo
 def _sniffed(sniff: Callable[[int], _Scanned], uris: list[str], known: Mapping[str, storage.ObjectInfo],
              ) -> list[_Scanned]:
     """``sniff`` of each file, in the run's order, a batch of files at a time (:func:`_read_ahead`): the
-    batch's small files read whole beforehand, many in flight from this thread
+    batch's small files read whole beforehand, many in flight from one thread
     (:func:`storage.read_small_objects`: one GET a file, as its sniff would send), so their sniffs wait for
-    nothing; a batch read whole is sniffed in this thread, any other by the scan threads. As :func:`_each`:
-    after a failure no later file is sniffed, and the error raised is the first failing file's."""
+    nothing; a batch read whole is sniffed in this thread, any other by the scan threads. The next batch is
+    read while this one is sniffed (read, then sniffed, in turn, the plan and S3 each waited for the other:
+    measured, 10,000 samples took longer than 32 threads doing both). As :func:`_each`: after a failure no
+    later file is sniffed (the next batch may have been read), and the error raised is the first failing
+    file's."""
     files: list[_Scanned] = []
-    for batch, sizes in _read_ahead(uris, known):
-        held = storage.read_small_objects(sizes)
-        with storage.objects_held(held):
-            files += _each(sniff, batch, threads=not all(uris[i] in held for i in batch))
+    batches = list(_read_ahead(uris, known))
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        ahead = [reader.submit(storage.read_small_objects, sizes) for _, sizes in batches[:1]]
+        for k, (batch, _) in enumerate(batches):
+            held = ahead.pop().result()
+            ahead += [reader.submit(storage.read_small_objects, sizes) for _, sizes in batches[k + 1:k + 2]]
+            with storage.objects_held(held):
+                files += _each(sniff, batch, threads=not all(uris[i] in held for i in batch))
     return files
 
 
