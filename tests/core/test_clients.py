@@ -92,7 +92,7 @@ class _Objects:
                 pass
 
             def do_GET(self) -> None:
-                owner.seen.append((id(self.connection), self.path, dict(self.headers.items())))
+                owner.seen.append((self.client_address[1], self.path, dict(self.headers.items())))
                 status = owner.status.get(self.path)
                 if status is not None:
                     self.send_response(status)
