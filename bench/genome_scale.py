@@ -410,6 +410,30 @@ HEADER = ("| genome | contigs | depth | pairs | run | run (s) | children | index
           "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
 
 
+def flatness(results: list[dict[str, Any]]) -> list[str]:
+    """For runs that SUCCEEDED at one depth, with or without allele counts, on genomes of different sizes (the
+    region size the default of the commit measured): the largest reducer's and the commit's peak, smallest genome to
+    largest, as a ratio."""
+    groups: dict[tuple[float, bool], list[dict[str, Any]]] = {}
+    for r in results:
+        if r["status"] == "SUCCEEDED" and r["steps"]["largest_reducer"] and r["steps"]["commit"]:
+            counts = "--no-allele-counts" not in r["run"].get("command", "")
+            groups.setdefault((r["depth"], counts), []).append(r)
+    lines = []
+    for (depth, counts), runs in sorted(groups.items()):
+        sizes = sorted({r["genome_bases"] for r in runs})
+        if len(sizes) < 2:
+            continue
+        small = [r for r in runs if r["genome_bases"] == sizes[0]][-1]
+        big = [r for r in runs if r["genome_bases"] == sizes[-1]][-1]
+        red = [x["steps"]["largest_reducer"]["max_memory_used_mib"] for x in (small, big)]
+        com = [x["steps"]["commit"]["max_memory_used_mb"] for x in (small, big)]
+        lines.append(f"At {depth}x {'with' if counts else 'without'} allele counts, {sizes[0] / 1e6:,.0f} Mb against "
+                     f"{sizes[-1] / 1e6:,.0f} Mb: the largest reducer {red[0]:,} and {red[1]:,} MiB "
+                     f"(**{red[1] / red[0]:.2f}x**), the commit {com[0]} and {com[1]} MB (**{com[1] / com[0]:.2f}x**).")
+    return lines
+
+
 def section(work: Path) -> list[str]:
     """BENCHMARKS.md's section on the end-to-end runs saved in ``work`` (``genome-*.json``)."""
     results = sorted((json.loads(p.read_text()) for p in work.glob("genome-*.json")),
@@ -426,7 +450,7 @@ def section(work: Path) -> list[str]:
         "its anonymous and shared memory, sampled every second, is beside it where measured (\"resident\") and",
         "is what a step is judged \"at its limit\" by. The last column compares `pct_genome_*` and every",
         "`low_coverage` interval with `samtools depth -a` over `minimap2 -ax sr` of the same reads.", "",
-        HEADER, *(row(r) for r in results), "",
+        HEADER, *(row(r) for r in results), "", *flatness(results), "",
         "A run that failed says which step reached its limit; docs/COST.md (\"Measured end to end\") says what",
         "filled it and how the reference's size and the shard's reads scale it. The rows measured before the",
         "child's allele counts spilled (commits 6045225 and 6541148: shards killed at 100 Mb and 1.5 Gb) are kept",
