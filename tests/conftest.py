@@ -60,6 +60,9 @@ GROUPS: dict[str, str] = {
     "tests/faults/test_bad_input.py": "faults_cloud",
     "tests/faults/test_faults.py": "faults_cloud",
     "tests/faults/test_least_privilege.py": "faults_cloud",
+    # one `seqlake local run` of the MiSeq pair (tests/local/conftest.py: miseq_local_run) for both
+    "tests/local/test_containers.py": "miseq_local_run",
+    "tests/local/test_e2e.py": "miseq_local_run",
 }
 
 
@@ -83,7 +86,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return UnitScheduling(config, log)
 
 
-#: The longest units of work (a group or a module), longest first (``--durations=0`` of a whole run). The
+#: The longest units of work (a group or a module), longest first (their CPU seconds in a whole run). The
 #: suite runs them first: xdist hands units out in the collection's order (``--no-loadscope-reorder``), so a
 #: long unit handed out last is the run's tail, one core idle. A local cloud started in the test process is
 #: stopped by the end of its module (the fault suite's: its package), so these may run in any order.
@@ -93,14 +96,20 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/faults/test_faults.py",
     "tests/faults/test_least_privilege.py",
     "tests/bench/test_bench_quick.py",  # bench/run.py --quick
+    "tests/local/test_containers.py",  # two runs with containers, one after the other (they collided at once),
+    "tests/local/test_e2e.py",  # and the MiSeq run without them, which test_e2e checks too (one group)
     "tests/docs/test_documented_commands.py",  # every documented command, in one state folder
-    "tests/local/test_containers.py",  # two runs with containers, one after the other (they collided at once)
-    "tests/local/test_demo.py",
-    "tests/local/test_e2e.py",
     "tests/core/test_variants.py",  # the ivar comparisons
+    "tests/aws/test_start_run.py",
+    "tests/local/test_demo.py",
     "tests/cli/test_contract.py",
-    "tests/local/test_packaged_app.py",
+    "tests/cli/test_cli.py",
     "tests/core/test_reduce.py",
+    "tests/core/test_worker_merge.py",
+    "tests/aws/test_steps.py",
+    "tests/local/test_patches.py",
+    "tests/core/test_plan.py",
+    "tests/local/test_packaged_app.py",
     "tests/core/test_lab_metrics.py",
 )
 

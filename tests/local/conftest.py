@@ -3,16 +3,52 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from seqlake.localcloud import containers
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.state import StateDir
 
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 APP = FIXTURES / "app"
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """A finished ``seqlake local run ARGS --home HOME``."""
+
+    args: tuple[str, ...]
+    home: Path
+
+
+def seqlake_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """``seqlake ARGS`` as a user runs it: a process of its own (a test process may hold another test's moto
+    mocks), children as processes unless ARGS say ``--containers``."""
+    env = {k: v for k, v in os.environ.items() if k != containers.VAR}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "seqlake", *args], env=env, text=True, capture_output=True,
+                          timeout=900, check=False)
+
+
+@pytest.fixture(scope="session")
+def miseq_local_run(miseq: tuple[Path, Path], reference: Path, tmp_path_factory: pytest.TempPathFactory) -> LocalRun:
+    """One ``seqlake local run`` of the real MiSeq pair, children as processes, made once for the worker:
+    tests/local/test_e2e.py checks its tables against seqkit and minimap2, tests/local/test_containers.py
+    against the same arguments run with ``--containers``. The two modules are one group (tests/conftest.py),
+    so one worker runs both and the run is made once (each made its own: ~30 CPU s twice)."""
+    args = ("local", "run", str(miseq[0]), str(miseq[1]), "--reference", str(reference), "--sample", "miseq",
+            "--jobs", "2")
+    home = tmp_path_factory.mktemp("miseq-local-run") / "home"
+    proc = seqlake_command(*args, "--home", str(home))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return LocalRun(args, home)
 
 
 @pytest.fixture(scope="module")

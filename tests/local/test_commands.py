@@ -7,6 +7,8 @@ import csv
 import gzip
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -125,6 +127,18 @@ def test_query_command_reads_the_state_folder_without_moto(tmp_path: Path, capsy
         query_command(_args(tmp_path, named="nope"))
     with pytest.raises(BadInputError, match="empty: no local cloud here"):
         query_command(_args(tmp_path / "empty", "SELECT 1"))
+
+
+def test_local_query_and_runs_import_no_moto(tmp_path: Path) -> None:
+    """``local query`` and ``local runs`` read the state folder: importing moto (via the IAM module) cost each
+    ~2.5 CPU s of its ~3.3, in every documented query a user types and every one the suite runs."""
+    code = ("import sys\n"
+            "from seqlake import cli\n"
+            f"cli.main(['local', 'runs', '--home', {str(tmp_path)!r}])\n"
+            f"cli.main(['local', 'query', '--home', {str(tmp_path)!r}, 'SELECT 1'])\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'moto', 'flask', 'werkzeug'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
 
 
 def test_a_reason_names_the_local_file_beside_its_key() -> None:

@@ -9,6 +9,7 @@ Spot interruption (the container stopped as ECS stops it) retried and changing n
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -34,7 +35,10 @@ from seqlake.localcloud.commands import athena_query
 from seqlake.localcloud.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
-READS_PER_SHARD = 5000
+#: the spot test's reads: the first pairs of the bundled demo library, in 4 shards (what it checks needs
+#: 4 children and a write before the interruption, not the library's 20,000 pairs run twice)
+PAIRS = 2000
+READS_PER_SHARD = PAIRS // 4
 
 
 # ---------------------------------------------------------------- without podman
@@ -274,7 +278,7 @@ def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         cloud.start()
         try:
             assert cloud.batch is not None and cloud.batch.containers is not None
-            # the bundled demo reads (20,000 pairs) in 4 shards, aligned to the bundled reference: the index
+            # PAIRS of the bundled demo reads in 4 shards, aligned to the bundled reference: the index
             # is cached in the job definition's host volume, mounted into the containers
             cloud.override_parameter("ReadsPerShard", str(READS_PER_SHARD))
             reference = demo_paths()[2]
@@ -283,6 +287,16 @@ def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             yield cloud
         finally:
             cloud.stop()
+
+
+def _first_pairs(folder: Path, pairs: int) -> tuple[Path, Path]:
+    """The first ``pairs`` pairs of the bundled demo library, as gzip FASTQ."""
+    out = []
+    for mate, path in zip((1, 2), demo_paths()[:2], strict=True):
+        lines = gzip.decompress(path.read_bytes()).split(b"\n")[: 4 * pairs]
+        out.append(folder / f"first_R{mate}.fastq.gz")
+        out[-1].write_bytes(gzip.compress(b"\n".join(lines) + b"\n", mtime=0))
+    return out[0], out[1]
 
 
 def _rows(result: athena.Result, swap: dict[str, str]) -> list[tuple[Any, ...]]:
@@ -308,11 +322,11 @@ def _tables(query: Any, run_id: str, sample: str | None = None) -> dict[str, lis
 # out a module whole (unit_of in tests/conftest.py), so one xdist worker runs both.
 @pytest.mark.e2e
 def test_a_spot_interrupted_container_is_retried_and_the_tables_equal_process_mode(
-    container_cloud: LocalCloud,
+    container_cloud: LocalCloud, tmp_path: Path
 ) -> None:
     cloud = container_cloud
     assert cloud.batch is not None and cloud.batch.containers is not None
-    r1, r2, _ = demo_paths()
+    r1, r2 = _first_pairs(tmp_path, PAIRS)
 
     def run(sample: str) -> Any:
         for mate, path in (("R1", r1), ("R2", r2)):
@@ -356,23 +370,20 @@ def test_a_spot_interrupted_container_is_retried_and_the_tables_equal_process_mo
 
 @pytest.mark.e2e
 @pytest.mark.external_data
-def test_local_run_with_containers_equals_local_run_without(
-    image: str, miseq: tuple[Path, Path], reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``seqlake local run R1 R2 --reference REF [--containers]``: each in a state folder of its own."""
+def test_local_run_with_containers_equals_local_run_without(image: str, miseq_local_run: Any, tmp_path: Path) -> None:
+    """``seqlake local run R1 R2 --reference REF ... [--containers]``: each in a state folder of its own (the run
+    without is the one tests/local/test_e2e.py checks, made once: ``miseq_local_run``)."""
+    # as a user runs it: a process of its own (this test process may hold another test's moto mocks)
+    home = tmp_path / "containers"
+    proc = subprocess.run([sys.executable, "-m", "seqlake", *miseq_local_run.args, "--containers", "--home", str(home)],
+                          env={k: v for k, v in os.environ.items() if k != containers.VAR}, capture_output=True,
+                          text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # (that --containers makes the local Batch run attempts as containers: the tests above)
     tables = []
-    for flags in ([], ["--containers"]):
-        home = tmp_path / ("containers" if flags else "processes")
-        args = ["local", "run", str(miseq[0]), str(miseq[1]), "--reference", str(reference), "--home", str(home)]
-        # as a user runs it: a process of its own (this test process may hold another test's moto mocks)
-        env = {k: v for k, v in os.environ.items() if k != containers.VAR}
-        proc = subprocess.run([sys.executable, "-m", "seqlake", *args, *flags], env=env, capture_output=True,
-                              text=True, timeout=900, check=False)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        state = StateDir(home)
+    for state in (StateDir(miseq_local_run.home), StateDir(home)):
         (run,) = state.runs()
         assert run["status"] == "SUCCEEDED"
-        # (that --containers makes the local Batch run attempts as containers: the tests above)
 
         def query(sql: str, state: StateDir = state) -> athena.Result:
             return athena.query(state.catalog(), state.files_under, sql)

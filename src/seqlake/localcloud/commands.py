@@ -34,7 +34,7 @@ from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputE
 from seqlake.base.model import RunState
 from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
-from seqlake.localcloud import athena, containers, iam, memory
+from seqlake.localcloud import athena, containers, memory
 from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 
@@ -301,7 +301,8 @@ def _status_doc(state: StateDir, run_id: str) -> dict[str, Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    # imported here, not at the top: `local query` and `local runs` must not pay for importing moto
+    # imported here, not at the top: `local query` and `local runs` must not pay for importing moto (iam does)
+    from seqlake.localcloud import iam
     from seqlake.localcloud.cloud import LocalCloud
     from seqlake.plan.samplesheet import read_samplesheet
 
@@ -461,6 +462,7 @@ def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.R
 
 
 def demo_command(args: argparse.Namespace) -> int:
+    from seqlake.localcloud import iam
     from seqlake.localcloud.cloud import LocalCloud
 
     containers.require(args.containers)
