@@ -52,9 +52,11 @@ def test_each_region_reads_its_rows_with_intervals_cut_at_its_edges(tmp_path: Pa
         "contig": dictionary_column(np.array([0, 4]), [c for c, _ in CONTIGS]),
         "pos": np.array([100, 0]), "depth_sum": np.array([9, 4])})
     path = tmp_path / "positions.arrows"
-    index = write_positions(path, {"depth_runs": runs, "coverage_bins": bins}, CONTIGS, regions(CONTIGS, 100))
+    index = write_positions(path, {"depth_runs": runs, "coverage_bins": bins}, CONTIGS, regions(CONTIGS, 100),
+                            window=100)
     assert sorted(index) == [0, 1, 2, 3, 5]  # region 4 (chr4) has no rows: no entry
-    assert path.stat().st_size == max(e.offset + e.length for r in index.values() for e in r.values())
+    assert path.stat().st_size == max(e.offset + e.length for r in index.values() for w in r.values()
+                                      for e in w.values())
 
     def region(r: int) -> dict[str, list[dict[str, object]]]:
         return {k: v.to_pylist() for k, v in read_region(str(path), index[r]).items()}
@@ -77,7 +79,7 @@ def test_each_region_reads_its_rows_with_intervals_cut_at_its_edges(tmp_path: Pa
 def test_a_cut_object_fails_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "positions.arrows"
     runs = _runs([(0, "chr1", 0, 50, 1)])
-    index = write_positions(path, {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 100))
+    index = write_positions(path, {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 100), window=100)
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match=r"positions\.arrows"):
         read_region(str(path), index[0])

@@ -28,6 +28,10 @@ from typing import Any
 #: 0.9x. It divides every coverage bin width of :func:`coverage_bin_width`'s ladder up to 5 Mb, so the bins
 #: stay as wide as the genome asks
 DEFAULT_REGION_SIZE = 5_000_000
+#: bases a reducer merges and finishes at a time inside its region (seqlake.lake.regions.windows): what it holds
+#: grows with this, not with ``region_size``; rounded down to a multiple of the coverage bin width
+#: (:func:`seqlake.lake.regions.window_size`) so that no bin straddles two windows
+REDUCE_WINDOW = 1_000_000
 #: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
 #: minimap2 presets a run may align with: Illumina short reads, then the long-read ones
