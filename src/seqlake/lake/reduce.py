@@ -1,30 +1,37 @@
-"""The reduce step: one reducer per region merges every child's per-position rows of that region.
+"""The reduce step: one reducer per region merges every child's per-position rows of that region, a window at a time.
 
-Children leave their per-position staging tables cut by region (:mod:`seqlake.lake.positions`). The reduce
-step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs, the
-regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
-``seqlake reduce``):
+Children leave their per-position staging tables cut by region and window (:mod:`seqlake.lake.positions`).
+The reduce step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs,
+the regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
+``seqlake reduce``) reads every child's manifest for its offsets and works through its region's windows
+(:func:`seqlake.lake.regions.windows`, :data:`seqlake.base.params.REDUCE_WINDOW` bases each, the size the
+children cut at) in order; for each window it
 
-1. reads every child's manifest for its offsets, then the region's bytes of every child (one ranged GET
-   each, in parallel, in child order);
+1. reads the window's bytes of every child (one ranged GET each, in parallel, in child order);
 2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
    child is read, and its pieces read so far are merged early whenever they outgrow what is merged already
-   (:data:`FOLD_BYTES`): the state is about one merged region of the samples being read, never the genome,
-   never the run, whatever the number of children;
+   (:data:`FOLD_BYTES`): the state is about one merged window of the samples being read, never the region,
+   never the genome, never the run, whatever the number of children;
 3. merges each staging table with the merger registered for its name (:data:`MERGERS`; by default the
    rows with one key are added, as every per-position count is an integer): the children's sorted runs
    of one (sample, contig) are merged by one stable sort of their concatenation (a k-way merge: NumPy's
    stable sort of int64 is a timsort, which merges the k sorted runs), depth runs by the capped sweep of
    :mod:`seqlake.lake.depth` (one sort of their boundaries), covered intervals by a union;
-4. turns the merged tables into the region's rows of the result tables with the finishers registered in
-   :data:`FINISHERS` (``coverage``: every bin of the region; ``low_coverage``: the intervals below each
-   threshold inside the region), written as staged parts (``runs/<id>/parts/<table>/region=NNNNN.parquet``,
+4. turns the merged tables into the window's rows of the result tables with the finishers registered in
+   :data:`FINISHERS` (``coverage``: every bin of the window; ``low_coverage``: the intervals below each
+   threshold inside it; ``variants``, ``amplicon_depth``, the consensus and VCF pieces), written as they come
+   into the region's staged parts (``runs/<id>/parts/<table>/region=NNNNN.parquet``,
    :meth:`RunLayout.region_part`), which the commit publishes into the result partitions;
-5. writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
-   per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at
-   each threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals
-   that touch a window boundary inside a contig (the commit joins them to their neighbours'), the
-   coarse coverage points of the report, and the rows and bytes of each part.
+5. adds the window's partial sums of each sample into the region's, joining what crosses a window's edge
+   (:class:`WindowJoin`: a low-coverage interval or an amplicon is one row of the part, as if the region were
+   one window); all that is carried from a window to the next is those open intervals and amplicons, the
+   samples' sums and the consensus and VCF pieces, spooled to local disk (:class:`GenomePieces`).
+
+Then it writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
+per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at each
+threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals and amplicons
+that touch the region's edge inside a contig (the commit joins them to their neighbours'), the coarse coverage
+points of the report, and the rows and bytes of each part.
 
 A reducer whose summary already exists exits at once (a retried or re-run reducer computes nothing twice;
 its parts are overwritten whole before the summary, so a summary always describes finished parts).
