@@ -17,6 +17,16 @@ and so does the commit's merge (``merge_run(plan, reduce_here=False)``). Local f
 
 Contig lengths: ``--contigs 5`` cuts the genome evenly; with many contigs, a human-like mix: the first 24
 contigs hold 95 % of the genome (lengths decreasing), the rest share 5 % (decoys and unplaced scaffolds).
+
+``--alleles``: the children's objects hold allele counts too and the reducers call variants and consensus
+(the default of a run, and what a reducer's memory is about), over a simulated reference of the genome's
+contigs (random bases, indexed as a run's is): at each position every simulated pair's aligned bases count
+for the reference base (half on each strand, quality 35), but at every 500th base 60 % of them for another
+base (a variant). One region of a chosen size at a fixed depth, the reducer's peak memory as the region
+grows (issue 22: flat once the reducer works a window at a time)::
+
+    for mb in 1 5 25; do python bench/reduce.py --genome-mb $mb --contigs 1 --region-mb $mb --depth 30 \
+        --children 8 --alleles --out bench/work/reduce-window-${mb}mb.json; done
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -43,14 +54,81 @@ from seqlake.child.worker import process_child  # noqa: E402
 from seqlake.demo_data import paths  # noqa: E402
 from seqlake.lake.coverage import CoverageAccumulator  # noqa: E402
 from seqlake.lake.depth import DepthAccumulator  # noqa: E402
-from seqlake.lake.positions import index_to_json, write_positions  # noqa: E402
-from seqlake.lake.regions import plan_reduce, reference_length, regions  # noqa: E402
+from seqlake.lake.positions import dictionary_column, index_to_json, write_positions  # noqa: E402
+from seqlake.lake.regions import Region, plan_reduce, reference_length, regions  # noqa: E402
 from seqlake.lake.staging import staging_tables  # noqa: E402
+from seqlake.lake.tables import ALLELE_COUNT_COLUMNS, ALLELES  # noqa: E402
 from seqlake.plan.planfile import Plan  # noqa: E402
 from seqlake.plan.planner import make_plan  # noqa: E402
 from seqlake.plan.refindex import indexed_reference  # noqa: E402
 
 READ = 150
+#: a simulated variant every this many bases (``--alleles``)
+VARIANT_EVERY = 500
+_BASES = "acgt"
+
+
+def synthetic_reference(path: Path, contigs: list[tuple[str, int]], seed: int) -> dict[str, np.ndarray]:
+    """A FASTA of random bases over ``contigs`` (60 a line); each contig's base codes (0..3 for a, c, g, t)."""
+    rng = np.random.default_rng(seed)
+    codes = {}
+    with path.open("w") as out:
+        for name, length in contigs:
+            c = rng.integers(0, 4, length).astype(np.uint8)
+            codes[name] = c
+            text = np.frombuffer(b"ACGT", dtype=np.uint8)[c].tobytes().decode()
+            out.write(f">{name}\n")
+            out.writelines(text[i:i + 60] + "\n" for i in range(0, length, 60))
+    return codes
+
+
+class SyntheticAlleles:
+    """A child's ``alleles`` rows of simulated pairs (a :class:`seqlake.lake.positions.RegionStream`), made per
+    window from its per-base depth and the reference's bases (see the module docstring)."""
+
+    schema = ALLELES.schema
+
+    def __init__(self, sample: str, depth: dict[str, np.ndarray], starts: dict[str, np.ndarray],
+                 ends: dict[str, np.ndarray], bases: dict[str, np.ndarray]) -> None:
+        self.sample, self.depth, self.starts, self.ends, self.bases = sample, depth, starts, ends, bases
+
+    def batches(self, region: Region) -> Any:
+        names = region.contigs
+        index = {c.name: k for k, c in enumerate(ALLELE_COUNT_COLUMNS)}
+        for k, piece in enumerate(region.pieces):
+            if piece.contig not in self.depth:
+                continue
+            d = self.depth[piece.contig][piece.start:piece.end]
+            pos = np.flatnonzero(d).astype(np.int64)
+            n = len(pos)
+            if not n:
+                continue
+            depth = d[pos].astype(np.int32)
+            pos += piece.start
+            ref = self.bases[piece.contig][pos]
+            alt = np.where(pos % VARIANT_EVERY == 0, (ref + 1) % 4, ref)
+            on_alt = np.where(alt != ref, (depth * 6) // 10, 0).astype(np.int32)
+            counts = np.zeros((len(ALLELE_COUNT_COLUMNS), n), dtype=np.int32)
+            for b in range(4):
+                got = np.where(ref == b, depth - on_alt, 0) + np.where(alt == b, on_alt, 0)
+                fwd = got // 2
+                counts[index[f"{_BASES[b]}_fwd"]] = fwd
+                counts[index[f"{_BASES[b]}_rev"]] = got - fwd
+                counts[index[f"{_BASES[b]}_all"]] = got
+                counts[index[f"{_BASES[b]}_olap"]] = got
+                counts[index[f"{_BASES[b]}_qual"]] = got * 35
+            counts[index["read_starts"]] = _counted(self.starts[piece.contig], pos)
+            counts[index["read_ends"]] = _counted(self.ends[piece.contig] - 1, pos)
+            counts[index["read_ends_olap"]] = counts[index["read_ends"]]
+            cols = [dictionary_column(np.zeros(n, dtype=np.int32), [self.sample]),
+                    dictionary_column(np.full(n, k, dtype=np.int32), names), pa.array(pos)]
+            cols += [pa.array(counts[j]).cast(c.type) for j, c in enumerate(ALLELE_COUNT_COLUMNS)]
+            yield pa.RecordBatch.from_arrays(cols, schema=ALLELES.schema)
+
+
+def _counted(at: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """How many of ``at`` (sorted) equal each of ``pos``."""
+    return (np.searchsorted(at, pos, side="right") - np.searchsorted(at, pos, side="left")).astype(np.int32)
 
 
 def contig_lengths(genome: int, n: int) -> list[tuple[str, int]]:
@@ -67,8 +145,10 @@ def contig_lengths(genome: int, n: int) -> list[tuple[str, int]]:
     return list(zip(lengths, (int(x) for x in sizes), strict=True))
 
 
-def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pairs: int, seed: int) -> None:
-    """Replace the child's positions object and its manifest's contigs and offsets with simulated ones."""
+def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pairs: int, seed: int,
+                    bases: dict[str, np.ndarray] | None = None) -> None:
+    """Replace the child's positions object and its manifest's contigs and offsets with simulated ones (with
+    allele counts over ``bases``, the reference's, when given)."""
     rng = np.random.default_rng(seed)
     lengths = np.array([n for _, n in contigs], dtype=np.int64)
     which = rng.choice(len(contigs), size=pairs, p=lengths / lengths.sum())
@@ -76,6 +156,9 @@ def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pair
     width = coverage_bin_width(plan.params, int(lengths.sum()))
     cov = CoverageAccumulator(contigs, width)
     depth = DepthAccumulator()
+    per_base: dict[str, np.ndarray] = {}
+    block_starts: dict[str, np.ndarray] = {}
+    block_ends: dict[str, np.ndarray] = {}
     for k in np.unique(which):
         name, length = contigs[k]
         n = int((which == k).sum())
@@ -85,14 +168,32 @@ def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pair
         ends = np.minimum(starts + READ, length)
         depth.add_blocks({name: (starts, ends)})
         cov.add_intervals(name, starts, ends)
+        if bases is not None:
+            steps = np.zeros(length + 1, dtype=np.int32)
+            np.add.at(steps, starts, 1)
+            np.add.at(steps, ends, -1)
+            per_base[name] = np.cumsum(steps[:-1], dtype=np.int32)
+            block_starts[name], block_ends[name] = np.sort(starts), np.sort(ends)
     tables = staging_tables({sample: cov}, {sample: depth}, [sample], contigs, width)
+    streams = {"alleles": SyntheticAlleles(sample, per_base, block_starts, block_ends, bases)} if bases else {}
     target = Path(plan.layout.positions(child))
-    index = write_positions(target, tables, contigs, regions(contigs, plan.params.region_size))
+    index = write_positions(target, tables, contigs, regions(contigs, plan.params.region_size), streams,
+                            **_window(width))
     manifest_path = Path(plan.layout.manifest(child))
     m = json.loads(manifest_path.read_text())
     m["contigs"] = [list(c) for c in contigs]
     m["positions"] = index_to_json(index)
     manifest_path.write_text(json.dumps(m))
+
+
+def _window(width: int) -> dict[str, int]:
+    """The window the children cut their objects at (as the worker does), for a positions object that has them
+    (the same bench measures the code before windows: then nothing)."""
+    try:
+        from seqlake.lake.regions import window_size
+    except ImportError:
+        return {}
+    return {"window": window_size(width)}
 
 
 def timed(cmd: list[str]) -> dict[str, float]:
@@ -127,16 +228,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     r1, r2, reference = paths()
     root = Path(tempfile.mkdtemp(prefix="seqlake-reduce-bench-", dir=args.tmp))
     try:
-        # no allele counts: the simulated objects hold depth and coverage only, over contigs the demo reference
-        # (whose bases the variants' finisher would read) does not have
-        params = Params(trim=False, region_size=args.region_mb * 1_000_000, reads_per_shard=20_000 // args.children,
-                        allele_counts=False)
+        # without --alleles the simulated objects hold depth and coverage only, over contigs the demo reference
+        # (whose bases the variants' finisher would read) does not have; with it, over a simulated reference
+        bases = None
+        if args.alleles:
+            reference = root / "reference.fa"
+            bases = synthetic_reference(reference, contigs, seed=99)
+        params = Params(trim=False, region_size=int(args.region_mb * 1_000_000),
+                        reads_per_shard=20_000 // args.children, allele_counts=args.alleles)
         plan = make_plan("bench", [Sample("s", str(r1), str(r2))], out_prefix=str(root),
-                         reference=indexed_reference(str(reference)), params=params, shards=args.children)
+                         reference=indexed_reference(str(reference), store=str(root / "refs")), params=params,
+                         shards=args.children)
         t0 = time.perf_counter()
         for child in range(plan.array_size):
             process_child(plan, child)
-            synthetic_child(plan, child, contigs, pairs // plan.array_size, seed=child)
+            synthetic_child(plan, child, contigs, pairs // plan.array_size, seed=child, bases=bases)
         setup = time.perf_counter() - t0
         rp = plan_reduce(plan)
         assert rp is not None
@@ -150,6 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return {
             "genome_bases": reference_length(contigs), "contigs": len(contigs), "depth": args.depth, "pairs": pairs,
             "children": plan.array_size, "region_size": params.region_size, "regions": len(rp.regions),
+            "alleles": args.alleles, "window": _window(rp.bin_width).get("window"),
             "coverage_bin": rp.bin_width, "positions_bytes": staged, "setup_seconds": round(setup, 1),
             "largest_reducer": largest, "slowest_reducer": max(reducers, key=lambda r: r["seconds"]),
             "reducer_seconds_total": round(sum(r["seconds"] for r in reducers), 1),
@@ -165,11 +272,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 COMMIT_FLAT_RATIO = 1.25
 
 
-def section(work: Path) -> list[str]:
-    """BENCHMARKS.md's section on the reduce runs saved in ``work`` (``reduce-*.json``), with the issue's bar."""
-    results = sorted((json.loads(p.read_text()) for p in work.glob("reduce-*.json")), key=lambda r: r["genome_bases"])
+#: a reducer's peak memory may grow at most this much from the smallest region to the largest at one depth
+#: (issue 22: the reducer works a window at a time)
+REDUCER_FLAT_RATIO = 1.2
+
+
+def window_section(results: list[dict[str, Any]]) -> list[str]:
+    """The runs with allele counts (``--alleles``): one region growing at a fixed depth, the reducer's peak."""
     if not results:
         return []
+    lines = [
+        "", "### A reducer as its region grows, variants called (`bench/reduce.py --alleles`)", "",
+        "One contig of one region, simulated allele counts (a variant every 500 bases) besides depth and coverage,",
+        "so the reducer calls variants and consensus as a run's does; its peak RSS and CPU under `/usr/bin/time -v`.",
+        "", "| region | window | depth | children | staged (MB) | reducer peak RSS (MB) | reducer CPU (s) "
+        "| reducer (s) | load | measured |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(results, key=lambda r: (r["region_size"], r.get("window") or 0)):
+        big = r["largest_reducer"]
+        window = f"{r['window'] / 1e3:,.0f} kb" if r.get("window") else "the region"
+        lines.append("| " + " | ".join([
+            f"{r['region_size'] / 1e6:g} Mb", window, f"{r['depth']}x", str(r["children"]),
+            f"{r['positions_bytes'] / 1e6:,.0f}", f"{big['peak_rss_mb']:,}", str(big["cpu_seconds"]),
+            str(big["seconds"]), f"{r['load_average']:.1f}", r["measured_at"]]) + " |")
+    same = [r for r in results if r.get("window") == max(x.get("window") or 0 for x in results)]
+    if len(same) > 1:
+        small = min(same, key=lambda r: r["region_size"])
+        large = max(same, key=lambda r: r["region_size"])
+        ratio = large["largest_reducer"]["peak_rss_mb"] / small["largest_reducer"]["peak_rss_mb"]
+        met = "met" if ratio <= REDUCER_FLAT_RATIO else "**not met**"
+        lines += ["", f"Reducer peak RSS, {large['region_size'] / 1e6:g} Mb vs {small['region_size'] / 1e6:g} Mb "
+                      f"region: **{ratio:.2f}x** (target <= {REDUCER_FLAT_RATIO}x: {met})."]
+    return lines
+
+
+def section(work: Path) -> list[str]:
+    """BENCHMARKS.md's section on the reduce runs saved in ``work`` (``reduce-*.json``), with the issue's bar."""
+    every = [json.loads(p.read_text()) for p in work.glob("reduce-*.json")]
+    results = sorted((r for r in every if not r.get("alleles")), key=lambda r: r["genome_bases"])
+    if not results:
+        return window_section([r for r in every if r.get("alleles")])
     lines = [
         "", "## The reduce step and the commit as the genome grows (`bench/reduce.py`)", "",
         "Children's per-position objects simulated at the given size and depth (the children's own work is not",
@@ -208,7 +350,7 @@ def section(work: Path) -> list[str]:
         met = "met" if ratio <= COMMIT_FLAT_RATIO else "**not met**"
         lines += ["", f"Commit peak RSS, largest vs smallest genome: **{ratio:.2f}x** (target <= {COMMIT_FLAT_RATIO}x: "
                       f"{met})."]
-    return lines
+    return lines + window_section([r for r in every if r.get("alleles")])
 
 
 def main() -> int:
@@ -217,10 +359,16 @@ def main() -> int:
     p.add_argument("--contigs", type=int, default=5)
     p.add_argument("--depth", type=float, default=30.0)
     p.add_argument("--children", type=int, default=8)
-    p.add_argument("--region-mb", type=int, default=25)
+    p.add_argument("--region-mb", type=float, default=25)
+    p.add_argument("--alleles", action="store_true", help="allele counts in the objects, variants called")
+    p.add_argument("--window-kb", type=float, default=None,
+                   help="the reducers' window (REDUCE_WINDOW) the children cut their objects at (default: the app's)")
     p.add_argument("--tmp", default=None, help="where the run's objects go (default: the system's temp folder)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
+    if args.window_kb is not None:  # the children's cut: the reducers read it from the manifests
+        from seqlake.base import params
+        params.REDUCE_WINDOW = int(args.window_kb * 1_000)  # type: ignore[misc]
     result = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_worker_merge import RUN_NAMED, assert_same_results, result, run_all
@@ -195,3 +197,46 @@ def test_a_regions_rows_are_cut_by_piece_reading_the_codes_once(monkeypatch: pyt
         assert read == [len(codes)]
         assert [t.column("pos").to_pylist() for t in cut] == [pos[codes == k].tolist() for k in range(pieces)]
     assert regioncalls.rows_by_piece(table.slice(0, 0), 3) == [table.slice(0, 0)] * 3
+
+
+def test_a_region_reduced_in_windows_gives_the_tables_and_files_of_one_window(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The virus in one region, reduced in 1,000-base windows (30 of them; ARTIC's inserts, low-coverage
+    intervals and a deletion cross their edges): every result table, the consensus FASTA, the VCF and its
+    index are those of the region reduced in one window, what crosses a window's edge joined by the reducer
+    itself (nothing left to the commit: the region is the whole genome), and no merged table holds more than
+    a window of positions."""
+    from seqlake.base import params as params_module
+
+    _, _, reference = paths()
+    r1, r2 = _mutated_reads(reference, tmp_path)
+    samples = [Sample("s1", str(r1), str(r2))]
+    pinned = indexed_reference(str(reference))
+    params = Params(primer_bed=str(PRIMER_BED))
+    one = make_plan("one", samples, out_prefix=str(tmp_path / "one"), reference=pinned, params=params, shards=2)
+    many = make_plan("many", samples, out_prefix=str(tmp_path / "many"), reference=pinned, params=params, shards=2)
+    held: list[int] = []
+    real = reduce.merger
+
+    def measured(name: str) -> reduce.Merger:
+        def merge(pieces: Sequence[pa.Table]) -> pa.Table:
+            out = real(name)(pieces)
+            held.append(len(np.unique(out.column("pos").to_numpy())) if name == "alleles" else 0)
+            return out
+        return merge
+
+    monkeypatch.setattr(reduce, "merger", measured)
+    assert run_all(one).regions == 1
+    whole = max(held)
+    held.clear()
+    monkeypatch.setattr(params_module, "REDUCE_WINDOW", 1_000)
+    assert run_all(many).regions == 1
+    assert whole > 25_000 and 900 < max(held) <= 1_000
+    assert_same_results(one, many)
+    summary = reduce.finished_summary(many, 0)
+    assert summary is not None and not summary.samples["s1"].low_edges and not summary.samples["s1"].amplicon_edges
+    low = result(many, "low_coverage").to_pylist()
+    assert any(r["pos"] - 1 < edge < r["end_pos"] for r in low for edge in range(1_000, 29_000, 1_000))
+    for suffix in (CONSENSUS_SUFFIX, VCF_SUFFIX, VCF_SUFFIX + ".tbi"):
+        a, b = (Path(p.layout.sample_file("s1", suffix)).read_bytes() for p in (one, many))
+        assert a == b, suffix

@@ -117,8 +117,9 @@ def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path:
     budget = worker.MemoryBudget(allele_rows=8_000, merge_rows=2_000, batch_bases=5_000)
     spilled = worker.process_child(plans[1], 0, budget)
     assert whole.positions.keys() == spilled.positions.keys()
-    for region, entry in whole.positions.items():  # the same rows per region and table (bytes differ: batches)
-        assert {t: e.rows for t, e in entry.items()} == {t: e.rows for t, e in spilled.positions[region].items()}
+    for region, entry in whole.positions.items():  # the same rows per window and table (bytes differ: batches)
+        assert {w: {t: e.rows for t, e in tables.items()} for w, tables in entry.items()} == {
+            w: {t: e.rows for t, e in tables.items()} for w, tables in spilled.positions[region].items()}
     a, b = _positions(plans[0], 0), _positions(plans[1], 0)
     assert len(a) >= 5
     streams = 0

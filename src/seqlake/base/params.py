@@ -22,12 +22,16 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 #: bases per region of the reduce step: ~640 reducers for GRCh38 (631 windows of its 24 chromosomes), one for
-#: anything up to 5 Mb. A reducer holds its region's merged allele counts (variants are called by default):
-#: measured end to end at 30x, 2,769 MiB for a 4 Mb region, so ~3.5 GB for 5 Mb, which the template's
-#: ``ReducerMemoryMiB`` (6,144) holds; at 25 Mb a 100 Mb genome's reducers were killed at 4,096 MiB even at
-#: 0.9x. It divides every coverage bin width of :func:`coverage_bin_width`'s ladder up to 5 Mb, so the bins
-#: stay as wide as the genome asks
+#: anything up to 5 Mb. A reducer's memory no longer grows with it (it works a :data:`REDUCE_WINDOW` at a time:
+#: bench/reduce.py --alleles, 1,122 / 1,222 / 1,299 MiB for 1 / 5 / 25 Mb regions at 30x with variants called,
+#: under the template's ``ReducerMemoryMiB`` of 2,048); what it sets is the reducers' number and each one's
+#: time (~15 CPU-seconds per Mb and 30x sample). It divides every coverage bin width of
+#: :func:`coverage_bin_width`'s ladder up to 5 Mb, so the bins stay as wide as the genome asks
 DEFAULT_REGION_SIZE = 5_000_000
+#: bases a reducer merges and finishes at a time inside its region (seqlake.lake.regions.windows): what it holds
+#: grows with this, not with ``region_size``; rounded down to a multiple of the coverage bin width
+#: (:func:`seqlake.lake.regions.window_size`) so that no bin straddles two windows
+REDUCE_WINDOW = 1_000_000
 #: Illumina TruSeq (also the 3' adapter of most Illumina kits) and Nextera transposase adapters.
 DEFAULT_ADAPTERS: tuple[str, ...] = ("AGATCGGAAGAGC", "CTGTCTCTTATACACATCT")
 #: minimap2 presets a run may align with: Illumina short reads, then the long-read ones

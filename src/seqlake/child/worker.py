@@ -44,7 +44,7 @@ from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
 from seqlake.lake.positions import PositionsIndex, RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
-from seqlake.lake.regions import reference_length, regions
+from seqlake.lake.regions import reference_length, regions, window_size
 from seqlake.lake.staging import (
     STAGES,
     AlignQC,
@@ -392,7 +392,7 @@ def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, conti
     local = Path(tmp) / "positions.arrows"
     try:
         index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size),
-                                aligning.allele_streams())
+                                aligning.allele_streams(), window=window_size(aligning.bin_width))
     finally:
         aligning.close_counts()
     put_file(local, plan.layout.positions(child))

@@ -1,18 +1,20 @@
-"""A child's per-position staging tables in one object, cut by region, with an offset index.
+"""A child's per-position staging tables in one object, cut by region and window, with an offset index.
 
 Every table of :data:`seqlake.lake.tables.POSITION_STAGING` has the same key: ``sample``, ``contig``
 (dictionary-encoded) and a 0-based position (``pos``, or ``start`` .. ``stop`` for runs and intervals),
 rows sorted by it. A child writes them all into one object (``staging/child=NNNNN/positions.arrows``,
-:meth:`seqlake.base.layout.RunLayout.positions`), region after region (:mod:`seqlake.lake.regions`),
-and inside a region table after table, each an Arrow IPC stream::
+:meth:`seqlake.base.layout.RunLayout.positions`), region after region (:mod:`seqlake.lake.regions`), inside
+a region window after window (:func:`seqlake.lake.regions.windows`: the unit a reducer merges at a time), and
+inside a window table after table, each an Arrow IPC stream::
 
-    [region 0: coverage_bins | covered_intervals | depth_runs | ...][region 3: ...] ...
+    [region 0: [window 0: coverage_bins | covered_intervals | depth_runs | ...][window 1: ...]][region 3: ...] ...
 
-A region's streams are contiguous, so a reducer reads its region of a child with one ranged GET; the
-index (region -> table -> offset, length, rows) travels in the child's manifest. Regions where the child
-has no row at all are left out. Inside a region's streams, the ``contig`` dictionary is the region's
-contigs in reference order (the same codes in every child) and the ``sample`` dictionary the child's
-samples; intervals that cross a window boundary are cut there (each region gets its part).
+A window's streams are contiguous, so a reducer reads a window of a child with one ranged GET; the index
+(region -> window -> table -> offset, length, rows, and the window size it was cut at) travels in the child's
+manifest. Windows and regions where the child has no row at all are left out. Inside a window's streams, the
+``contig`` dictionary is the window's contigs in reference order (the same codes in every child) and the
+``sample`` dictionary the child's samples; intervals that cross a window boundary are cut there (each window
+gets its part).
 
 Columns are built from NumPy arrays (:func:`dictionary_column`, :func:`table_from_arrays`), never
 from Python lists.
@@ -31,7 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base import storage
-from seqlake.lake.regions import Contigs, Region
+from seqlake.lake.regions import Contigs, Region, windows
 from seqlake.lake.tables import INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, Table, position_column
 
 I64 = npt.NDArray[np.int64]
@@ -55,16 +57,67 @@ class Extent:
         return cls(int(v[0]), int(v[1]), int(v[2]))
 
 
-#: region -> table name -> extent
-PositionsIndex = dict[int, dict[str, Extent]]
+#: table name -> extent, of one window
+WindowEntry = Mapping[str, Extent]
+#: window (its number in the region) -> its tables, of one region
+RegionEntry = Mapping[int, WindowEntry]
 
 
-def index_to_json(index: PositionsIndex) -> dict[str, dict[str, list[int]]]:
-    return {str(r): {t: e.to_json() for t, e in tables.items()} for r, tables in sorted(index.items())}
+class PositionsIndex(dict[int, dict[int, dict[str, Extent]]]):
+    """Region -> window -> table name -> extent, and the window size the regions were cut at (0: no windows)."""
+
+    def __init__(self, window: int = 0, entries: Mapping[int, dict[int, dict[str, Extent]]] | None = None) -> None:
+        super().__init__(entries or {})
+        self.window = window
 
 
-def index_from_json(d: Mapping[str, Mapping[str, Sequence[int]]]) -> PositionsIndex:
-    return {int(r): {str(t): Extent.from_json(e) for t, e in tables.items()} for r, tables in d.items()}
+class IndexVersionError(ValueError):
+    """A positions index in a format this code does not read (an older child's)."""
+
+
+def index_to_json(index: PositionsIndex) -> dict[str, Any]:
+    """``{"window": size, "regions": {region: {window: [offset, length, rows of each of POSITION_STAGING]}}}``:
+    a window's tables are contiguous in POSITION_STAGING order, so their offsets follow from the first (a
+    table the window lacks: length 0)."""
+    if not index:
+        return {}
+    regions: dict[str, dict[str, list[int]]] = {}
+    for r, wins in sorted(index.items()):
+        out = regions[str(r)] = {}
+        for w, tables in sorted(wins.items()):
+            at = min(e.offset for e in tables.values())
+            row = [at]
+            for spec in POSITION_STAGING:
+                e = tables.get(spec.name)
+                if e is not None and e.offset != at:
+                    raise ValueError(f"region {r} window {w}: {spec.name} is not contiguous with the tables before it")
+                row += [0, 0] if e is None else [e.length, e.rows]
+                at += 0 if e is None else e.length
+            out[str(w)] = row
+    return {"window": index.window, "regions": regions}
+
+
+def index_from_json(d: Mapping[str, Any]) -> PositionsIndex:
+    if not d:
+        return PositionsIndex()
+    if "window" not in d or "regions" not in d:
+        raise IndexVersionError("the positions index is not cut into windows: the child was run by an older "
+                                "seqlake (manifest version 4); re-run the run's children with this version")
+    index = PositionsIndex(int(d["window"]))
+    for r, wins in d["regions"].items():
+        region = index[int(r)] = {}
+        for w, row in wins.items():
+            if len(row) != 1 + 2 * len(POSITION_STAGING):
+                raise IndexVersionError(f"region {r} window {w}: {len(row)} numbers, not the "
+                                        f"{1 + 2 * len(POSITION_STAGING)} of {len(POSITION_STAGING)} tables")
+            at, tables = int(row[0]), {}
+            for k, spec in enumerate(POSITION_STAGING):
+                length, rows = int(row[1 + 2 * k]), int(row[2 + 2 * k])
+                if length:
+                    tables[spec.name] = Extent(at, length, rows)
+                at += length
+            region[int(w)] = tables
+    return index
 
 
 def dictionary_column(codes: npt.NDArray[Any], names: Sequence[str]) -> pa.DictionaryArray:
@@ -163,8 +216,8 @@ def cut_by_region(spec: Table, table: pa.Table, contigs: Contigs, all_regions: S
 
 
 class RegionStream(Protocol):
-    """A staging table too big to hold whole (a child's allele counts): its rows of one region as record
-    batches in key order, made while they are written."""
+    """A staging table too big to hold whole (a child's allele counts): its rows of one window of a region
+    (a :class:`Region` of the window's pieces) as record batches in key order, made while they are written."""
 
     @property
     def schema(self) -> pa.Schema: ...
@@ -194,50 +247,69 @@ def _write_stream(out: BinaryIO, schema: pa.Schema, batches: Iterator[pa.RecordB
     return rows
 
 
-def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs,
-                    all_regions: Sequence[Region], streams: Mapping[str, RegionStream] | None = None) -> PositionsIndex:
+def _all_windows(all_regions: Sequence[Region], window: int) -> tuple[list[Region], list[tuple[int, int]]]:
+    """Every window of every region, numbered along the reference (the cut's unit), and where each belongs:
+    ``(region, its number in the region)``."""
+    cut_at: list[Region] = []
+    where: list[tuple[int, int]] = []
+    for region in sorted(all_regions, key=lambda r: r.index):
+        for w in windows(region, window):
+            where.append((region.index, w.index))
+            cut_at.append(Region(len(cut_at), w.pieces))
+    return cut_at, where
+
+
+def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs, all_regions: Sequence[Region],
+                    streams: Mapping[str, RegionStream] | None = None, *, window: int) -> PositionsIndex:
     """Write a child's staging tables (name -> table, in the schemas of POSITION_STAGING; a table the child
-    does not make is left out) into one local file, region by region; returns the index. A table of
-    ``streams`` is written region by region as its record batches come (several batches in a region's IPC
-    stream, read back as one table), never held whole."""
+    does not make is left out) into one local file, region by region, each region in windows of ``window``
+    bases (:func:`seqlake.lake.regions.windows`); returns the index. A table of ``streams`` is written window
+    by window as its record batches come (several batches in a window's IPC stream, read back as one
+    table), never held whole."""
     streams = streams or {}
     unknown = (set(tables) | set(streams)) - set(STAGING_BY_NAME)
     if unknown:
         raise ValueError(f"not staging tables: {sorted(unknown)}")
+    cut_at, where = _all_windows(all_regions, window)
     cuts: dict[int, Tables] = {}
     for spec in POSITION_STAGING:
         if spec.name not in tables:
             continue
-        for at, part in cut_by_region(spec, tables[spec.name], contigs, all_regions):
+        for at, part in cut_by_region(spec, tables[spec.name], contigs, cut_at):
             cuts.setdefault(at, {})[spec.name] = part
-    index: PositionsIndex = {}
+    index = PositionsIndex(window)
     with path.open("wb") as out:
-        for region in sorted(all_regions, key=lambda r: r.index):
+        for win, (region, number) in zip(cut_at, where, strict=True):
             entry: dict[str, Extent] = {}
             for spec in POSITION_STAGING:
                 offset = out.tell()
-                part = cuts.get(region.index, {}).get(spec.name)
+                part = cuts.get(win.index, {}).get(spec.name)
                 if spec.name in streams:
                     stream = streams[spec.name]
-                    rows = _write_stream(out, stream.schema, stream.batches(region))
+                    rows = _write_stream(out, stream.schema, stream.batches(win))
                 elif part is not None:  # written from its own buffers, without a copy in memory
                     rows = _write_stream(out, part.schema, iter(part.to_batches()))
                 else:
                     continue
                 if out.tell() > offset:
                     entry[spec.name] = Extent(offset, out.tell() - offset, rows)
+            cuts.pop(win.index, None)  # written: its rows are not needed again
             if entry:
-                index[region.index] = entry
+                index.setdefault(region, {})[number] = entry
     return index
 
 
-def region_span(entry: Mapping[str, Extent]) -> tuple[int, int]:
-    """The bytes ``[start, stop)`` holding every table of one region (they are contiguous)."""
+def window_span(entry: WindowEntry) -> tuple[int, int]:
+    """The bytes ``[start, stop)`` holding every table of one window (they are contiguous)."""
     return min(e.offset for e in entry.values()), max(e.offset + e.length for e in entry.values())
 
 
-def parse_region(data: bytes, start: int, entry: Mapping[str, Extent], uri: str) -> Tables:
-    """The tables of one region from the bytes read at ``start`` (every one of POSITION_STAGING, empty
+def _empty_tables() -> Tables:
+    return {spec.name: spec.schema.empty_table() for spec in POSITION_STAGING}
+
+
+def parse_window(data: bytes, start: int, entry: WindowEntry, uri: str) -> Tables:
+    """The tables of one window from the bytes read at ``start`` (every one of POSITION_STAGING, empty
     where the child had no rows); a short or foreign read fails naming the object."""
     out: Tables = {}
     buf = pa.py_buffer(data)
@@ -257,26 +329,37 @@ def parse_region(data: bytes, start: int, entry: Mapping[str, Extent], uri: str)
     return out
 
 
-def read_region(uri: str, entry: Mapping[str, Extent]) -> Tables:
-    """One region's tables of one child's object: one ranged read."""
+def read_window(uri: str, entry: WindowEntry) -> Tables:
+    """One window's tables of one child's object: one ranged read."""
     if not entry:
-        return {spec.name: spec.schema.empty_table() for spec in POSITION_STAGING}
-    start, stop = region_span(entry)
-    return parse_region(storage.read_range(uri, start, stop), start, entry, uri)
+        return _empty_tables()
+    start, stop = window_span(entry)
+    return parse_window(storage.read_range(uri, start, stop), start, entry, uri)
 
 
-def read_regions(items: Iterable[tuple[str, Mapping[str, Extent]]]) -> Iterator[Tables]:
-    """:func:`read_region` of each ``(uri, entry)``, in order, read in parallel
+def read_windows(items: Iterable[tuple[str, WindowEntry]]) -> Iterator[Tables]:
+    """:func:`read_window` of each ``(uri, entry)``, in order, read in parallel
     (:func:`seqlake.base.storage.read_many_ranges`)."""
     listed = [(uri, entry) for uri, entry in items]
-    spans = [(uri, *region_span(entry)) if entry else (uri, 0, 0) for uri, entry in listed]
+    spans = [(uri, *window_span(entry)) if entry else (uri, 0, 0) for uri, entry in listed]
     for (uri, entry), (_, start, _), data in zip(listed, spans, storage.read_many_ranges(spans), strict=True):
         if not entry:
-            yield {spec.name: spec.schema.empty_table() for spec in POSITION_STAGING}
+            yield _empty_tables()
             continue
         if data is None:
             raise FileNotFoundError(uri)
-        yield parse_region(data, start, entry, uri)
+        yield parse_window(data, start, entry, uri)
+
+
+def read_region(uri: str, entry: RegionEntry) -> Tables:
+    """Every window of one region of one child's object, each table's windows one after the other (one ranged
+    read per window; the ``contig`` dictionaries unified: each window has its own). For checks and tests: the
+    reducer reads a window at a time."""
+    parts = [read_window(uri, entry[w]) for w in sorted(entry)]
+    if not parts:
+        return _empty_tables()
+    return {spec.name: pa.concat_tables([p[spec.name] for p in parts]).unify_dictionaries()
+            for spec in POSITION_STAGING}
 
 
 def sample_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
@@ -294,6 +377,6 @@ def contig_codes(table: pa.Table) -> npt.NDArray[np.int32]:
     return _codes(table.column("contig"))[0]
 
 
-__all__ = ["STAGING_BY_NAME", "Extent", "PositionsIndex", "RegionStream", "Tables", "cut_by_region",
-           "dictionary_column", "index_from_json", "index_to_json", "read_region", "read_regions", "sample_groups",
-           "table_from_arrays", "write_positions"]
+__all__ = ["STAGING_BY_NAME", "Extent", "IndexVersionError", "PositionsIndex", "RegionEntry", "RegionStream", "Tables",
+           "WindowEntry", "cut_by_region", "dictionary_column", "index_from_json", "index_to_json", "read_region",
+           "read_window", "read_windows", "sample_groups", "table_from_arrays", "write_positions"]

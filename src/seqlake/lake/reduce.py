@@ -1,30 +1,37 @@
-"""The reduce step: one reducer per region merges every child's per-position rows of that region.
+"""The reduce step: one reducer per region merges every child's per-position rows of that region, a window at a time.
 
-Children leave their per-position staging tables cut by region (:mod:`seqlake.lake.positions`). The reduce
-step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs, the
-regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
-``seqlake reduce``):
+Children leave their per-position staging tables cut by region and window (:mod:`seqlake.lake.positions`).
+The reduce step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs,
+the regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
+``seqlake reduce``) reads every child's manifest for its offsets and works through its region's windows
+(:func:`seqlake.lake.regions.windows`, :data:`seqlake.base.params.REDUCE_WINDOW` bases each, the size the
+children cut at) in order; for each window it
 
-1. reads every child's manifest for its offsets, then the region's bytes of every child (one ranged GET
-   each, in parallel, in child order);
+1. reads the window's bytes of every child (one ranged GET each, in parallel, in child order);
 2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
    child is read, and its pieces read so far are merged early whenever they outgrow what is merged already
-   (:data:`FOLD_BYTES`): the state is about one merged region of the samples being read, never the genome,
-   never the run, whatever the number of children;
+   (:data:`FOLD_BYTES`): the state is about one merged window of the samples being read, never the region,
+   never the genome, never the run, whatever the number of children;
 3. merges each staging table with the merger registered for its name (:data:`MERGERS`; by default the
    rows with one key are added, as every per-position count is an integer): the children's sorted runs
    of one (sample, contig) are merged by one stable sort of their concatenation (a k-way merge: NumPy's
    stable sort of int64 is a timsort, which merges the k sorted runs), depth runs by the capped sweep of
    :mod:`seqlake.lake.depth` (one sort of their boundaries), covered intervals by a union;
-4. turns the merged tables into the region's rows of the result tables with the finishers registered in
-   :data:`FINISHERS` (``coverage``: every bin of the region; ``low_coverage``: the intervals below each
-   threshold inside the region), written as staged parts (``runs/<id>/parts/<table>/region=NNNNN.parquet``,
+4. turns the merged tables into the window's rows of the result tables with the finishers registered in
+   :data:`FINISHERS` (``coverage``: every bin of the window; ``low_coverage``: the intervals below each
+   threshold inside it; ``variants``, ``amplicon_depth``, the consensus and VCF pieces), written as they come
+   into the region's staged parts (``runs/<id>/parts/<table>/region=NNNNN.parquet``,
    :meth:`RunLayout.region_part`), which the commit publishes into the result partitions;
-5. writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
-   per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at
-   each threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals
-   that touch a window boundary inside a contig (the commit joins them to their neighbours'), the
-   coarse coverage points of the report, and the rows and bytes of each part.
+5. adds the window's partial sums of each sample into the region's, joining what crosses a window's edge
+   (:class:`WindowJoin`: a low-coverage interval or an amplicon is one row of the part, as if the region were
+   one window); all that is carried from a window to the next is those open intervals and amplicons, the
+   samples' sums and the consensus and VCF pieces, spooled to local disk (:class:`GenomePieces`).
+
+Then it writes the region's summary last (``runs/<id>/reduce/region=NNNNN.json``, :class:`RegionSummary`):
+per sample the partial sums the commit adds up (depth and covered bases for ``qc_summary``, bases at each
+threshold per contig for ``sample_summary`` and ``contig_coverage``), the low-coverage intervals and amplicons
+that touch the region's edge inside a contig (the commit joins them to their neighbours'), the coarse coverage
+points of the report, and the rows and bytes of each part.
 
 A reducer whose summary already exists exits at once (a retried or re-run reducer computes nothing twice;
 its parts are overwritten whole before the summary, so a summary always describes finished parts).
@@ -37,7 +44,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +54,19 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
-from seqlake.lake.alleles import CallParams
+from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
-from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
-from seqlake.lake.positions import Extent, contig_codes, dictionary_column, index_from_json, read_regions, sample_groups
+from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, to_arrow
+from seqlake.lake.positions import (
+    Extent,
+    IndexVersionError,
+    contig_codes,
+    dictionary_column,
+    index_from_json,
+    read_windows,
+    sample_groups,
+)
 from seqlake.lake.regioncalls import RegionReference, call_region
 from seqlake.lake.regions import (
     Piece,
@@ -59,8 +74,11 @@ from seqlake.lake.regions import (
     Region,
     load_reduce_plan,
     plan_reduce,
+    windows,
 )
+from seqlake.lake.staging import MANIFEST_VERSION
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
+from seqlake.lake.vcf import bgzf_compress, tabix_entries
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
 from seqlake.plan.reference import check_unchanged, load_fasta_index
@@ -285,26 +303,56 @@ def merger(name: str) -> Merger:
 
 # ----------------------------------------------------------------------------------------- finishers
 class GenomePieces:
-    """A region's pieces of every sample's files, one after the other in one local file (published as
-    ``runs/<id>/reduce/region=NNNNN.genomes``); where each is goes into the sample's sums."""
+    """A region's pieces of every sample's files, one sample after the other in one local file (published as
+    ``runs/<id>/reduce/region=NNNNN.genomes``): its consensus FASTA's bytes, its VCF records as BGZF blocks
+    (no EOF member) and their tabix entries (relative to the VCF piece's first byte). The windows give each
+    sample's FASTA bytes and VCF records window by window, every sample in each window: they are spooled to a
+    local file as they come, then laid out sample by sample (:meth:`finish`), a window's FASTA piece at a
+    time and one sample's VCF records of the region (sparse) at a time; where each piece is goes into the
+    sample's sums."""
 
     def __init__(self, path: Path, region: int) -> None:
         self.path = path
         self.region = region
-        self._out = path.open("wb")
+        self._spool_path = path.with_name(path.name + ".spool")
+        self._spool = self._spool_path.open("wb")
+        self._spooled = 0
+        #: sample -> its windows' pieces in the spool, in window order: (offset, FASTA bytes, VCF records bytes)
+        self._pieces: dict[str, list[tuple[int, int, int]]] = {}
         self.bytes = 0
 
-    def add(self, sums: SampleSums, pieces: Sequence[bytes]) -> None:
-        """The sample's pieces (one of each of GENOME_PIECES)."""
-        entry = [self.region]
-        for data in pieces:
-            self._out.write(data)
-            entry += [self.bytes, len(data)]
-            self.bytes += len(data)
-        sums.genomes.append(entry)
+    def add(self, sample: str, fasta: bytes, records: bytes) -> None:
+        """One window's consensus FASTA bytes and VCF records of the sample."""
+        self._spool.write(fasta)
+        self._spool.write(records)
+        self._pieces.setdefault(sample, []).append((self._spooled, len(fasta), len(records)))
+        self._spooled += len(fasta) + len(records)
+
+    def finish(self, sums: Mapping[str, SampleSums]) -> None:
+        """Lay the spooled pieces out sample by sample (one of each of GENOME_PIECES) and say where in each
+        sample's sums."""
+        self._spool.close()
+        with self._spool_path.open("rb") as spool, self.path.open("wb") as out:
+            for sample, pieces in self._pieces.items():
+                entry = [self.region, self.bytes, 0]
+                records = []
+                for offset, fasta, vcf in pieces:
+                    spool.seek(offset)
+                    out.write(spool.read(fasta))
+                    records.append(spool.read(vcf))
+                    entry[2] += fasta
+                plain = b"".join(records)
+                bgzf = bgzf_compress(plain, eof=False) if plain else b""
+                tbi = tabix_entries(bgzf).to_json()
+                out.write(bgzf)
+                out.write(tbi)
+                entry += [self.bytes + entry[2], len(bgzf), self.bytes + entry[2] + len(bgzf), len(tbi)]
+                self.bytes += entry[2] + len(bgzf) + len(tbi)
+                sums[sample].genomes.append(entry)
+        self._spool_path.unlink()
 
     def close(self) -> None:
-        self._out.close()
+        self._spool.close()
 
 
 #: a sample's pieces of its files in a region's genomes object, in this order (SampleSums.genomes)
@@ -315,6 +363,7 @@ GENOME_PIECES = ("fasta", "vcf", "tbi")
 class RegionContext:
     plan: Plan
     reduce_plan: ReducePlan
+    #: what the finishers finish: one window of the reducer's region (:func:`seqlake.lake.regions.windows`)
     region: Region
     #: contig -> report point width (drawn contigs only)
     point_widths: dict[str, int]
@@ -324,6 +373,11 @@ class RegionContext:
     calls: CallParams = field(default_factory=CallParams)
     amplicons: tuple[Amplicon, ...] | None = None
     genomes: GenomePieces | None = None
+
+    def in_window(self, window: Region) -> RegionContext:
+        """The context of one window: its pieces, and its own reference bases (none of the last window's)."""
+        reference = None if self.reference is None else RegionReference(self.reference.index)
+        return replace(self, region=window, reference=reference)
 
 
 def _contig_rows(merged: pa.Table, region: Region) -> Iterator[tuple[Piece, pa.Table]]:
@@ -415,7 +469,7 @@ def finish_depth(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table]
 
 def finish_calls(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table],
                  sums: SampleSums) -> dict[str, list[pa.Table]]:
-    """``variants`` and ``amplicon_depth`` rows of the region, its parts of the ``consensus`` row and of the
+    """``variants`` and ``amplicon_depth`` rows of the window, its parts of the ``consensus`` row and of the
     amplicons crossing its edges, and its pieces of the sample's FASTA and VCF (:mod:`seqlake.lake.regioncalls`)."""
     if ctx.reference is None or ctx.genomes is None:  # allele counting is off
         return {}
@@ -424,7 +478,7 @@ def finish_calls(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table]
         sums.consensus[contig] = counts
     sums.amplicon_edges += [part.to_json() for part in calls.amplicon_edges]
     sums.outside_reads += calls.outside_reads
-    ctx.genomes.add(sums, (calls.fasta, calls.vcf, calls.tbi))
+    ctx.genomes.add(sample, calls.fasta, calls.records)
     return {"variants": [calls.variants], "amplicon_depth": [calls.amplicon_depth]}
 
 
@@ -448,10 +502,121 @@ REGION_TABLES: tuple[str, ...] = tuple(t for f in FINISHERS for t in f.writes)
 EDGE_JOINED: tuple[str, ...] = ("low_coverage", "amplicon_depth")
 
 
+# ------------------------------------------------------------------------------------- window joins
+@dataclass
+class _Carried:
+    """What one sample carries from a window to the next: the low-coverage intervals that reach the window's
+    end inside the region (``(contig, threshold) -> [start, end)``) and the parts so far of the amplicons that
+    cross a window's edge."""
+
+    low: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    amplicons: dict[str, AmpliconPart] = field(default_factory=dict)
+
+
+class WindowJoin:
+    """Adds each window's partial sums of a sample into its region's, and joins what crosses a window's edge
+    inside the region, as the commit joins what crosses a region's edge: a low-coverage interval or an
+    amplicon becomes one row of the region's part once its last window is finished (or, when it reaches the
+    region's edge, one entry of the region's summary for the commit)."""
+
+    def __init__(self, region: Region, amplicons: Sequence[Amplicon] | None) -> None:
+        self.pieces = {p.contig: p for p in region.pieces}
+        self.amplicons = {a.name: a for a in amplicons or ()}
+        self.carried: dict[str, _Carried] = {}
+
+    def fold(self, sample: str, sums: SampleSums, part: SampleSums, window: Region) -> dict[str, list[pa.Table]]:
+        """Add the window's ``part`` into the region's ``sums``; the rows it closes."""
+        carried = self.carried.setdefault(sample, _Carried())
+        low_edges, points, amplicon_edges = part.low_edges, part.points, part.amplicon_edges
+        part.low_edges, part.points, part.amplicon_edges = [], [], []
+        sums.add(part)
+        for contig, point, depth_sum in points:  # a report point may straddle a window's edge: one point
+            last = sums.points[-1] if sums.points else None
+            if last is not None and last[0] == contig and last[1] == point:
+                last[2] += depth_sum
+            else:
+                sums.points.append([contig, point, depth_sum])
+        ends = {p.contig: p.end for p in window.pieces}
+        low: list[tuple[str, int, int, int]] = []
+        still_open: dict[tuple[str, int], list[int]] = {}
+        for contig, t, s, end in low_edges:
+            key, start = (contig, t), s
+            before = carried.low.pop(key, None)
+            if before is not None and before[1] == start:
+                start = before[0]
+            elif before is not None:
+                self._close_low(sums, low, (contig, t, *before))
+            if end == ends[contig] and end < self.pieces[contig].end:  # goes on in the next window
+                still_open[key] = [start, end]
+            else:
+                self._close_low(sums, low, (contig, t, start, end))
+        for (contig, t), (start, end) in carried.low.items():  # reached the last window's end, not past it
+            self._close_low(sums, low, (contig, t, start, end))
+        carried.low = still_open
+        for v in amplicon_edges:
+            got = AmpliconPart.from_json(v)
+            carried.amplicons.setdefault(got.name, AmpliconPart(got.name)).add(got)
+        cols: dict[str, list[Any]] = {c: [] for c in AMPLICON_COLUMNS}
+        for name in list(carried.amplicons):
+            a = self.amplicons[name]
+            piece, end = self.pieces[a.contig], max(a.insert_end, a.anchor + 1)
+            if a.contig in ends and end > ends[a.contig] and ends[a.contig] < piece.end:
+                continue  # its next window is still to come
+            self._close_amplicon(sums, cols, sample, a, carried.amplicons.pop(name))
+        return self._rows(sample, low, cols)
+
+    def close(self, sample: str, sums: SampleSums) -> dict[str, list[pa.Table]]:
+        """After the region's last window: anything still carried (nothing, as the last window ends at the
+        region's edge) closed."""
+        carried = self.carried.pop(sample, _Carried())
+        low: list[tuple[str, int, int, int]] = []
+        for (contig, t), (start, end) in carried.low.items():
+            self._close_low(sums, low, (contig, t, start, end))
+        cols: dict[str, list[Any]] = {c: [] for c in AMPLICON_COLUMNS}
+        for name, got in carried.amplicons.items():
+            self._close_amplicon(sums, cols, sample, self.amplicons[name], got)
+        return self._rows(sample, low, cols)
+
+    def _close_low(self, sums: SampleSums, rows: list[tuple[str, int, int, int]],
+                   interval: tuple[str, int, int, int]) -> None:
+        """A finished interval ``(contig, threshold, start, end)``: a row, or an edge of the region's."""
+        contig, _, start, end = interval
+        piece = self.pieces[contig]
+        if (start == piece.start and piece.start > 0) or (end == piece.end and piece.end < piece.contig_length):
+            sums.low_edges.append(list(interval))  # may go on in the next region: the commit joins it
+        else:
+            rows.append(interval)
+
+    def _close_amplicon(self, sums: SampleSums, cols: dict[str, list[Any]], sample: str, a: Amplicon,
+                        got: AmpliconPart) -> None:
+        piece = self.pieces[a.contig]
+        if piece.start <= min(a.insert_start, a.anchor) and max(a.insert_end, a.anchor + 1) <= piece.end:
+            amplicon_row(cols, sample, a, got)
+        else:
+            sums.amplicon_edges.append(got.to_json())  # crosses the region's edge: the commit adds its parts
+
+    @staticmethod
+    def _rows(sample: str, low: list[tuple[str, int, int, int]], cols: dict[str, list[Any]]) -> dict[
+            str, list[pa.Table]]:
+        out: dict[str, list[pa.Table]] = {}
+        if low:
+            start = np.array([x[2] for x in low], dtype=np.int64)
+            end = np.array([x[3] for x in low], dtype=np.int64)
+            out["low_coverage"] = [_result("low_coverage", {
+                "sample": _strings(sample, len(low)), "contig": pa.array([x[0] for x in low], pa.string()),
+                "threshold": np.array([x[1] for x in low], dtype=np.int32), "pos": start + 1, "end_pos": end,
+                "length": end - start})]
+        if cols["sample"]:
+            out["amplicon_depth"] = [to_arrow("amplicon_depth", cols)]
+        return out
+
+
 # ------------------------------------------------------------------------------------------- reducer
-def _positions_entries(plan: Plan, region: int) -> list[dict[str, Extent]]:
-    """Every child's extents of the region, from its manifest (a missing or foreign one fails naming it)."""
+def _positions_entries(plan: Plan, region: int) -> tuple[int, list[dict[int, dict[str, Extent]]]]:
+    """The window size the children cut their objects at, and every child's extents of the region's windows,
+    from its manifest (a missing or foreign one, or one in an older format, fails naming it)."""
     out = []
+    cut: dict[int, int] = {}
     uris = (plan.layout.manifest(c) for c in range(plan.array_size))
     for child, (uri, data) in enumerate(storage.read_many(uris)):
         if data is None:
@@ -459,56 +624,89 @@ def _positions_entries(plan: Plan, region: int) -> list[dict[str, Extent]]:
         d = json.loads(data)
         if d.get("run_id") != plan.run_id or d.get("child") != child:
             raise SeqlakeError(f"the manifest at {uri} belongs to run {d.get('run_id')}, child {d.get('child')}")
-        out.append(index_from_json(d.get("positions", {})).get(region, {}))
-    return out
+        if d.get("version") != MANIFEST_VERSION:
+            raise SeqlakeError(f"the manifest at {uri} is version {d.get('version')}, this reducer reads version "
+                               f"{MANIFEST_VERSION} (positions cut into windows): re-run the run's children")
+        try:
+            index = index_from_json(d.get("positions", {}))
+        except IndexVersionError as err:
+            raise SeqlakeError(f"{uri}: {err}") from err
+        if index:
+            cut.setdefault(index.window, child)
+        out.append(index.get(region, {}))
+    if len(cut) > 1:
+        raise SeqlakeError(f"the children cut their positions objects at different windows: {sorted(cut)} bases "
+                           f"(children {sorted(cut.values())})")
+    return next(iter(cut), 0), out
 
 
 def _fold_early(name: str, pieces: list[pa.Table]) -> None:
     """Merge a sample's pieces read so far into one once they outweigh what is merged already (and
-    :data:`FOLD_BYTES`): the state stays about one merged region of the sample, whatever the number of its
+    :data:`FOLD_BYTES`): the state stays about one merged window of the sample, whatever the number of its
     children, and each row is merged a few times at most (the merged part at least doubles between folds)."""
     waiting = sum(p.nbytes for p in pieces[1:])
     if len(pieces) > 1 and waiting > max(FOLD_BYTES, pieces[0].nbytes):
         pieces[:] = [merger(name)(pieces)]
 
 
+def _reduce_window(ctx: RegionContext, stream: Iterator[Mapping[str, pa.Table]], ending: Mapping[int, list[str]],
+                   summary: RegionSummary, *, join: WindowJoin,
+                   write: Callable[[Mapping[str, list[pa.Table]]], None]) -> None:
+    """One window of every child (``stream``, in child order): each sample merged once its last child is read,
+    finished, and its window's sums folded into the region's."""
+    pending: dict[str, dict[str, list[pa.Table]]] = {}
+    for child, tables in enumerate(stream):
+        for name, table in tables.items():
+            for sample, rows in sample_groups(table):
+                pieces = pending.setdefault(sample, {}).setdefault(name, [])
+                pieces.append(rows)
+                _fold_early(name, pieces)
+        for sample in ending.get(child, []):
+            read = pending.pop(sample, {})
+            merged = {spec.name: merger(spec.name)(read.get(spec.name, [])) for spec in POSITION_STAGING}
+            del read
+            part = SampleSums()
+            for f in FINISHERS:
+                write(f.finish(ctx, sample, merged, part))
+            del merged
+            write(join.fold(sample, summary.samples.setdefault(sample, SampleSums()), part, ctx.region))
+
+
 def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> RegionSummary:
-    """Merge one region of every child and write its result parts, then its summary (module docstring)."""
+    """Merge one region of every child, window by window, and write its result parts, then its summary
+    (module docstring)."""
     t0 = time.perf_counter()
     rp = rp or load_reduce_plan(plan)
     all_regions = rp.regions
     if not 0 <= region < len(all_regions):
         raise SeqlakeError(f"region {region} does not exist: the reference has {len(all_regions)} regions")
-    entries = _positions_entries(plan, region)
+    window, entries = _positions_entries(plan, region)
     summary = RegionSummary(plan.run_id, region)
     ending = samples_ending(plan)
-    pending: dict[str, dict[str, list[pa.Table]]] = {}
+    the_region = all_regions[region]
     with local_tmp() as tmp, contextlib.ExitStack() as stack:
-        ctx = _context(plan, rp, all_regions[region], Path(tmp))
+        ctx = _context(plan, rp, the_region, Path(tmp))
         if ctx.genomes is not None:
             stack.callback(ctx.genomes.close)
         writers = {t: PartWriter(plan.layout.region_part(t, region), t, tmp, REDUCE_ROW_GROUP_ROWS)
                    for t in REGION_TABLES}
-        stream = read_regions((plan.layout.positions(c), entries[c]) for c in range(plan.array_size))
-        for child, tables in enumerate(stream):
-            for name, table in tables.items():
-                for sample, rows in sample_groups(table):
-                    pieces = pending.setdefault(sample, {}).setdefault(name, [])
-                    pieces.append(rows)
-                    _fold_early(name, pieces)
-            for sample in ending.get(child, []):
-                read = pending.pop(sample, {})
-                merged = {spec.name: merger(spec.name)(read.get(spec.name, [])) for spec in POSITION_STAGING}
-                sums = summary.samples.setdefault(sample, SampleSums())
-                for f in FINISHERS:
-                    for table, parts in f.finish(ctx, sample, merged, sums).items():
-                        for part in parts:
-                            writers[table].write_arrow(part)
+
+        def write(tables: Mapping[str, list[pa.Table]]) -> None:
+            for table, parts in tables.items():
+                for part in parts:
+                    writers[table].write_arrow(part)
+
+        join = WindowJoin(the_region, ctx.amplicons)
+        for w, win in enumerate(windows(the_region, window) if window else [the_region]):
+            stream = read_windows((plan.layout.positions(c), entries[c].get(w, {})) for c in range(plan.array_size))
+            _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write)
+        for sample, sums in summary.samples.items():
+            write(join.close(sample, sums))
         for table, writer in writers.items():
             writer.publish()
             summary.parts[table] = [writer.rows, writer.bytes]
         if ctx.genomes is not None:
-            ctx.genomes.close()
+            ctx.genomes.finish(summary.samples)
             put_file(ctx.genomes.path, plan.layout.region_genomes(region))
     summary.seconds = round(time.perf_counter() - t0, 3)
     storage.write_bytes(plan.layout.region_summary(region), summary.to_json())

@@ -13,9 +13,13 @@ records of the same genome in one region (``tests/core/test_reduce.py``). What a
   are, in the region holding its insert's first base, its depth wherever its bases are), the reads outside
   every amplicon;
 - its pieces of the per-sample files: the consensus FASTA's bytes (a contig's header where the contig
-  starts, its newline where it ends), the VCF's records as BGZF blocks without the EOF member, and their
-  tabix entries relative to the piece's first byte (:mod:`seqlake.lake.vcf`). The commit joins the pieces
-  in region order.
+  starts, its newline where it ends) and the VCF's records (plain text: the reducer compresses a sample's
+  records of its whole region, window after window, into BGZF blocks and their tabix entries,
+  :class:`seqlake.lake.reduce.GenomePieces`). The commit joins the pieces in region order.
+
+A reducer calls it on each window of its region (a :class:`Region` of the window's pieces): everything is a
+function of one position's counts, so the windows' rows, bases and records, laid end to end, are the
+region's.
 
 The reference's bases are read per piece of the region and only there (:class:`RegionReference`: one
 ranged read through the FASTA index stored with the reference's index), extended past the piece's end by
@@ -51,7 +55,7 @@ from seqlake.lake.parquet_io import to_arrow
 from seqlake.lake.positions import contig_codes
 from seqlake.lake.regions import Piece, Region
 from seqlake.lake.tables import ALLELE_BASES
-from seqlake.lake.vcf import bgzf_compress, tabix_entries, vcf_records
+from seqlake.lake.vcf import vcf_records
 from seqlake.plan.primers import Amplicon
 from seqlake.plan.reference import FastaIndex, read_bases
 
@@ -88,8 +92,8 @@ class RegionCalls:
     amplicon_edges: list[AmpliconPart]
     outside_reads: int
     fasta: bytes
-    vcf: bytes
-    tbi: bytes
+    #: the VCF's records (no header), plain
+    records: bytes
 
 
 def rows_by_piece(table: pa.Table, pieces: int) -> list[pa.Table]:
@@ -146,9 +150,8 @@ def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], ref
                                   amplicons=amplicons, cols=amplicon_cols, edges=edges)
     table = to_arrow("variants", variants)
     records = vcf_records([(p.contig, p.contig_length) for p in region.pieces], variants)
-    vcf = bgzf_compress(records.encode(), eof=False) if records else b""
     return RegionCalls(table, to_arrow("amplicon_depth", amplicon_cols), consensus, edges, outside,
-                       "".join(fasta).encode(), vcf, tabix_entries(vcf).to_json())
+                       "".join(fasta).encode(), records.encode())
 
 
 def _amplicons(sample: str, piece: Piece, alleles: pa.Table, reads: pa.Table, *, amplicons: Sequence[Amplicon],

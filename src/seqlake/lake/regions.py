@@ -21,6 +21,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from seqlake.base import params as _params
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.base.params import DEFAULT_REGION_SIZE, coverage_bin_width
@@ -71,6 +72,13 @@ def regions(contigs: Contigs, region_size: int = DEFAULT_REGION_SIZE) -> list[Re
     """The reference's regions, in reference order (see the module docstring)."""
     if region_size < 1:
         raise ValueError(f"region_size must be a positive number of bases, not {region_size}")
+    return _cut([Piece(name, 0, length, length) for name, length in contigs], region_size)
+
+
+def _cut(pieces: Sequence[Piece], size: int) -> list[Region]:
+    """``pieces`` (in reference order) as regions of at most ``size`` bases: a piece of ``size`` bases or more
+    cut every ``size`` bases from its start, consecutive shorter ones grouped until the next would take the
+    group past ``size``."""
     out: list[Region] = []
     group: list[Piece] = []
     held = 0
@@ -81,18 +89,36 @@ def regions(contigs: Contigs, region_size: int = DEFAULT_REGION_SIZE) -> list[Re
             out.append(Region(len(out), tuple(group)))
         group, held = [], 0
 
-    for name, length in contigs:
-        if length >= region_size:
+    for p in pieces:
+        if p.bases >= size:
             close()
-            for start in range(0, length, region_size):
-                out.append(Region(len(out), (Piece(name, start, min(start + region_size, length), length),)))
+            for start in range(p.start, p.end, size):
+                out.append(Region(len(out), (Piece(p.contig, start, min(start + size, p.end), p.contig_length),)))
             continue
-        if held + length > region_size:
+        if held + p.bases > size:
             close()
-        group.append(Piece(name, 0, length, length))
-        held += length
+        group.append(p)
+        held += p.bases
     close()
     return out
+
+
+def window_size(bin_width: int) -> int:
+    """The bases of a reducer's window (:data:`seqlake.base.params.REDUCE_WINDOW`, read when called) rounded down
+    to a multiple of the coverage bin width, so that no bin straddles two windows."""
+    return max(bin_width, _params.REDUCE_WINDOW // bin_width * bin_width)
+
+
+def windows(region: Region, size: int) -> list[Region]:
+    """The region cut into windows of at most ``size`` bases, numbered from 0 inside the region: a piece of
+    ``size`` bases or more is cut every ``size`` bases from its start (a multiple of the bin width, as ``size``
+    is), consecutive shorter pieces are grouped as :func:`regions` groups contigs. A region of at most ``size``
+    bases is one window: itself."""
+    if size < 1:
+        raise ValueError(f"a window must be a positive number of bases, not {size}")
+    if region.bases <= size:
+        return [Region(0, region.pieces)]
+    return _cut(region.pieces, size)
 
 
 class RegionMap:

@@ -38,7 +38,7 @@ from seqlake.lake.positions import PositionsIndex, dictionary_column, index_from
 from seqlake.lake.qc import NQ, PositionCounts, QCAccumulator
 from seqlake.lake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
-MANIFEST_VERSION = 4
+MANIFEST_VERSION = 5
 STAGES = ("raw", "trimmed")
 
 
@@ -232,7 +232,7 @@ class ChildManifest:
     alignments: PartInfo | None = None
     #: where each region's per-position tables are in the child's positions object (empty without a
     #: reference; :mod:`seqlake.lake.positions`)
-    positions: PositionsIndex = field(default_factory=dict)
+    positions: PositionsIndex = field(default_factory=PositionsIndex)
     #: rows of each staging part written as Parquet (the allele tables; empty without a reference)
     coverage_rows: dict[str, int] = field(default_factory=dict)
     #: reference contigs and lengths (the coverage parts hold non-zero bins only)
