@@ -487,17 +487,43 @@ def test_consensus_insertions_need_the_reads_that_do_not_end_here() -> None:
     assert consensus_segment(counts, [Indel(0, 0, "AG", 4, 2)], 0, 2, CallParams()) == "AC"
 
 
+def _spec_reg2bin(beg: int, end: int) -> int:
+    """The SAM specification's reg2bin, level by level as it is printed there."""
+    end -= 1
+    for shift, first in ((14, 4681), (17, 585), (20, 73), (23, 9), (26, 1)):
+        if beg >> shift == end >> shift:
+            return first + (beg >> shift)
+    return 0
+
+
+def test_a_records_bin_is_the_specifications_across_every_level() -> None:
+    """A record crossing a 16 kb, 128 kb, 1 Mb ... boundary goes one level up (a 2-base deletion across
+    16,384 got bin -28,076 here, which no .tbi can hold: a 10 Mb genome's commit failed on it)."""
+    from seqlake.lake.vcf import reg2bin
+
+    edges = [1 << k for k in range(14, 30, 3)]
+    cases = [(0, 1), (5, 6), (100, 16_000)] + [(e - 1, e + 1) for e in edges] + [(e - 5, e) for e in edges]
+    cases += [(e * 3 - 2, e * 3 + 2) for e in edges] + [(1_458_175, 1_458_177), (0, 1 << 29)]
+    for beg, end in cases:
+        assert reg2bin(beg, end) == _spec_reg2bin(beg, end), (beg, end)
+
+
 def test_vcf_is_bgzipped_and_tabix_finds_its_records(tmp_path: Path) -> None:
     tabix = shutil.which("tabix")
     if tabix is None:
         pytest.skip("tabix is not installed")
     lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
     lines += [f"chr{c}\t{p}\t.\tA\tG\t.\tPASS\t." for c in (1, 2) for p in range(100, 200_000, 997)]
+    # deletions whose REF crosses a 16 kb and a 128 kb window's edge: their bins are a level up
+    lines += [f"chr3\t{p}\t.\tAGT\tA\t.\tPASS\t." for p in (16_383, 131_071, 140_000)]
     data = bgzf_compress(("\n".join(lines) + "\n").encode())
     assert gzip.decompress(data).decode() == "\n".join(lines) + "\n"
     vcf = tmp_path / "x.vcf.gz"
     vcf.write_bytes(data)
-    (tmp_path / "x.vcf.gz.tbi").write_bytes(tabix_index(data, ["chr1", "chr2"]))
+    (tmp_path / "x.vcf.gz.tbi").write_bytes(tabix_index(data, ["chr1", "chr2", "chr3"]))
     got = subprocess.run([tabix, str(vcf), "chr2:50000-90000"], capture_output=True, text=True, check=True).stdout
     want = [ln for ln in lines[2:] if ln.startswith("chr2\t") and 50000 <= int(ln.split("\t")[1]) <= 90000]
     assert got.splitlines() == want
+    for region, starts in (("chr3:16385-16385", [16_383]), ("chr3:131073-140000", [131_071, 140_000])):
+        got = subprocess.run([tabix, str(vcf), region], capture_output=True, text=True, check=True).stdout
+        assert [int(ln.split("\t")[1]) for ln in got.splitlines()] == starts, region

@@ -114,14 +114,14 @@ def _lines(bgzf: bytes) -> Iterator[tuple[bytes, int, int]]:
 
 
 def reg2bin(beg: int, end: int) -> int:
-    """htslib ``hts_reg2bin`` (0-based, end exclusive)."""
+    """htslib ``hts_reg2bin`` (0-based, end exclusive): the smallest bin holding the interval; the first bin
+    of the level with windows of ``1 << s`` bases is ``((1 << 3 * level) - 1) // 7``."""
     end -= 1
-    s, t = _MIN_SHIFT, ((1 << (_LEVELS * 3)) - 1) // 7
+    s = _MIN_SHIFT
     for level in range(_LEVELS, 0, -1):
         if beg >> s == end >> s:
-            return t + (beg >> s)
+            return ((1 << (level * 3)) - 1) // 7 + (beg >> s)
         s += 3
-        t -= 1 << (level * 3)
     return 0
 
 
