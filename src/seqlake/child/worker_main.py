@@ -114,8 +114,8 @@ def _failed(plan: Any, child: int, err: Exception) -> int:
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         traceback.print_exc()
         print(f"seqlake: no space left on the child's disk ({err.filename or tempfile.gettempdir()}): a child "
-              "spills its allele counts there at ~11 KB a read pair; raise RootVolumeGiB or lower ReadsPerShard "
-              "(docs/DEPLOY.md)", file=sys.stderr)
+              "spills its allele counts there; raise RootVolumeGiB or lower ReadsPerShard (docs/DEPLOY.md)",
+              file=sys.stderr)
         return EXIT_FAILURE
     denied = access_denied(err)
     if denied is None:
