@@ -224,6 +224,13 @@ def _find(bad_runs: BadInputRuns, case: str) -> Upload:
     return next(c for c in bad_runs.cases if c.case == case)
 
 
+def _why(o: Outcome) -> dict[str, object]:
+    """What a run that ended otherwise than expected says of itself: its status and its execution's end."""
+    e = o.execution
+    return {"state": o.status.get("state"), "reason": o.status.get("reason"), "failed_step": o.status.get(
+        "failed_step"), "execution": e.status, "error": e.error, "cause": (e.cause or "")[:2000], "states": e.states}
+
+
 def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
     c = _find(bad_runs, case)
     folder = next(iter(c.objects)).split("/")[1]
@@ -239,12 +246,12 @@ def _check(bad_runs: BadInputRuns, cloud: LocalCloud, case: str) -> None:
     o = bad_runs.results[folder]
     st = o.status
     if c.succeeds:
-        assert o.execution.status == "SUCCEEDED", (case, st.get("reason"))
+        assert o.execution.status == "SUCCEEDED", (case, _why(o))
         assert st["state"] == "SUCCEEDED" and st["reads"] == c.reads
         assert "qc_summary" in o.partitions
         return
-    assert o.execution.status == "FAILED"
-    assert st["state"] == "FAILED" and st["failed_step"] == c.step, st
+    assert o.execution.status == "FAILED", (case, _why(o))
+    assert st["state"] == "FAILED" and st["failed_step"] == c.step, (case, _why(o))
     for part in c.reason:
         assert part in st["reason"], (part, st["reason"])
     # the runs table says the same; no result table has the failed run
