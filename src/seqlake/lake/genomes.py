@@ -6,7 +6,7 @@ records as BGZF blocks without the EOF member, and the tabix entries of those re
 piece's first byte. The commit joins them per sample in region order (reference order) without holding a
 genome: the FASTA is the pieces one after the other; the VCF is its header (BGZF), the pieces, then the EOF
 member; the ``.tbi`` is the pieces' entries, each shifted by its piece's byte offset in the joined file
-(:meth:`seqlake.lake.vcf.TabixEntries.shifted`). The joining itself is
+(:meth:`seqlake.lake.vcf.JoinedIndex.add`, numpy arrays: never an object per chunk). The joining itself is
 :func:`seqlake.base.storage.concatenate` (server-side copies of large pieces on S3, bounded memory).
 """
 
@@ -19,7 +19,7 @@ from seqlake.base import storage
 from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX, RunLayout
 from seqlake.base.storage import Source
 from seqlake.lake.alleles import CallParams
-from seqlake.lake.vcf import BGZF_EOF, TabixEntries, bgzf_compress, tabix_bytes, vcf_header
+from seqlake.lake.vcf import BGZF_EOF, JoinedIndex, TabixEntries, bgzf_compress, tabix_bytes, vcf_header
 
 #: a piece of a joined file: bytes, or bytes ``[start, stop)`` of an object
 Piece = Source
@@ -60,14 +60,14 @@ def genome_files(layout: RunLayout, sample: str, genomes: Sequence[Sequence[int]
 
 def tabix_of(vcf: Sequence[Piece], tbi: Sequence[Piece], contigs: Sequence[str]) -> bytes:
     """The ``.tbi`` of a joined VCF: each piece's entries shifted by where the piece starts in the file."""
-    entries = TabixEntries()
+    entries = JoinedIndex()
     offset = _size(vcf[0])
     ranged = [p for p in vcf[1:] if not isinstance(p, bytes)]
     read = storage.read_many_ranges([p for p in tbi if not isinstance(p, bytes)])
     for piece, data in zip(ranged, read, strict=True):
         if data is None:
             raise FileNotFoundError(piece[0])
-        entries.add(TabixEntries.from_json(data).shifted(offset))
+        entries.add(TabixEntries.from_json(data), offset)
         offset += _size(piece)
     return tabix_bytes(entries, contigs)
 

@@ -129,6 +129,26 @@ def read_table(uri: str, columns: Sequence[str] | None = None) -> pa.Table:
     return pq.read_table(uri, columns=columns)
 
 
+#: bytes read at a time from a column chunk by :func:`filtered_batches`
+_READ_BUFFER = 1 << 20
+
+
+def filtered_batches(uri: str, keep: str, batch_rows: int) -> Iterator[pa.Table]:
+    """The rows of one Parquet file (local or S3) whose boolean column ``keep`` is true, at most
+    ``batch_rows`` rows read at a time; a row group without such a row costs only that column's read.
+    Memory is a batch's, whatever the file's size."""
+    with contextlib.ExitStack() as stack:
+        source: Any = stack.enter_context(storage.open_read(uri)) if storage.is_s3(uri) else uri
+        # buffered reads of the column chunks (pages as they are decoded), not each chunk read whole
+        parquet = stack.enter_context(pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=False))
+        for group in range(parquet.num_row_groups):
+            if not parquet.read_row_group(group, columns=[keep]).column(keep).to_numpy().any():
+                continue
+            for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[group]):
+                rows = pa.Table.from_batches([batch])
+                yield rows.filter(rows.column(keep))
+
+
 @contextlib.contextmanager
 def local_tmp() -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="seqlake-") as tmp:

@@ -8,8 +8,8 @@
   with the member's size, and the 28-byte empty end-of-file member.
 - pieces: a region's records are BGZF blocks without the EOF member (``bgzf_compress(eof=False)``) and their
   index entries relative to the piece's first byte (:func:`tabix_entries`); joined after a header and
-  other pieces, the entries are shifted by the piece's byte offset (:meth:`TabixEntries.shifted`: a virtual
-  offset is the block's byte offset << 16 | the offset inside it) and added up in file order.
+  other pieces, the entries are shifted by the piece's byte offset (:meth:`JoinedIndex.add`: a virtual
+  offset is the block's byte offset << 16 | the offset inside it) and added up in file order, compact.
 - :func:`tabix_index`: the ``.tbi`` of the tabix specification (htslib ``tbx.c`` / ``hts.c``): the
   UCSC binning scheme (min_shift 14, 5 levels), one chunk per run of records in one bin, the 16 kb linear
   index; without htslib's optional pseudo-bin of counts. ``tabix`` reads it (the tests query it).
@@ -23,6 +23,8 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from seqlake.lake.alleles import CallParams
 
@@ -129,30 +131,11 @@ def reg2bin(beg: int, end: int) -> int:
 class TabixEntries:
     """What a ``.tbi`` holds of some records, per contig in the order first seen: each bin's chunks of
     virtual offsets ``[start, end)`` and the linear index (16 kb window -> the virtual offset of the first
-    record touching it, :data:`_NONE` where none does: a piece's first record is at offset 0)."""
+    record touching it, :data:`_NONE` where none does: a piece's first record is at offset 0). One region's
+    piece (the reducer's, as JSON); the commit joins the pieces in :class:`JoinedIndex`."""
 
     bins: dict[str, dict[int, list[list[int]]]] = field(default_factory=dict)
     linear: dict[str, list[int]] = field(default_factory=dict)
-
-    def shifted(self, by: int) -> TabixEntries:
-        """The same entries for the records placed ``by`` bytes later in a file (a piece joined after others)."""
-        moved = by << 16
-        return TabixEntries({c: {b: [[s + moved, e + moved] for s, e in chunks] for b, chunks in bins.items()}
-                             for c, bins in self.bins.items()},
-                            {c: [w + moved if w != _NONE else _NONE for w in ws] for c, ws in self.linear.items()})
-
-    def add(self, later: TabixEntries) -> None:
-        """Another piece's entries, for records after these (pieces in file order)."""
-        for c, bins in later.bins.items():
-            mine = self.bins.setdefault(c, {})
-            for b, chunks in bins.items():
-                mine.setdefault(b, []).extend(chunks)
-        for c, ws in later.linear.items():
-            mine_w = self.linear.setdefault(c, [])
-            mine_w.extend([_NONE] * (len(ws) - len(mine_w)))
-            for k, w in enumerate(ws):
-                if w != _NONE and mine_w[k] == _NONE:
-                    mine_w[k] = w
 
     def to_json(self) -> bytes:
         return json.dumps({"bins": {c: {str(b): v for b, v in bins.items()} for c, bins in self.bins.items()},
@@ -163,6 +146,57 @@ class TabixEntries:
         d = json.loads(data)
         return cls({c: {int(b): v for b, v in bins.items()} for c, bins in d["bins"].items()},
                    {c: list(ws) for c, ws in d["linear"].items()})
+
+
+class JoinedIndex:
+    """The entries of pieces joined one after another into one file, held compact: per contig (in the order
+    first seen) its chunks as rows ``(bin, start, end)`` of int64 in file order, and its linear index as one
+    int64 array. A piece's entries are shifted by its byte offset in the joined file (a virtual offset is the
+    block's byte offset << 16 | the offset inside it) and added after the others'; a 1.5 Gb genome's index
+    is some 90,000 windows and as many bins, which as Python lists and dicts took tens of MB in the commit."""
+
+    def __init__(self) -> None:
+        self._chunks: dict[str, list[np.ndarray[Any, np.dtype[np.int64]]]] = {}
+        self._linear: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+
+    def add(self, piece: TabixEntries, by: int = 0) -> None:
+        """A piece's entries, for its records placed ``by`` bytes into the file (after the pieces added before)."""
+        moved = by << 16
+        for c, bins in piece.bins.items():
+            rows = np.array([(b, s, e) for b, chunks in bins.items() for s, e in chunks], dtype=np.int64).reshape(-1, 3)
+            rows[:, 1:] += moved
+            self._chunks.setdefault(c, []).append(rows)
+        for c, ws in piece.linear.items():
+            later = np.asarray(ws, dtype=np.int64)
+            later[later != _NONE] += moved
+            mine = self._linear.get(c, np.empty(0, dtype=np.int64))
+            if len(mine) < len(later):
+                mine = np.concatenate([mine, np.full(len(later) - len(mine), _NONE, dtype=np.int64)])
+            head = mine[: len(later)]  # a window keeps the first record that touches it
+            head[head == _NONE] = later[head == _NONE]
+            self._linear[c] = mine
+
+    @property
+    def contigs(self) -> list[str]:
+        return list(self._chunks)
+
+    def contig_bytes(self, name: str) -> bytes:
+        """The contig's part of a ``.tbi``: its bins in bin order, each bin's chunks in file order, then the
+        linear index, a window no record touches given the offset of the one before (0 before any); packed
+        as 8-byte words (a bin's ``uint32`` number and ``int32`` count are one), never an object per chunk."""
+        rows = np.concatenate(self._chunks[name])
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        bins, first, counts = np.unique(rows[:, 0], return_index=True, return_counts=True)
+        words = np.empty(len(bins) + 2 * len(rows), dtype="<u8")
+        heads = np.arange(len(bins)) + 2 * first
+        words[heads] = bins.astype(np.uint64) | counts.astype(np.uint64) << np.uint64(32)
+        at = np.repeat(np.arange(len(bins)), counts) + 1 + 2 * np.arange(len(rows))
+        words[at], words[at + 1] = rows[:, 1], rows[:, 2]
+        windows = self._linear[name]
+        touched = np.maximum.accumulate(np.where(windows != _NONE, np.arange(len(windows)), -1))
+        filled = np.where(touched >= 0, windows[np.maximum(touched, 0)], 0).astype("<u8")
+        return b"".join((struct.pack("<i", len(bins)), words.tobytes(), struct.pack("<i", len(filled)),
+                         filled.tobytes()))
 
 
 def tabix_entries(bgzf: bytes) -> TabixEntries:
@@ -187,26 +221,18 @@ def tabix_entries(bgzf: bytes) -> TabixEntries:
     return out
 
 
-def tabix_bytes(entries: TabixEntries, contigs: Sequence[str]) -> bytes:
+def tabix_bytes(entries: JoinedIndex, contigs: Sequence[str]) -> bytes:
     """The ``.tbi`` of the entries (see the module docstring), BGZF-compressed; contigs in reference order."""
-    bins, names = entries.bins, list(entries.bins)
-    ordered = [c for c in contigs if c in bins] + [c for c in names if c not in contigs]
+    names = entries.contigs
+    ordered = [c for c in contigs if c in names] + [c for c in names if c not in contigs]
     nm = b"".join(n.encode() + b"\0" for n in ordered)
     out = [b"TBI\1", struct.pack("<8i", len(ordered), _TBX_VCF, 1, 2, 0, ord("#"), 0, len(nm)), nm]
-    for name in ordered:
-        out.append(struct.pack("<i", len(bins[name])))
-        for b, chunks in sorted(bins[name].items()):
-            out.append(struct.pack("<Ii", b, len(chunks)))
-            out.extend(struct.pack("<QQ", s, e) for s, e in chunks)
-        windows = list(entries.linear[name])  # a window no record touches: the offset of the one before
-        for w in range(len(windows)):
-            if windows[w] == _NONE:
-                windows[w] = windows[w - 1] if w else 0
-        out.append(struct.pack("<i", len(windows)))
-        out.extend(struct.pack("<Q", w) for w in windows)
+    out.extend(entries.contig_bytes(name) for name in ordered)
     return bgzf_compress(b"".join(out))
 
 
 def tabix_index(bgzf: bytes, contigs: Sequence[str]) -> bytes:
     """The ``.tbi`` index of a bgzipped, sorted VCF (see the module docstring), BGZF-compressed."""
-    return tabix_bytes(tabix_entries(bgzf), contigs)
+    entries = JoinedIndex()
+    entries.add(tabix_entries(bgzf))
+    return tabix_bytes(entries, contigs)

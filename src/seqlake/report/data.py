@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from seqlake.base import storage
 from seqlake.base.layout import LakeLayout, RunLayout
-from seqlake.lake.parquet_io import read_table
+from seqlake.lake.parquet_io import filtered_batches, read_table
 from seqlake.lake.tables import (
     AMPLICON_DEPTH,
     BY_NAME,
@@ -46,6 +46,11 @@ REPORT_TABLES: tuple[str, ...] = (
 )
 #: PASS variants the report lists (the table has them all)
 MAX_VARIANT_ROWS = 500
+#: the order of the variants the report lists (ties: the order of the parts and of their rows)
+VARIANT_ORDER: list[tuple[str, str]] = [("sample", "ascending"), ("contig", "ascending"), ("pos", "ascending")]
+#: rows of a variants part read at once: the table has every allele at >= 3 % (268,000 rows for a 10 Mb genome
+#: at 30x, millions for a human sample), the report lists a few hundred of them
+VARIANT_BATCH_ROWS = 16_384
 #: schema metadata of the coverage points: every contig's length (JSON), for the note on undrawn contigs
 CONTIGS_KEY = b"seqlake.contigs"
 #: points on one axis (cycles, lengths) before they are grouped into equal bins
@@ -62,7 +67,8 @@ Matrix = np.ndarray[Any, np.dtype[np.float64]]
 
 
 def load_run_tables(results_prefix: str, run_id: str) -> dict[str, pa.Table]:
-    """The run's partition of each report table (an empty table where the run has none), and under
+    """The run's partition of each report table (an empty table where the run has none; of ``variants``
+    only the rows the report lists, :func:`listed_variants`), and under
     ``coverage`` its coverage points (:data:`seqlake.lake.tables.COVERAGE_POINTS`: at most about 2,000 per
     sample, summed by the reducers; empty without a reference).
 
@@ -73,10 +79,27 @@ def load_run_tables(results_prefix: str, run_id: str) -> dict[str, pa.Table]:
         schema = BY_NAME[name].schema
         parts = [u for u in storage.list_uris(storage.join(results_prefix, name, f"run_id={run_id}"))
                  if u.endswith(".parquet")]
+        if name == VARIANTS.name:
+            out[name] = listed_variants(parts)
+            continue
         tables = [read_table(u).select(schema.names).cast(schema) for u in parts]
         out[name] = pa.concat_tables(tables) if tables else schema.empty_table()
     out[COVERAGE.name] = _coverage_points(LakeLayout.of_results(results_prefix).run(run_id))
     return out
+
+
+def listed_variants(parts: list[str]) -> pa.Table:
+    """The variants the report lists: the first :data:`MAX_VARIANT_ROWS` PASS rows of the parts in
+    :data:`VARIANT_ORDER`, kept as the parts are read a batch of PASS rows at a time (the commit renders the
+    report: its memory must not grow with the variants table, which :func:`build_report` would sort whole)."""
+    schema = VARIANTS.schema
+    kept = schema.empty_table()
+    for uri in parts:
+        for passed in filtered_batches(uri, "pass", VARIANT_BATCH_ROWS):
+            # a stable sort of the rows kept so far (read earlier) then these: ties keep the order of reading
+            both = pa.concat_tables([kept, passed.select(schema.names).cast(schema)])
+            kept = both.sort_by(VARIANT_ORDER).slice(0, MAX_VARIANT_ROWS)
+    return kept
 
 
 def _coverage_points(layout: RunLayout) -> pa.Table:
@@ -431,8 +454,7 @@ def build_report(run_id: str, tables: dict[str, pa.Table]) -> Report:
         plots.append(amplicons)
     runs = tables[RUNS.name].to_pylist()
     variants = tables[VARIANTS.name]
-    passed = variants.filter(variants.column("pass")).sort_by([("sample", "ascending"), ("contig", "ascending"),
-                                                                ("pos", "ascending")])
+    passed = variants.filter(variants.column("pass")).sort_by(VARIANT_ORDER)
     return Report(run_id, samples, rows, trimming_rows(summary), plots, runs[0] if runs else {},
                   passed.slice(0, MAX_VARIANT_ROWS).to_pylist(),
                   tables[CONSENSUS.name].sort_by([("sample", "ascending"), ("contig", "ascending")]).to_pylist())
