@@ -52,9 +52,10 @@ from seqlake.base.model import Sample  # noqa: E402
 from seqlake.base.params import Params, coverage_bin_width  # noqa: E402
 from seqlake.child.worker import process_child  # noqa: E402
 from seqlake.demo_data import paths  # noqa: E402
+from seqlake.lake import positions as positions_module  # noqa: E402
 from seqlake.lake.coverage import CoverageAccumulator  # noqa: E402
 from seqlake.lake.depth import DepthAccumulator  # noqa: E402
-from seqlake.lake.positions import dictionary_column, index_to_json, write_positions  # noqa: E402
+from seqlake.lake.positions import dictionary_column, write_positions  # noqa: E402
 from seqlake.lake.regions import Region, plan_reduce, reference_length, regions  # noqa: E402
 from seqlake.lake.staging import staging_tables  # noqa: E402
 from seqlake.lake.tables import ALLELE_COUNT_COLUMNS, ALLELES  # noqa: E402
@@ -147,7 +148,7 @@ def contig_lengths(genome: int, n: int) -> list[tuple[str, int]]:
 
 def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pairs: int, seed: int,
                     bases: dict[str, np.ndarray] | None = None) -> None:
-    """Replace the child's positions object and its manifest's contigs and offsets with simulated ones (with
+    """Replace the child's positions object and its manifest's contigs and window with simulated ones (with
     allele counts over ``bases``, the reference's, when given)."""
     rng = np.random.default_rng(seed)
     lengths = np.array([n for _, n in contigs], dtype=np.int64)
@@ -177,12 +178,17 @@ def synthetic_child(plan: Plan, child: int, contigs: list[tuple[str, int]], pair
     tables = staging_tables({sample: cov}, {sample: depth}, [sample], contigs, width)
     streams = {"alleles": SyntheticAlleles(sample, per_base, block_starts, block_ends, bases)} if bases else {}
     target = Path(plan.layout.positions(child))
-    index = write_positions(target, tables, contigs, regions(contigs, plan.params.region_size), streams,
-                            **_window(width))
+    cut: dict[str, Any] = {**_window(width)}
+    if hasattr(positions_module, "IndexLayout"):  # the index in the object, for this child of this run
+        cut |= {"run_id": plan.run_id, "child": child}
+    index = write_positions(target, tables, contigs, regions(contigs, plan.params.region_size), streams, **cut)
     manifest_path = Path(plan.layout.manifest(child))
     m = json.loads(manifest_path.read_text())
     m["contigs"] = [list(c) for c in contigs]
-    m["positions"] = index_to_json(index)
+    if hasattr(positions_module, "index_to_json"):  # before manifest version 6: the index in the manifest
+        m["positions"] = positions_module.index_to_json(index)
+    else:
+        m["positions_window"] = index.window
     manifest_path.write_text(json.dumps(m))
 
 

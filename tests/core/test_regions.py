@@ -10,10 +10,9 @@ import pytest
 
 from seqlake.base.params import Params, coverage_bin_width
 from seqlake.lake.positions import (
-    IndexVersionError,
+    IndexLayout,
     dictionary_column,
-    index_from_json,
-    index_to_json,
+    read_index,
     read_region,
     table_from_arrays,
     write_positions,
@@ -61,7 +60,7 @@ def test_each_region_reads_its_rows_with_intervals_cut_at_its_edges(tmp_path: Pa
         "pos": np.array([100, 0]), "depth_sum": np.array([9, 4])})
     path = tmp_path / "positions.arrows"
     index = write_positions(path, {"depth_runs": runs, "coverage_bins": bins}, CONTIGS, regions(CONTIGS, 100),
-                            window=100)
+                            window=100, run_id="r", child=0)
     assert sorted(index) == [0, 1, 2, 3, 5]  # region 4 (chr4) has no rows: no entry
     assert path.stat().st_size == max(e.offset + e.length for r in index.values() for w in r.values()
                                       for e in w.values())
@@ -87,13 +86,14 @@ def test_each_region_reads_its_rows_with_intervals_cut_at_its_edges(tmp_path: Pa
 def test_a_cut_object_fails_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "positions.arrows"
     runs = _runs([(0, "chr1", 0, 50, 1)])
-    index = write_positions(path, {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 100), window=100)
+    index = write_positions(path, {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 100), window=100, run_id="r",
+                            child=0)
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match=r"positions\.arrows"):
         read_region(str(path), index[0])
 
 
-def test_a_region_is_cut_into_windows_and_an_older_index_fails_saying_so(tmp_path: Path) -> None:
+def test_a_region_is_cut_into_windows_and_its_index_read_back(tmp_path: Path) -> None:
     first, grouped = regions(CONTIGS, 250)
 
     assert [[(p.contig, p.start, p.end) for p in w.pieces] for w in windows(first, 100)] == [
@@ -103,9 +103,8 @@ def test_a_region_is_cut_into_windows_and_an_older_index_fails_saying_so(tmp_pat
     assert [w.pieces for w in windows(grouped, 10**6)] == [grouped.pieces]  # at most a window: one (a virus)
     assert window_size(100) == 1_000_000 and window_size(300) == 999_900  # whole bins
     runs = _runs([(0, "chr1", 90, 210, 3), (1, "chr1", 0, 250, 1)])
-    index = write_positions(tmp_path / "p.arrows", {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 250), window=100)
-    assert sorted(index[0]) == [0, 1, 2] and index_from_json(index_to_json(index)) == index
-    assert index_from_json(index_to_json(index)).window == 100
-    old = {"0": {"depth_runs": [0, 100, 2]}}  # a version-4 manifest's: region -> table -> extent
-    with pytest.raises(IndexVersionError, match="older seqlake"):
-        index_from_json(old)
+    path = tmp_path / "p.arrows"
+    index = write_positions(path, {"depth_runs": runs}, CONTIGS, regions(CONTIGS, 250), window=100, run_id="r",
+                            child=3)
+    layout = IndexLayout.of(regions(CONTIGS, 250), 100)
+    assert sorted(index[0]) == [0, 1, 2] and read_index(str(path), layout, "r", 3) == index

@@ -19,7 +19,8 @@ from seqlake.child.pileup import AlleleAccumulator
 from seqlake.child.spill import FileRun, MemoryRun, merged
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake import merge
-from seqlake.lake.positions import read_region
+from seqlake.lake.positions import IndexLayout, read_index, read_region
+from seqlake.lake.regions import regions
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
@@ -88,9 +89,12 @@ def test_a_run_is_stored_as_narrow_as_its_counts_and_read_back_as_int32_at_least
 
 def _positions(plan: Plan, child: int) -> dict[int, dict[str, pa.Table]]:
     manifest = worker.finished_manifest(plan, child)
-    assert manifest is not None and manifest.positions
+    assert manifest is not None and manifest.positions_window
     uri = plan.layout.positions(child)
-    return {r: read_region(uri, entry) for r, entry in manifest.positions.items()}
+    layout = IndexLayout.of(regions(manifest.contigs, plan.params.region_size), manifest.positions_window)
+    index = read_index(uri, layout, plan.run_id, child)
+    assert index
+    return {r: read_region(uri, entry) for r, entry in index.items()}
 
 
 def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path: Path) -> None:

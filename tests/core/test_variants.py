@@ -6,7 +6,6 @@ overlapping-mates hash, consensus rules, BGZF + tabix)."""
 from __future__ import annotations
 
 import gzip
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ from seqlake.child.trim import Trimmer
 from seqlake.demo_data.simulate import Reference, SimConfig, format_fastq, read_reference, simulate_chunk
 from seqlake.lake import merge
 from seqlake.lake.alleles import CallParams, Indel, consensus_segment, fisher_left, ivar_pvalue
-from seqlake.lake.positions import index_from_json, read_region
+from seqlake.lake.positions import IndexLayout, read_index, read_region
 from seqlake.lake.reduce import merger
 from seqlake.lake.regions import load_reduce_plan
 from seqlake.lake.vcf import bgzf_compress, tabix_index
@@ -392,8 +391,8 @@ def test_simulated_amplicons_every_known_mutation_found_none_invented(tools: dic
 def staging_sums(plan: Plan) -> list[pa.Table]:
     """Every child's allele counts and indels, region by region, added up as the reducers add them."""
     rp = load_reduce_plan(plan)
-    entries = [index_from_json(json.loads(Path(plan.layout.manifest(c)).read_bytes())["positions"])
-               for c in range(plan.array_size)]
+    layout = IndexLayout.of(rp.regions, rp.window)
+    entries = [read_index(plan.layout.positions(c), layout, plan.run_id, c) for c in range(plan.array_size)]
     out = []
     for name in ("alleles", "indels"):
         per_region = [merger(name)([read_region(plan.layout.positions(c), entries[c].get(r, {}))[name]

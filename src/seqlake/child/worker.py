@@ -42,7 +42,7 @@ from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
-from seqlake.lake.positions import PositionsIndex, RegionStream, write_positions
+from seqlake.lake.positions import RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
 from seqlake.lake.regions import reference_length, regions, window_size
 from seqlake.lake.staging import (
@@ -384,19 +384,20 @@ def library_versions(aligned: bool) -> dict[str, str]:
 
 
 def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, contigs: list[tuple[str, int]],
-                          tmp: str) -> PositionsIndex:
+                          tmp: str) -> int:
     """The child's per-position staging tables (depth and coverage, allele counts) in one object, cut by region
-    (:mod:`seqlake.lake.positions`)."""
+    and window, with its index (:mod:`seqlake.lake.positions`); the window it is cut at."""
     tables = staging_tables(aligning.coverage, aligning.depth, list(aligning.coverage), contigs, aligning.bin_width)
     tables.update(aligning.allele_tables())
     local = Path(tmp) / "positions.arrows"
     try:
-        index = write_positions(local, tables, contigs, regions(contigs, plan.params.region_size),
-                                aligning.allele_streams(), window=window_size(aligning.bin_width))
+        window = window_size(aligning.bin_width)
+        write_positions(local, tables, contigs, regions(contigs, plan.params.region_size), aligning.allele_streams(),
+                        window=window, run_id=plan.run_id, child=child)
     finally:
         aligning.close_counts()
     put_file(local, plan.layout.positions(child))
-    return index
+    return window
 
 
 def run_child(plan: PlanView, child: int, tmp: str, budget: MemoryBudget | None = None) -> ChildManifest:
@@ -417,13 +418,13 @@ def run_child(plan: PlanView, child: int, tmp: str, budget: MemoryBudget | None 
 
 def _finish_aligning(plan: PlanView, child: int, aligning: _Aligning, manifest: ChildManifest, tmp: str) -> None:
     """Publish the alignments part and write the per-position object (depth, coverage and allele counts by
-    region); its index and the reference's contigs into the manifest."""
+    region and window, its index inside); the window and the reference's contigs into the manifest."""
     manifest.reference = aligning.reference.key
     manifest.reference_md5 = aligning.reference_md5
     aligning.part.publish()
     manifest.alignments = PartInfo(aligning.part.rows, aligning.part.bytes)
     manifest.contigs = list(aligning.contigs)
-    manifest.positions = write_child_positions(plan, child, aligning, manifest.contigs, tmp)
+    manifest.positions_window = write_child_positions(plan, child, aligning, manifest.contigs, tmp)
 
 
 def finished_manifest(plan: PlanView, child: int) -> ChildManifest | None:

@@ -1,20 +1,24 @@
-"""A child's per-position staging tables in one object, cut by region and window, with an offset index.
+"""A child's per-position staging tables in one object, cut by region and window, after an offset index.
 
 Every table of :data:`seqlake.lake.tables.POSITION_STAGING` has the same key: ``sample``, ``contig``
 (dictionary-encoded) and a 0-based position (``pos``, or ``start`` .. ``stop`` for runs and intervals),
 rows sorted by it. A child writes them all into one object (``staging/child=NNNNN/positions.arrows``,
 :meth:`seqlake.base.layout.RunLayout.positions`), region after region (:mod:`seqlake.lake.regions`), inside
 a region window after window (:func:`seqlake.lake.regions.windows`: the unit a reducer merges at a time), and
-inside a window table after table, each an Arrow IPC stream::
+inside a window table after table, each an Arrow IPC stream, after the index::
 
-    [region 0: [window 0: coverage_bins | covered_intervals | depth_runs | ...][window 1: ...]][region 3: ...] ...
+    [index: [region 0: header | record of window 0 | of window 1 | ...][region 1: header | records] ...]
+    [region 0: [window 0: coverage_bins | covered_intervals | depth_runs | ...][window 1: ...]][region 1: ...] ...
 
-A window's streams are contiguous, so a reducer reads a window of a child with one ranged GET; the index
-(region -> window -> table -> offset, length, rows, and the window size it was cut at) travels in the child's
-manifest. Windows and regions where the child has no row at all are left out. Inside a window's streams, the
-``contig`` dictionary is the window's contigs in reference order (the same codes in every child) and the
-``sample`` dictionary the child's samples; intervals that cross a window boundary are cut there (each window
-gets its part).
+The index has a block per region at a place computed from the plan alone (:class:`IndexLayout`: the regions
+and the window), a fixed-width record per window (offset, then length and rows of each table), so the reducer
+of a region reads its block of every child with one ranged GET each, as many bytes as its region has windows
+whatever the genome; each block's header names the format, the run, the child, the region and the window,
+so a foreign, older or differently cut object fails naming it. A window's streams are contiguous, so a
+reducer reads a window of a child with one more ranged GET. Windows where the child has no row at all have
+no stream (a record of zeros). Inside a window's streams, the ``contig`` dictionary is the window's contigs
+in reference order (the same codes in every child) and the ``sample`` dictionary the child's samples;
+intervals that cross a window boundary are cut there (each window gets its part).
 
 Columns are built from NumPy arrays (:func:`dictionary_column`, :func:`table_from_arrays`), never
 from Python lists.
@@ -22,7 +26,9 @@ from Python lists.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,59 +70,184 @@ RegionEntry = Mapping[int, WindowEntry]
 
 
 class PositionsIndex(dict[int, dict[int, dict[str, Extent]]]):
-    """Region -> window -> table name -> extent, and the window size the regions were cut at (0: no windows)."""
+    """Region -> window -> table name -> extent, and the window size the regions were cut at."""
 
     def __init__(self, window: int = 0, entries: Mapping[int, dict[int, dict[str, Extent]]] | None = None) -> None:
         super().__init__(entries or {})
         self.window = window
 
 
-class IndexVersionError(ValueError):
-    """A positions index in a format this code does not read (an older child's)."""
+# ------------------------------------------------------------------------------------------- the index
+#: the first bytes of each region's block of the index: an object of manifest version 5 or before (its index in the
+#: manifest) starts with an Arrow stream instead
+INDEX_MAGIC = b"SQLKPIDX"
+#: the index's format (the header's and the records' fields, and POSITION_STAGING's tables in its order); a reducer
+#: refuses an object in another one
+INDEX_VERSION = 1
+#: a region's block header: magic, version, tables per record, child, region, the region's windows, the window size
+#: (bases), the run (:func:`run_digest`), then padding to 64 bytes
+_HEADER = struct.Struct("<8sIIIIIQ16s12x")
+#: a window's record: the offset of its first table's stream, then the length and rows of each table of
+#: POSITION_STAGING (0, 0: the window has none of it), little-endian uint64
+_FIELDS = 1 + 2 * len(POSITION_STAGING)
+_RECORD = 8 * _FIELDS
 
 
-def index_to_json(index: PositionsIndex) -> dict[str, Any]:
-    """``{"window": size, "regions": {region: {window: [offset, length, rows of each of POSITION_STAGING]}}}``:
-    a window's tables are contiguous in POSITION_STAGING order, so their offsets follow from the first (a
-    table the window lacks: length 0)."""
-    if not index:
-        return {}
-    regions: dict[str, dict[str, list[int]]] = {}
-    for r, wins in sorted(index.items()):
-        out = regions[str(r)] = {}
-        for w, tables in sorted(wins.items()):
+class PositionsIndexError(ValueError):
+    """A positions object whose index is not the one the reducer asked for (one line naming the object)."""
+
+
+def run_digest(run_id: str) -> bytes:
+    """16 bytes that tell one run's objects from another's (the header's field)."""
+    return hashlib.blake2b(run_id.encode(), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class _Header:
+    magic: bytes
+    version: int
+    tables: int
+    child: int
+    region: int
+    windows: int
+    window: int
+    run: bytes
+
+    def pack(self) -> bytes:
+        return _HEADER.pack(self.magic, self.version, self.tables, self.child, self.region, self.windows, self.window,
+                            self.run)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> _Header | None:
+        return cls(*_HEADER.unpack(data[:_HEADER.size])) if len(data) >= _HEADER.size else None
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    """Where each region's block of the index is in a positions object: a pure function of the regions and the
+    window (:func:`seqlake.lake.regions.windows`), so the reducer of region ``r`` computes its block's bytes from
+    the plan alone and reads them with one ranged GET per child, whatever the size of the genome::
+
+        [region 0: header | a record per window][region 1: header | records] ... [the tables' streams ...]
+
+    Every window of every region has its record (zeros where the child has no row), so nothing depends on
+    the child's data; the streams start right after the last block (:attr:`size`)."""
+
+    #: each region's number of windows, in region order
+    windows: tuple[int, ...]
+    window: int
+
+    @classmethod
+    def of(cls, all_regions: Sequence[Region], window: int) -> IndexLayout:
+        return cls(tuple(len(windows(r, window)) for r in sorted(all_regions, key=lambda r: r.index)), window)
+
+    def block(self, region: int) -> tuple[int, int]:
+        """Bytes ``[start, stop)`` of region ``region``'s block."""
+        start = region * _HEADER.size + sum(self.windows[:region]) * _RECORD
+        return start, start + _HEADER.size + self.windows[region] * _RECORD
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole index: where the tables' streams start."""
+        return len(self.windows) * _HEADER.size + sum(self.windows) * _RECORD
+
+    def header(self, run_id: str, child: int, region: int) -> _Header:
+        """What region ``region``'s block of ``child``'s object of run ``run_id`` starts with."""
+        return _Header(INDEX_MAGIC, INDEX_VERSION, len(POSITION_STAGING), child, region, self.windows[region],
+                       self.window, run_digest(run_id))
+
+
+def index_bytes(index: PositionsIndex, layout: IndexLayout, run_id: str, child: int) -> bytes:
+    """The index of a child's object (:class:`IndexLayout`): each region's header and its windows' records."""
+    out = bytearray()
+    for region, n in enumerate(layout.windows):
+        records = np.zeros((n, _FIELDS), dtype="<u8")
+        for w, tables in index.get(region, {}).items():
             at = min(e.offset for e in tables.values())
-            row = [at]
-            for spec in POSITION_STAGING:
-                e = tables.get(spec.name)
-                if e is not None and e.offset != at:
-                    raise ValueError(f"region {r} window {w}: {spec.name} is not contiguous with the tables before it")
-                row += [0, 0] if e is None else [e.length, e.rows]
-                at += 0 if e is None else e.length
-            out[str(w)] = row
-    return {"window": index.window, "regions": regions}
-
-
-def index_from_json(d: Mapping[str, Any]) -> PositionsIndex:
-    if not d:
-        return PositionsIndex()
-    if "window" not in d or "regions" not in d:
-        raise IndexVersionError("the positions index is not cut into windows: the child was run by an older "
-                                "seqlake (manifest version 4); re-run the run's children with this version")
-    index = PositionsIndex(int(d["window"]))
-    for r, wins in d["regions"].items():
-        region = index[int(r)] = {}
-        for w, row in wins.items():
-            if len(row) != 1 + 2 * len(POSITION_STAGING):
-                raise IndexVersionError(f"region {r} window {w}: {len(row)} numbers, not the "
-                                        f"{1 + 2 * len(POSITION_STAGING)} of {len(POSITION_STAGING)} tables")
-            at, tables = int(row[0]), {}
+            records[w, 0] = at
             for k, spec in enumerate(POSITION_STAGING):
-                length, rows = int(row[1 + 2 * k]), int(row[2 + 2 * k])
-                if length:
-                    tables[spec.name] = Extent(at, length, rows)
-                at += length
-            region[int(w)] = tables
+                e = tables.get(spec.name)
+                if e is None:
+                    continue
+                if e.offset != at:
+                    raise ValueError(f"region {region} window {w}: {spec.name} is not contiguous with the tables "
+                                     "before it")
+                records[w, 1 + 2 * k: 3 + 2 * k] = e.length, e.rows
+                at += e.length
+        out += layout.header(run_id, child, region).pack() + records.tobytes()
+    return bytes(out)
+
+
+def _entries(records: npt.NDArray[np.uint64]) -> dict[int, dict[str, Extent]]:
+    """Window -> table -> extent of a block's records (a window without rows left out)."""
+    region: dict[int, dict[str, Extent]] = {}
+    for w, row in enumerate(records.tolist()):
+        at, tables = row[0], {}
+        for k, spec in enumerate(POSITION_STAGING):
+            length, rows = row[1 + 2 * k], row[2 + 2 * k]
+            if length:
+                tables[spec.name] = Extent(at, length, rows)
+            at += length
+        if tables:
+            region[w] = tables
+    return region
+
+
+def parse_region_index(data: bytes, uri: str, layout: IndexLayout, *, region: int, run_id: str,
+                       child: int) -> dict[int, dict[str, Extent]]:
+    """Window -> table -> extent of region ``region`` from its block's bytes (read at :meth:`IndexLayout.block`);
+    :class:`PositionsIndexError` when the block is not the one of this child of this run, in this format, cut at
+    this window (:func:`diagnose` says which)."""
+    want = layout.header(run_id, child, region)
+    start, stop = layout.block(region)
+    if _Header.unpack(data) != want or len(data) != stop - start:
+        raise PositionsIndexError(diagnose(uri, data if region == 0 else storage.read_range(uri, 0, _HEADER.size),
+                                           want))
+    n = layout.windows[region]
+    return _entries(np.frombuffer(data, dtype="<u8", count=n * _FIELDS, offset=_HEADER.size).reshape(n, _FIELDS))
+
+
+def diagnose(uri: str, first: bytes, want: _Header) -> str:
+    """Why a child's object does not hold the block a reducer expects, from the object's first header (region 0's,
+    at byte 0 whatever the layout): one line naming the object."""
+    got = _Header.unpack(first)
+    if got is None or got.magic != INDEX_MAGIC:
+        return (f"{uri} has no positions index: an older seqlake's object (manifest version 5 or before kept the "
+                "index in the manifest); re-run the run's children with this version")
+    if (got.version, got.tables) != (want.version, want.tables):
+        return (f"{uri} holds positions index version {got.version} ({got.tables} tables), this reducer reads "
+                f"version {want.version} ({want.tables} tables): re-run the run's children with this version")
+    if (got.run, got.child) != (want.run, want.child):
+        run = "this run" if got.run == want.run else "another run"
+        return f"{uri} was written by child {got.child} of {run}, not by child {want.child} of this run"
+    if got.window != want.window:
+        return (f"{uri} is cut at {got.window}-base windows, the run's reduce plan at {want.window} (child 0's): "
+                "the children cut their positions objects at different windows; re-run the run's children")
+    return (f"{uri}: the index block of region {want.region} is not where its layout puts it (cut short, or a "
+            "reference with other contigs or regions): re-run the run's children")
+
+
+def read_region_indexes(uris: Sequence[str], layout: IndexLayout, region: int,
+                        run_id: str) -> Iterator[RegionEntry | None]:
+    """Region ``region``'s entries of each child's object (``uris[c]`` is child ``c``'s), in child order: one
+    ranged GET of its block each, in parallel (:func:`seqlake.base.storage.read_many_ranges`); None for a missing
+    object."""
+    start, stop = layout.block(region)
+    blocks = storage.read_many_ranges((uri, start, stop) for uri in uris)
+    for child, (uri, data) in enumerate(zip(uris, blocks, strict=True)):
+        yield None if data is None else parse_region_index(data, uri, layout, region=region, run_id=run_id,
+                                                           child=child)
+
+
+def read_index(uri: str, layout: IndexLayout, run_id: str, child: int) -> PositionsIndex:
+    """The whole index of one child's object (one ranged read of it all): for checks and tests."""
+    data = storage.read_range(uri, 0, layout.size)
+    index = PositionsIndex(layout.window)
+    for region in range(len(layout.windows)):
+        start, stop = layout.block(region)
+        entry = parse_region_index(data[start:stop], uri, layout, region=region, run_id=run_id, child=child)
+        if entry:
+            index[region] = entry
     return index
 
 
@@ -260,12 +391,14 @@ def _all_windows(all_regions: Sequence[Region], window: int) -> tuple[list[Regio
 
 
 def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs, all_regions: Sequence[Region],
-                    streams: Mapping[str, RegionStream] | None = None, *, window: int) -> PositionsIndex:
+                    streams: Mapping[str, RegionStream] | None = None, *, window: int, run_id: str,
+                    child: int) -> PositionsIndex:
     """Write a child's staging tables (name -> table, in the schemas of POSITION_STAGING; a table the child
     does not make is left out) into one local file, region by region, each region in windows of ``window``
-    bases (:func:`seqlake.lake.regions.windows`); returns the index. A table of ``streams`` is written window
-    by window as its record batches come (several batches in a window's IPC stream, read back as one
-    table), never held whole."""
+    bases (:func:`seqlake.lake.regions.windows`), after the index (:class:`IndexLayout`: written last, into
+    the room kept for it at the start, as child ``child`` of run ``run_id``); returns the index. A table of
+    ``streams`` is written window by window as its record batches come (several batches in a window's IPC
+    stream, read back as one table), never held whole."""
     streams = streams or {}
     unknown = (set(tables) | set(streams)) - set(STAGING_BY_NAME)
     if unknown:
@@ -278,7 +411,10 @@ def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs
         for at, part in cut_by_region(spec, tables[spec.name], contigs, cut_at):
             cuts.setdefault(at, {})[spec.name] = part
     index = PositionsIndex(window)
+    layout = IndexLayout.of(all_regions, window)
     with path.open("wb") as out:
+        out.truncate(layout.size)
+        out.seek(layout.size)
         for win, (region, number) in zip(cut_at, where, strict=True):
             entry: dict[str, Extent] = {}
             for spec in POSITION_STAGING:
@@ -296,6 +432,8 @@ def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs
             cuts.pop(win.index, None)  # written: its rows are not needed again
             if entry:
                 index.setdefault(region, {})[number] = entry
+        out.seek(0)
+        out.write(index_bytes(index, layout, run_id, child))
     return index
 
 
@@ -324,7 +462,7 @@ def parse_window(data: bytes, start: int, entry: WindowEntry, uri: str) -> Table
         table = pa.ipc.open_stream(piece).read_all()
         if table.num_rows != e.rows or not table.schema.equals(spec.schema):
             raise ValueError(f"{uri}: {spec.name} holds {table.num_rows} rows of schema {table.schema.names}, "
-                             f"its manifest says {e.rows} rows")
+                             f"its index says {e.rows} rows")
         out[spec.name] = table
     return out
 
@@ -377,6 +515,7 @@ def contig_codes(table: pa.Table) -> npt.NDArray[np.int32]:
     return _codes(table.column("contig"))[0]
 
 
-__all__ = ["STAGING_BY_NAME", "Extent", "IndexVersionError", "PositionsIndex", "RegionEntry", "RegionStream", "Tables",
-           "WindowEntry", "cut_by_region", "dictionary_column", "index_from_json", "index_to_json", "read_region",
-           "read_window", "read_windows", "sample_groups", "table_from_arrays", "write_positions"]
+__all__ = ["INDEX_VERSION", "STAGING_BY_NAME", "Extent", "IndexLayout", "PositionsIndex", "PositionsIndexError",
+           "RegionEntry", "RegionStream", "Tables", "WindowEntry", "cut_by_region", "dictionary_column", "index_bytes",
+           "read_index", "read_region", "read_region_indexes", "read_window", "read_windows", "sample_groups",
+           "table_from_arrays", "write_positions"]

@@ -3,9 +3,10 @@
 Children leave their per-position staging tables cut by region and window (:mod:`seqlake.lake.positions`).
 The reduce step's plan (``runs/<id>/reduce/regions.json``, :class:`ReducePlan`) fixes the reference's contigs,
 the regions (:mod:`seqlake.lake.regions`) and the coverage bin width; then reducer ``r`` (a Batch array child,
-``seqlake reduce``) reads every child's manifest for its offsets and works through its region's windows
+``seqlake reduce``) reads its region's block of every child's index (one ranged GET per child, as many bytes as
+the region has windows: :class:`seqlake.lake.positions.IndexLayout`) and works through its region's windows
 (:func:`seqlake.lake.regions.windows`, :data:`seqlake.base.params.REDUCE_WINDOW` bases each, the size the
-children cut at) in order; for each window it
+children cut at, which the plan takes from child 0) in order; for each window it
 
 1. reads the window's bytes of every child (one ranged GET each, in parallel, in child order);
 2. folds them per sample: a sample's children are consecutive, so a sample is merged as soon as its last
@@ -59,11 +60,12 @@ from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, to_arrow
 from seqlake.lake.positions import (
-    Extent,
-    IndexVersionError,
+    IndexLayout,
+    PositionsIndexError,
+    RegionEntry,
     contig_codes,
     dictionary_column,
-    index_from_json,
+    read_region_indexes,
     read_windows,
     sample_groups,
 )
@@ -76,7 +78,6 @@ from seqlake.lake.regions import (
     plan_reduce,
     windows,
 )
-from seqlake.lake.staging import MANIFEST_VERSION
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
 from seqlake.lake.vcf import bgzf_compress, tabix_entries
 from seqlake.plan.planfile import Plan
@@ -612,32 +613,21 @@ class WindowJoin:
 
 
 # ------------------------------------------------------------------------------------------- reducer
-def _positions_entries(plan: Plan, region: int) -> tuple[int, list[dict[int, dict[str, Extent]]]]:
-    """The window size the children cut their objects at, and every child's extents of the region's windows,
-    from its manifest (a missing or foreign one, or one in an older format, fails naming it)."""
+def _positions_entries(plan: Plan, rp: ReducePlan, region: int) -> list[RegionEntry]:
+    """Every child's extents of the region's windows: its block of each child's index, where the plan puts it
+    (:class:`IndexLayout`), one ranged GET per child of as many bytes as the region has windows (a missing
+    child, a foreign one, one in an older format or cut at another window fails naming it)."""
+    uris = [plan.layout.positions(c) for c in range(plan.array_size)]
     out = []
-    cut: dict[int, int] = {}
-    uris = (plan.layout.manifest(c) for c in range(plan.array_size))
-    for child, (uri, data) in enumerate(storage.read_many(uris)):
-        if data is None:
-            raise SeqlakeError(f"child {child} has no manifest at {uri}: it did not finish")
-        d = json.loads(data)
-        if d.get("run_id") != plan.run_id or d.get("child") != child:
-            raise SeqlakeError(f"the manifest at {uri} belongs to run {d.get('run_id')}, child {d.get('child')}")
-        if d.get("version") != MANIFEST_VERSION:
-            raise SeqlakeError(f"the manifest at {uri} is version {d.get('version')}, this reducer reads version "
-                               f"{MANIFEST_VERSION} (positions cut into windows): re-run the run's children")
-        try:
-            index = index_from_json(d.get("positions", {}))
-        except IndexVersionError as err:
-            raise SeqlakeError(f"{uri}: {err}") from err
-        if index:
-            cut.setdefault(index.window, child)
-        out.append(index.get(region, {}))
-    if len(cut) > 1:
-        raise SeqlakeError(f"the children cut their positions objects at different windows: {sorted(cut)} bases "
-                           f"(children {sorted(cut.values())})")
-    return next(iter(cut), 0), out
+    try:
+        for child, entry in enumerate(read_region_indexes(uris, IndexLayout.of(rp.regions, rp.window), region,
+                                                          plan.run_id)):
+            if entry is None:
+                raise SeqlakeError(f"child {child} has no positions object at {uris[child]}: it did not finish")
+            out.append(entry)
+    except PositionsIndexError as err:
+        raise SeqlakeError(str(err)) from err
+    return out
 
 
 def _fold_early(name: str, pieces: list[pa.Table]) -> None:
@@ -680,7 +670,7 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
     all_regions = rp.regions
     if not 0 <= region < len(all_regions):
         raise SeqlakeError(f"region {region} does not exist: the reference has {len(all_regions)} regions")
-    window, entries = _positions_entries(plan, region)
+    entries = _positions_entries(plan, rp, region)
     summary = RegionSummary(plan.run_id, region)
     ending = samples_ending(plan)
     the_region = all_regions[region]
@@ -697,7 +687,7 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
                     writers[table].write_arrow(part)
 
         join = WindowJoin(the_region, ctx.amplicons)
-        for w, win in enumerate(windows(the_region, window) if window else [the_region]):
+        for w, win in enumerate(windows(the_region, rp.window)):
             stream = read_windows((plan.layout.positions(c), entries[c].get(w, {})) for c in range(plan.array_size))
             _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write)
         for sample, sums in summary.samples.items():

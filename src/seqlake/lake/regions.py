@@ -153,6 +153,8 @@ class ReducePlan:
     contigs: list[tuple[str, int]]
     region_size: int
     bin_width: int
+    #: the window (bases) the children cut their positions objects at (child 0's), which a reducer works in
+    window: int
 
     @property
     def regions(self) -> list[Region]:
@@ -160,12 +162,16 @@ class ReducePlan:
 
     def to_json(self) -> bytes:
         return json.dumps({"contigs": [list(c) for c in self.contigs], "region_size": self.region_size,
-                           "bin_width": self.bin_width, "regions": len(self.regions)}).encode()
+                           "bin_width": self.bin_width, "window": self.window, "regions": len(self.regions)}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> ReducePlan:
         d = json.loads(data)
-        return cls([(str(n), int(length)) for n, length in d["contigs"]], int(d["region_size"]), int(d["bin_width"]))
+        if "window" not in d:
+            raise SeqlakeError("the reduce plan names no window: an older seqlake's (manifest version 5 or before); "
+                               "re-run the run's children with this version")
+        return cls([(str(n), int(length)) for n, length in d["contigs"]], int(d["region_size"]), int(d["bin_width"]),
+                   int(d["window"]))
 
     def coverage_widths(self) -> dict[str, int]:
         """Contig -> the width of its report points (a multiple of the bin width), for the drawn contigs:
@@ -180,22 +186,28 @@ class ReducePlan:
         return out
 
 
-def reduce_plan_of(plan: Plan, contigs: Contigs) -> ReducePlan:
+def reduce_plan_of(plan: Plan, contigs: Contigs, window: int) -> ReducePlan:
     return ReducePlan(list(contigs), plan.params.region_size,
-                      coverage_bin_width(plan.params, reference_length(contigs)))
+                      coverage_bin_width(plan.params, reference_length(contigs)), window)
 
 
 def plan_reduce(plan: Plan) -> ReducePlan | None:
-    """Write the reduce step's plan from the children's contigs (the first child's manifest: with a
-    reference every child aligns); None without a reference (nothing to reduce)."""
+    """Write the reduce step's plan from the children's contigs and the window they cut their positions objects
+    at (the first child's manifest: with a reference every child aligns; each reducer checks every other child's
+    window against it); None without a reference (nothing to reduce)."""
     if not plan.reference or plan.array_size == 0:
         return None
     uri = plan.layout.manifest(0)
     try:
-        contigs = json.loads(storage.read_bytes(uri)).get("contigs") or []
+        manifest = json.loads(storage.read_bytes(uri))
     except FileNotFoundError as err:
         raise SeqlakeError(f"child 0 has no manifest at {uri}: it did not finish") from err
-    rp = reduce_plan_of(plan, [(str(n), int(length)) for n, length in contigs])
+    window = manifest.get("positions_window")
+    if not isinstance(window, int) or window < 1:
+        raise SeqlakeError(f"the manifest at {uri} (version {manifest.get('version')}) names no positions window: "
+                           "an older seqlake's child; re-run the run's children with this version")
+    contigs = manifest.get("contigs") or []
+    rp = reduce_plan_of(plan, [(str(n), int(length)) for n, length in contigs], window)
     storage.write_bytes(plan.layout.reduce_plan, rp.to_json())
     return rp
 

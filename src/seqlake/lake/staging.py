@@ -5,9 +5,9 @@ leaves, under ``runs/<id>/staging/child=NNNNN/`` (:class:`seqlake.base.layout.Ru
 
 - ``manifest.json``, written last (its presence means the child is done): per shard, every additive
   aggregate the result tables are computed from (QC histograms and per-cycle sums per mate and
-  stage, trimming and alignment counters), the alignments part's row count and size, and the offset
-  index of its positions object. Everything but the per-position tables travels in this one object,
-  so the commit reads one small object per child.
+  stage, trimming and alignment counters), the alignments part's row count and size, and the window its
+  positions object is cut at (the object holds its own index). Everything but the per-position tables
+  travels in this one object, so the commit reads one small object per child.
 - with a reference, ``positions.arrows``: its per-position staging tables
   (:data:`seqlake.lake.tables.STAGING_TABLES`: the non-zero depth bins, the covered-interval union and
   the exact depth runs (:mod:`seqlake.lake.depth`) of each of its samples), cut by region
@@ -34,11 +34,13 @@ import pyarrow as pa
 
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator
-from seqlake.lake.positions import PositionsIndex, dictionary_column, index_from_json, index_to_json, table_from_arrays
+from seqlake.lake.positions import dictionary_column, table_from_arrays
 from seqlake.lake.qc import NQ, PositionCounts, QCAccumulator
 from seqlake.lake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
-MANIFEST_VERSION = 5
+#: 6: the positions object's index is in the object (:class:`seqlake.lake.positions.IndexLayout`), the manifest
+#: keeps only the window it is cut at
+MANIFEST_VERSION = 6
 STAGES = ("raw", "trimmed")
 
 
@@ -230,9 +232,9 @@ class ChildManifest:
     shards: list[ShardResult]
     #: None when the run has no reference (no alignments part)
     alignments: PartInfo | None = None
-    #: where each region's per-position tables are in the child's positions object (empty without a
-    #: reference; :mod:`seqlake.lake.positions`)
-    positions: PositionsIndex = field(default_factory=PositionsIndex)
+    #: the window (bases) the child's positions object is cut at (0 without a reference): the reduce plan takes
+    #: child 0's, every reducer checks each object's against it (:mod:`seqlake.lake.positions`)
+    positions_window: int = 0
     #: rows of each staging part written as Parquet (the allele tables; empty without a reference)
     coverage_rows: dict[str, int] = field(default_factory=dict)
     #: reference contigs and lengths (the coverage parts hold non-zero bins only)
@@ -257,7 +259,7 @@ class ChildManifest:
             "child": self.child,
             "shards": [s.to_json() for s in self.shards],
             "alignments": None if self.alignments is None else asdict(self.alignments),
-            "positions": index_to_json(self.positions),
+            "positions_window": self.positions_window,
             "coverage_rows": self.coverage_rows,
             "contigs": [list(c) for c in self.contigs],
             "reference_md5": self.reference_md5,
@@ -276,7 +278,7 @@ class ChildManifest:
         return cls(
             run_id=d["run_id"], child=int(d["child"]), shards=[ShardResult.from_json(s) for s in d["shards"]],
             alignments=None if a is None else PartInfo(int(a["rows"]), int(a["bytes"])),
-            positions=index_from_json(d.get("positions", {})),
+            positions_window=int(d.get("positions_window", 0)),
             coverage_rows={k: int(v) for k, v in d.get("coverage_rows", {}).items()},
             contigs=[(str(n), int(length)) for n, length in d.get("contigs", [])],
             reference_md5={str(k): str(v) for k, v in d.get("reference_md5", {}).items()},
