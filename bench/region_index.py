@@ -160,7 +160,9 @@ def report(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         f"{before['window'] / 1e6:g} Mb), {before['children']:,} children with rows in every window; the reducer's",
         "`_positions_entries` (every child's entries of its region) timed in CPU seconds, its GETs and bytes counted",
         "at `storage` (local files). Before: the index in every child's manifest (with its contigs; QC left out);",
-        "after: region r's block of the index at the start of each child's positions object.", "",
+        "after: region r's block of the index at the start of each child's positions object. The commands are in",
+        "`bench/region_index.py`'s docstring (before: 605ed38, the last commit with the index in the manifests);",
+        "per child both are fixed, so bytes and CPU grow linearly with the children (1,000: five times these).", "",
         "| region (windows) | GETs before / after | bytes before | bytes after | bytes ratio | CPU s before "
         "| CPU s after | CPU ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

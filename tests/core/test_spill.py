@@ -19,7 +19,7 @@ from seqlake.child.pileup import AlleleAccumulator
 from seqlake.child.spill import FileRun, MemoryRun, merged
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake import merge
-from seqlake.lake.positions import IndexLayout, read_index, read_region
+from seqlake.lake.positions import IndexLayout, PositionsIndex, read_index, read_region
 from seqlake.lake.regions import regions
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
@@ -87,14 +87,18 @@ def test_a_run_is_stored_as_narrow_as_its_counts_and_read_back_as_int32_at_least
     assert np.array_equal(run.counts(100, 250), counts[100:250])
 
 
-def _positions(plan: Plan, child: int) -> dict[int, dict[str, pa.Table]]:
+def _index(plan: Plan, child: int) -> PositionsIndex:
+    """The child's whole positions index, where its manifest's contigs and window put it."""
     manifest = worker.finished_manifest(plan, child)
     assert manifest is not None and manifest.positions_window
-    uri = plan.layout.positions(child)
     layout = IndexLayout.of(regions(manifest.contigs, plan.params.region_size), manifest.positions_window)
-    index = read_index(uri, layout, plan.run_id, child)
+    return read_index(plan.layout.positions(child), layout, plan.run_id, child)
+
+
+def _positions(plan: Plan, child: int) -> dict[int, dict[str, pa.Table]]:
+    index = _index(plan, child)
     assert index
-    return {r: read_region(uri, entry) for r, entry in index.items()}
+    return {r: read_region(plan.layout.positions(child), entry) for r, entry in index.items()}
 
 
 def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path: Path) -> None:
@@ -117,13 +121,14 @@ def test_a_child_that_spills_writes_the_positions_of_one_that_does_not(tmp_path:
                        params=Params(region_size=5_000)) for k in range(2)]
     children = {plan.array_size for plan in plans}
     assert children == {1}  # both samples in one child
-    whole = worker.process_child(plans[0], 0)
+    worker.process_child(plans[0], 0)
     budget = worker.MemoryBudget(allele_rows=8_000, merge_rows=2_000, batch_bases=5_000)
-    spilled = worker.process_child(plans[1], 0, budget)
-    assert whole.positions.keys() == spilled.positions.keys()
-    for region, entry in whole.positions.items():  # the same rows per window and table (bytes differ: batches)
+    worker.process_child(plans[1], 0, budget)
+    whole, spilled = _index(plans[0], 0), _index(plans[1], 0)
+    assert whole.keys() == spilled.keys()
+    for region, entry in whole.items():  # the same rows per window and table (bytes differ: batches)
         assert {w: {t: e.rows for t, e in tables.items()} for w, tables in entry.items()} == {
-            w: {t: e.rows for t, e in tables.items()} for w, tables in spilled.positions[region].items()}
+            w: {t: e.rows for t, e in tables.items()} for w, tables in spilled[region].items()}
     a, b = _positions(plans[0], 0), _positions(plans[1], 0)
     assert len(a) >= 5
     streams = 0
