@@ -11,7 +11,7 @@ for real on the bundled demo reads (valid manifests, QC and all, one sample), th
 ``positions.arrows`` is replaced by the staging tables of ``depth x genome / 300 / children`` simulated
 pairs (fragments of normal(300, 50) bases, uniform over contigs drawn in proportion to their length; two
 150-base mates, each one aligned block: the depth sweep, the covered intervals and the bins of the real
-worker, :mod:`seqlake.lake.staging`), and its manifest's contigs and offsets with theirs. Then every
+worker, :mod:`seqlake.lake.staging`), and its manifest's contigs and window with theirs. Then every
 region's ``seqlake reduce`` runs in a process of its own under ``/usr/bin/time -v`` (wall time, peak RSS),
 and so does the commit's merge (``merge_run(plan, reduce_here=False)``). Local files, no S3 latency.
 
