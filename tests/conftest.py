@@ -60,6 +60,7 @@ GROUPS: dict[str, str] = {
     "tests/faults/test_bad_input.py": "faults_cloud",
     "tests/faults/test_faults.py": "faults_cloud",
     "tests/faults/test_least_privilege.py": "faults_cloud",
+    "tests/faults/test_unrecorded_ends.py": "faults_cloud",
     # one `seqlake local run` of the MiSeq pair (tests/local/conftest.py: miseq_local_run) for both
     "tests/local/test_containers.py": "miseq_local_run",
     "tests/local/test_e2e.py": "miseq_local_run",

@@ -133,17 +133,40 @@ def commit_memory(cloud: LocalCloud) -> int:
 def commit_fault(cloud: LocalCloud, spec: str) -> Iterator[None]:
     """``SEQLAKE_COMMIT_FAULT=spec`` in the commit function's environment (``UpdateFunctionConfiguration``)."""
     assert faults.from_env(faults.COMMIT_VAR, {faults.COMMIT_VAR: spec})
-    assert cloud.lambdas is not None
     name = commit_function(cloud)
+    with function_environment(cloud, name, {**_environment(cloud, name), faults.COMMIT_VAR: spec}):
+        yield
+
+
+@contextlib.contextmanager
+def record_failure_broken(cloud: LocalCloud) -> Iterator[str]:
+    """The record-failure function without its ``GLUE_DATABASE`` setting: it fails before writing anything
+    (``KeyError``), so a failed run ends in ``FailedUnrecorded``; yields the missing setting's name."""
+    assert cloud.lambdas is not None
+    name = next(n for n in cloud.lambdas.functions if "RecordFailure" in n)
+    env = {k: v for k, v in _environment(cloud, name).items() if k != "GLUE_DATABASE"}
+    with function_environment(cloud, name, env):
+        yield "GLUE_DATABASE"
+
+
+def _environment(cloud: LocalCloud, name: str) -> dict[str, str]:
+    assert cloud.lambdas is not None
+    return dict(cloud.lambdas.functions[name].environment)
+
+
+@contextlib.contextmanager
+def function_environment(cloud: LocalCloud, name: str, env: dict[str, str]) -> Iterator[None]:
+    """Function ``name`` with environment ``env`` meanwhile (``UpdateFunctionConfiguration``), then as before."""
+    assert cloud.lambdas is not None
     spec_before = cloud.lambdas.functions[name]
     lam = cloud.client("lambda")
 
-    def configure(env: dict[str, str]) -> None:
-        lam.update_function_configuration(FunctionName=name, Environment={"Variables": env})
+    def configure(variables: dict[str, str]) -> None:
+        lam.update_function_configuration(FunctionName=name, Environment={"Variables": variables})
         assert cloud.lambdas is not None
-        cloud.lambdas.update(replace(spec_before, environment=env))
+        cloud.lambdas.update(replace(spec_before, environment=variables))
 
-    configure({**spec_before.environment, faults.COMMIT_VAR: spec})
+    configure(env)
     try:
         yield
     finally:

@@ -27,6 +27,31 @@ S3_OBJECT_CREATED: dict[str, Any] = {
     },
 }
 
+#: Step Functions' ``Execution Status Change`` event of an execution that ended unsuccessfully (the shape:
+#: :func:`seqlake.aws.events.execution_status_detail`)
+EXECUTION_STATUS_CHANGE: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["source", "detail-type", "detail"],
+    "properties": {
+        "source": {"const": "aws.states"},
+        "detail-type": {"const": "Step Functions Execution Status Change"},
+        "detail": {
+            "type": "object",
+            "required": ["executionArn", "status", "startDate", "input"],
+            "properties": {
+                "executionArn": {"type": "string", "minLength": 1},
+                "status": {"enum": ["FAILED", "TIMED_OUT", "ABORTED"]},
+                "startDate": {"type": "integer"},
+                "stopDate": {"type": ["integer", "null"]},
+                "input": {"type": "string"},
+                "error": {"type": ["string", "null"]},
+                "cause": {"type": ["string", "null"]},
+            },
+        },
+    },
+}
+
 #: the execution input (:class:`seqlake.aws.request.ExecutionInput`): four fields, whatever the run's size
 EXECUTION_INPUT: dict[str, Any] = {
     "type": "object",

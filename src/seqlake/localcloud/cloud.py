@@ -206,15 +206,16 @@ class LocalCloud:
 
     def prewarm(self) -> None:
         """Start each function's next process now (call it after the last configuration change),
-        except the functions only a failed run calls: on one core their imports would take CPU from
-        the shards for nothing."""
+        except the functions only a failed run calls (RecordFailure, the backstop): on one core their
+        imports would take CPU from the shards for nothing."""
         assert self.lambdas is not None
         definition = json.loads(
             self.client("stepfunctions").describe_state_machine(stateMachineArn=self.state_machine_arn)["definition"]
         )
         called, on_success = deployment.state_machine_functions(definition)
+        on_failure_only = called - on_success | deployment.execution_end_functions(self.deployment)
         for name in self.lambdas.functions:
-            if name not in called - on_success:
+            if name not in on_failure_only:
                 self.lambdas.prestart_one(name)
 
     # ---------------------------------------------------------------- state
@@ -252,7 +253,7 @@ class LocalCloud:
 
     def _busy(self) -> bool:
         assert self.lambdas is not None and self.batch is not None
-        return bool(self.lambdas.pending or self.batch.active)
+        return bool(self.lambdas.pending or self.batch.active or self._hooks.execution_ends.pending)
 
     def wait(self, timeout: float | None = None) -> list[Execution]:
         """Wait until nothing runs any more; returns the executions started since the last wait. By default

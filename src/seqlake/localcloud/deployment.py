@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from seqlake.aws.events import EXECUTION_STATUS_SOURCE
 from seqlake.base.cachedir import user_cache_dir
 from seqlake.localcloud import athena, iam
 from seqlake.localcloud.appdir import TEMPLATE
@@ -200,6 +201,21 @@ def _function_name(task: dict[str, Any]) -> str | None:
     if ":lambda:" in target and ":function:" in target:
         return target.split(":")[6]  # arn:aws:lambda:region:account:function:NAME[:qualifier]
     return None
+
+
+def execution_end_functions(deployment: Deployment) -> set[str]:
+    """The functions the rules on Step Functions' execution events invoke (the backstop: an end no step
+    recorded, i.e. only a run that failed unrecorded calls it)."""
+    out: set[str] = set()
+    for r in deployment.cfn.get("Resources", {}).values():
+        pattern = r.get("Properties", {}).get("EventPattern") or {}
+        if r.get("Type") != "AWS::Events::Rule" or EXECUTION_STATUS_SOURCE not in pattern.get("source", []):
+            continue
+        for target in r["Properties"].get("Targets", []):
+            arn = target.get("Arn")
+            if isinstance(arn, dict) and "Fn::GetAtt" in arn:
+                out.add(str(deployment.physical[arn["Fn::GetAtt"][0]]))
+    return out
 
 
 def state_machine_functions(definition: dict[str, Any]) -> tuple[set[str], set[str]]:

@@ -1,17 +1,23 @@
 """What moto calls back into (:data:`.patches.HOOKS`): Lambda invocations, Batch submissions, event
-delivery and Athena queries go to the local runners; a Batch attempt's log goes to CloudWatch Logs and a
-failed asynchronous event to its function's dead-letter queue. Every returning Lambda or Batch job sets
+delivery and Athena queries go to the local runners; a Batch attempt's log goes to CloudWatch Logs, a
+failed asynchronous event to its function's dead-letter queue, and an execution's end to the default
+event bus (:class:`ExecutionEnds`). Every returning Lambda or Batch job and every execution's end sets
 :attr:`Hooks.activity`, which wakes the wait loop."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+from moto.events.models import events_backends
+
+from seqlake.aws.events import EXECUTION_STATUS_DETAIL_TYPE, EXECUTION_STATUS_SOURCE, execution_status_detail
 from seqlake.localcloud import patches
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.events import EventDelivery, ServiceAllowed
@@ -38,6 +44,7 @@ class Hooks:
         self.lambdas: LambdaRunner | None = None
         #: set when a Lambda or Batch job returns: the state machine may have moved
         self.activity = threading.Event()
+        self.execution_ends = ExecutionEnds(self.activity)
 
     def install(self, lambdas: LambdaRunner, batch: BatchRunner, athena_query: AthenaQuery) -> None:
         self.lambdas = lambdas
@@ -45,12 +52,13 @@ class Hooks:
         patches.HOOKS.batch_run = batch
         patches.HOOKS.deliver = EventDelivery(lambdas, self.service_allowed)
         patches.HOOKS.athena_query = athena_query
+        patches.HOOKS.execution_ended = self.execution_ends
 
     def uninstall(self) -> None:
         """Take this cloud's hooks out; a local cloud started after it in this process keeps its own."""
         if patches.HOOKS.lambda_invoke == self.invoke:
             patches.HOOKS.lambda_invoke = patches.HOOKS.batch_run = None
-            patches.HOOKS.deliver = patches.HOOKS.athena_query = None
+            patches.HOOKS.deliver = patches.HOOKS.athena_query = patches.HOOKS.execution_ended = None
 
     def invoke(self, name: str, payload: bytes, is_async: bool) -> tuple[bytes, bool]:
         assert self.lambdas is not None
@@ -89,6 +97,61 @@ class Hooks:
             "ErrorMessage": {"DataType": "String", "StringValue": str(err.get("errorMessage", ""))[:1000] or "-"},
         }
         sqs.send_message(QueueUrl=url, MessageBody=event.decode(), MessageAttributes=attributes)
+
+
+class ExecutionEnds:
+    """Step Functions' ``Execution Status Change`` event of each execution that ends, put on its account's
+    default bus as AWS puts it (source ``aws.states``; the detail as :func:`~seqlake.aws.events.execution_status_detail`
+    writes it), so that the rules matching it deliver it through the real path (:mod:`.events`).
+
+    Only ends (AWS also reports RUNNING, which no rule of the app reads). An end counts as :attr:`pending`
+    from before its execution's status is final until its event is handed to the rules' targets (a Lambda
+    target is then pending in the Lambda runner): a waiter never sees an ended execution whose event is
+    still to come."""
+
+    def __init__(self, activity: threading.Event) -> None:
+        self.activity = activity
+        self._pending = 0
+        self._lock = threading.Lock()
+        #: (execution ARN, status) of each event put
+        self.emitted: list[tuple[str, str]] = []
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._pending
+
+    def __call__(self, execution: Any, record_end: Callable[[], None]) -> None:
+        with self._lock:
+            self._pending += 1
+        try:
+            record_end()
+            self.put(execution)
+        finally:
+            with self._lock:
+                self._pending -= 1
+            self.activity.set()
+
+    def put(self, execution: Any) -> None:
+        status = str(execution.exec_status.value)
+        output = json.dumps(execution.output, separators=(",", ":")) if status == "SUCCEEDED" else None
+        # (moto's StopExecution drops the error and cause it is given: an ABORTED end has neither here)
+        error, cause = execution.error or None, execution.cause or None
+        detail = execution_status_detail(
+            execution_arn=execution.exec_arn, state_machine_arn=execution.state_machine_arn, name=execution.name,
+            status=status, start=execution.start_date, stop=execution.stop_date,
+            execution_input=json.dumps(execution.input_data, separators=(",", ":")), output=output,
+            error=error, cause=cause)
+        entry = {"Source": EXECUTION_STATUS_SOURCE, "DetailType": EXECUTION_STATUS_DETAIL_TYPE,
+                 "Detail": json.dumps(detail), "Resources": [execution.exec_arn],
+                 "Time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        try:
+            events_backends[execution.account_id][execution.region_name].put_events([entry])
+        except Exception:  # moto was reset meanwhile (another cloud in this process): the bus is gone
+            logging.getLogger(__name__).warning("could not put the end of %s on the event bus", execution.exec_arn,
+                                                exc_info=True)
+            return
+        self.emitted.append((str(execution.exec_arn), status))
 
 
 @contextlib.contextmanager

@@ -84,6 +84,10 @@ in the same process are unaffected.
     once, moto's own check deciding whatever that does not confirm), the key's headers as moto builds them
     and the range as 2 cuts it. Anything else (a missing key, another range, a refused caller) is moto's
     to answer, as before; a refusal is raised once, by moto's route.
+16. Step Functions' ``Execution Status Change`` events, which moto does not emit: when an execution ends
+    (SUCCEEDED, FAILED, TIMED_OUT, ABORTED: the interpreter's ``terminated``), :attr:`Hooks.execution_ended`
+    is handed the execution and the step that records its end, so that the end and its event are one
+    step for a waiter (the hook puts the event on the default bus, :mod:`.hooks`).
 """
 
 from __future__ import annotations
@@ -161,6 +165,7 @@ import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task 
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
 import moto.stepfunctions.parser.asl.eval.event.event_detail as _event_detail  # noqa: E402
 import moto.stepfunctions.parser.asl.utils.boto_client as _sfn_boto_client  # noqa: E402
+import moto.stepfunctions.parser.backend.execution as _sfn_execution  # noqa: E402
 import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
 from moto.core.compat import HAS_CRT  # noqa: E402
 from moto.core.models import botocore_stubber as _botocore_stubber  # noqa: E402
@@ -181,6 +186,7 @@ S3Response: Any = _s3_responses.S3Response
 StateTaskService: Any = _sts.StateTaskService
 BatchResponse: Any = _batch_responses.BatchResponse
 StepFunctionsParserBackend: Any = _sfn_models.StepFunctionsParserBackend
+ExecutionWorkerCommunication: Any = _sfn_execution.BaseExecutionWorkerCommunication
 ErrorEqualsDecl: Any = _error_equals.ErrorEqualsDecl
 StateTask: Any = _state_task.StateTask
 StateTaskLambda: Any = _state_task_lambda.StateTaskLambda
@@ -197,6 +203,8 @@ AthenaHook = Callable[[str, str], tuple[list[str], list[list[str | None]]]]
 AuthorizeHook = Callable[[Any, str], None]
 #: () -> (access key, secret key, session token) of the state machine's role, or None
 CredentialsHook = Callable[[], tuple[str, str, str] | None]
+#: (moto's ending execution, the step that sets its final status) -> None; runs the step, then emits the event
+ExecutionEndedHook = Callable[[Any, Callable[[], None]], None]
 
 
 @dataclass
@@ -209,6 +217,7 @@ class Hooks:
     #: the port of the server whose requests :attr:`authorize` decides (``mock_aws`` requests stay moto's)
     authorized_port: int | None = None
     state_machine_credentials: CredentialsHook | None = None
+    execution_ended: ExecutionEndedHook | None = None
     #: False while state is restored: re-creating objects must not start runs again
     events_enabled: bool = True
     applied: set[str] = field(default_factory=set)
@@ -1206,6 +1215,22 @@ def _one_range(value: Any, size: int) -> tuple[int, int, bool] | None:
         return None
     return start, stop, True
 
+# ---------------------------------------------------------------- 16. execution status change events
+_original_terminated = ExecutionWorkerCommunication.terminated
+
+
+def _terminated(self: Any) -> None:
+    ended = HOOKS.execution_ended
+    if ended is None:
+        _original_terminated(self)
+        return
+    ended(self.execution, lambda: _original_terminated(self))
+
+
+def _patch_execution_events() -> None:
+    ExecutionWorkerCommunication.terminated = _terminated
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -1221,6 +1246,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "s3-spooled-bodies": _patch_s3_spooled_bodies,
     "iam-authorization": _patch_iam_authorization,
     "sfn-credentials": _patch_sfn_credentials,
+    "execution-events": _patch_execution_events,
 }
 
 
