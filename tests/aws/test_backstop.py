@@ -84,7 +84,8 @@ def test_a_run_already_recorded_is_never_touched(
 ) -> None:
     """A failure RecordFailure recorded keeps its reason; a SUCCEEDED run (an event of another execution of
     the same run, or a late one) is left as the commit wrote it."""
-    body = put_status(deployed, RUN, state=state, reason="shard 2 failed: truncated record" if state != "SUCCEEDED" else None)
+    reason = None if state == "SUCCEEDED" else "shard 2 failed: truncated record"
+    body = put_status(deployed, RUN, state=state, reason=reason)
     assert backstop(ended(deployed)) == {"recorded": False}
     assert deployed.get(f"runs/{RUN}/status.json") == body
     assert deployed.keys("results/runs/") == [] and partitions(deployed, "runs") == []
@@ -133,11 +134,11 @@ def test_a_stopped_or_timed_out_run_is_recorded_with_its_end(
 
 
 def test_another_event_is_refused_naming_its_field(backstop: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    with pytest.raises(BadEventError, match="not a Step Functions Execution Status Change event: field (source|detail-type)"):
+    with pytest.raises(BadEventError, match=r"not a Step Functions Execution Status Change event: field"):
         backstop(load_event("s3-object-created-single.json"))
     running = load_event(SAMPLE)
     running["detail"]["status"] = "RUNNING"
-    with pytest.raises(BadEventError, match="field detail.status"):
+    with pytest.raises(BadEventError, match=r"field detail\.status"):
         backstop(running)
 
 

@@ -158,13 +158,14 @@ def provided(layers: list[Path]) -> set[str]:
 
 def test_every_function_names_its_layers(template: dict[str, Any]) -> None:
     functions = function_layers(template)
-    assert len(functions) == 4
+    assert len(functions) == 5
     for name, (handler, layers) in functions.items():
         assert handler.is_file(), name
         assert layers and layers[0].name == "core", f"{name}: CoreLayer (seqlake itself) comes first"
 
 
-@pytest.mark.parametrize("function", ["StartRunFunction", "PlanFunction", "CommitFunction", "RecordFailureFunction"])
+@pytest.mark.parametrize("function", ["StartRunFunction", "PlanFunction", "CommitFunction", "RecordFailureFunction",
+                                      "RecordRunEndFunction"])
 def test_what_a_handler_imports_is_in_its_layers(template: dict[str, Any], function: str) -> None:
     handler, layers = function_layers(template)[function]
     allowed = provided(layers)
@@ -185,9 +186,9 @@ def test_heavy_libraries_stay_where_they_are_needed(template: dict[str, Any]) ->
         return provided(function_layers(template)[function][1])
 
     assert "pyarrow" not in carried("PlanFunction")
-    for function in ("CommitFunction", "RecordFailureFunction", "StartRunFunction"):
+    for function in ("CommitFunction", "RecordFailureFunction", "StartRunFunction", "RecordRunEndFunction"):
         assert not {"dnaio", "isal", "rapidgzip"} & carried(function), function
-    assert "numpy" not in carried("StartRunFunction")
+    assert "numpy" not in carried("StartRunFunction") and "numpy" not in carried("RecordRunEndFunction")
     for function in function_layers(template):
         assert not {"cutadapt", "mappy"} & carried(function), function
 

@@ -14,7 +14,7 @@ import pytest
 
 from seqlake.localcloud.cloud import LocalCloud
 
-from .conftest import Outcome, outcomes, partitions_of, put, record_failure_broken, runs_row, status_of
+from .conftest import Outcome, outcomes, partitions_of, put, record_failure_broken, runs_row
 
 pytestmark = pytest.mark.e2e  # the fault suite's cloud (GROUPS in tests/conftest.py)
 

@@ -377,6 +377,49 @@ def test_data_limit_is_caught_only_when_named(fixture_cloud: Any) -> None:
     assert ex["status"] == "SUCCEEDED"
 
 
+def test_an_execution_end_is_put_on_the_default_bus_as_aws_reports_it(fixture_cloud: Any) -> None:
+    """Patch 16: an execution that fails with an error no Catch catches (its Task's input over the limit)
+    reaches a rule on the default bus as Step Functions' ``Execution Status Change``, with its error and cause."""
+    from seqlake.aws.events import EXECUTION_STATUS_DETAIL_TYPE, ExecutionEnd
+
+    sfn, sqs, events = (fixture_cloud.client(s) for s in ("stepfunctions", "sqs", "events"))
+    arn = _machine(fixture_cloud, "end-event", ["States.ALL"])
+    url = sqs.create_queue(QueueName="execution-ends")["QueueUrl"]
+    queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    pattern = {"source": ["aws.states"], "detail-type": [EXECUTION_STATUS_DETAIL_TYPE],
+               "detail": {"stateMachineArn": [arn]}}
+    events.put_rule(Name="execution-ends", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="execution-ends", Targets=[{"Id": "ends", "Arn": queue}])
+    body = json.dumps({"pad": "x" * (SFN_LIMIT // 2 + 10)})
+    ex = _finished(sfn, sfn.start_execution(stateMachineArn=arn, input=body)["executionArn"])
+    received: list[dict[str, Any]] = []
+    for _ in range(100):  # the event is put as the execution ends, before its status is read
+        received += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if received:
+            break
+        time.sleep(0.1)
+    [event] = [json.loads(m["Body"]) for m in received]
+    detail = event["detail"]
+    assert event["source"] == "aws.states" and event["resources"] == [ex["executionArn"]]
+    assert detail["status"] == "FAILED" == ex["status"] and detail["error"] == "States.DataLimitExceeded"
+    assert detail["cause"] == ex["cause"] and detail["executionArn"] == ex["executionArn"]
+    assert json.loads(detail["input"]) == json.loads(body) and detail["output"] is None
+    end = ExecutionEnd.from_event(event)
+    assert end.started == ex["startDate"] and end.stopped is not None and end.seconds is not None
+
+
+def test_an_execution_end_is_pending_until_its_event_is_handed_on() -> None:
+    """A waiter that sees an execution ended also sees its event pending (or delivered): never neither."""
+    from seqlake.localcloud.hooks import ExecutionEnds
+
+    activity = threading.Event()
+    ends = ExecutionEnds(activity)
+    seen: list[tuple[str, int]] = []
+    ends.put = lambda execution: seen.append(("put", ends.pending))  # type: ignore[method-assign]
+    ends(object(), lambda: seen.append(("ended", ends.pending)))
+    assert seen == [("ended", 1), ("put", 1)] and ends.pending == 0 and activity.is_set()
+
+
 def test_lambda_refuses_requests_over_its_limits(fixture_cloud: Any) -> None:
     lam = fixture_cloud.client("lambda")
     name = next(n for n in fixture_cloud.lambdas.functions if n.endswith("PlanFunction"))

@@ -113,7 +113,8 @@ def run_id(label: str, objects: list[ObjectRef], parameters: Mapping[str, Any] |
 EXECUTION_STATUS_SOURCE: str = EXECUTION_STATUS_CHANGE["properties"]["source"]["const"]
 EXECUTION_STATUS_DETAIL_TYPE: str = EXECUTION_STATUS_CHANGE["properties"]["detail-type"]["const"]
 #: how an execution can end other than SUCCEEDED (the backstop rule's ``detail.status``)
-UNSUCCESSFUL_ENDS: tuple[str, ...] = tuple(EXECUTION_STATUS_CHANGE["properties"]["detail"]["properties"]["status"]["enum"])
+UNSUCCESSFUL_ENDS: tuple[str, ...] = tuple(
+    EXECUTION_STATUS_CHANGE["properties"]["detail"]["properties"]["status"]["enum"])
 
 
 def execution_status_detail(*, execution_arn: str, state_machine_arn: str, name: str, status: str,

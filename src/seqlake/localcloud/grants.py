@@ -66,6 +66,10 @@ SCENARIOS: dict[str, str] = {
     "half-commit": "the commit dies after registering one table: the failure step undoes it",
     "user": "the lab member queries the tables and reads the run's status and report",
     "dead-letter": "the start function fails every attempt (its settle queue gone): the event to its dead-letter queue",
+    "unrecorded": "R1/R2 whose read names differ while the failure step fails (GLUE_DATABASE unset): the backstop "
+                  "records the run from its execution's FAILED event",
+    "backstop-dead-letter": "the same with the backstop failing too (GLUE_DATABASE unset): its event to its "
+                            "dead-letter queue",
 }
 
 
@@ -221,6 +225,13 @@ class Runs:
             with _function_env(cloud, "StartRun", {"SETTLE_QUEUE_URL": f"{cloud.endpoint}/123456789012/gone.fifo"}):
                 self._pair("dead-letter")
                 finished = cloud.wait(timeout=600)
+        elif scenario in ("unrecorded", "backstop-dead-letter"):
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(_function_env(cloud, "RecordFailure", {"GLUE_DATABASE": None}))
+                if scenario == "backstop-dead-letter":
+                    stack.enter_context(_function_env(cloud, "RecordRunEnd", {"GLUE_DATABASE": None}))
+                self._pair(scenario, mismatch=True)
+                finished = cloud.wait(timeout=600)
         elif scenario == "rejected":
             self.n += 1
             path = self.work / f"sheet-{self.n}.csv"
@@ -252,8 +263,8 @@ def _reason(cloud: LocalCloud, run_id: str) -> str:
 
 
 @contextlib.contextmanager
-def _function_env(cloud: LocalCloud, function: str, changes: dict[str, str]) -> Iterator[None]:
-    """The function whose name contains ``function`` with ``changes`` in its environment, meanwhile."""
+def _function_env(cloud: LocalCloud, function: str, changes: dict[str, str | None]) -> Iterator[None]:
+    """The function whose name contains ``function`` with ``changes`` in its environment (None: unset), meanwhile."""
     from dataclasses import replace
 
     assert cloud.lambdas is not None
@@ -266,7 +277,7 @@ def _function_env(cloud: LocalCloud, function: str, changes: dict[str, str]) -> 
         lam.update_function_configuration(FunctionName=name, Environment={"Variables": env})
         cloud.lambdas.update(replace(before, environment=env))
 
-    configure({**before.environment, **changes})
+    configure({k: v for k, v in {**before.environment, **changes}.items() if v is not None})
     try:
         yield
     finally:

@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from moto.events.models import events_backends
@@ -142,9 +141,9 @@ class ExecutionEnds:
             status=status, start=execution.start_date, stop=execution.stop_date,
             execution_input=json.dumps(execution.input_data, separators=(",", ":")), output=output,
             error=error, cause=cause)
+        # no "Time": moto stamps its events with a number, which its own targets' templates expect
         entry = {"Source": EXECUTION_STATUS_SOURCE, "DetailType": EXECUTION_STATUS_DETAIL_TYPE,
-                 "Detail": json.dumps(detail), "Resources": [execution.exec_arn],
-                 "Time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                 "Detail": json.dumps(detail), "Resources": [execution.exec_arn]}
         try:
             events_backends[execution.account_id][execution.region_name].put_events([entry])
         except Exception:  # moto was reset meanwhile (another cloud in this process): the bus is gone
