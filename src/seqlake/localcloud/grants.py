@@ -50,6 +50,9 @@ NOT_EXERCISED: dict[tuple[str, str], str] = {
     ("PipelineStateMachineRole", "XRayTraces"): "X-Ray tracing is off locally",
     ("PipelineStateMachineRole", "StopShardJobsWhenTheExecutionStops"):
         "TerminateJob is called by Step Functions when an execution is stopped; no local run stops one",
+    ("RecordRunEndFunctionRole", "ListRunsSoAMissingStatusIs404"):
+        "a run whose execution ended before its plan step wrote status.json (stopped at once, or its first task's "
+        "input refused); no scenario ends one that early",
     ("LabMemberPolicy", "ReadTheCatalog"):
         "Athena reads the catalog with the caller's permissions; the local Athena reads moto's catalog itself",
     ("LabMemberPolicy", "WriteAndReadQueryResults"):
