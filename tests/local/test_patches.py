@@ -804,3 +804,57 @@ def test_a_slow_complete_is_answered_200_and_kept_alive(fixture_cloud: Any, monk
         s3.complete_multipart_upload(Bucket=bucket, Key="data/slow-bad.bin", UploadId=made, MultipartUpload=wrong)
     assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert failed.value.response["Error"]["Code"] == "InvalidPart"
+
+
+def test_a_response_is_searched_for_its_request_id_element_only_when_it_has_one(
+    fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patch 17: moto's regex that puts the request id into ``<RequestId>`` ran over every body (a JSON
+    ``DescribeJobs`` too, at a cost in proportion to its size); now only over a body with the element, which
+    still gets the id, as do the headers of every response."""
+    import types
+
+    from moto.core import responses
+
+    searched: list[str] = []
+
+    def sub(pattern: str, replacement: str, text: str) -> str:
+        searched.append(text)
+        return __import__("re").sub(pattern, replacement, text)
+
+    monkeypatch.setattr(responses, "re", types.SimpleNamespace(sub=sub))
+    document = json.dumps({"jobs": [{"jobId": str(i), "status": "SUCCEEDED"} for i in range(100)]})
+    headers, body = responses.BaseResponse._enrich_response({"status": 200}, document)
+    assert body == document and searched == [] and headers["status"] == "200"
+    assert len(headers["x-amzn-requestid"]) == 52
+    xml = "<Result><RequestId>old</RequestId></Result>"
+    headers, body = responses.BaseResponse._enrich_response({}, xml)
+    assert searched == [xml] and body == f"<Result><RequestId>{headers['x-amzn-requestid']}</RequestId></Result>"
+    # and a real JSON answer through the server still carries its request id
+    answer = fixture_cloud.client("batch").describe_job_queues()
+    assert answer["ResponseMetadata"]["RequestId"] and searched == [xml]
+
+
+def test_a_random_string_is_drawn_in_one_call_from_moto_s_generator(fixture_cloud: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patch 17: a request id's characters come from one ``choices`` call of moto's (seedable) generator, not
+    one ``choice`` call each; the same pool and options as moto's."""
+    import string
+
+    from moto.moto_api._internal import mock_random
+
+    def one_at_a_time(*args: Any) -> Any:
+        raise AssertionError("a character drawn on its own")
+
+    monkeypatch.setattr(mock_random, "choice", one_at_a_time)
+    drawn = mock_random.get_random_string(length=52)
+    assert len(drawn) == 52 and set(drawn) <= set(string.ascii_letters + string.digits)
+    assert set(mock_random.get_random_string(length=400, include_digits=False)) <= set(string.ascii_letters)
+    assert mock_random.get_random_string(length=400, lower_case=True).islower()
+    try:
+        mock_random.seed(7)
+        first = mock_random.get_random_string(length=52)
+        mock_random.seed(7)
+        assert mock_random.get_random_string(length=52) == first  # still deterministic once seeded
+    finally:
+        mock_random.seed()  # unseeded again: the ids made later in this process are not these

@@ -88,6 +88,11 @@ in the same process are unaffected.
     (SUCCEEDED, FAILED, TIMED_OUT, ABORTED: the interpreter's ``terminated``), :attr:`Hooks.execution_ended`
     is handed the execution and the step that records its end, so that the end and its event are one
     step for a waiter (the hook puts the event on the default bus, :mod:`.hooks`).
+17. Every response of moto's generic dispatch ran a regex over its body to put the request id into an XML
+    ``<RequestId>`` element, JSON bodies too (Step Functions, Batch, Lambda, Glue: none has the element), its
+    lookbehind tried at every character. Here it runs only over a body that has the element; the headers get
+    their request id as before. moto drew each of a request id's 52 characters with its own ``choice`` call:
+    here in one ``choices`` call (the same pool and seedable generator).
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ import importlib.util
 import json
 import os
 import re
+import string
 import tempfile
 import threading
 import time
@@ -145,9 +151,11 @@ import moto.core.authorization as _authorization  # noqa: E402
 import moto.core.base_backend as _base_backend  # noqa: E402
 import moto.core.config as _config  # noqa: E402
 import moto.core.exceptions as _exc  # noqa: E402
+import moto.core.responses as _core_responses  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
 import moto.iam.access_control as _access_control  # noqa: E402
+import moto.moto_api._internal.moto_random as _moto_random  # noqa: E402
 import moto.moto_server.werkzeug_app as _werkzeug_app  # noqa: E402
 import moto.s3.exceptions as _s3_exc  # noqa: E402
 import moto.s3.models as _s3  # noqa: E402
@@ -1230,6 +1238,44 @@ def _terminated(self: Any) -> None:
 def _patch_execution_events() -> None:
     ExecutionWorkerCommunication.terminated = _terminated
 
+# ---------------------------------------------------------------- 17. a response's request id put in once
+_core_responses_module: Any = _core_responses
+BaseResponse: Any = _core_responses.BaseResponse
+_original_enrich = BaseResponse._enrich_response
+#: what moto's regex finds the request id between (its lookbehind and lookahead)
+_REQUEST_ID_ELEMENT = "<RequestId>"
+
+
+def _enrich_response(headers: dict[str, str], body: Any) -> tuple[dict[str, str], Any]:
+    """moto's ``_enrich_response`` (the status as text, a new ``x-amzn-requestid``, the id put into the body's
+    ``<RequestId>`` element), its regex run only over a body that has the element: moto ran it over every
+    body of its generic dispatch, JSON too (Step Functions, Batch, Lambda, Glue), and its lookbehind is tried
+    at every character, so a ``DescribeJobs`` of an array job or an execution's history cost in proportion
+    to its size for nothing."""
+    if isinstance(body, str) and _REQUEST_ID_ELEMENT in body:
+        enriched: tuple[dict[str, str], Any] = _original_enrich(headers, body)
+        return enriched
+    if "status" in headers:
+        headers["status"] = str(headers["status"])
+    _core_responses_module.gen_amzn_requestid_long(headers)
+    return headers, body
+
+
+MotoRandom: Any = _moto_random.MotoRandom
+
+
+def _random_string(self: Any, length: int = 20, include_digits: bool = True, lower_case: bool = False) -> str:
+    """moto's ``get_random_string`` (the same pool, from moto's seedable generator) drawn in one ``choices``
+    call, not one ``choice`` a character: every response's 52-character request id cost 52 calls."""
+    pool = string.ascii_letters + (string.digits if include_digits else "")
+    drawn = "".join(self.choices(pool, k=length))
+    return drawn.lower() if lower_case else drawn
+
+
+def _patch_response_enrichment() -> None:
+    BaseResponse._enrich_response = staticmethod(_enrich_response)
+    MotoRandom.get_random_string = _random_string
+
 
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
@@ -1247,6 +1293,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "iam-authorization": _patch_iam_authorization,
     "sfn-credentials": _patch_sfn_credentials,
     "execution-events": _patch_execution_events,
+    "response-enrichment": _patch_response_enrichment,
 }
 
 
