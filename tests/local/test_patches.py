@@ -858,3 +858,22 @@ def test_a_random_string_is_drawn_in_one_call_from_moto_s_generator(fixture_clou
         assert mock_random.get_random_string(length=52) == first  # still deterministic once seeded
     finally:
         mock_random.seed()  # unseeded again: the ids made later in this process are not these
+
+
+def test_a_response_class_s_actions_are_listed_once(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patch 16: moto's dispatch lists a response class's functions once per class, not once a request; the
+    names are moto's own listing's."""
+    import inspect
+
+    from moto.batch.responses import BatchResponse
+    from moto.core import responses, utils
+
+    batch = fixture_cloud.client("batch")
+    batch.describe_job_queues()  # listed by now, if it ever is
+    assert responses.method_names_from_class(BatchResponse) == set(utils.method_names_from_class(BatchResponse))
+
+    def listed_again(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a response class's functions listed again")
+
+    monkeypatch.setattr(inspect, "getmembers", listed_again)
+    assert batch.describe_job_queues()["jobQueues"]  # answered without listing BatchResponse's functions

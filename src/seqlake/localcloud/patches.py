@@ -92,7 +92,9 @@ in the same process are unaffected.
     ``<RequestId>`` element, JSON bodies too (Step Functions, Batch, Lambda, Glue: none has the element), its
     lookbehind tried at every character. Here it runs only over a body that has the element; the headers get
     their request id as before. moto drew each of a request id's 52 characters with its own ``choice`` call:
-    here in one ``choices`` call (the same pool and seedable generator).
+    here in one ``choices`` call (the same pool and seedable generator). And moto listed a response class's
+    functions (``inspect.getmembers``) on every such request to see whether the action is one: here once per
+    class.
 """
 
 from __future__ import annotations
@@ -1272,9 +1274,22 @@ def _random_string(self: Any, length: int = 20, include_digits: bool = True, low
     return drawn.lower() if lower_case else drawn
 
 
+_original_method_names = _core_responses.method_names_from_class
+
+
+@functools.cache
+def _method_names(clazz: type) -> frozenset[str]:
+    """A response class's function names, listed once per class: moto listed them (``inspect.getmembers``
+    over the class and its bases) on every request its generic dispatch answered, to see whether the
+    action is one. The classes are fixed once the patches are applied (they replace methods, never add
+    an action)."""
+    return frozenset(_original_method_names(clazz))
+
+
 def _patch_response_enrichment() -> None:
     BaseResponse._enrich_response = staticmethod(_enrich_response)
     MotoRandom.get_random_string = _random_string
+    _core_responses_module.method_names_from_class = _method_names
 
 
 PATCHES: dict[str, Callable[[], None]] = {
