@@ -1274,7 +1274,7 @@ def _random_string(self: Any, length: int = 20, include_digits: bool = True, low
     return drawn.lower() if lower_case else drawn
 
 
-_original_method_names = _core_responses.method_names_from_class
+_original_method_names = _core_utils.method_names_from_class
 
 
 @functools.cache
