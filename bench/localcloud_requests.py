@@ -138,7 +138,7 @@ def section(work: Path) -> list[str]:
         return []
     labels = [r.get("baseline") or "this checkout" for r in results]
     lines = ["", "## The local cloud's server: CPU per request (`bench/localcloud_requests.py`)", "",
-             "CPU milliseconds (user + system, the server's process, its idle rate taken off) per request, the "
+             "CPU milliseconds (user + system, the server's process, its idle rate taken off) per request, the",
              "client in a process of its own; IAM enforced, no S3 latency.", "",
              "| request | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(results)]
     for kind, what in KINDS.items():
