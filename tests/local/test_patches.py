@@ -861,7 +861,7 @@ def test_a_random_string_is_drawn_in_one_call_from_moto_s_generator(fixture_clou
 
 
 def test_a_response_class_s_actions_are_listed_once(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Patch 16: moto's dispatch lists a response class's functions once per class, not once a request; the
+    """Patch 17: moto's dispatch lists a response class's functions once per class, not once a request; the
     names are moto's own listing's."""
     import inspect
 
