@@ -393,7 +393,7 @@ class ReadAligner:
         amap = self._aligner.map
         names, seqs, read_index = reads
         for name, seq, idx in zip(names, seqs, read_index, strict=True):
-            hits = [h for h in amap(seq, buf=buf) if h.is_primary] if seq else []
+            hits = [h for h in amap(seq, None, name, buf) if h.is_primary] if seq else []
             _emit(values, stats[0], (name, 1, idx, len(seq)), hits, 0, None, 0, False)
 
     def _pairs(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
@@ -407,7 +407,10 @@ class ReadAligner:
         both = proper_pairs = mapq1 = mapq2 = 0
         for name, s1, s2, idx in zip(names, seqs1, seqs2, read_index, strict=True):
             l1, l2 = len(s1), len(s2)
-            hits = list(amap(s1, s2, None, buf)) if l1 and l2 else []  # (seq, seq2, name, buf): no keywords to parse
+            # (seq, seq2, name, buf): no keywords to parse. The name seeds minimap2's choice among equally good
+            # placements (``mm_map_frag`` hashes it) as the command line's read name does: a read in a repeat
+            # lands where ``minimap2 -ax sr`` puts it, not on a copy of mappy's own choosing
+            hits = list(amap(s1, s2, name, buf)) if l1 and l2 else []
             if len(hits) == 2:
                 done = _one_hit_each(extend, name, idx, l1, l2, hits, frag)
                 if done is not None:
