@@ -356,17 +356,7 @@ def section(work: Path) -> list[str]:
         met = "met" if ratio <= COMMIT_FLAT_RATIO else "**not met**"
         lines += ["", f"Commit peak RSS, largest vs smallest genome: **{ratio:.2f}x** (target <= {COMMIT_FLAT_RATIO}x: "
                       f"{met})."]
-    return lines + window_section([r for r in every if r.get("alleles")]) + index_section(work)
-
-
-def index_section(work: Path) -> list[str]:
-    """``bench/region_index.py``'s before and after (``index-before.json``, ``index-after.json``), when saved."""
-    saved = [work / "index-before.json", work / "index-after.json"]
-    if not all(p.exists() for p in saved):
-        return []
-    from region_index import report  # bench/ is this script's folder
-
-    return report(*(json.loads(p.read_text()) for p in saved))
+    return lines + window_section([r for r in every if r.get("alleles")])
 
 
 def main() -> int:

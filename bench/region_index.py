@@ -151,6 +151,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def section(work: Path) -> list[str]:
+    """BENCHMARKS.md's lines on the before and after saved in ``work`` (``index-before.json``,
+    ``index-after.json``), when both are there (they follow the reduce section)."""
+    saved = [work / "index-before.json", work / "index-after.json"]
+    if not all(p.exists() for p in saved):
+        return []
+    return report(*(json.loads(p.read_text()) for p in saved))
+
+
 def report(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """BENCHMARKS.md lines: per reducer, before and after, and the ratios."""
     lines = [

@@ -29,6 +29,7 @@ import genome_scale
 import localcloud_requests
 import plan_scale
 import reduce
+import region_index
 import scale
 from cases import GROUP_NAMES, groups
 from harness import (
@@ -175,8 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = render([stored[n] for n in GROUP_NAMES if n in stored and n not in skip], inputs.main, source.description,
                     ctx.reference, command,
                     extra=[] if args.quick else [*scale.section(work), *reduce.section(work),
-                                                 *genome_scale.section(work), *plan_scale.section(work),
-                                                 *localcloud_requests.section(work)])
+                                                 *region_index.section(work), *genome_scale.section(work),
+                                                 *plan_scale.section(work), *localcloud_requests.section(work)])
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(report)
     print()
