@@ -748,8 +748,9 @@ def test_a_plain_get_object_is_answered_directly_as_moto_answers_it(fixture_clou
         assert len(fixture_cloud.iam.denied) == before + 1
 
 
-def _s3_with_read_timeout(cloud: Any, seconds: float) -> Any:
-    """An S3 client of ``cloud`` (the platform role's) that waits ``seconds`` for each read and never retries."""
+def _never_retrying(cloud: Any, service: str, read_timeout: float = 60) -> Any:
+    """A client of ``cloud`` (the platform role's) that waits ``read_timeout`` s for each read and never retries:
+    it sees each answer of the server as it is (botocore retries a 500)."""
     import boto3
     from botocore.config import Config
 
@@ -758,8 +759,13 @@ def _s3_with_read_timeout(cloud: Any, seconds: float) -> Any:
     creds = cloud.iam.credentials(iam.role_arn(iam.PLATFORM_ROLE)) if cloud.iam.enforce else None
     keys = ({"aws_access_key_id": creds.access_key_id, "aws_secret_access_key": creds.secret_access_key,
              "aws_session_token": creds.session_token} if creds is not None else {})
-    return boto3.client("s3", region_name=REGION, endpoint_url=cloud.endpoint, **keys,
-                        config=Config(read_timeout=seconds, retries={"total_max_attempts": 1}))
+    return boto3.client(service, region_name=REGION, endpoint_url=cloud.endpoint, **keys,
+                        config=Config(read_timeout=read_timeout, retries={"total_max_attempts": 1}))
+
+
+def _s3_with_read_timeout(cloud: Any, seconds: float) -> Any:
+    """An S3 client of ``cloud`` (the platform role's) that waits ``seconds`` for each read and never retries."""
+    return _never_retrying(cloud, "s3", seconds)
 
 
 def test_a_slow_complete_is_answered_200_and_kept_alive(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -877,3 +883,77 @@ def test_a_response_class_s_actions_are_listed_once(fixture_cloud: Any, monkeypa
 
     monkeypatch.setattr(inspect, "getmembers", listed_again)
     assert batch.describe_job_queues()["jobQueues"]  # answered without listing BatchResponse's functions
+
+
+def _finished_job(cloud: Any, name: str) -> str:
+    """The id of a finished array job of the fixture's job definition (two children counting words)."""
+    batch = cloud.client("batch")
+    queue = batch.describe_job_queues()["jobQueues"][0]["jobQueueArn"]
+    jd = batch.describe_job_definitions()["jobDefinitions"][0]["jobDefinitionArn"]
+    _put(cloud, f"data/{name}.txt", b"2\na b\nc d e\n")
+    env = [{"name": "RUN_ID", "value": name}, {"name": "INPUT_URI", "value": f"s3://{cloud.bucket}/data/{name}.txt"}]
+    job_id: str = batch.submit_job(jobName=name, jobQueue=queue, jobDefinition=jd, arrayProperties={"size": 2},
+                                   containerOverrides={"environment": env})["jobId"]
+    assert _wait_job(batch, job_id)["status"] == "SUCCEEDED"
+    return job_id
+
+
+def test_describe_jobs_answers_while_another_request_submits_a_job(fixture_cloud: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every running execution's .sync task polls DescribeJobs while other executions submit their jobs, each
+    request on a server thread of its own. moto's DescribeJobs walked the backend's whole job table, so a
+    SubmitJob that added a job meanwhile made it fail ('dictionary changed size during iteration': HTTP 500,
+    which ended the polling execution FAILED, unrecorded). Here the interleaving is made certain: a job is
+    added to the table while each description is being built, as another thread's SubmitJob adds it."""
+    from moto.batch.models import batch_backends
+
+    job_id = _finished_job(fixture_cloud, "describe-while-submitted")
+    table = batch_backends[ACCOUNT][REGION]._jobs
+    describe, landed = patches.Job.describe, list[str]()
+
+    def describe_while_a_job_is_submitted(job: Any) -> Any:
+        landed.append(f"submitted-meanwhile-{len(landed)}")
+        table[landed[-1]] = job
+        return describe(job)
+
+    monkeypatch.setattr(patches.Job, "describe", describe_while_a_job_is_submitted)
+    try:
+        jobs = _never_retrying(fixture_cloud, "batch").describe_jobs(jobs=[job_id, f"{job_id}:1"])["jobs"]
+    finally:
+        for key in landed:
+            table.pop(key, None)
+    assert [j["jobId"] for j in jobs] == [job_id, f"{job_id}:1"] and landed
+    # a job named by its ARN is found too, as moto finds it, and each job is described once
+    arn = jobs[1]["jobArn"]
+    again = fixture_cloud.client("batch").describe_jobs(jobs=[arn, f"{job_id}:1", "no-such-job"])["jobs"]
+    assert [j["jobId"] for j in again] == [f"{job_id}:1"]
+
+
+def test_a_server_error_under_a_task_is_the_services_error_which_its_catch_catches(
+        fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unexpected error in the local server while it answers a service integration is answered as the
+    service answers an internal error: HTTP 500 with a request id and the service's error code (Batch's
+    ``ServerException``). moto's interpreter reads the request id of every failed integration call: the HTML 500
+    it had (no request id) raised KeyError('RequestId') there, which ended the execution FAILED with
+    ``States.Runtime`` past every ``Catch``, so no step of the app could record the run."""
+    from moto.batch.models import BatchBackend
+
+    def describe_fails(self: Any, jobs: Any) -> Any:
+        raise RuntimeError("dictionary changed size during iteration")
+
+    monkeypatch.setattr(BatchBackend, "describe_jobs", describe_fails)
+    with pytest.raises(ClientError) as refused:
+        _never_retrying(fixture_cloud, "batch").describe_jobs(jobs=["any"])
+    answer = refused.value.response
+    assert answer["Error"]["Code"] == "ServerException" and answer["ResponseMetadata"]["HTTPStatusCode"] == 500
+    assert answer["ResponseMetadata"]["RequestId"]
+    assert "RuntimeError: dictionary changed size during iteration" in answer["Error"]["Message"]
+    # the fixture's Fanout task polls DescribeJobs: its Catch (States.ALL) now sees Batch's error
+    fixture_cloud.prewarm()
+    _put(fixture_cloud, "incoming/server-error.txt", b"2\none two\nthree\n")
+    (run,) = [e for e in fixture_cloud.wait(timeout=120) if e.name == "server-error"]
+    assert (run.status, run.error, run.states) == ("FAILED", "ShardsFailed", ["Plan", "Fanout", "Failed"]), run
+    sfn = fixture_cloud.client("stepfunctions")
+    failed = [e["taskFailedEventDetails"] for e in sfn.get_execution_history(executionArn=run.arn)["events"]
+              if e["type"] == "TaskFailed"]
+    assert [f["error"] for f in failed] == ["Batch.ServerException"], failed

@@ -25,6 +25,7 @@ first complete.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -35,7 +36,6 @@ from queue import Empty, Queue
 from typing import Any
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.exceptions import InternalServerError
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wsgi import LimitedStream
 
@@ -123,12 +123,12 @@ class KeepAliveHandler(MotoRequestHandler):
             self.close_connection = True
             self.connection_dropped(e, environ)
             return
-        except Exception:
+        except Exception as error:
             _log.exception("Error on request %s %s", self.command, self.path)
             if response.sent:  # the response is broken: the client must see the connection end
                 self.close_connection = True
                 return
-            _Response(self).run(InternalServerError(), environ)
+            _Response(self).run(internal_error(environ, error), environ)
         if not self.close_connection and not _read_off(body):
             self.close_connection = True
         self.environ = {}  # not kept while the connection waits: it holds the request (and moto's copies of its body)
@@ -278,6 +278,54 @@ _XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 #: S3's answer to a request that failed inside the service (the application raised)
 _INTERNAL_ERROR = (b"<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try "
                    b"again.</Message></Error>")
+
+
+#: the error a service answers when a request failed inside it (HTTP 500), by the name a request is signed for
+#: (its credential scope); any other JSON service's is the common ``InternalFailure``
+_SERVICE_ERRORS = {"lambda": "ServiceException", "batch": "ServerException", "s3": "InternalError"}
+#: services whose clients read an error from a query protocol's XML ``ErrorResponse`` (the rest, but S3, read JSON)
+_QUERY_SERVICES = frozenset({"iam", "sts", "sns", "cloudformation", "ec2"})
+
+
+def internal_error(environ: dict[str, Any], error: Exception) -> Any:
+    """The answer to a request whose handling raised ``error``, as the service answers an internal error: HTTP 500
+    with a request id and the service's error code, so that a client names it. Step Functions needs both: its
+    interpreter reads the request id of a failed service integration (an HTML 500 without one raised
+    ``KeyError('RequestId')`` there, which failed the execution with ``States.Runtime`` past every ``Catch``),
+    and a named error such as ``Lambda.ServiceException`` or ``Batch.ServerException`` is one its Retry and
+    Catch rules match, as on AWS. The message names the exception, for whoever reads the run's error."""
+    service = _signing_name(environ.get("HTTP_AUTHORIZATION", ""))
+    code = _SERVICE_ERRORS.get(service, "InternalFailure")
+    message = f"the local cloud failed to answer the request: {type(error).__name__}: {error}"
+    request_id = _request_id()
+    headers = [("x-amzn-requestid", request_id), ("x-amz-request-id", request_id)]
+    if service == "s3":
+        body = (f"<Error><Code>{code}</Code><Message>{_xml_text(message)}</Message>"
+                f"<RequestId>{request_id}</RequestId></Error>").encode()
+        headers.append(("Content-Type", "application/xml"))
+    elif service in _QUERY_SERVICES:
+        body = (f"<ErrorResponse><Error><Type>Receiver</Type><Code>{code}</Code><Message>{_xml_text(message)}"
+                f"</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>").encode()
+        headers.append(("Content-Type", "text/xml"))
+    else:
+        body = json.dumps({"__type": code, "message": message}).encode()
+        headers += [("Content-Type", "application/json"), ("x-amzn-errortype", code)]
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("500 Internal Server Error", [*headers, ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+def _signing_name(authorization: str) -> str:
+    """The service a SigV4 ``Authorization`` header was signed for (``Credential=KEY/DATE/REGION/SERVICE/...``)."""
+    scope = authorization.partition("Credential=")[2].partition(",")[0].split("/")
+    return scope[3] if len(scope) > 3 else ""
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _answer_whole(app: Any, environ: dict[str, Any], answers: Queue[tuple[str, list[tuple[str, str]], bytes] | None]

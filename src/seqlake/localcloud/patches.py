@@ -95,6 +95,13 @@ in the same process are unaffected.
     here in one ``choices`` call (the same pool and seedable generator). And moto listed a response class's
     functions (``inspect.getmembers``) on every such request to see whether the action is one: here once per
     class.
+18. Batch ``DescribeJobs`` walked the backend's whole job table (``for key, job in self._jobs.items()``) to find
+    the jobs asked for, while ``SubmitJob`` (patch 4) adds to that table: the server answers each request on
+    a thread of its own, so an execution's SubmitJob landing while another's ``.sync`` task polled
+    DescribeJobs failed the poll with ``RuntimeError: dictionary changed size during iteration`` (HTTP 500),
+    which ended the polling execution FAILED with ``States.Runtime`` before any ``Catch`` (see
+    :mod:`.http_server` on such errors). Here each job asked for is looked up by its id (an ARN through a copy
+    of the table), which also makes a poll cost the jobs asked for, not every job the cloud has run.
 """
 
 from __future__ import annotations
@@ -1292,6 +1299,33 @@ def _patch_response_enrichment() -> None:
     _core_responses_module.method_names_from_class = _method_names
 
 
+# ---------------------------------------------------------------- 18. Batch DescribeJobs looks its jobs up
+BatchBackend: Any = _batch.BatchBackend
+
+
+def _describe_jobs(self: Any, jobs: list[str] | None) -> list[dict[str, Any]]:
+    """The jobs named by id (one lookup each) or by ARN, each described once, in the order asked; every job
+    when none is named, as moto answers. Never a walk over the live job table while another request's
+    SubmitJob adds to it."""
+    table = self._jobs
+    if not jobs:
+        return [job.describe() for job in table.copy().values()]
+    found: dict[str, Any] = {}
+    by_arn: dict[str, Any] | None = None
+    for name in jobs:
+        job = table.get(name)
+        if job is None:
+            by_arn = by_arn if by_arn is not None else {j.arn: j for j in table.copy().values()}
+            job = by_arn.get(name)
+        if job is not None:
+            found.setdefault(job.job_id, job)
+    return [job.describe() for job in found.values()]
+
+
+def _patch_batch_describe_jobs() -> None:
+    BatchBackend.describe_jobs = _describe_jobs
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -1309,6 +1343,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "sfn-credentials": _patch_sfn_credentials,
     "execution-events": _patch_execution_events,
     "response-enrichment": _patch_response_enrichment,
+    "batch-describe-jobs": _patch_batch_describe_jobs,
 }
 
 
