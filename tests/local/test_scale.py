@@ -7,15 +7,16 @@ result table then equals, row for row, the tables of the same input run cleanly 
 of its own, with 4 shards: the exact merge makes results independent of the sharding, which
 tests/core/test_worker_merge.py shows on its own).
 
-200 children, not 1,000 (~0.46 CPU-s a child on the local cloud: 1,000 cost ~320 of the suite's CPU-s):
-nothing the run does changes between the two. No code path has a threshold between them: the children's
-descriptions go in batches of 100 (``batch_info``: more than one batch either way), an S3 listing's
-pages hold 1,000 keys (the re-run's listing of ``staging/``, ~7 objects a child, spans pages either way;
-a table's staged parts fit one page either way), moto's ``ListJobs`` has no pages. What grows with the
-children is checked more strictly than the 32 KiB bound at 1,000 did: the largest state payload of the
-200-child run may exceed the 4-shard clean run's by less than :data:`PAYLOAD_SLACK` bytes, so a payload
-that grew by even a few bytes a child fails (at 1,000 children, 32 bytes a child went unseen).
-bench/scale.py runs 1,000 and 10,000 children (the same 612 / 614 B largest payload).
+200 children, not 1,000 (each child costs the local cloud ~0.3-0.45 CPU-s: 1,000 made this test ~320 of the
+suite's CPU-s): no code path has a threshold between the two. Batch is asked about the failed children only
+(listed, then the first ``REASON_CHILDREN`` described) and, at the re-run's commit, about its three; the S3
+listings stay within one page of 1,000 keys either way (the re-run's listing of ``staging/``: a manifest a
+child, 997 at 1,000 children; the commit's listing of a table's parts: one a child); moto's ``ListJobs`` has
+no pages. What grows with the children is checked more strictly than before: besides the 32 KiB bound, the
+largest state payload of the 200-child run may exceed the 4-shard clean run's by less than
+:data:`PAYLOAD_SLACK` bytes, so a payload that grew by ~5 bytes a child fails (at 1,000 children under 32
+KiB alone, ~30 bytes a child passed).
+bench/scale.py runs 1,000 and 10,000 children (largest payloads 612 and 614 B).
 """
 
 from __future__ import annotations
