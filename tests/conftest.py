@@ -64,6 +64,12 @@ GROUPS: dict[str, str] = {
     # one `seqlake local run` of the MiSeq pair (tests/local/conftest.py: miseq_local_run) for both
     "tests/local/test_containers.py": "miseq_local_run",
     "tests/local/test_e2e.py": "miseq_local_run",
+    # one `seqlake process` of the demo library (tests/report/conftest.py: demo_run) for the report's modules
+    "tests/report/test_browser.py": "demo_run",
+    "tests/report/test_multiqc.py": "demo_run",
+    "tests/report/test_report.py": "demo_run",
+    "tests/report/test_report_command.py": "demo_run",
+    "tests/report/test_value_ranges.py": "demo_run",
 }
 
 
@@ -92,13 +98,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 #: long unit handed out last is the run's tail, one core idle. A local cloud started in the test process is
 #: stopped by the end of its module (the fault suite's: its package), so these may run in any order.
 LONGEST_FIRST: tuple[str, ...] = (
-    "tests/local/test_scale.py",  # 1,000 children, three failing, then the re-run and a clean run
     "tests/faults/test_bad_input.py",  # the fault suite's cloud (one group): bad runs, scenario, IAM
     "tests/faults/test_faults.py",
     "tests/faults/test_least_privilege.py",
     "tests/bench/test_bench_quick.py",  # bench/run.py --quick
     "tests/local/test_containers.py",  # two runs with containers, one after the other (they collided at once),
     "tests/local/test_e2e.py",  # and the MiSeq run without them, which test_e2e checks too (one group)
+    "tests/local/test_scale.py",  # 200 children, three failing, then the re-run and a clean run
     "tests/docs/test_documented_commands.py",  # every documented command, in one state folder
     "tests/core/test_variants.py",  # the ivar comparisons
     "tests/aws/test_start_run.py",
@@ -112,6 +118,9 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/core/test_plan.py",
     "tests/local/test_packaged_app.py",
     "tests/core/test_lab_metrics.py",
+    # the report's modules (one group: demo_run), ahead of the small modules: last in the collection, they
+    # were the run's tail
+    "tests/report/test_browser.py",
 )
 
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -58,6 +58,11 @@ class Workdir:
     root: Path
     run_id: str
     env: dict[str, str]
+    #: the documented command lines run here so far, and how each ended. The docs repeat some word for word
+    #: (the first run: this folder's own, then README.md's and LOCAL_CLOUD.md's; `local rerun RUN_ID` twice):
+    #: the same words in the same folder are one check, made once (each `local run` or `rerun` starts a local
+    #: cloud: ~10-30 CPU-s), and each case asserts on how that run ended
+    ran: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = field(default_factory=dict)
 
     def words(self, argv: tuple[str, ...]) -> list[str]:
         return [self.run_id if w == "RUN_ID" else w for w in argv]
@@ -65,6 +70,12 @@ class Workdir:
     def seqlake(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "seqlake", *args], cwd=self.root, env=self.env, text=True,
                               capture_output=True, timeout=600, check=False)
+
+    def seqlake_once(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``seqlake ARGS``, unless these very words ran here already: then how they ended."""
+        if args not in self.ran:
+            self.ran[args] = self.seqlake(*args)
+        return self.ran[args]
 
 
 def _samplesheet(root: Path) -> None:
@@ -88,7 +99,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Workdir:
     env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
                BROWSER="true", COLUMNS="200")  # `--open` opens the page with `true`: no browser here
     work = Workdir(root, "", env)
-    proc = work.seqlake(*FIRST_RUN)
+    proc = work.seqlake_once(*FIRST_RUN)
     assert proc.returncode == 0, proc.stderr[-3000:]
     work.run_id = json.loads((root / ".seqlake" / "runs.json").read_text())[0]["run_id"]
     return work
@@ -162,7 +173,7 @@ def check_seqlake(command: Command, workdir: Workdir) -> None:
         why = "runs the seqlake installed from the wheel (the wheel's contents: tests/local/test_packaged_app.py)"
     if why:
         pytest.skip(f"options checked, not run: {why}")
-    proc = workdir.seqlake(*workdir.words(command.argv[1:]))
+    proc = workdir.seqlake_once(*workdir.words(command.argv[1:]))
     assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
 
