@@ -568,6 +568,7 @@ def main() -> int:
         print(json.dumps(result["steps"]["commit"], indent=2))
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         return 0
+    commit = _commit()  # the code the run runs: read before it, as main may move while it runs
     result["kept_indexes"] = fresh_home(home, keep_indexes=args.keep_index)
     result["run"] = run_local(args, home, ref, r1, r2)
     record = _run_record(home)
@@ -577,7 +578,7 @@ def main() -> int:
     if args.compare and result["status"] == "SUCCEEDED":  # a failed run committed no tables to compare
         result["compare"] = compare(args, ref, r1, r2, home, result["run_id"], args.work)
     result["load_average"] = [load0, os.getloadavg()[0]]
-    result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ", " + _commit()
+    result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ", " + commit
     text = json.dumps(result, indent=2)
     print(text)
     print(HEADER + "\n" + row(result))
