@@ -302,8 +302,11 @@ def test_files_count_mapped_reads(miseq: tuple[Path, Path], reference: Path, ref
 
 
 def _repeat_genome_and_reads(tmp_path: Path, pairs: int = 1_500) -> tuple[Path, Path, Path]:
-    """A 24 kb contig holding the same 3 kb segment three times, and pairs drawn from the copies: a read
-    there has equally good places, which minimap2 chooses between by a hash of the read's name."""
+    """A 29 kb contig holding the same 3 kb segment three times, and pairs drawn from the copies: a read
+    there has equally good places, which minimap2 chooses between by a hash of the read's name. One pair in
+    five has a short insert (30-50 bp) that both mates read through into other bases, and one mate's last
+    bases are genome from elsewhere (a chimera): minimap2 splits that mate into two hits, and its pairing
+    step decides which of the two is the SAM primary."""
     rng = np.random.default_rng(7)
     bases = np.array(list("ACGT"))
     unique = ["".join(rng.choice(bases, 5_000)) for _ in range(4)]
@@ -317,8 +320,16 @@ def _repeat_genome_and_reads(tmp_path: Path, pairs: int = 1_500) -> tuple[Path, 
         for i in range(pairs):
             at = starts[i % 3] + int(rng.integers(0, 3_000 - 300))
             frag = genome[at:at + 300]
-            f1.write(f"@rep{i}:{at} 1:N:0:1\n{frag[:100]}\n+\n{'I' * 100}\n")
-            f2.write(f"@rep{i}:{at} 2:N:0:1\n{frag[-100:].translate(comp)[::-1]}\n+\n{'I' * 100}\n")
+            mates = [frag[:100], frag[-100:].translate(comp)[::-1]]
+            if i % 5 == 1:  # a short insert: both mates read through it, then 15 random bases and a genome tail
+                insert, tail = int(rng.integers(30, 51)), int(rng.integers(200, 4_000))
+                frag = genome[at:at + insert]
+                junk = ["".join(rng.choice(bases, 15)) for _ in range(2)]
+                mates = [frag + junk[0], frag.translate(comp)[::-1] + junk[1]]
+                mates[i % 2] += genome[tail:tail + 100 - insert - 15]
+                mates[1 - i % 2] += "".join(rng.choice(bases, 100 - insert - 15))
+            f1.write(f"@rep{i}:{at} 1:N:0:1\n{mates[0]}\n+\n{'I' * 100}\n")
+            f2.write(f"@rep{i}:{at} 2:N:0:1\n{mates[1]}\n+\n{'I' * 100}\n")
     return reference, tmp_path / "r1.fq", tmp_path / "r2.fq"
 
 
@@ -327,19 +338,35 @@ def test_reads_in_repeats_land_where_the_command_line_puts_them(tmp_path: Path, 
                                                                  paired: bool) -> None:
     """minimap2 seeds its choice among equal placements with a hash of the read's name: the child passes the
     name, so a read in a repeat lands on the copy ``minimap2 -ax sr`` chooses (mappy without the name chooses
-    by its own seed, and many of these reads land on another copy)."""
+    by its own seed, and many of these reads land on another copy). A chimeric mate's rows are the command
+    line's too: the SAM primary its pairing step chooses (not mappy's first hit), the other hit supplementary,
+    and the proper-pair flag 0x2 on the two paired rows only (``proper_frag``), never on a supplementary row."""
     reference, r1, r2 = _repeat_genome_and_reads(tmp_path)
     mates = (r1, r2) if paired else (r1,)
     out, _ = _align_files(r1, r2 if paired else None, _index(reference))
     cli: dict[Key, tuple[int, str]] = {}
+    cli_rows: dict[Key, list[tuple[int, int, int]]] = collections.defaultdict(list)
     for f in _cli(minimap2, reference, mates):  # type: ignore[arg-type]
         flag = int(f[1])
+        key = (f[0], 2 if flag & 0x80 else 1)
         if not flag & 0x904:
-            cli[(f[0], 2 if flag & 0x80 else 1)] = (int(f[3]), "-" if flag & 0x10 else "+")
+            cli[key] = (int(f[3]), "-" if flag & 0x10 else "+")
+        if not flag & 0x4:
+            cli_rows[key].append((int(f[3]), flag, int(f[4])))
     ours: dict[Key, tuple[int, str]] = {}
+    our_rows: dict[Key, list[tuple[int, int, int]]] = collections.defaultdict(list)
     for row in zip(*_rows(out).values(), strict=True):
         r = dict(zip(align.ROW_COLUMNS, row, strict=True))
-        if r["is_primary"] and r["contig"] is not None:
-            ours[(r["read_name"], r["mate"])] = (r["pos"], r["strand"])
-    assert len(cli) >= 1_450 * len(mates), "the command line places nearly every mate"
+        if r["contig"] is None:
+            continue
+        key = (r["read_name"], r["mate"])
+        if r["is_primary"]:
+            ours[key] = (r["pos"], r["strand"])
+        our_rows[key].append((r["pos"], r["flag"], r["mapq"]))
+    assert len(cli) >= 1_400 * len(mates), "the command line places nearly every mate"
+    split = [k for k, rows in cli_rows.items() if len(rows) > 1]
+    assert len(split) >= 75 * len(mates), "the chimeric mates have a supplementary row"
+    if paired:  # some chimeric mates' SAM primary is the paired part, not their best-scoring hit
+        assert sum(any(f & 0x2 for _, f, _ in cli_rows[k]) for k in split) >= 50
     assert ours == cli
+    assert {k: sorted(v) for k, v in our_rows.items()} == {k: sorted(v) for k, v in cli_rows.items()}

@@ -9,10 +9,11 @@ Which alignments are rows (as the command line prints them with the ``sr`` prese
   first (best-scoring) hit. The others are supplementary (0x800);
 - an unmapped read is one row with flag 0x4 and a null contig.
 
-SAM flags follow minimap2 ``format.c``: 0x1 for pairs, 0x2 when the SAM primaries of both mates
-form a pair as ``mm_pair`` accepts it (same contig, forward mate leftmost, the reverse mate starting
+SAM flags follow minimap2 ``format.c``: 0x1 for pairs, 0x2 on the SAM primaries of both mates when
+they form a pair as ``mm_pair`` accepts it (same contig, forward mate leftmost, the reverse mate starting
 at most ``max_frag_len`` (800 for ``sr``) after the forward mate ends: mappy does not expose
-``proper_frag``), 0x8 / 0x20 from the mate's SAM primary, 0x40 / 0x80 for mate 1 / 2. CIGARs carry
+``proper_frag``), never on a supplementary row (``mm_pair`` sets ``proper_frag`` on the two paired hits
+only), 0x8 / 0x20 from the mate's SAM primary, 0x40 / 0x80 for mate 1 / 2. CIGARs carry
 soft clips for every alignment (as ``minimap2 -Y``; the command line hard-clips supplementary ones).
 
 The aligner loads a minimap2 index it is given (:func:`seqlake.plan.reference.local_index`): the
@@ -524,7 +525,9 @@ def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
     stats.mapq_sum += int(hits[primary].mapq)
     if proper:
         stats.properly_paired += 1
-        base |= 0x2
+    # 0x2 on the SAM primary alone: minimap2 sets ``proper_frag`` on the two hits ``mm_pair`` paired, and a
+    # supplementary hit of a properly paired mate is written without it (``format.c``)
+    primary_flag = base | (0x2 if proper else 0)
     for k, h in enumerate(hits):
         rev = h.strand < 0
         values.extend(
@@ -532,7 +535,7 @@ def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
                 mate,
                 name,
                 idx,
-                base | (0x10 if rev else 0) | (0 if k == primary else 0x800),
+                (primary_flag if k == primary else base | 0x800) | (0x10 if rev else 0),
                 h.ctg,
                 h.r_st,
                 h.r_en,

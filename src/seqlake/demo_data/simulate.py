@@ -276,7 +276,11 @@ def simulate_chunk(
 
 
 def simulate(ref: Reference, n_pairs: int, seed: int, config: SimConfig | None = None) -> Iterator[Chunk]:
-    """Yield the pairs in chunks of at most :data:`CHUNK_PAIRS`; chunk k uses ``default_rng([seed, k])``."""
+    """Yield the pairs in chunks of at most :data:`CHUNK_PAIRS`; chunk k uses ``default_rng([seed, k])``.
+
+    Chunk 0's is the very stream of ``default_rng(seed)`` (NumPy's ``SeedSequence`` pads its entropy with
+    zeros): a reference made with ``default_rng(seed)`` needs another seed for its reads, or their random
+    bases after the adapter are the reference's own."""
     config = config or SimConfig()
     for k, first in enumerate(range(0, n_pairs, CHUNK_PAIRS)):
         rng = np.random.default_rng([seed, k])
