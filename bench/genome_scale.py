@@ -58,6 +58,7 @@ REPEATS, REPEAT_MAX_BASES, REPEAT_COPIES, REPEAT_DIVERGENCE = 24, 20_000, (2, 6)
 #: simulator's first chunk draws the reference's own stream (:func:`seqlake.demo_data.simulate.simulate`), and
 #: the random bases after the adapter in its first 8,192 pairs were genome: read-throughs aligned as chimeras
 READS_SEED_OFFSET = 1
+DEFAULT_SEED = 22
 _UNITS = {"K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
 _LETTERS = np.frombuffer(b"ACGT", dtype=np.uint8)
 _REPORT = re.compile(r"REPORT RequestId: (\S+)\tDuration: ([\d.]+) ms.*Memory Size: (\d+) MB"
@@ -102,12 +103,21 @@ def write_reference(path: Path, contigs: list[tuple[str, int]], seed: int) -> di
     return {"repeats": REPEATS, "repeated_bases": repeated}
 
 
+def _seeded(seed: int, offset: int = 0) -> str:
+    """The part of a kept input's name that says its seed: none for the default seed's reference."""
+    return "" if (seed, offset) == (DEFAULT_SEED, 0) else f"-seed{seed + offset}"
+
+
 def _inputs(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
     genome = parse_size(args.size)
     contigs = contig_lengths(genome, args.contigs)
     pairs = args.pairs or int(args.depth * genome / (2 * READ))
-    ref = work / f"ref-{args.size}-{args.contigs}.fa"
-    r1, r2 = (work / f"reads-{args.size}-{args.contigs}-{pairs}_R{m}.fastq.gz" for m in (1, 2))
+    # the files are kept between runs and named by what they are drawn from, so that another seed (or the
+    # reads' seed moving off the reference's) makes new ones rather than reusing these; the names of the
+    # default seed's reference are the ones made before the seed was in them
+    ref = work / f"ref-{args.size}-{args.contigs}{_seeded(args.seed)}.fa"
+    reads = f"reads-{args.size}-{args.contigs}-{pairs}{_seeded(args.seed, READS_SEED_OFFSET)}"
+    r1, r2 = (work / f"{reads}_R{m}.fastq.gz" for m in (1, 2))
     info: dict[str, Any] = {"genome_bases": genome, "contigs": len(contigs), "pairs": pairs,
                             "depth": round(pairs * 2 * READ / genome, 3)}
     meta = ref.with_suffix(".json")
@@ -525,7 +535,7 @@ def main() -> int:
     p.add_argument("--contigs", type=int, default=5)
     p.add_argument("--depth", type=float, default=30.0)
     p.add_argument("--pairs", type=int, default=0, help="read pairs (instead of --depth)")
-    p.add_argument("--seed", type=int, default=22)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--jobs", type=int, default=2, help="local run --jobs (children at once)")
     p.add_argument("--threads", type=int, default=1, help="local run --threads (vCPUs of each child)")
     p.add_argument("--reads-per-shard", type=int, default=0)

@@ -269,7 +269,7 @@ def _completes_an_upload(environ: dict[str, Any]) -> bool:
     """The request is S3's CompleteMultipartUpload (``POST /bucket/key?uploadId=``, signed for ``s3``)."""
     query = environ.get("QUERY_STRING", "")
     return (environ.get("REQUEST_METHOD") == "POST" and ("uploadId=" in query)
-            and "/s3/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""))
+            and _signing_name(environ.get("HTTP_AUTHORIZATION", "")) == "s3")
 
 
 #: the start of a slow CompleteMultipartUpload's body, sent with its 200 (botocore parses what follows as XML:
