@@ -77,3 +77,21 @@ def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         pytest.skip("no fork here")
     monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
     return str(request.param)
+
+
+@pytest.fixture(params=["cgroup", "rlimit"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """How the local cloud caps memory (:mod:`seqlake.localcloud.memory`): a memory cgroup where this machine
+    lets us make one (skipped where it does not, naming why), and the rlimit it falls back to without one
+    (made so by hiding the cgroup file system)."""
+    from seqlake.localcloud import memory
+
+    if request.param == "cgroup":
+        probe = memory.MemoryLimits()
+        probe.close()
+        if probe.mode == "rlimit":
+            pytest.skip("no writable memory cgroup here (neither v2 with the memory controller delegated, nor "
+                        "v1's memory hierarchy): only the rlimit fallback runs")
+    else:
+        monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    return str(request.param)
