@@ -79,19 +79,19 @@ def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     return str(request.param)
 
 
-@pytest.fixture(params=["cgroup", "rlimit"])
+@pytest.fixture(params=["cgroup2", "cgroup1", "rlimit"])
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """How the local cloud caps memory (:mod:`seqlake.localcloud.memory`): a memory cgroup where this machine
-    lets us make one (skipped where it does not, naming why), and the rlimit it falls back to without one
-    (made so by hiding the cgroup file system)."""
+    """How the local cloud caps memory (:mod:`seqlake.localcloud.memory`): the cgroup version this machine
+    lets us make (the other skipped, naming the machine's: a machine has one memory hierarchy in use), and
+    the rlimit it falls back to without one (made so by hiding the cgroup file system)."""
     from seqlake.localcloud import memory
 
-    if request.param == "cgroup":
+    if request.param != "rlimit":
         probe = memory.MemoryLimits()
         probe.close()
-        if probe.mode == "rlimit":
-            pytest.skip("no writable memory cgroup here (neither v2 with the memory controller delegated, nor "
-                        "v1's memory hierarchy): only the rlimit fallback runs")
+        if probe.mode != request.param:
+            pytest.skip(f"no writable {request.param} memory cgroup here: this machine's memory cap is {probe.mode} "
+                        "(cgroup2: v2 with the memory controller delegated; cgroup1: v1's memory hierarchy)")
     else:
         monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path / "no-cgroups")
     return str(request.param)

@@ -359,7 +359,7 @@ def test_an_attempt_past_its_jobs_memory_is_killed_as_ecs_kills_it(tmp_path: Pat
     lines = [json.loads(x) for x in (tmp_path / "logs" / "batch" / "memory.jsonl").read_text().splitlines()]
     by_job = {line["job_id"]: line for line in lines}
     assert {line["memory_mib"] for line in lines} == {128}
-    if mechanism == "cgroup":
+    if mechanism.startswith("cgroup"):
         assert attempt["statusReason"] == BATCH_OUT_OF_MEMORY
         assert attempt["container"] == {**attempt["container"], "exitCode": 137, "reason": BATCH_OUT_OF_MEMORY}
         assert by_job["m:0"]["killed"] and by_job["m:0"]["max_memory_used_mib"] == 128
