@@ -56,9 +56,10 @@ test:
 	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint-beside suite
 
 # the suite (make test builds the worker image first: its container tests run it); after a green run it writes
-# its twenty slowest tests into README.md's development section (tests/slowest_tests.py: only when they moved)
+# its twenty slowest tests into README.md's development section (tests/slowest_tests.py: only when they moved);
+# `tests` named: pytest knows the option tests/conftest.py adds only when it is given the folder
 suite: $(STAMP)
-	$(BIN)/python -m pytest $(SUITE_ARGS) -q --slowest-into README.md
+	$(BIN)/python -m pytest $(SUITE_ARGS) -q --slowest-into README.md tests
 
 # the local cloud's process and memory tests REPEAT times, one run after the other; names every test that failed
 # in any run (a flaky test passes most single runs). REPEAT_TESTS=tests/local repeats all the local cloud's tests

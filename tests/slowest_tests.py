@@ -1,11 +1,11 @@
 """The suite's slowest tests, written by the suite into the README's development section (issue 39).
 
-``pytest --slowest-into README.md`` (``make test`` passes it) sums each test's setup, call and teardown
-seconds as the session's reports arrive (with xdist, in the controlling process) and, when the whole session
-passed, rewrites the block between :data:`BEGIN` and :data:`END` with the :data:`COUNT` slowest. The block
-is kept stable, so that ``make test`` in a clean clone leaves ``git status`` clean run after run: it is
-rewritten only when it no longer says what the run measured (:func:`stale`), not whenever a time moved by a
-second.
+``pytest --slowest-into README.md tests`` (``make test`` passes it; the folder named, or pytest does not know
+the option) sums each test's setup, call and teardown seconds as the session's reports arrive (with xdist, in
+the controlling process) and, when the whole session passed, rewrites the block between :data:`BEGIN` and
+:data:`END` with the :data:`COUNT` slowest. The block is kept stable, so that ``make test`` in a clean clone
+leaves ``git status`` clean run after run: it is rewritten only when it no longer says what the run measured
+(:func:`stale`), not whenever a time moved by a second.
 """
 
 from __future__ import annotations
