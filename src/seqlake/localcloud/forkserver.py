@@ -17,8 +17,8 @@ function to run (``"module:function"``), its ``argv``, environment, working fold
 with three descriptors (``SCM_RIGHTS``): the write ends of two pipes and the child's stdin (or -1 for
 /dev/null); the server forks and answers ``{"pid": N}`` once the child has put itself under the request's
 limit (:func:`confine`, the first thing it does: it then runs in its cgroup from its first allocation).
-The child keeps the first pipe, *done*, open
-for its whole life: the client sees the child end when its read end reports EOF, whatever the cause
+The child keeps the first pipe, *done*, open for its whole life: the client sees the child end when its
+read end reports EOF, whatever the cause
 (return, exception, ``os._exit``, SIGKILL), and until then the pid cannot have been reused, so killing
 it is safe. The server keeps the second, *status*: when it reaps the child (woken by ``SIGCHLD``) it
 writes the exit code there, as :mod:`subprocess` reports it (negative: the signal that killed it), and
