@@ -7,13 +7,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
+.PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants
 .PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
 
 help:
 	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - import rules (no circle, layers), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
+	@echo "make test-repeat - the local cloud's process and memory tests REPEAT (10) times; names any that failed once"
 	@echo "make fuzz   - fuzz the readers for FUZZ_MINUTES (10); failing inputs are kept in tests/data/fuzz"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
@@ -54,9 +55,19 @@ test:
 	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-image
 	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint-beside suite
 
-# the suite (make test builds the worker image first: its container tests run it)
+# the suite (make test builds the worker image first: its container tests run it); after a green run it writes
+# its twenty slowest tests into README.md's development section (tests/slowest_tests.py: only when they moved);
+# `tests` named: pytest knows the option tests/conftest.py adds only when it is given the folder
 suite: $(STAMP)
-	$(BIN)/python -m pytest $(SUITE_ARGS) -q
+	$(BIN)/python -m pytest $(SUITE_ARGS) -q --slowest-into README.md tests
+
+# the local cloud's process and memory tests REPEAT times, one run after the other; names every test that failed
+# in any run (a flaky test passes most single runs). REPEAT_TESTS=tests/local repeats all the local cloud's tests
+REPEAT ?= 10
+REPEAT_TESTS ?= tests/local/test_batch.py tests/local/test_memory.py tests/local/test_launcher.py \
+	tests/local/test_forkserver.py tests/local/test_lambdas.py
+test-repeat: $(STAMP)
+	$(BIN)/python -m tests.repeat --times $(REPEAT) $(REPEAT_TESTS)
 
 # the Debian packages, then the worker image where podman works (elsewhere the container tests skip, naming
 # why), beside the venv: the image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src:

@@ -7,8 +7,10 @@ real MiSeq reads are not in the repository: they are AGPL-licensed, so the tests
 Tests that compare against ``seqkit`` / ``minimap2`` skip when those are not installed.
 
 The session is hermetic: it never reads or writes the user's cache folder (``~/.cache/seqlake``: reference
-indexes, translated templates), where a stale index once reached a fresh clone's tests. It gets a new cache
-folder of its own (:func:`pytest_configure`), shared by the xdist workers and every process a test starts.
+indexes, translated templates, the demo reads), where a stale index once reached a fresh clone's tests, nor
+the user's home, XDG folders or git configuration. It gets a folder of its own in the system's temporary
+folder, with its cache, home and temporary folder (:func:`pytest_configure`), shared by the xdist workers and
+every process a test starts, and removed at its end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import slowest_tests
 from seqlake import demo_data
 from seqlake.base.cachedir import CACHE_VAR, REF_CACHE_VAR
 
@@ -27,26 +30,54 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = Path(__file__).resolve().parent / "data"
 EXTERNAL_DATA = Path(os.environ.get("SEQLAKE_EXTERNAL_DATA") or REPO.parent / "shared" / "data")
 MISEQ_READS = ("subsample1_R1.fastq.gz", "subsample1_R2.fastq.gz")
-#: the folder of the session's cache, kept by the process that made it (it removes it at the end)
-_CACHE_KEY = pytest.StashKey[str]()
+#: the session's folder (:data:`SESSION_FOLDERS`), kept by the process that made it (it removes it at the end)
+_SESSION_KEY = pytest.StashKey[str]()
+
+
+# ---------------------------------------------------------------- the hermetic session (issue 39)
+#: the session's folders, under one folder of the system's temporary folder: name -> the variables it is
+#: (HOME and the XDG folders: matplotlib's, DuckDB's, Chromium's, git's and pip's files of a user; TMPDIR:
+#: what the tests and their processes leave in temporary files goes with the session)
+SESSION_FOLDERS: dict[str, tuple[str, ...]] = {
+    "cache": (CACHE_VAR,),
+    "home": ("HOME",),
+    "home/.cache": ("XDG_CACHE_HOME",),
+    "home/.config": ("XDG_CONFIG_HOME",),
+    "home/.local/share": ("XDG_DATA_HOME",),
+    "home/.local/state": ("XDG_STATE_HOME",),
+    "tmp": ("TMPDIR",),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    slowest_tests.add_option(parser)  # --slowest-into README.md: make test writes the slowest tests there
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The session's own cache folder, in ``$SEQLAKE_CACHE_DIR`` (and no ``$SEQLAKE_REF_CACHE``, so reference
-    indexes go there too). Made before xdist starts its workers, which inherit the environment and so share
-    it (its writers write a temporary file and rename it, indexes under a file lock); a worker keeps it."""
+    """The session's own cache folder (``$SEQLAKE_CACHE_DIR``; no ``$SEQLAKE_REF_CACHE``, so reference indexes
+    go there too), home, XDG folders and temporary folder (:data:`SESSION_FOLDERS`), so that no test reads or
+    writes the user's files. Made before xdist starts its workers, which inherit the environment and so share
+    them (the cache's writers write a temporary file and rename it, indexes under a file lock); a worker
+    keeps them. The git configuration of the user is not read either (``GIT_CONFIG_GLOBAL``)."""
+    slowest_tests.register(config)
     if hasattr(config, "workerinput"):
         return
-    folder = tempfile.mkdtemp(prefix="seqlake-test-cache-")
-    os.environ[CACHE_VAR] = folder
+    root = Path(tempfile.mkdtemp(prefix="seqlake-test-"))
+    for name, variables in SESSION_FOLDERS.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for variable in variables:
+            os.environ[variable] = str(root / name)
     os.environ.pop(REF_CACHE_VAR, None)
-    config.stash[_CACHE_KEY] = folder
+    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    config.stash[_SESSION_KEY] = str(root)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = config.stash.get(_CACHE_KEY, None)
+    folder = config.stash.get(_SESSION_KEY, None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+# ---------------------------------------------------------------- end of the hermetic session
 
 
 #: Tests that must run in one xdist worker beyond their module, by path prefix: they share a fixture made once

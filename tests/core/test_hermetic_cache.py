@@ -20,7 +20,9 @@ def _users_cache() -> Path:
 
 def test_the_session_caches_in_a_folder_of_its_own() -> None:
     ours = user_cache_dir()
-    assert ours.parent == Path(tempfile.gettempdir()) and ours.is_dir(), ours  # a new one, made by the session
+    session = ours.parent  # a new one, made by the session, in the system's temporary folder, beside its home
+    assert session.name.startswith("seqlake-test-") and ours.is_dir(), ours
+    assert Path(os.environ["HOME"]) == session / "home" and Path(tempfile.gettempdir()) == session / "tmp"
     assert ours != _users_cache() and reference_cache() == ours and REF_CACHE_VAR not in os.environ
     # and a process a test starts (the command line, the local cloud's children) inherits it
     told = subprocess.run([sys.executable, "-c", "from seqlake.base.cachedir import reference_cache as r; "
@@ -35,3 +37,16 @@ def test_a_reference_index_is_built_in_the_sessions_cache(tmp_path: Path) -> Non
     pin = indexed_reference(str(fasta))
     assert Path(pin.index_uri).is_relative_to(user_cache_dir()) and Path(pin.index_uri).is_file()
     assert not Path(pin.index_uri).is_relative_to(_users_cache())
+
+
+def test_the_session_has_its_own_home_xdg_folders_and_temporary_folder() -> None:
+    """What the user's tools would write (matplotlib's, DuckDB's, Chromium's, pip's files) goes to the
+    session's folder, in the test process and in every process it starts; git reads no user configuration."""
+    script = ("import os, tempfile; from pathlib import Path; "
+              "print(Path.home(), os.environ['XDG_CACHE_HOME'], os.environ['XDG_CONFIG_HOME'], tempfile.gettempdir())")
+    told = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    session = user_cache_dir().parent
+    assert told == [str(session / "home"), str(session / "home/.cache"), str(session / "home/.config"),
+                    str(session / "tmp")]
+    assert os.environ["GIT_CONFIG_GLOBAL"] == os.devnull
+

@@ -39,7 +39,8 @@ def test_a_unit_runs_in_one_worker_and_the_units_in_both(tmp_path: Path) -> None
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # the rootdir: node ids as in this repository
     (tmp_path / "tests" / "faults").mkdir(parents=True)
     (tmp_path / "tests" / "core").mkdir()
-    shutil.copyfile(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    for name in ("conftest.py", "slowest_tests.py"):  # the suite's conftest and the plugin it imports
+        shutil.copyfile(REPO / "tests" / name, tmp_path / "tests" / name)
     record = tmp_path / "ran.txt"
     tests = "".join(f"def test_{i}():\n    _ran(__name__)\n" for i in range(3))
     body = (

@@ -77,3 +77,21 @@ def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         pytest.skip("no fork here")
     monkeypatch.setenv(launcher.FORK_VAR, "1" if request.param == "forked" else "0")
     return str(request.param)
+
+
+@pytest.fixture(params=["cgroup2", "cgroup1", "rlimit"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """How the local cloud caps memory (:mod:`seqlake.localcloud.memory`): the cgroup version this machine
+    lets us make (the other skipped, naming the machine's: a machine has one memory hierarchy in use), and
+    the rlimit it falls back to without one (made so by hiding the cgroup file system)."""
+    from seqlake.localcloud import memory
+
+    if request.param != "rlimit":
+        probe = memory.MemoryLimits()
+        probe.close()
+        if probe.mode != request.param:
+            pytest.skip(f"no writable {request.param} memory cgroup here: this machine's memory cap is {probe.mode} "
+                        "(cgroup2: v2 with the memory controller delegated; cgroup1: v1's memory hierarchy)")
+    else:
+        monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    return str(request.param)

@@ -332,33 +332,51 @@ def test_a_job_whose_runner_raises_ends_failed_with_the_reason(tmp_path: Path,
     assert parent.status == "FAILED" and parent.job_stopped_reason == "Array Child Job failed"
 
 
-def test_an_attempt_past_its_jobs_memory_is_killed_as_ecs_kills_it(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("launch_mode")
+def test_an_attempt_past_its_jobs_memory_is_killed_as_ecs_kills_it(tmp_path: Path, mechanism: str) -> None:
+    """Under a job's 128 MiB, an attempt allocating 300 MiB (in a child process of its own) ends and one
+    allocating 32 MiB runs, with each mode's measures. A memory cgroup, joined before the program's first
+    instruction, counts the whole tree from its start: the kernel kills the first (exit 137, ECS's reason),
+    the second's peak is at least its 32 MiB, and a short attempt's resident memory is seen (sampled at once,
+    in its cgroup). The rlimit fallback caps each process's data segment: the allocation fails
+    (``MemoryError``, the attempt failing with its exit code, not killed), and a command that is not a
+    ``seqlake`` function has no peak (its rusage carries the launching process's own across fork and exec)."""
     from seqlake.aws.batch_reasons import BATCH_OUT_OF_MEMORY
-    from seqlake.localcloud.memory import MemoryLimits
 
-    probe = MemoryLimits()
-    probe.close()
-    if not probe.mode.startswith("cgroup"):
-        pytest.skip("no writable memory cgroup here: a Batch attempt's memory is not limited")
     # a child process of the attempt holds the memory: the cgroup counts the whole tree
     hog = "import subprocess, sys; subprocess.run([sys.executable, '-c', \"h = b'x' * (300 << 20)\"], check=True)"
-    job = Job("m:0", [sys.executable, "-c", f"import time; time.sleep(0.3); {hog}"], SPOT_ONLY, index=0)
+    job = Job("m:0", [sys.executable, "-c", hog], SPOT_ONLY, index=0)
     job.job_definition.container_properties["resourceRequirements"] = [{"type": "MEMORY", "value": "128"}]
     fits = Job("m:1", [sys.executable, "-c", "h = b'x' * (32 << 20)"], SPOT_ONLY, index=1)
-    fits.job_definition.container_properties["memory"] = 128
-    _run(tmp_path, [job, fits])
+    short = Job("m:2", [sys.executable, "-c", "pass"], SPOT_ONLY, index=2)
+    forked = Job("m:3", [sys.executable, "-m", "seqlake", "--version"], SPOT_ONLY, index=3)
+    for each in (fits, short, forked):
+        each.job_definition.container_properties["memory"] = 128
+    _run(tmp_path, [job, fits, short, forked])
+    assert (fits.status, short.status, forked.status) == ("SUCCEEDED",) * 3
     assert job.status == "FAILED"
     (attempt,) = job.attempts
-    assert attempt["statusReason"] == BATCH_OUT_OF_MEMORY
-    assert attempt["container"] == {**attempt["container"], "exitCode": 137, "reason": BATCH_OUT_OF_MEMORY}
-    assert fits.status == "SUCCEEDED"
     lines = [json.loads(x) for x in (tmp_path / "logs" / "batch" / "memory.jsonl").read_text().splitlines()]
     by_job = {line["job_id"]: line for line in lines}
-    assert by_job["m:0"]["killed"] and by_job["m:0"]["max_memory_used_mib"] == 128
-    assert not by_job["m:1"]["killed"] and 32 <= by_job["m:1"]["max_memory_used_mib"] < 128
+    assert {line["memory_mib"] for line in lines} == {128}
+    if mechanism.startswith("cgroup"):
+        assert attempt["statusReason"] == BATCH_OUT_OF_MEMORY
+        assert attempt["container"] == {**attempt["container"], "exitCode": 137, "reason": BATCH_OUT_OF_MEMORY}
+        assert by_job["m:0"]["killed"] and by_job["m:0"]["max_memory_used_mib"] == 128
+        assert not by_job["m:1"]["killed"] and 32 <= by_job["m:1"]["max_memory_used_mib"] < 128
+        for name in ("m:1", "m:2", "m:3"):  # sampled as soon as it runs, in its cgroup: never nothing
+            assert by_job[name]["max_resident_mib"] > 0, by_job[name]
+        assert 0 < by_job["m:3"]["max_memory_used_mib"] < 128
+    else:
+        assert attempt["container"]["exitCode"] == 1 and attempt["statusReason"] == ESSENTIAL_EXITED
+        assert "MemoryError" in Path(attempt["container"]["logStreamName"]).read_text()
+        assert not any(line["killed"] for line in lines)
+        assert by_job["m:1"]["max_memory_used_mib"] is None  # a command: nothing measures its own peak
+        assert 0 < by_job["m:3"]["max_memory_used_mib"] < 128  # a seqlake function writes its peak when it ends
+        assert all(line["max_resident_mib"] is None for line in lines)  # nothing to sample without a cgroup
 
 
-def test_an_attempts_page_cache_is_counted_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_attempts_page_cache_is_counted_apart(tmp_path: Path) -> None:
     """An attempt that writes more than its job's memory to disk fills its cgroup with page cache, which the
     kernel reclaims at the limit instead of killing (the 1.5 Gb shard's index and spill): its peak as the
     cgroup counts it reaches the limit, and its anonymous and shared memory, sampled, stays at what the
@@ -369,7 +387,6 @@ def test_an_attempts_page_cache_is_counted_apart(tmp_path: Path, monkeypatch: py
     probe.close()
     if not probe.mode.startswith("cgroup"):
         pytest.skip("no writable memory cgroup here: a Batch attempt's memory is not limited")
-    monkeypatch.setattr(memory, "SAMPLE_SECONDS", 0.02)
     out = tmp_path / "written.bin"
     write = (f"import time; f = open({str(out)!r}, 'wb'); block = b'x' * (1 << 20)\n"
              "for _ in range(256): f.write(block)\n"

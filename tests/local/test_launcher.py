@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from seqlake.localcloud import forkserver
 from seqlake.localcloud.launcher import Launcher, Program, fork_enabled
 
 #: a module of the test's own: the launcher knows nothing of it until a program names it
@@ -75,3 +76,18 @@ def test_a_command_is_a_new_process_whatever_the_mode(launcher: Launcher, tmp_pa
     child = launcher.start(program)
     assert child.wait(60) and child.returncode == 3
     assert (tmp_path / "cmd.log").read_text() == "w\n"
+
+
+def test_a_limited_command_runs_under_its_rlimit_from_its_first_instruction(launcher: Launcher, tmp_path: Path) -> None:
+    """A command under a limit is started inside it (joined and limited, then ``exec``'d): what it allocates
+    from its start is within it, and a command that cannot start fails to start, as without a limit."""
+    limit = 256 << 20
+    program = Program(["sh", "-c", "ulimit -d; exit 4"], {"PATH": os.environ.get("PATH", "")}, str(tmp_path),
+                      tmp_path / "cmd.log", confine={forkserver.LIMIT_DATA: limit})
+    child = launcher.start(program)
+    assert child.wait(60) and child.returncode == 4
+    assert (tmp_path / "cmd.log").read_text() == f"{limit >> 10}\n"  # sh's ulimit -d: KiB
+    missing = Program(["no-such-command-here"], {"PATH": "/usr/bin:/bin"}, str(tmp_path), tmp_path / "missing.log",
+                      confine={forkserver.LIMIT_DATA: limit})
+    with pytest.raises(OSError, match="no-such-command-here"):
+        launcher.start(missing)

@@ -18,19 +18,6 @@ from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 pytestmark = pytest.mark.usefixtures("launch_mode")
 
 
-@pytest.fixture(params=["cgroup", "rlimit"])
-def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """A memory cgroup where this machine lets us make one; the rlimit where it does not (no cgroups)."""
-    if request.param == "cgroup":
-        probe = memory.MemoryLimits()
-        probe.close()
-        if probe.mode == "rlimit":
-            pytest.skip("no writable memory cgroup here")
-    else:
-        monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path / "no-cgroups")
-    return str(request.param)
-
-
 HANDLER = """
 def handler(event, context):
     hog = b"x" * (event["mb"] << 20)  # written, so resident

@@ -15,8 +15,10 @@ environment is set after the fork, before it imports its own modules.
 Protocol (one ``AF_UNIX`` stream socket): the client sends one JSON line per request, naming the
 function to run (``"module:function"``), its ``argv``, environment, working folder and log, together
 with three descriptors (``SCM_RIGHTS``): the write ends of two pipes and the child's stdin (or -1 for
-/dev/null); the server forks and answers ``{"pid": N}``. The child keeps the first pipe, *done*, open
-for its whole life: the client sees the child end when its read end reports EOF, whatever the cause
+/dev/null); the server forks and answers ``{"pid": N}`` once the child has put itself under the request's
+limit (:func:`confine`, the first thing it does: it then runs in its cgroup from its first allocation).
+The child keeps the first pipe, *done*, open for its whole life: the client sees the child end when its
+read end reports EOF, whatever the cause
 (return, exception, ``os._exit``, SIGKILL), and until then the pid cannot have been reused, so killing
 it is safe. The server keeps the second, *status*: when it reaps the child (woken by ``SIGCHLD``) it
 writes the exit code there, as :mod:`subprocess` reports it (negative: the signal that killed it), and
@@ -73,11 +75,11 @@ class Forked:
             ready, _, _ = select.select([self._done], [], [], timeout)
             if not ready:
                 return False
-            _drain(self._done)  # the child never writes; EOF means every copy is closed
+            read_to_end(self._done)  # the child never writes; EOF means every copy is closed
             self._done = -1
             # the server writes the code as soon as SIGCHLD wakes it; EOF alone means it died first
             ready, _, _ = select.select([self._status], [], [], STATUS_TIMEOUT)
-            text = _drain(self._status) if ready else b""
+            text = read_to_end(self._status) if ready else b""
             if not ready:
                 os.close(self._status)
             self._status = -1
@@ -103,7 +105,7 @@ class Forked:
 STATUS_TIMEOUT = 30.0
 
 
-def _drain(fd: int) -> bytes:
+def read_to_end(fd: int) -> bytes:
     """Read ``fd`` to EOF and close it."""
     parts = []
     while chunk := os.read(fd, 4096):
@@ -270,10 +272,11 @@ def _fork(
     sys.stdout.flush()
     sys.stderr.flush()
     stdin = int(request.get("stdin_fd", -1))
+    confined_r, confined_w = os.pipe()
     try:
         pid = os.fork()
     except OSError as err:
-        for fd in (done, status, stdin):
+        for fd in (done, status, stdin, confined_r, confined_w):
             if fd >= 0:
                 os.close(fd)
         sock.sendall(json.dumps({"error": str(err)}).encode() + b"\n")
@@ -281,6 +284,13 @@ def _fork(
     if pid == 0:  # the child: keeps `done` open until it ends, and none of the server's own descriptors
         code = 1
         try:
+            # under its limit first: what it touches before joining its cgroup stays charged to the server's
+            # (cgroup v1 does not move charges with a process); then the server may say it started
+            os.close(confined_r)
+            try:
+                confine(request.get("confine"))
+            finally:
+                os.close(confined_w)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for fd in (status, *server_fds, *children.values()):
@@ -296,6 +306,8 @@ def _fork(
                 with contextlib.suppress(Exception):
                     stream.flush()
             os._exit(code)
+    os.close(confined_w)
+    read_to_end(confined_r)  # EOF: the child is under its limit (or died trying: its exit code says so)
     os.close(done)
     if stdin >= 0:
         os.close(stdin)
@@ -358,10 +370,9 @@ def write_peak(spec: dict[str, Any] | None) -> None:
 
 
 def run_program(request: dict[str, Any]) -> int:
-    """A child's whole life, as ``python -m`` would run the function: under the request's limit, its
-    environment, its log as stdout and stderr, its working folder and ``sys.argv``, then
+    """A child's whole life, as ``python -m`` would run the function (already under the request's limit:
+    :func:`_fork`): its environment, its log as stdout and stderr, its working folder and ``sys.argv``, then
     ``module:function()``."""
-    confine(request.get("confine"))
     os.environ.clear()
     os.environ.update(request["env"])
     redirect_output(request["log_path"], append=bool(request.get("append")), stdin=int(request.get("stdin_fd", -1)))

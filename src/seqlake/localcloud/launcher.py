@@ -31,6 +31,29 @@ FORK_VAR = "SEQLAKE_FORK_SERVER"
 CONFINE_VAR = "SEQLAKE_LAUNCH_CONFINE"
 
 
+#: How a new process is put under its limit before its first instruction (``python -I -S -c`` this, then
+#: READY_FD CGROUP_PROCS DATA_BYTES ARGV...): it joins its cgroup and sets its rlimit, then ``exec``s the
+#: program, which so starts inside both. Moving a process into a cgroup after it started leaves what it
+#: allocated before charged to the cgroup it came from (cgroup v1 does not move charges with a process): a
+#: job that allocated 32 MiB at once was charged 24 MiB. The readiness pipe is closed by the ``exec`` (or
+#: carries why it failed), so the caller's first look at the cgroup sees the program in it.
+_CONFINE_AND_EXEC = """
+import os, resource, sys
+ready, procs, data, argv = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+os.set_inheritable(ready, False)
+try:
+    if procs:
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    if data:
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    os.execvp(argv[0], argv)
+except OSError as err:
+    os.write(ready, f"{argv[0]}: {err}".encode())
+    os._exit(127)
+"""
+
+
 def fork_enabled(env: dict[str, str] | None = None) -> bool:
     """Fork children from a server: ``fork`` exists here and ``SEQLAKE_FORK_SERVER`` is not ``0``."""
     return forkserver.available() and (os.environ if env is None else env).get(FORK_VAR, "1") != "0"
@@ -192,22 +215,34 @@ class Launcher:
         argv = program.argv if program.target is None else [sys.executable, "-m", __name__, program.target,
                                                              *program.argv]
         env = program.env
-        if program.confine and program.target is not None:
-            env = {**env, CONFINE_VAR: json.dumps(program.confine)}
-        with program.log_path.open("ab" if program.append_log else "wb") as log:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if program.takes_input else subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=program.cwd,
-            )
-        cgroup = (program.confine or {}).get(forkserver.JOIN_CGROUP) if program.target is None else None
-        if cgroup:
-            # another program cannot be asked: it is put in its cgroup from here, just after its start
-            with contextlib.suppress(OSError):  # it ended already
-                Path(cgroup).write_text(str(proc.pid))
+        spec = program.confine or {}
+        if spec and program.target is not None:  # the peak file, written when the function returns
+            env = {**env, CONFINE_VAR: json.dumps(spec)}
+        joins = bool(spec.get(forkserver.JOIN_CGROUP) or spec.get(forkserver.LIMIT_DATA))
+        ready_r, ready_w = os.pipe() if joins else (-1, -1)
+        if joins:  # the limit applied before the program's first instruction: see _CONFINE_AND_EXEC
+            argv = [sys.executable, "-I", "-S", "-c", _CONFINE_AND_EXEC, str(ready_w),
+                    spec.get(forkserver.JOIN_CGROUP) or "", str(spec.get(forkserver.LIMIT_DATA) or 0), *argv]
+        try:
+            with program.log_path.open("ab" if program.append_log else "wb") as log:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE if program.takes_input else subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=program.cwd,
+                    pass_fds=(ready_w,) if joins else (),
+                )
+        finally:
+            if joins:
+                os.close(ready_w)
+        if joins:
+            # EOF once the program itself runs, in its cgroup (or the wrapper failed: its reason)
+            error = forkserver.read_to_end(ready_r)
+            if error:
+                proc.wait()
+                raise OSError(error.decode(errors="replace"))
         return Popened(proc)
 
     def _fork(self, program: Program) -> Child:
@@ -243,8 +278,8 @@ class Launcher:
 def main(argv: list[str]) -> int:
     """A new interpreter's side: ``python -m seqlake.localcloud.launcher MODULE:FUNCTION ARGV0 ARGS...``."""
     target, sys.argv = argv[0], argv[1:]
+    # its cgroup and rlimit were applied before this interpreter started (_CONFINE_AND_EXEC)
     spec = json.loads(os.environ.pop(CONFINE_VAR, "null"))
-    forkserver.confine(spec)
     try:
         code = forkserver.resolve(target)()
     finally:

@@ -8,14 +8,18 @@ children included) and the page cache of the files it writes, not address space.
 invocation and each Batch attempt gets a memory cgroup of its own with that limit, made under this
 process's own cgroup (v2 where the memory controller is delegated to it, else v1's memory hierarchy):
 the kernel kills it as AWS's would, and the cgroup's counters say that it did (``oom_kill``) and how
-much was used at most (the ``Max Memory Used`` of the REPORT line).
+much was used at most (the ``Max Memory Used`` of the REPORT line). The process is in its cgroup before its
+first instruction (:mod:`.launcher`, :func:`.forkserver.confine`): v1 leaves what a process allocated before
+it moved charged to the cgroup it came from, so a job moved in just after its start was charged less than it
+used (32 MiB allocated, 24 charged).
 
 Where no hierarchy is writable (an unprivileged CI runner), the child limits its own data segment
 instead (``RLIMIT_DATA``: the private writable memory, the nearest rlimit to resident memory;
 ``RLIMIT_AS`` counts every reserved address range, far more than is resident for numpy, pyarrow and
 threads' stacks): an allocation past it raises ``MemoryError``, which a Lambda invocation reports as
 ``Runtime.OutOfMemory``. It caps each process, not a process tree, and the peak is the process's own
-(``ru_maxrss``, or its largest child's), written when it ends.
+(``VmHWM``, or its largest child's ``ru_maxrss``), written when a Python function the launcher runs ends; a
+command's is unknown (its ``ru_maxrss`` keeps the launching process's peak across ``fork`` and ``exec``).
 
 Not charged to a cgroup: a child forked from the fork server (:mod:`.forkserver`) shares the pages of the
 libraries the server imported (boto3, pyarrow, numpy, mappy: about 100 MB resident), which were charged
@@ -25,8 +29,8 @@ the same imports are part of the function's memory, so the local limit is looser
 The cgroup's peak counts the page cache of the files an attempt reads and writes, which the kernel
 reclaims at the limit instead of killing: a child that downloads a 4.75 GB index and spills 8.4 GB of runs
 peaks at its limit without being short of memory. So a Batch attempt's anonymous and shared memory (what
-the kernel cannot reclaim without swap, so what decides a kill) is also sampled every
-:data:`SAMPLE_SECONDS`, and its largest sample recorded beside the peak. (The cgroup's usage less its
+the kernel cannot reclaim without swap, so what decides a kill) is also sampled from the moment it runs in its
+cgroup (:meth:`Cap.watch`), and its largest sample recorded beside the peak. (The cgroup's usage less its
 inactive file cache, ``docker stats``' figure, is no measure here: pages taken off the list while the
 kernel reclaims them count as used, and a process writing a file at its limit read near the limit.)
 
@@ -109,8 +113,11 @@ def _writable_parent(version: Literal[1, 2]) -> Path | None:
     return parent
 
 
-#: seconds between two samples of an attempt's anonymous and shared memory (:meth:`Cap.watch`)
+#: seconds between two samples of an attempt's anonymous and shared memory (:meth:`Cap.watch`), at most
 SAMPLE_SECONDS = 1.0
+#: seconds between its first two samples: the gap doubles up to :data:`SAMPLE_SECONDS`, so a short attempt
+#: is sampled often and a long one once a second
+FIRST_SAMPLE_GAP = 0.005
 
 
 @dataclass
@@ -160,20 +167,26 @@ class Cap:
         return None
 
     def watch(self) -> None:
-        """Sample the cgroup's anonymous and shared memory every :data:`SAMPLE_SECONDS` until
-        :meth:`resident_peak_mib` or :meth:`close` (cgroup modes only)."""
+        """Sample the cgroup's anonymous and shared memory until :meth:`resident_peak_mib` or :meth:`close`
+        (cgroup modes only): at once (the caller starts watching once the process runs in its cgroup, see
+        :class:`.launcher.Launcher`: its first pages are there), then after :data:`FIRST_SAMPLE_GAP`, the gap
+        doubling up to :data:`SAMPLE_SECONDS`, and once more when sampling stops (what its children left)."""
         if self.cgroup is None:
             return
         stat = self.cgroup / "memory.stat"
         names = ("anon", "shmem") if self.mode == "cgroup2" else ("total_rss", "total_shmem")
 
-        def sample() -> None:
-            while True:
-                now = sum(_counter(stat, name) for name in names)
-                self._resident_peak = max(self._resident_peak, now)
-                if self._stop.wait(SAMPLE_SECONDS):
-                    return
+        def take() -> None:
+            self._resident_peak = max(self._resident_peak, sum(_counter(stat, name) for name in names))
 
+        def sample() -> None:
+            gap = FIRST_SAMPLE_GAP
+            while not self._stop.wait(gap):
+                take()
+                gap = min(gap * 2, SAMPLE_SECONDS)
+            take()
+
+        take()  # here, not in the thread: a thread may start after a short process has ended
         self._sampler = threading.Thread(target=sample, daemon=True, name="memory-sampler")
         self._sampler.start()
 
