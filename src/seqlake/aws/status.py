@@ -46,6 +46,8 @@ class RunStatus:
     failed_shard: int | None = None
     #: every child that failed for good (``failed_shard`` is the first)
     failed_shards: list[int] = field(default_factory=list)
+    #: the Batch jobs a timed-out step left running, which the failure step terminated
+    stopped_jobs: list[str] = field(default_factory=list)
     error: str | None = None
     reason: str | None = None
     #: the run failed because an input is wrong: a retry or a re-run reads the same bytes, a new upload can help
