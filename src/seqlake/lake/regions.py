@@ -278,15 +278,17 @@ def reducer_keys(plan: Plan, contigs: Contigs) -> list[sizing.ReducerKey]:
             f"{reference_length(contigs):,} bases), or run fewer samples at once")
     genome = max(1, reference_length(contigs))
     bases = sizing.sample_bases(plan)
-    atoms = _atoms(plan)
+    depths: dict[int, list[float]] = {}  # group -> its samples' depths (the groups are the same in every region)
+    starts = [a for a, _ in rp.groups]
+    for first, _, names in _atoms(plan):
+        group = bisect_right(starts, first) - 1
+        depths.setdefault(group, []).extend(bases.get(s, 0) / genome for s in names)
     keys = []
     for red in rp.reducers:
-        region = all_regions[red.region]
-        samples = [s for a, _, names in atoms if a in red.children for s in names]
-        seconds = sizing.reducer_seconds(region.bases, [bases.get(s, 0) / genome for s in samples],
+        seconds = sizing.reducer_seconds(all_regions[red.region].bases, depths.get(red.group, []),
                                          len(red.children), plan.params.allele_counts)
         keys.append(sizing.ReducerKey(red.index, red.region, red.group, (red.children.start, red.children.stop),
-                                      len(samples), round(seconds, 1)))
+                                      len(depths.get(red.group, [])), round(seconds, 1)))
     return keys
 
 
