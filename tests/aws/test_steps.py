@@ -121,6 +121,10 @@ def test_plan_shards_commit(
     # and status.json already says RUNNING
     running = read_status(deployed, run_id)
     assert running["state"] == "RUNNING" and running["shards"] == 3 and running["plan_uri"] == plan["plan_uri"]
+    # with what the plan asked Batch for (the run's record: runs/<id>/jobs.json, summed up in status.json)
+    sizes = running["job_sizes"]
+    assert sizes["child"]["memory_mib"] == 7680 and sizes["reducers"] == 1
+    assert sizes["reducer"]["timeout_s"] >= sizes["reducer"]["expected_s"] * 3
     # When every shard has run (what the Batch children do) and the commit step runs
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):

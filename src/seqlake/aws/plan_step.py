@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from seqlake.aws.request import ExecutionInput, RunRequest
-from seqlake.aws.status import previous_start, status_of, write_status
+from seqlake.aws.status import job_sizes, previous_start, status_of, write_status
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import RunLayout, child_of
@@ -218,4 +218,5 @@ def _write_running(request: RunRequest, execution_arn: str | None, started_at: s
                    shards: int | None) -> None:
     status = status_of(request, RunState.RUNNING, execution_arn, previous_start(request) or started_at)
     status.shards = shards
+    status.job_sizes = job_sizes(request)
     write_status(status)

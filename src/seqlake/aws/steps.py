@@ -30,7 +30,7 @@ from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.runs_row import record_unsuccessful, write_runs_row
-from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, previous_start, status_of, write_status
+from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, job_sizes, previous_start, status_of, write_status
 from seqlake.base import clients, faults, storage
 from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
@@ -66,6 +66,7 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     totals = merge_run(plan, reduce_here=False).to_dict()  # the reducers ran before (the state machine)
     status = status_of(request, RunState.SUCCEEDED, execution_arn, previous_start(request) or started_at)
     status.shards = plan.array_size
+    status.job_sizes = job_sizes(request)
     status.parameters = {**plan.params.to_dict(), **status.parameters}
     status.totals = totals
     status.reads = _int_or_none(totals.get("reads"))
@@ -320,6 +321,7 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
     step = Step(failed_step) if failed_step in set(Step) else None
     status.failed_step = step.value if step else str(failed_step or "unknown")
     status.shards = plan.get("array_size") or None
+    status.job_sizes = job_sizes(request)
     if step is not None and step.is_batch and status.error == "States.Timeout":
         _timed_out(status, step, execution_arn, job_queue)
     elif step is not None and step.is_batch and get(cause, "jobId"):
