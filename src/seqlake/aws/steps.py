@@ -229,8 +229,9 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
         status.reason = _child_line(child, record, log_group)
         return
     reducing = status.failed_step in {s.value for s in REDUCE_STEPS}
-    unit = "region" if reducing else "shard"
-    todo = None if reducing else _todo_children(plan)  # a reducer's array index is its region
+    # a reducer's array index is its key (region x sample groups + group: runs/<id>/jobs.json lists them)
+    unit = "reducer" if reducing else "shard"
+    todo = None if reducing else _todo_children(plan)
 
     def run_child(j: ChildJob) -> int:
         """Array index -> the run's child number (a re-run's array holds only some children)."""
@@ -259,7 +260,7 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
     status.failed_shard = status.failed_shards[0]
     status.log_stream = described[0].log_stream
     count = len(status.failed_shards)
-    # a reduce step's array is the regions (Batch's description has its size), a shard step's the children
+    # a reduce step's array is the reducers (Batch's description has its size), a shard step's the children
     total = (get(cause, "arrayProperties") or {}).get("size", count) if reducing else plan.get("array_size") or count
     head = f"{count} of {total} {unit}s failed" if count > 1 else f"{unit} {status.failed_shard} failed"
     more = f"; and {count - len(lines)} more (status.json lists them)" if count > len(lines) else ""
