@@ -30,7 +30,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(run_id=execution.run_id)
     status = record_failure(execution, event.get("plan"), event.get("failed_step"), event["error"],
                             database=os.environ["GLUE_DATABASE"], execution_arn=event.get("execution_arn"),
-                            started_at=event.get("started_at"), log_group=os.environ.get("WORKER_LOG_GROUP"))
+                            started_at=event.get("started_at"), log_group=os.environ.get("WORKER_LOG_GROUP"),
+                            job_queue=os.environ.get("JOB_QUEUE"))
     obs.count(obs.RUNS_FAILED)
     logger.error("run failed", extra={"failed_step": status.failed_step, "failed_shard": status.failed_shard,
                                       "reason": status.reason, "log_stream": status.log_stream})

@@ -105,8 +105,10 @@ def test_plan_shards_commit(
     run_id = run_input["run_id"]
     # When the plan step runs on the sample step input
     plan = steps("plan", step_input("plan-input.json", run_input))
-    # Then it returns only the plan's URI and the array size
-    assert plan == {
+    # Then it returns only the plan's URI, the array size and its jobs' sizes (runs/<id>/jobs.json)
+    jobs = {k: v for k, v in plan.items() if k == "jobs"}["jobs"]
+    assert jobs["child"]["memory_mib"] == "7680" and jobs["child"]["timeout_s"] >= 60
+    assert {k: v for k, v in plan.items() if k != "jobs"} == {
         "plan_uri": f"s3://{deployed.bucket}/runs/{run_id}/plan.json",
         "array_size": 3,
         "needs_index": False,
@@ -119,6 +121,10 @@ def test_plan_shards_commit(
     # and status.json already says RUNNING
     running = read_status(deployed, run_id)
     assert running["state"] == "RUNNING" and running["shards"] == 3 and running["plan_uri"] == plan["plan_uri"]
+    # with what the plan asked Batch for (the run's record: runs/<id>/jobs.json, summed up in status.json)
+    sizes = running["job_sizes"]
+    assert sizes["child"]["memory_mib"] == 7680 and sizes["reducers"] == 1
+    assert sizes["reducer"]["timeout_s"] >= sizes["reducer"]["expected_s"] * 3
     # When every shard has run (what the Batch children do) and the commit step runs
     loaded = load_plan(plan["plan_uri"])
     for shard in range(loaded.array_size):

@@ -348,7 +348,10 @@ def test_the_reduce_runs_one_reducer_per_region_between_the_children_and_the_com
 def test_shard_jobs_get_only_the_plan_and_todo_uris(state: str) -> None:
     overrides = asl()["States"][state]["Parameters"]["ContainerOverrides"]
     assert overrides == {"Environment": [{"Name": "SEQLAKE_PLAN_URI", "Value.$": "$.plan.plan_uri"},
-                                         {"Name": "SEQLAKE_TODO_URI", "Value.$": "$.plan.todo_uri"}]}
+                                         {"Name": "SEQLAKE_TODO_URI", "Value.$": "$.plan.todo_uri"}],
+                         # the plan's sizes (runs/<id>/jobs.json): the reference's index decides the memory
+                         "ResourceRequirements": [{"Type": "VCPU", "Value.$": "$.plan.jobs.child.vcpus"},
+                                                  {"Type": "MEMORY", "Value.$": "$.plan.jobs.child.memory_mib"}]}
 
 
 def test_paths_lead_to_succeed_or_fail() -> None:
@@ -399,21 +402,23 @@ def test_samconfig_environment_sets_every_required_parameter(template: dict[str,
 
 
 def test_index_job_decodes_on_the_vcpus_it_is_given(template: dict[str, Any]) -> None:
+    """The index job's vCPUs are the plan's (2 for a small reference, IndexJobVcpus for a large one), and it
+    decodes on as many threads."""
     overrides = json.loads(ASL_PATH.read_text())["States"]["IndexJob"]["Parameters"]["ContainerOverrides"]
-    vcpus = next(r["Value"] for r in overrides["ResourceRequirements"] if r["Type"] == "VCPU")
-    env = {e["Name"]: e.get("Value") for e in overrides["Environment"]}
-    assert vcpus == env[THREADS_VAR] == "${IndexJobVcpus}"
-    subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
-    assert subs["IndexJobVcpus"] == {"Ref": "IndexJobVcpus"}
+    vcpus = next(r["Value.$"] for r in overrides["ResourceRequirements"] if r["Type"] == "VCPU")
+    env = {e["Name"]: e.get("Value.$") for e in overrides["Environment"]}
+    assert vcpus == env[THREADS_VAR] == "$.plan.jobs.index.vcpus"
+    plan_env = template["Resources"]["PlanFunction"]["Properties"]["Environment"]["Variables"]
+    assert plan_env["INDEX_JOB_VCPUS"] == {"Ref": "IndexJobVcpus"}
     assert template["Parameters"]["IndexJobVcpus"]["Default"] >= 2
 
 
 def test_index_job_gets_the_memory_a_reference_index_needs(template: dict[str, Any]) -> None:
     """The index job builds a reference's minimap2 index (GRCh38 with sr: about 11 GiB, docs/DEPLOY.md) with
-    its own memory, not a shard's."""
+    its own memory, not a shard's: what the plan sized from the reference, within IndexJobMemoryMiB."""
     overrides = json.loads(ASL_PATH.read_text())["States"]["IndexJob"]["Parameters"]["ContainerOverrides"]
-    memory = next(r["Value"] for r in overrides["ResourceRequirements"] if r["Type"] == "MEMORY")
-    assert memory == "${IndexJobMemoryMiB}"
-    subs = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
-    assert subs["IndexJobMemoryMiB"] == {"Ref": "IndexJobMemoryMiB"}
+    memory = next(r["Value.$"] for r in overrides["ResourceRequirements"] if r["Type"] == "MEMORY")
+    assert memory == "$.plan.jobs.index.memory_mib"
+    plan_env = template["Resources"]["PlanFunction"]["Properties"]["Environment"]["Variables"]
+    assert plan_env["INDEX_JOB_MEMORY_MIB"] == {"Ref": "IndexJobMemoryMiB"}
     assert template["Parameters"]["IndexJobMemoryMiB"]["Default"] >= 11 * 1024

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,29 @@ def test_attempt_timeout_is_not_retried(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 10
     assert job.status == "FAILED"
     assert [a["statusReason"] for a in job.attempts] == [TIMED_OUT]
+
+
+def test_terminating_an_array_parent_stops_its_children(tmp_path: Path) -> None:
+    """TerminateJob on an array parent (what the failure step calls when a Batch state timed out): its
+    running children are killed and the waiting ones never start, FAILED with the reason, none retried
+    (AWS: "terminating an array parent job terminates all of its child jobs")."""
+    reason = "seqlake: the ProcessShards step timed out"
+    parent = Job("p", [], {})
+    children = [Job(f"p:{i}", ["sleep", "30"], SPOT_ONLY, index=i) for i in range(3)]
+
+    def terminate() -> None:
+        time.sleep(1.5)
+        parent.job_stopped_reason = reason
+        parent.stop = True  # moto's Job.terminate
+
+    threading.Thread(target=terminate, daemon=True).start()
+    t0 = time.monotonic()
+    _run(tmp_path, children, parent=parent, concurrency=2)
+    assert time.monotonic() - t0 < 15
+    assert [c.status for c in children] == ["FAILED"] * 3
+    assert [len(c.attempts) for c in children] == [1, 1, 0]  # the third never started
+    assert [a["statusReason"] for c in children for a in c.attempts] == [reason, reason]
+    assert children[2].job_stopped_reason == reason and parent.job_stopped_reason == reason
 
 
 def test_child_environment(tmp_path: Path) -> None:

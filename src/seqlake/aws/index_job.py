@@ -28,6 +28,7 @@ JOB_VAR = "SEQLAKE_INDEX_JOB_URI"
 def main() -> int:
     from seqlake.aws.plan_step import make_run_plan, pinned_reference
     from seqlake.plan.refindex import ensure_index
+    from seqlake.plan.sizing import Compute, job_size_of
     from seqlake.reads.gzindex import index_threads
 
     uri = os.environ.get(JOB_VAR)
@@ -41,7 +42,8 @@ def main() -> int:
         reference = pinned_reference(request, params)
         if reference is not None:  # before the plan: the shards only load it
             ensure_index(reference, index_threads())
-        children = make_run_plan(request, params, reference)
+        children = make_run_plan(request, params, reference, Compute.from_dict(body.get("compute") or {}),
+                                 job_size_of(body.get("index")))
     except BadInputError as err:
         print(f"seqlake: bad input: {err}", file=sys.stderr)
         storage.write_bytes(request.layout.index_error, json.dumps(err.to_dict()).encode())

@@ -46,6 +46,11 @@ class RunStatus:
     failed_shard: int | None = None
     #: every child that failed for good (``failed_shard`` is the first)
     failed_shards: list[int] = field(default_factory=list)
+    #: the Batch jobs a timed-out step left running, which the failure step terminated
+    stopped_jobs: list[str] = field(default_factory=list)
+    #: what the plan asked Batch for, per kind of job (index, child, reducer: vCPUs, memory, timeout, expected
+    #: seconds, why) and the reducers' count: ``runs/<id>/jobs.json`` without every reducer's key
+    job_sizes: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     reason: str | None = None
     #: the run failed because an input is wrong: a retry or a re-run reads the same bytes, a new upload can help
@@ -144,6 +149,15 @@ def status_of(request: RunRequest, state: RunState, execution_arn: str | None,
         samples=[s.name for s in request.samples], inputs=list(request.inputs),
         parameters=dict(request.parameters), reference=request.reference, samplesheet=request.samplesheet,
         execution_arn=execution_arn, plan_uri=request.layout.plan, started_at=started_at)
+
+
+def job_sizes(request: RunRequest) -> dict[str, Any]:
+    """The plan's job sizes for ``status.json`` (empty before the plan, or for a run planned before them)."""
+    try:
+        jobs = json.loads(storage.read_bytes(request.layout.jobs))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {**{k: jobs.get(k) for k in ("index", "child", "reducer")}, "reducers": len(jobs.get("reducers") or [])}
 
 
 def previous_start(request: RunRequest) -> str | None:

@@ -30,7 +30,7 @@ from seqlake.aws.batch_info import ChildJob, get
 from seqlake.aws.observability import logger
 from seqlake.aws.request import ExecutionInput, RunRequest
 from seqlake.aws.runs_row import record_unsuccessful, write_runs_row
-from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, previous_start, status_of, write_status
+from seqlake.aws.status import NEW_UPLOAD_ADVICE, RunStatus, job_sizes, previous_start, status_of, write_status
 from seqlake.base import clients, faults, storage
 from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
@@ -66,6 +66,7 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     totals = merge_run(plan, reduce_here=False).to_dict()  # the reducers ran before (the state machine)
     status = status_of(request, RunState.SUCCEEDED, execution_arn, previous_start(request) or started_at)
     status.shards = plan.array_size
+    status.job_sizes = job_sizes(request)
     status.parameters = {**plan.params.to_dict(), **status.parameters}
     status.totals = totals
     status.reads = _int_or_none(totals.get("reads"))
@@ -228,8 +229,9 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
         status.reason = _child_line(child, record, log_group)
         return
     reducing = status.failed_step in {s.value for s in REDUCE_STEPS}
-    unit = "region" if reducing else "shard"
-    todo = None if reducing else _todo_children(plan)  # a reducer's array index is its region
+    # a reducer's array index is its key (region x sample groups + group: runs/<id>/jobs.json lists them)
+    unit = "reducer" if reducing else "shard"
+    todo = None if reducing else _todo_children(plan)
 
     def run_child(j: ChildJob) -> int:
         """Array index -> the run's child number (a re-run's array holds only some children)."""
@@ -258,16 +260,60 @@ def _batch_failure(status: RunStatus, request: RunRequest, cause: dict[str, Any]
     status.failed_shard = status.failed_shards[0]
     status.log_stream = described[0].log_stream
     count = len(status.failed_shards)
-    # a reduce step's array is the regions (Batch's description has its size), a shard step's the children
+    # a reduce step's array is the reducers (Batch's description has its size), a shard step's the children
     total = (get(cause, "arrayProperties") or {}).get("size", count) if reducing else plan.get("array_size") or count
     head = f"{count} of {total} {unit}s failed" if count > 1 else f"{unit} {status.failed_shard} failed"
     more = f"; and {count - len(lines)} more (status.json lists them)" if count > len(lines) else ""
     status.reason = (f"{head}: " + " | ".join(lines) + more) if count > 1 else lines[0].split(": ", 1)[1]
 
 
+#: the job name each Batch state gives its job (``JobName`` in statemachines/pipeline.asl.json: the prefix,
+#: then the execution's name; tests/aws/test_jobsize.py checks them against the ASL)
+JOB_NAME_PREFIX = {Step.INDEX_JOB: "index-", Step.PROCESS_SHARDS: "shards-", Step.PROCESS_ONE_SHARD: "shard-",
+                   Step.REDUCE_REGIONS: "reduce-", Step.REDUCE_ONE_REGION: "reduce-"}
+#: the states a job can still be billed or started in (TerminateJob cancels the ones not started yet)
+_LIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+
+
+def stop_timed_out_jobs(step: Step, execution_arn: str, queue: str) -> list[str]:
+    """Terminate the Batch jobs of a state that timed out (``States.Timeout``): Step Functions stops waiting
+    for them but leaves them running and billing. Finds them by their job name in the queue (the error has
+    no job id) and terminates each live one; an array parent's children go with it ("terminating an array
+    parent job terminates all of its child jobs"). The ids terminated."""
+    name = JOB_NAME_PREFIX[step] + execution_arn.rsplit(":", 1)[-1]
+    batch = clients.client("batch")
+    stopped: list[str] = []
+    pages = batch.get_paginator("list_jobs").paginate(
+        jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}])
+    for page in pages:
+        for job in page["jobSummaryList"]:
+            if job.get("status") in _LIVE and "arrayIndex" not in (job.get("arrayProperties") or {}):
+                batch.terminate_job(jobId=job["jobId"], reason=f"seqlake: the {step.value} step timed out")
+                stopped.append(str(job["jobId"]))
+    return stopped
+
+
+def _timed_out(status: RunStatus, step: Step, execution_arn: str | None, queue: str | None) -> None:
+    """A Batch state that timed out: its jobs terminated, and the reason says so."""
+    stopped: list[str] = []
+    note = "no job queue configured: its Batch jobs were not stopped"
+    if execution_arn and queue:
+        try:
+            stopped = stop_timed_out_jobs(step, execution_arn, queue)
+            note = (f"its Batch job(s) {', '.join(stopped)} terminated" if stopped
+                    else "no Batch job of it was still running")
+        except Exception as err:  # recording the failure matters more; the reason says what is left running
+            logger.warning("could not terminate the timed-out step's jobs", extra={"error": repr(err)})
+            note = f"terminating its Batch jobs failed ({err}): stop them by hand (aws batch terminate-job)"
+    status.reason = (f"the {step.value} step timed out (the state's TimeoutSecondsPath, BatchStepTimeoutSeconds: "
+                     f"queueing included); {note}")
+    status.stopped_jobs = stopped
+
+
 def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, failed_step: str | None,
                    error: dict[str, Any], *, database: str, execution_arn: str | None = None,
-                   started_at: str | None = None, log_group: str | None = None) -> RunStatus:
+                   started_at: str | None = None, log_group: str | None = None,
+                   job_queue: str | None = None) -> RunStatus:
     plan = plan or {}
     cause = _json(error.get("Cause"))
     request = execution.load()
@@ -276,7 +322,10 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
     step = Step(failed_step) if failed_step in set(Step) else None
     status.failed_step = step.value if step else str(failed_step or "unknown")
     status.shards = plan.get("array_size") or None
-    if step is not None and step.is_batch and get(cause, "jobId"):
+    status.job_sizes = job_sizes(request)
+    if step is not None and step.is_batch and status.error == "States.Timeout":
+        _timed_out(status, step, execution_arn, job_queue)
+    elif step is not None and step.is_batch and get(cause, "jobId"):
         _batch_failure(status, request, cause, plan, log_group)
     else:
         # a Lambda task: the cause is {"errorMessage", "errorType", ...}; BadInputError's message is

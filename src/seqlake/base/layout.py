@@ -216,6 +216,17 @@ class RunLayout:
         return self._run("index", "_error.json")
 
     @property
+    def jobs(self) -> str:
+        """What the plan sized each kind of Batch job to (vCPUs, memory, timeout, expected seconds) and the
+        reducers' keys (:mod:`seqlake.plan.sizing`): the run's record of its job sizes."""
+        return self._run("jobs.json")
+
+    def pinned_input(self, kind: str, digest: str, suffix: str) -> str:
+        """A run input a later step reads (the primer BED), copied here by the plan and named by its content
+        (SHA-256): every step after the plan reads ``runs/`` only, whatever bucket the original is in."""
+        return self._run("inputs", f"{kind}-{digest}{suffix}")
+
+    @property
     def staging(self) -> str:
         return self._run("staging") + "/"
 

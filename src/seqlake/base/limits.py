@@ -40,6 +40,10 @@ LAMBDA_RESPONSE = Limit(6_291_456, "response payload of a synchronous invocation
 _BATCH_QUOTAS = "https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html"
 BATCH_ARRAY_MIN = Limit(2, "smallest array job (a single job has no arrayProperties)", _BATCH_QUOTAS)
 BATCH_ARRAY_MAX = Limit(10_000, "maximum array size for array jobs", _BATCH_QUOTAS)
+#: a job's attempt timeout (attemptDurationSeconds, in the job definition or SubmitJob's override): at least
+#: 60 s; an array job's children each get it, and a job terminated by it is not retried
+BATCH_TIMEOUT_MIN = Limit(60, "the minimum value for the timeout is 60 seconds",
+                          "https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html")
 BATCH_SUBMIT_JOB = Limit(30_720, "maximum job payload size (for SubmitJob API operations): 30 KiB", _BATCH_QUOTAS)
 
 # ---------------------------------------------------------------- SQS (the start function's settle queue)
@@ -101,6 +105,7 @@ ALL: tuple[Limit, ...] = (
     LAMBDA_RESPONSE,
     BATCH_ARRAY_MIN,
     BATCH_ARRAY_MAX,
+    BATCH_TIMEOUT_MIN,
     BATCH_SUBMIT_JOB,
     SQS_DEDUPLICATION_SECONDS,
     SQS_MAX_DELAY_SECONDS,

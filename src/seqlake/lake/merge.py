@@ -172,7 +172,7 @@ Staged = dict[str, dict[str, int]]
 def _read_regions(plan: Plan, rp: ReducePlan, rows: dict[str, int], staged: Staged) -> dict[str, SampleSums]:
     """Every region's summary, checked, added up per sample (the rows of the reducers' parts into ``rows``,
     their names and sizes into ``staged``)."""
-    n = len(rp.regions)
+    n = len(rp.reducers)  # one summary per reducer: a region of a group of samples
     sums: dict[str, SampleSums] = {}
     for region, (uri, data) in enumerate(storage.read_many(plan.layout.region_summary(r) for r in range(n))):
         if data is None:
@@ -301,7 +301,7 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
     folds: dict[str, _SampleFold] = {}
     alignments: dict[int, PartInfo] = {}
     if rp is not None:
-        totals.regions, totals.coverage_bin = len(rp.regions), rp.bin_width
+        totals.regions, totals.coverage_bin = len(rp.reducers), rp.bin_width
     # the reducers wrote their tables' parts; of those, the ones whose rows cross a region's edge get a part
     # from here (joined), as does every other table, even an empty one
     written = [t for t in RESULT_TABLES if t != "alignments" and not (

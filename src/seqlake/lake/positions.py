@@ -228,13 +228,13 @@ def diagnose(uri: str, first: bytes, want: _Header) -> str:
 
 
 def read_region_indexes(uris: Sequence[str], layout: IndexLayout, region: int,
-                        run_id: str) -> Iterator[RegionEntry | None]:
-    """Region ``region``'s entries of each child's object (``uris[c]`` is child ``c``'s), in child order: one
-    ranged GET of its block each, in parallel (:func:`seqlake.base.storage.read_many_ranges`); None for a missing
-    object."""
+                        run_id: str, first_child: int = 0) -> Iterator[RegionEntry | None]:
+    """Region ``region``'s entries of each child's object (``uris[c]`` is child ``first_child + c``'s: a reducer
+    reads its sample group's children), in child order: one ranged GET of its block each, in parallel
+    (:func:`seqlake.base.storage.read_many_ranges`); None for a missing object."""
     start, stop = layout.block(region)
     blocks = storage.read_many_ranges((uri, start, stop) for uri in uris)
-    for child, (uri, data) in enumerate(zip(uris, blocks, strict=True)):
+    for child, (uri, data) in enumerate(zip(uris, blocks, strict=True), start=first_child):
         yield None if data is None else parse_region_index(data, uri, layout, region=region, run_id=run_id,
                                                            child=child)
 

@@ -613,17 +613,19 @@ class WindowJoin:
 
 
 # ------------------------------------------------------------------------------------------- reducer
-def _positions_entries(plan: Plan, rp: ReducePlan, region: int) -> list[RegionEntry]:
-    """Every child's extents of the region's windows: its block of each child's index, where the plan puts it
-    (:class:`IndexLayout`), one ranged GET per child of as many bytes as the region has windows (a missing
-    child, a foreign one, one in an older format or cut at another window fails naming it)."""
-    uris = [plan.layout.positions(c) for c in range(plan.array_size)]
+def _positions_entries(plan: Plan, rp: ReducePlan, region: int, children: range | None = None) -> list[RegionEntry]:
+    """Each of ``children``'s extents of the region's windows: its block of each child's index, where the plan
+    puts it (:class:`IndexLayout`), one ranged GET per child of as many bytes as the region has windows (a
+    missing child, a foreign one, one in an older format or cut at another window fails naming it)."""
+    children = range(plan.array_size) if children is None else children
+    uris = [plan.layout.positions(c) for c in children]
     out = []
     try:
-        for child, entry in enumerate(read_region_indexes(uris, IndexLayout.of(rp.regions, rp.window), region,
-                                                          plan.run_id)):
+        for child, entry in zip(children, read_region_indexes(uris, IndexLayout.of(rp.regions, rp.window), region,
+                                                              plan.run_id, children.start), strict=True):
             if entry is None:
-                raise SeqlakeError(f"child {child} has no positions object at {uris[child]}: it did not finish")
+                raise SeqlakeError(f"child {child} has no positions object at {plan.layout.positions(child)}: "
+                                   "it did not finish")
             out.append(entry)
     except PositionsIndexError as err:
         raise SeqlakeError(str(err)) from err
@@ -640,12 +642,12 @@ def _fold_early(name: str, pieces: list[pa.Table]) -> None:
 
 
 def _reduce_window(ctx: RegionContext, stream: Iterator[Mapping[str, pa.Table]], ending: Mapping[int, list[str]],
-                   summary: RegionSummary, *, join: WindowJoin,
-                   write: Callable[[Mapping[str, list[pa.Table]]], None]) -> None:
-    """One window of every child (``stream``, in child order): each sample merged once its last child is read,
-    finished, and its window's sums folded into the region's."""
+                   summary: RegionSummary, *, join: WindowJoin, write: Callable[[Mapping[str, list[pa.Table]]], None],
+                   children: range) -> None:
+    """One window of each of ``children`` (``stream``, in child order): each sample merged once its last child
+    is read, finished, and its window's sums folded into the region's."""
     pending: dict[str, dict[str, list[pa.Table]]] = {}
-    for child, tables in enumerate(stream):
+    for child, tables in zip(children, stream, strict=True):
         for name, table in tables.items():
             for sample, rows in sample_groups(table):
                 pieces = pending.setdefault(sample, {}).setdefault(name, [])
@@ -663,19 +665,19 @@ def _reduce_window(ctx: RegionContext, stream: Iterator[Mapping[str, pa.Table]],
 
 
 def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> RegionSummary:
-    """Merge one region of every child, window by window, and write its result parts, then its summary
-    (module docstring)."""
+    """Reducer ``region`` (its array index: one region of the reference and one group of whole samples,
+    :attr:`ReducePlan.reducers`) merges its region of its group's children, window by window, and writes its
+    result parts, then its summary (module docstring); every object it writes is named by its index."""
     t0 = time.perf_counter()
     rp = rp or load_reduce_plan(plan)
-    all_regions = rp.regions
-    if not 0 <= region < len(all_regions):
-        raise SeqlakeError(f"region {region} does not exist: the reference has {len(all_regions)} regions")
-    entries = _positions_entries(plan, rp, region)
+    reducer = rp.reducer(region)
+    children = reducer.children if rp.groups else range(plan.array_size)
+    entries = _positions_entries(plan, rp, reducer.region, children)
     summary = RegionSummary(plan.run_id, region)
     ending = samples_ending(plan)
-    the_region = all_regions[region]
+    the_region = rp.regions[reducer.region]
     with local_tmp() as tmp, contextlib.ExitStack() as stack:
-        ctx = _context(plan, rp, the_region, Path(tmp))
+        ctx = _context(plan, rp, the_region, Path(tmp), region)
         if ctx.genomes is not None:
             stack.callback(ctx.genomes.close)
         writers = {t: PartWriter(plan.layout.region_part(t, region), t, tmp, REDUCE_ROW_GROUP_ROWS)
@@ -688,8 +690,8 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
 
         join = WindowJoin(the_region, ctx.amplicons)
         for w, win in enumerate(windows(the_region, rp.window)):
-            stream = read_windows((plan.layout.positions(c), entries[c].get(w, {})) for c in range(plan.array_size))
-            _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write)
+            stream = read_windows((plan.layout.positions(c), entries[k].get(w, {})) for k, c in enumerate(children))
+            _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write, children=children)
         for sample, sums in summary.samples.items():
             write(join.close(sample, sums))
         for table, writer in writers.items():
@@ -703,7 +705,7 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
     return summary
 
 
-def _context(plan: Plan, rp: ReducePlan, region: Region, tmp: Path) -> RegionContext:
+def _context(plan: Plan, rp: ReducePlan, region: Region, tmp: Path, reducer: int) -> RegionContext:
     """What the finishers of one region need: with allele counts, the FASTA index of the reference (checked
     unchanged), the thresholds, the primer scheme and the file pieces' local file."""
     widths = rp.coverage_widths()
@@ -713,7 +715,7 @@ def _context(plan: Plan, rp: ReducePlan, region: Region, tmp: Path) -> RegionCon
     bed = plan.params.primer_bed
     amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons if bed else None
     return RegionContext(plan, rp, region, widths, RegionReference(load_fasta_index(plan.reference)),
-                         CallParams.of(plan.params), amplicons, GenomePieces(tmp / "genomes", region.index))
+                         CallParams.of(plan.params), amplicons, GenomePieces(tmp / "genomes", reducer))
 
 
 def finished_summary(plan: Plan, region: int) -> RegionSummary | None:
@@ -736,7 +738,7 @@ def reduce_missing(plan: Plan) -> ReducePlan | None:
         rp = plan_reduce(plan)
     if rp is None:
         return None
-    for region in range(len(rp.regions)):
+    for region in range(len(rp.reducers)):
         if finished_summary(plan, region) is None:
             reduce_region(plan, region, rp)
     return rp

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from seqlake.base import params as _params
 from seqlake.base import storage
-from seqlake.base.errors import SeqlakeError
+from seqlake.base.errors import BadInputError, SeqlakeError
+from seqlake.base.limits import BATCH_ARRAY_MAX
 from seqlake.base.params import DEFAULT_REGION_SIZE, coverage_bin_width
+from seqlake.plan import sizing
 from seqlake.plan.planfile import Plan
 
 Contigs = Sequence[tuple[str, int]]
@@ -147,6 +149,19 @@ def reference_length(contigs: Contigs) -> int:
 
 
 @dataclass(frozen=True)
+class Reducer:
+    """One reducer of the reduce array (its array index): the region it merges and the children whose rows it
+    reads, a group of whole samples (:func:`child_groups`), so that no reducer's work grows with the run's
+    number of samples."""
+
+    index: int
+    region: int
+    group: int
+    #: the children of its group, ``range(first, last + 1)``
+    children: range
+
+
+@dataclass(frozen=True)
 class ReducePlan:
     """What the reducers and the commit agree on (``runs/<id>/reduce/regions.json``)."""
 
@@ -155,14 +170,34 @@ class ReducePlan:
     bin_width: int
     #: the window (bases) the children cut their positions objects at (child 0's), which a reducer works in
     window: int
+    #: the sample groups: each a range of children ``(first, stop)`` holding whole samples; one group of
+    #: every child when not given (a plan from before the groups)
+    groups: tuple[tuple[int, int], ...] = ()
 
     @property
     def regions(self) -> list[Region]:
         return regions(self.contigs, self.region_size)
 
+    @property
+    def reducers(self) -> list[Reducer]:
+        """Every reducer, in array order: region by region, and inside a region group by group (so a sample's
+        reducers are in reference order, as the commit joins their pieces)."""
+        groups = self.groups or ((0, 0),)
+        return [Reducer(r * len(groups) + g, r, g, range(a, b)) for r in range(len(self.regions))
+                for g, (a, b) in enumerate(groups)]
+
+    def reducer(self, index: int) -> Reducer:
+        n_groups = max(1, len(self.groups))
+        n = len(self.regions) * n_groups
+        if not 0 <= index < n:
+            raise SeqlakeError(f"reducer {index} does not exist: the reduce has {n} reducers "
+                               f"({len(self.regions)} regions x {n_groups} sample groups)")
+        return self.reducers[index]
+
     def to_json(self) -> bytes:
         return json.dumps({"contigs": [list(c) for c in self.contigs], "region_size": self.region_size,
-                           "bin_width": self.bin_width, "window": self.window, "regions": len(self.regions)}).encode()
+                           "bin_width": self.bin_width, "window": self.window, "regions": len(self.regions),
+                           "groups": [list(g) for g in self.groups]}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> ReducePlan:
@@ -171,7 +206,7 @@ class ReducePlan:
             raise SeqlakeError("the reduce plan names no window: an older seqlake's (manifest version 5 or before); "
                                "re-run the run's children with this version")
         return cls([(str(n), int(length)) for n, length in d["contigs"]], int(d["region_size"]), int(d["bin_width"]),
-                   int(d["window"]))
+                   int(d["window"]), tuple((int(a), int(b)) for a, b in d.get("groups") or ()))
 
     def coverage_widths(self) -> dict[str, int]:
         """Contig -> the width of its report points (a multiple of the bin width), for the drawn contigs:
@@ -186,9 +221,81 @@ class ReducePlan:
         return out
 
 
+def _atoms(plan: Plan) -> list[tuple[int, int, list[str]]]:
+    """The plan's children cut where no sample continues into the next child: ``(first, stop, samples)``, the
+    smallest runs of children that hold whole samples (a sample's children are consecutive)."""
+    out: list[tuple[int, int, list[str]]] = []
+    first, samples = 0, list[str]()
+    for child in range(plan.array_size):
+        shards = plan.child_shards(child)
+        for i in shards:
+            name = plan.shards[i].sample
+            if not samples or samples[-1] != name:
+                samples.append(name)
+        nxt = plan.child_shards(child + 1) if child + 1 < plan.array_size else None
+        if nxt is None or plan.shards[nxt.start].sample != plan.shards[shards.stop - 1].sample:
+            out.append((first, child + 1, samples))
+            first, samples = child + 1, []
+    return out
+
+
+def child_groups(plan: Plan, contigs: Contigs, target_s: float | None = None) -> tuple[tuple[int, int], ...]:
+    """The plan's children in groups of whole samples, each group's work on its largest region at most
+    ``target_s`` seconds (:func:`seqlake.plan.sizing.reducer_seconds`; a sample whose work alone passes it is a
+    group of its own): a reducer merges one region of one group, so its work does not grow with the number
+    of samples of the run. ``target_s``: :data:`seqlake.plan.sizing.REDUCER_TARGET_SECONDS` (read when called)."""
+    target = sizing.REDUCER_TARGET_SECONDS if target_s is None else target_s
+    genome = max(1, reference_length(contigs))
+    region_bases = min(plan.params.region_size, genome)
+    bases = sizing.sample_bases(plan)
+    alleles = plan.params.allele_counts
+    groups: list[tuple[int, int]] = []
+    start, depths, children = 0, list[float](), 0
+    for first, stop, samples in _atoms(plan):
+        add = [bases.get(s, 0) / genome for s in samples]
+        work = sizing.reducer_seconds(region_bases, depths + add, children + stop - first, alleles)
+        if depths and work > target:
+            groups.append((start, first))
+            start, depths, children = first, list[float](), 0
+        depths += add
+        children += stop - first
+    if plan.array_size:
+        groups.append((start, plan.array_size))
+    return tuple(groups)
+
+
+def reducer_keys(plan: Plan, contigs: Contigs) -> list[sizing.ReducerKey]:
+    """Every reducer the run will have, with its expected seconds; refused (bad input, naming the run
+    parameter) when they would be more than a Batch array holds. The plan calls it before any child runs."""
+    rp = reduce_plan_of(plan, contigs, 1)
+    all_regions = rp.regions
+    reducers = len(all_regions) * max(1, len(rp.groups))
+    if reducers > BATCH_ARRAY_MAX.value:
+        raise BadInputError(
+            "region_size", f"{len(all_regions):,} regions of {plan.params.region_size:,} bases x "
+            f"{len(rp.groups):,} sample groups = {reducers:,} reducers, more than a Batch array's "
+            f"{BATCH_ARRAY_MAX.value:,}: raise the run parameter region_size (a genome of "
+            f"{reference_length(contigs):,} bases), or run fewer samples at once")
+    genome = max(1, reference_length(contigs))
+    bases = sizing.sample_bases(plan)
+    depths: dict[int, list[float]] = {}  # group -> its samples' depths (the groups are the same in every region)
+    starts = [a for a, _ in rp.groups]
+    for first, _, names in _atoms(plan):
+        group = bisect_right(starts, first) - 1
+        depths.setdefault(group, []).extend(bases.get(s, 0) / genome for s in names)
+    keys = []
+    for red in rp.reducers:
+        seconds = sizing.reducer_seconds(all_regions[red.region].bases, depths.get(red.group, []),
+                                         len(red.children), plan.params.allele_counts)
+        keys.append(sizing.ReducerKey(red.index, red.region, red.group, (red.children.start, red.children.stop),
+                                      len(depths.get(red.group, [])), round(seconds, 1)))
+    return keys
+
+
 def reduce_plan_of(plan: Plan, contigs: Contigs, window: int) -> ReducePlan:
     return ReducePlan(list(contigs), plan.params.region_size,
-                      coverage_bin_width(plan.params, reference_length(contigs)), window)
+                      coverage_bin_width(plan.params, reference_length(contigs)), window,
+                      child_groups(plan, contigs))
 
 
 def plan_reduce(plan: Plan) -> ReducePlan | None:

@@ -209,7 +209,7 @@ class BatchRunner:
             self.progress[parent.job_id] = progress
             self._active += 1
         runnable = children or [parent]
-        futures = [self._pool.submit(self._run_job, job, progress) for job in runnable]
+        futures = [self._pool.submit(self._run_job, job, progress, _terminated(parent, job)) for job in runnable]
         threading.Thread(
             target=self._finish_parent,
             args=(parent, children, futures, progress),
@@ -223,8 +223,9 @@ class BatchRunner:
         wait(futures)
         if children:
             ok = all(c.status == "SUCCEEDED" for c in children)
-            parent.job_started_at = min(c.job_started_at for c in children)
-            if not ok:
+            started = [c.job_started_at for c in children if c.job_started_at is not None]  # a cancelled one: None
+            parent.job_started_at = min(started) if started else None
+            if not ok and getattr(parent, "stop", False) is not True:  # a terminated parent keeps its reason
                 parent.job_stopped_reason = "Array Child Job failed"
             parent._mark_stopped(success=ok)
         progress.finished = time.time()
@@ -279,11 +280,11 @@ class BatchRunner:
             env.update(self.credentials(str(props.get("jobRoleArn") or "")))
         return env
 
-    def _run_job(self, job: Any, progress: ArrayProgress) -> None:
+    def _run_job(self, job: Any, progress: ArrayProgress, terminated: Callable[[], str | None]) -> None:
         """Run the job's attempts. Whatever the runner itself raises, the job ends FAILED with the error
         as its reason: an exception left in the pool's future would leave it RUNNING, and the run waiting."""
         try:
-            self._run_attempts(job, progress)
+            self._run_attempts(job, progress, terminated)
         except Exception as err:
             reason = f"local Batch runner error: {type(err).__name__}: {err}"
             traceback.print_exc(file=sys.stderr)
@@ -296,7 +297,7 @@ class BatchRunner:
             with contextlib.suppress(Exception):
                 self._changed(progress)
 
-    def _run_attempts(self, job: Any, progress: ArrayProgress) -> None:
+    def _run_attempts(self, job: Any, progress: ArrayProgress, terminated: Callable[[], str | None]) -> None:
         jd = job.job_definition
         props = jd.container_properties or {}
         command = job.container_overrides.get("command") or props.get("command") or []
@@ -306,6 +307,10 @@ class BatchRunner:
         attempt = 0
         while True:
             attempt += 1
+            stopped = terminated()
+            if stopped is not None:  # TerminateJob before it started: cancelled, no attempt
+                self._failed(job, progress, stopped, None)
+                break
             job.status = "RUNNING"
             now = time.time()
             if attempt == 1:
@@ -327,6 +332,7 @@ class BatchRunner:
                     log_path=log_path,
                     timeout=timeout,
                     attempt=attempt,
+                    terminated=terminated,
                 )
             finally:
                 with self._lock:
@@ -345,19 +351,21 @@ class BatchRunner:
                     progress.succeeded += 1
                 break
             if decide(jd.retry_strategy, outcome, attempt) == "EXIT":
-                job.exit_code = outcome.exit_code
-                job.job_stopped_reason = outcome.status_reason
-                job._mark_stopped(success=False)
-                with self._lock:
-                    progress.failed += 1
-                    progress.failures.append(
-                        f"{job.job_id}: {outcome.status_reason}"
-                        + (f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
-                    )
+                self._failed(job, progress, outcome.status_reason, outcome.exit_code)
                 break
             with self._lock:
                 progress.retries += 1
         self._changed(progress)
+
+    def _failed(self, job: Any, progress: ArrayProgress, reason: str, exit_code: int | None) -> None:
+        """The job ends FAILED with ``reason`` (its last attempt's, or the termination's)."""
+        job.exit_code = exit_code
+        job.job_stopped_reason = reason
+        job._mark_stopped(success=False)
+        with self._lock:
+            progress.failed += 1
+            progress.failures.append(f"{job.job_id}: {reason}"
+                                     + (f" (exit {exit_code})" if exit_code is not None else ""))
 
     def _attempt(
         self,
@@ -368,6 +376,7 @@ class BatchRunner:
         log_path: Path,
         timeout: int | None,
         attempt: int,
+        terminated: Callable[[], str | None] = lambda: None,
     ) -> Outcome:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         proc: Child
@@ -388,7 +397,7 @@ class BatchRunner:
             self._procs[proc.pid] = proc
         cap.watch()
         try:
-            code = _wait(proc, timeout)
+            code = _wait(proc, timeout, terminated)
             killed = cap.killed()
             self._record_memory(job, attempt, cap)
         finally:
@@ -397,8 +406,8 @@ class BatchRunner:
                 self._procs.pop(proc.pid, None)
         if killed:  # the kernel killed a process of the attempt (the worker, or one it started)
             return Outcome(128 + signal.SIGKILL, BATCH_OUT_OF_MEMORY, reason=BATCH_OUT_OF_MEMORY)
-        if code is None:
-            return Outcome(None, TIMED_OUT, timed_out=True)
+        if code is None:  # out of time, or TerminateJob (SIGKILLed, FAILED with its reason): neither is retried
+            return Outcome(None, terminated() or TIMED_OUT, timed_out=True)
         if podman is not None and podman.start_error:  # podman's 125-127: the container never ran
             return Outcome(None, podman.start_error, reason=podman.start_error)
         if code < 0:  # killed by a signal: what a child sees when its Spot instance is reclaimed
@@ -460,13 +469,36 @@ def _program(argv: list[str], env: dict[str, str], log_path: Path, confine: dict
     return Program(["seqlake", *args], env, str(Path.cwd()), log_path, target=SEQLAKE_MAIN, confine=confine)
 
 
-def _wait(proc: Child, timeout: float | None) -> int | None:
-    """The attempt's exit code (negative: the signal that killed it); None if it ran out of time, and
-    was killed. A child whose exit code is unknown (its fork server went away) counts as killed."""
-    if not proc.wait(timeout):
-        proc.kill()
+#: how often a running attempt looks whether its job (or its array parent) was terminated
+TERMINATE_POLL_SECONDS = 1.0
+
+
+def _terminated(parent: Any, job: Any) -> Callable[[], str | None]:
+    """The reason a job was terminated (``TerminateJob`` on it or on its array parent: moto's ``terminate``
+    sets ``stop`` and the reason), or None. On AWS, terminating an array parent terminates its children."""
+
+    def reason() -> str | None:
+        for j in (job, parent):
+            if getattr(j, "stop", False) is True:
+                return str(getattr(j, "job_stopped_reason", None) or "Terminated")
         return None
-    return -signal.SIGKILL if proc.returncode is None else proc.returncode
+
+    return reason
+
+
+def _wait(proc: Child, timeout: float | None, terminated: Callable[[], str | None] = lambda: None) -> int | None:
+    """The attempt's exit code (negative: the signal that killed it); None if it ran out of time or its job
+    was terminated, and was killed. A child whose exit code is unknown (its fork server went away) counts as
+    killed."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        step = TERMINATE_POLL_SECONDS if left is None else max(0.0, min(TERMINATE_POLL_SECONDS, left))
+        if proc.wait(step):
+            return -signal.SIGKILL if proc.returncode is None else proc.returncode
+        if terminated() is not None or (left is not None and left <= step):
+            proc.kill()
+            return None
 
 
 def _dt(seconds: float) -> datetime.datetime:

@@ -50,6 +50,9 @@ NOT_EXERCISED: dict[tuple[str, str], str] = {
     ("PipelineStateMachineRole", "XRayTraces"): "X-Ray tracing is off locally",
     ("PipelineStateMachineRole", "StopShardJobsWhenTheExecutionStops"):
         "TerminateJob is called by Step Functions when an execution is stopped; no local run stops one",
+    ("RecordFailureFunctionRole", "StopTheJobsOfATimedOutStep"):
+        "a Batch step times out after BatchStepTimeoutSeconds (600 s at least, queueing included); no local "
+        "scenario waits that long (tests/aws/test_jobsize.py checks the calls against Batch's API model)",
     ("RecordRunEndFunctionRole", "ListRunsSoAMissingStatusIs404"):
         "a run whose execution ended before its plan step wrote status.json (stopped at once, or its first task's "
         "input refused); no scenario ends one that early",

@@ -38,6 +38,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import contextvars
+import hashlib
 import itertools
 import json
 import math
@@ -55,7 +56,7 @@ from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
-from seqlake.plan.primers import load_primer_scheme
+from seqlake.plan.primers import check_primer_bytes
 from seqlake.plan.reference import ReferencePin, index_ready
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
@@ -490,11 +491,30 @@ def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shard
     return grouped(), counts
 
 
+def pin_primer_bed(bed: str, reference: ReferencePin | None, layout: RunLayout) -> str:
+    """Check the primer BED and copy the bytes checked into the run's folder, named by their SHA-256; the
+    copy's URI. Every later step (the children, the reducers, the commit) reads the copy: the commit's role
+    reads ``runs/`` only (a BED elsewhere would be AccessDenied after all compute is spent), and a BED
+    changed after the plan cannot change a run half-way."""
+    if reference is None:
+        raise BadInputError(bed, "a primer BED needs a reference to align to")
+    data = storage.read_bytes(bed)
+    check_primer_bytes(bed, data, reference.uri)
+    pinned = layout.pinned_input("primers", hashlib.sha256(data).hexdigest()[:32], ".bed")
+    if pinned != bed:
+        storage.write_bytes(pinned, data)
+    return pinned
+
+
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
               reference: ReferencePin | None = None, params: Params | None = None,
               shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW,
-              known: Mapping[str, storage.ObjectInfo] | None = None) -> Plan:
+              known: Mapping[str, storage.ObjectInfo] | None = None,
+              check: Callable[[Plan], None] | None = None) -> Plan:
     """Validate the inputs, build indexes, choose the shards, write and return the plan.
+
+    ``check``: called with the plan before it is written (it raises to refuse the plan: the reduce's size,
+    the jobs' sizes), so a refused plan leaves no ``plan.json`` for a later execution to find.
 
     ``reference``: the pinned reference, whose index must be stored already (:mod:`seqlake.plan.refindex`
     builds it before the plan): the children only load it. ``known``: the inputs' sizes and ETags where the
@@ -512,11 +532,9 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
     if reference is not None and not index_ready(reference):
         raise ValueError(f"{reference.uri}: no index at {reference.contigs_uri}: build it before the plan "
                          "(seqlake.plan.refindex.ensure_index)")
-    if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
-        if reference is None:
-            raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
-        load_primer_scheme(params.primer_bed, reference.uri)
     layout = RunLayout(out_prefix, run_id)
+    if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
+        params = replace(params, primer_bed=pin_primer_bed(params.primer_bed, reference, layout))
     scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
                                 known=known or {})
     for group in scanned:
@@ -543,6 +561,8 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
     children = pack_children(shard_reads, whole, params.reads_per_shard)
     plan = Plan(run_id=run_id, out_prefix=out_prefix, inputs=inputs, shards=tuple(out_shards),
                 params=params, reference=reference, children=children)
+    if check is not None:
+        check(plan)
     write_plan(plan)
     return plan
 

@@ -159,7 +159,11 @@ def reference_contigs(uri: str) -> dict[str, int] | None:
 
 def load_primer_scheme(uri: str, reference: str | None) -> PrimerScheme:
     """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs."""
-    data = storage.read_bytes(uri)
+    return check_primer_bytes(uri, storage.read_bytes(uri), reference)
+
+
+def check_primer_bytes(uri: str, data: bytes, reference: str | None) -> PrimerScheme:
+    """Check a primer BED's bytes (read from ``uri``, which errors name) against the reference's contigs."""
     try:
         text = data.decode()
     except UnicodeDecodeError as err:
