@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from seqlake.lake.positions import IndexLayout, read_index, read_region
 from seqlake.lake.reduce import merger
 from seqlake.lake.regions import load_reduce_plan
 from seqlake.lake.vcf import bgzf_compress, tabix_index
+from seqlake.plan.gff import parse_gff
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
@@ -93,6 +94,9 @@ class Oracle:
     consensus: str
     #: (read name, mate) -> its alignment rows (flag, pos, CIGAR with hard clips as soft clips)
     alignments: dict[tuple[str, int], list[tuple[int, int, str]]]
+    #: with a GFF (ivar variants -g): (POS, ALT) -> GFF_FEATURE, REF_CODON, REF_AA, ALT_CODON, ALT_AA, each
+    #: ivar row's values (a row per CDS) joined with "," as seqlake joins them; None for NA
+    annotations: dict[tuple[int, str], tuple[str | None, ...]] = field(default_factory=dict)
 
 
 def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out: Path, params: Params) -> Oracle:
@@ -119,20 +123,26 @@ def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out:
     pileup = [tools["samtools"], "mpileup", "-aa", "-A", "-B", "-d", "0", "-Q", "0", "-f", str(ref), str(bam)]
     var_plup = subprocess.run([*pileup[:2], "-x", *pileup[2:]], capture_output=True, check=True).stdout
     subprocess.run([tools["ivar"], "variants", "-p", str(out / "ivar"), "-t", str(params.variant_report_freq),
-                    "-q", str(params.min_base_quality), "-m", str(params.variant_min_depth), "-r", str(ref)],
+                    "-q", str(params.min_base_quality), "-m", str(params.variant_min_depth), "-r", str(ref),
+                    *(["-g", params.gff] if params.gff else [])],
                    input=var_plup, check=True, capture_output=True)
     cons_plup = subprocess.run(pileup, capture_output=True, check=True).stdout
     subprocess.run([tools["ivar"], "consensus", "-p", str(out / "cons"), "-t", str(params.consensus_freq),
                     "-q", str(params.min_base_quality), "-m", str(params.consensus_min_depth), "-n", "N"],
                    input=cons_plup, check=True, capture_output=True)
     variants = {}
+    features: dict[tuple[int, str], list[list[str]]] = {}
     for line in (out / "ivar.tsv").read_text().splitlines()[1:]:
         f = line.split("\t")
+        if len(f) > 14:  # -g: a row per CDS holding the allele, the same numbers on each
+            features.setdefault((int(f[1]), f[3]), []).append(f[14:19])
         # allele, depth, counts, frequency (and the qualities and p-value, which match too)
         variants[(int(f[1]), f[3])] = (int(f[4]), int(f[5]), int(f[7]), int(f[8]), int(f[11]), f[10], int(f[6]),
                                        int(f[9]), f[12], f[13] == "TRUE")
     consensus = "".join((out / "cons.fa").read_text().split("\n")[1:])
-    return Oracle(variants, consensus, alignments)
+    annotations = {k: tuple(None if rows == [["NA"] * 5] else ",".join(col) for col in zip(*rows, strict=True))
+                   for k, rows in features.items()}
+    return Oracle(variants, consensus, alignments, annotations)
 
 
 def run_seqlake(reads: tuple[Path, Path], ref: Path, out: Path, shards: int = 1,
@@ -385,6 +395,39 @@ def test_simulated_amplicons_every_known_mutation_found_none_invented(tools: dic
     # the consensus carries every mutation above 0.75 (IUPAC codes at mixed SNVs above the threshold)
     cons = seqlake_consensus(plan)
     assert cons.count("N") < len(cons)
+
+
+GFF = TESTS / "data" / "MN908947.3.cds.gff3"
+
+
+@pytest.mark.parametrize(("first", "last"), [(1, 12), (70, 82)])
+def test_annotation_columns_equal_ivar_variants_g(tools: dict[str, str], reference: Path, tmp_path: Path,
+                                                  first: int, last: int) -> None:
+    """With --gff: gene, codons and amino acids equal ``ivar variants -g`` allele for allele (amplicons 1-12:
+    ORF1a and ORF1ab overlap, two CDS per SNV; 70-82: the end of ORF1ab's second line, S's start)."""
+    reads, _ = simulate_amplicons(reference, tmp_path, seed=29, first=first, last=last)
+    plan, oracle, differ = compare_with_ivar(tools, reads, reference, tmp_path, Params(gff=str(GFF)))
+    assert len(differ) < 20, sorted(differ)
+    assert seqlake_variants(plan) == oracle.variants
+    rows = pq.read_table(plan.layout.partition("variants")).to_pylist()
+    mine = {ivar_key(r): tuple(r[c] for c in ("gene", "ref_codon", "ref_aa", "alt_codon", "alt_aa")) for r in rows}
+    assert mine == oracle.annotations
+    in_cds = [k for k, v in mine.items() if v[0] is not None]
+    assert len(in_cds) >= 30, len(in_cds)
+    if first == 1:  # every SNV of amplicons 1-12 is in ORF1ab's first line and in ORF1a
+        assert all(mine[k][0] == "ORF1ab,ORF1a" for k in in_cds)
+    # aa_change: one per CDS, SNVs named by codon, indels by their effect
+    for r in rows:
+        if r["type"] == "snv" and r["gene"] is not None:
+            assert r["aa_change"].count(",") == r["gene"].count(","), r
+        if r["type"] != "snv" and r["aa_change"] is not None:
+            shift = (len(r["alt"]) - len(r["ref"])) % 3 != 0
+            assert all(c.endswith("fs") == shift for c in r["aa_change"].split(",")), r
+    cds = parse_gff(str(GFF), GFF.read_text(), None)
+    indels = [r for r in rows if r["type"] != "snv" and r["pass"]]
+    assert len(indels) >= 3
+    for r in indels:  # an indel is in a CDS when the base after its anchor is
+        assert (r["aa_change"] is not None) == any(c.start <= r["pos"] + 1 <= c.end for c in cds), r
 
 
 # ---------------------------------------------------------------------------------- shard invariance

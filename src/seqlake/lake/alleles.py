@@ -434,27 +434,31 @@ def amplicon_row(cols: dict[str, list[Any]], sample: str, a: Amplicon | None, pa
 
 
 # ---------------------------------------------------------------------------- consensus pieces
-#: what a region adds to a sample's ``consensus`` row of one contig, in this order
-CONSENSUS_SUMS = ("length", "n_bases", "ambiguous_bases", "called")
+#: what a region adds to a sample's ``consensus`` row of one contig, in this order: the consensus's numbers,
+#: then the variants' QC signals (seqlake.lake.verdict.genome_signals)
+CONSENSUS_SUMS = ("length", "n_bases", "ambiguous_bases", "called", "frameshift_indels", "mixed_alleles")
 
 
-def consensus_sums(segment: str, called: int) -> list[int]:
-    """A consensus segment's numbers (:data:`CONSENSUS_SUMS`)."""
-    return [len(segment), segment.count("N"), sum(segment.count(b) for b in "RYSWKMBDHV"), called]
+def consensus_sums(segment: str, called: int, signals: Sequence[int] = (0, 0)) -> list[int]:
+    """A consensus segment's numbers and its variants' QC signals (:data:`CONSENSUS_SUMS`)."""
+    return [len(segment), segment.count("N"), sum(segment.count(b) for b in "RYSWKMBDHV"), called, *signals]
 
 
-def fasta_header(sample: str, contig: str, params: CallParams) -> str:
-    """The header line of a sample's consensus of one contig."""
-    return (f">{sample} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
+def fasta_header(sample: str, contig: str, params: CallParams, multi_contig: bool = False) -> str:
+    """The header line of a sample's consensus of one contig: named by the sample (ivar's consensus is one
+    record), or with several contigs by ``sample|contig`` (record names must be unique for ``samtools faidx``
+    and every FASTA index; ``|`` as GISAID and nextclade name segments)."""
+    name = f"{sample}|{contig}" if multi_contig else sample
+    return (f">{name} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
             f"q={params.min_base_quality}\n")
 
 
 def consensus_row(cols: dict[str, list[Any]], sample: str, contig: tuple[str, int], sums: Sequence[int], *,
                   params: CallParams, fasta_uri: str) -> None:
     """Append a ``consensus`` row from the regions' sums of one contig (:data:`CONSENSUS_SUMS`)."""
-    (name, contig_length), (length, n, ambiguous, called) = contig, sums
+    (name, contig_length), (length, n, ambiguous, called, frameshifts, mixed) = contig, sums
     for c, v in (("sample", sample), ("contig", name), ("length", length), ("n_bases", n),
-                 ("ambiguous_bases", ambiguous),
+                 ("ambiguous_bases", ambiguous), ("frameshift_indels", frameshifts), ("mixed_alleles", mixed),
                  ("pct_called", 100.0 * called / contig_length if contig_length else 0.0),
                  ("min_fraction", params.consensus_freq), ("min_depth", params.consensus_min_depth),
                  ("min_base_quality", params.min_base_quality), ("fasta_uri", fasta_uri)):

@@ -54,8 +54,9 @@ from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
+from seqlake.plan.gff import load_gff
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
-from seqlake.plan.primers import load_primer_scheme
+from seqlake.plan.primers import load_primer_scheme, reference_contigs
 from seqlake.plan.reference import ReferencePin, index_ready
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
@@ -490,6 +491,20 @@ def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shard
     return grouped(), counts
 
 
+def _check_run_files(params: Params, reference: ReferencePin | None) -> None:
+    """The primer BED (amplicon mode) and the GFF (annotation), checked against the reference before anything
+    is written (bad input names the file and line)."""
+    for uri, what in ((params.primer_bed, "a primer BED"), (params.gff, "a GFF")):
+        if uri is not None and reference is None:
+            raise BadInputError(uri, f"{what} needs a reference to align to")
+    if reference is None:
+        return
+    if params.primer_bed is not None:
+        load_primer_scheme(params.primer_bed, reference.uri)
+    if params.gff is not None:
+        load_gff(params.gff, reference_contigs(reference.uri))
+
+
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
               reference: ReferencePin | None = None, params: Params | None = None,
               shards: int | None = None, count_plain_below: int = PLAIN_COUNT_BELOW,
@@ -512,10 +527,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
     if reference is not None and not index_ready(reference):
         raise ValueError(f"{reference.uri}: no index at {reference.contigs_uri}: build it before the plan "
                          "(seqlake.plan.refindex.ensure_index)")
-    if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
-        if reference is None:
-            raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
-        load_primer_scheme(params.primer_bed, reference.uri)
+    _check_run_files(params, reference)
     layout = RunLayout(out_prefix, run_id)
     scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
                                 known=known or {})
