@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.errors import BadInputError
-from seqlake.base.layout import CONSENSUS_SUFFIX
+from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
@@ -235,6 +235,32 @@ def test_miseq_with_the_artic_primers_equals_ampliconclip_then_ivar(miseq: tuple
     assert sum(a["reads"] for a in amplicons) == mapped_primary
     covered = [a for a in amplicons if a["amplicon"] and a["mean_pileup_depth"] >= 10]
     assert 0 < len(covered) < 98  # a thin library: some amplicons dropped out
+
+
+def test_amplicon_mode_coverage_is_samtools_depth_over_ampliconclip(miseq: tuple[Path, Path], reference: Path,
+                                                                     tools: dict[str, str], tmp_path: Path) -> None:
+    """In amplicon mode pct_genome_* and low_coverage count the primer-clipped reads: equal to ``samtools depth
+    -a`` over ``samtools ampliconclip --both-ends --strand`` of the same reads (the oracle's BAM); and every
+    amplicon without a read of its own is a dropout, however deep its neighbours' overlaps make it."""
+    params = Params(primer_bed=str(PRIMER_BED))
+    plan, _, differ = compare_with_ivar(tools, miseq, reference, tmp_path, params)
+    assert len(differ) < 20, sorted(differ)
+    depth = subprocess.run([tools["samtools"], "depth", "-a", str(tmp_path / "oracle.bam")], capture_output=True,
+                           text=True, check=True).stdout
+    per_base = np.array([int(line.split("\t")[2]) for line in depth.splitlines()])
+    assert len(per_base) == 29903
+    summary = pq.read_table(plan.layout.partition("sample_summary")).to_pylist()[0]
+    for t in (1, 10, 20, 30):
+        assert summary[f"pct_genome_{t}x"] == pytest.approx(100 * np.count_nonzero(per_base >= t) / 29903), t
+    low = pq.read_table(plan.layout.partition("low_coverage")).to_pylist()
+    below = per_base < 10
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(np.int8), [0]])))
+    want = [(int(a) + 1, int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    assert sorted((r["pos"], r["end_pos"]) for r in low if r["threshold"] == 10) == want
+    amplicons = pq.read_table(plan.layout.partition("amplicon_depth")).to_pylist()
+    silent = [a for a in amplicons if a["amplicon"] and a["reads"] == 0]
+    assert silent and all(a["dropout"] for a in silent)
+    assert any(a["mean_pileup_depth"] >= 20 for a in silent)  # the neighbours' overlaps alone reach 20x
 
 
 BED_LINES = ["MN908947.3\t30\t54\tnCoV-2019_1_LEFT\t1\t+", "MN908947.3\t385\t410\tnCoV-2019_1_RIGHT\t1\t-"]
@@ -569,3 +595,83 @@ def test_vcf_is_bgzipped_and_tabix_finds_its_records(tmp_path: Path) -> None:
     for region, starts in (("chr3:16385-16385", [16_383]), ("chr3:131073-140000", [131_071, 140_000])):
         got = subprocess.run([tabix, str(vcf), region], capture_output=True, text=True, check=True).stdout
         assert [int(ln.split("\t")[1]) for ln in got.splitlines()] == starts, region
+    # htslib's pseudo-bin: bcftools reads each contig's record count from it
+    bcftools = shutil.which("bcftools")
+    if bcftools is not None:
+        stats = subprocess.run([bcftools, "index", "--stats", str(vcf)], capture_output=True, text=True,
+                               check=True).stdout
+        counts = {ln.split("\t")[0]: int(ln.split("\t")[2]) for ln in stats.splitlines()}
+        assert counts == {c: sum(ln.startswith(c + "\t") for ln in lines) for c in ("chr1", "chr2", "chr3")}
+        assert subprocess.run([bcftools, "index", "-n", str(vcf)], capture_output=True, text=True,
+                              check=True).stdout.strip() == str(len(lines) - 2)
+
+
+def test_a_runs_vcf_fasta_and_index_are_what_htslib_reads(tools: dict[str, str], reference: Path,
+                                                          tmp_path: Path) -> None:
+    """A two-contig reference: the consensus FASTA's records are named apart (samtools faidx indexes it and
+    fetches each), the VCF names its reference, an indel's AD sums to its DP, and ``bcftools index -n`` gives
+    the VCF's record count from the .tbi."""
+    bcftools = shutil.which("bcftools")
+    if bcftools is None:
+        pytest.skip("bcftools is not installed (make tools installs it)")
+    reads, _ = simulate_amplicons(reference, tmp_path, seed=31, first=1, last=6)
+    genome = "".join(reference.read_text().split("\n")[1:])
+    two = tmp_path / "two.fasta"  # the genome cut in two contigs, as a segmented virus's reference is
+    two.write_text(f">segA\n{genome[:1200]}\n>segB\n{genome[1200:]}\n")
+    plan = run_seqlake(reads, two, tmp_path / "lake", params=Params())
+    fasta = Path(plan.layout.sample_file("s", CONSENSUS_SUFFIX))
+    names = [ln[1:].split()[0] for ln in fasta.read_text().splitlines() if ln.startswith(">")]
+    assert names == ["s|segA", "s|segB"]
+    subprocess.run([tools["samtools"], "faidx", str(fasta)], check=True, capture_output=True)
+    for name in names:
+        got = subprocess.run([tools["samtools"], "faidx", str(fasta), name], capture_output=True, text=True,
+                             check=True).stdout
+        assert got.startswith(f">{name}\n") and len("".join(got.split("\n")[1:])) > 1000
+    vcf = plan.layout.sample_file("s", VCF_SUFFIX)
+    text = gzip.decompress(Path(vcf).read_bytes()).decode()
+    assert f"##reference={two}\n" in text
+    records = [ln.split("\t") for ln in text.splitlines() if not ln.startswith("#")]
+    assert len(records) > 20
+    for r in records:
+        fmt = dict(zip(r[8].split(":"), r[9].split(":"), strict=True))
+        if "TYPE=snv" not in r[7]:
+            assert sum(map(int, fmt["AD"].split(","))) == int(fmt["DP"]), r
+    n = subprocess.run([bcftools, "index", "-n", vcf], capture_output=True, text=True, check=True).stdout
+    assert int(n) == len(records)
+
+
+def _first_pairs(reads: tuple[Path, Path], pairs: int, out: Path) -> tuple[Path, Path]:
+    """The first ``pairs`` read pairs of a library (a negative control that a little of it got into)."""
+    paths = (out / "neg_R1.fastq", out / "neg_R2.fastq")
+    for src, dest in zip(reads, paths, strict=True):
+        dest.write_text("".join(gzip.decompress(src.read_bytes()).decode().splitlines(keepends=True)[: 4 * pairs]))
+    return paths
+
+
+def test_each_genome_gets_its_qc_verdict(reference: Path, tmp_path: Path) -> None:
+    """A mixed library of four haplotypes (alleles at 10-55 %) with a 1-base insertion in ORF1ab at 55 %, and a
+    negative control holding some of its reads: the mixture and the frameshift warn (the sample fails on
+    completeness: 12 of 98 amplicons), the control fails as contaminated; a clean single haplotype passes the
+    mixture check."""
+    reads, mutations = simulate_amplicons(reference, tmp_path, seed=23)
+    assert any(m.ref == m.alt[0] and len(m.alt) == 2 for m in mutations)  # the 1-base insertion
+    neg = _first_pairs(reads, 400, tmp_path)
+    samples = [Sample("mixed", str(reads[0]), str(reads[1]), {"control": ""}),
+               Sample("ntc", str(neg[0]), str(neg[1]), {"control": "negative"})]
+    params = Params(gff=str(GFF))
+    plan = make_plan("run", samples, out_prefix=str(tmp_path / "lake"),
+                     reference=indexed_reference(str(reference), params.preset), params=params)
+    for child in range(plan.array_size):
+        worker.process_child(plan, child)
+    merge.merge_run(plan)
+    rows = {r["sample"]: r for r in pq.read_table(plan.layout.partition("sample_summary")).to_pylist()}
+    mixed, ntc = rows["mixed"], rows["ntc"]
+    assert mixed["qc_status"] == "fail" and mixed["control_type"] is None, mixed["qc_reasons"]
+    reasons = mixed["qc_reasons"].split("; ")
+    assert reasons[0].startswith("incomplete genome: ")
+    assert any(r.startswith("possible frameshift: 1 ") for r in reasons), reasons
+    assert any(r.startswith("possible mixture: ") for r in reasons), reasons
+    assert ntc["control_type"] == "negative" and ntc["control"] is True
+    assert ntc["qc_status"] == "fail" and "contamination" in ntc["qc_reasons"], ntc
+    consensus = {r["sample"]: r for r in pq.read_table(plan.layout.partition("consensus")).to_pylist()}
+    assert consensus["mixed"]["frameshift_indels"] == 1 and consensus["mixed"]["mixed_alleles"] >= 20

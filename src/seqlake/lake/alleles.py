@@ -379,7 +379,10 @@ def called_positions(counts: Mapping[str, Any], indels: Sequence[Indel], params:
 # ---------------------------------------------------------------------------- amplicon depth
 #: the ``amplicon_depth`` columns
 AMPLICON_COLUMNS = ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads", "misprimed_reads",
-                    "mean_pileup_depth", "min_pileup_depth")
+                    "mean_pileup_depth", "min_pileup_depth", "dropout")
+#: an amplicon below this mean depth over its insert has dropped out (nf-core/viralrecon's amplicon heatmap and
+#: ncov-tools read 20x as covered), as has one with no read of its own whatever its neighbours' overlaps give
+DROPOUT_DEPTH = 20
 
 
 @dataclass
@@ -423,12 +426,13 @@ def amplicon_part(a: Amplicon, pos: I64, depth: I64, start: int, end: int) -> Am
 def amplicon_row(cols: dict[str, list[Any]], sample: str, a: Amplicon | None, part: AmpliconPart) -> None:
     """Append an ``amplicon_depth`` row: an amplicon's whole parts, or (``a`` None) the reads outside any."""
     if a is None:
-        values: tuple[Any, ...] = (sample, None, None, None, None, None, part.reads, 0, None, None)
+        values: tuple[Any, ...] = (sample, None, None, None, None, None, part.reads, 0, None, None, None)
     else:
         width = max(a.insert_end - a.insert_start, 1)
+        mean = float(part.depth_sum) / width
         values = (sample, a.name, a.contig, a.pool, a.insert_start + 1, a.insert_end, part.reads, part.misprimed,
-                  float(part.depth_sum) / width,
-                  part.min_depth if part.covered == width and part.min_depth is not None else 0)
+                  mean, part.min_depth if part.covered == width and part.min_depth is not None else 0,
+                  part.reads == 0 or mean < DROPOUT_DEPTH)
     for c, v in zip(AMPLICON_COLUMNS, values, strict=True):
         cols[c].append(v)
 

@@ -348,7 +348,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         for table, writer in out.writers.items():
             writer.publish()
             totals.rows[table] = writer.rows + region_rows.get(table, 0)
-        write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params))
+        write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
+                      reference=plan.reference.uri if plan.reference else None)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = sum(i.rows for i in alignments.values())

@@ -403,6 +403,8 @@ AMPLICON_DEPTH = Table(
         _c("mean_pileup_depth", _F64, "mean mpileup depth (every base and deletion, overlapping mates both "
            "counted) over the insert"),
         _c("min_pileup_depth", _I64, "lowest mpileup depth over the insert"),
+        _c("dropout", _B, "the amplicon dropped out: no read of its own (its primers clipped none), or a mean "
+           "pileup depth below 20x; null for the row of reads outside any amplicon"),
     ),
     key=("sample", "amplicon"),
 )
