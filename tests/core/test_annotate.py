@@ -96,3 +96,22 @@ def test_a_bad_gff_line_is_named(line: str, message: str) -> None:
 def test_the_genetic_code_has_64_codons_and_3_stops() -> None:
     assert len(CODE) == 64 and sorted(k for k, v in CODE.items() if v == "*") == ["TAA", "TAG", "TGA"]
     assert amino_acid("ANG") == "X"
+
+
+def test_a_bad_gff_is_rejected_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from seqlake.base.model import Sample
+    from seqlake.base.params import Params
+    from seqlake.plan.planner import make_plan
+    from seqlake.plan.refindex import indexed_reference
+
+    monkeypatch.setenv("SEQLAKE_REF_CACHE", str(tmp_path / "refcache"))
+    gff = tmp_path / "genes.gff3"
+    gff.write_text("##gff-version 3\nMN908947.3\tNCBI\tCDS\t21563\t25384\t.\t+\t0\tID=S\n"
+                   "MN908947.3\tNCBI\tCDS\t29558\t39674\t.\t+\t0\tID=ORF10\n")
+    reads = tmp_path / "r.fastq"
+    reads.write_text("@r1\nACGT\n+\nIIII\n")
+    with pytest.raises(BadInputError) as caught:
+        make_plan("bad", [Sample("s", str(reads))], out_prefix=str(tmp_path / "lake"),
+                  reference=indexed_reference(str(REFERENCE)), params=Params(gff=str(gff)))
+    assert str(caught.value) == f"{gff}:3: CDS end 39674 is past the end of MN908947.3 (29903 bases)"
+    assert not (tmp_path / "lake").exists()

@@ -56,8 +56,8 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.gff import load_gff
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
-from seqlake.plan.primers import load_primer_scheme, reference_contigs
-from seqlake.plan.reference import ReferencePin, index_ready
+from seqlake.plan.primers import load_primer_scheme
+from seqlake.plan.reference import ReferencePin, index_ready, load_contigs
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -501,8 +501,8 @@ def _check_run_files(params: Params, reference: ReferencePin | None) -> None:
         return
     if params.primer_bed is not None:
         load_primer_scheme(params.primer_bed, reference.uri)
-    if params.gff is not None:
-        load_gff(params.gff, reference_contigs(reference.uri))
+    if params.gff is not None:  # the contigs the index stored (a .mmi reference's too), not a read of the FASTA
+        load_gff(params.gff, {c.name: c.length for c in load_contigs(reference)})
 
 
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
