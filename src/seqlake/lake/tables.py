@@ -667,7 +667,7 @@ read them):
 - frameshifts: PASS indels not a multiple of 3 long, in a CDS of the GFF (anywhere without one): warn
   (POSSIBLE_FRAMESHIFT_INDELS);
 - ambiguity: more than `qc_max_ambiguous` (5) IUPAC codes in the consensus: warn (EXCESS_AMBIGUITY);
-- mixed sample: `qc_mixed_alleles` (5) or more SNV alleles at a frequency in [`qc_mixed_min_fraction`,
+- mixed sample: `qc_mixed_alleles` (10) or more SNV alleles at a frequency in [`qc_mixed_min_fraction`,
   `qc_mixed_max_fraction`] (0.05-0.95) where the depth is at least `qc_mixed_min_depth` (50) and ivar's Fisher
   test passes: warn (POSSIBLE_MIXTURE);
 - negative control (`control_type` negative): more than `qc_negative_max_pct_10x` (1.0 %) of the genome at
