@@ -1,4 +1,4 @@
--- Amplicons below 20x mean depth per run and sample (amplicon mode: runs with a primer_bed), the worst first, with the reads their primers clipped.
+-- Amplicons that dropped out (no read of their own, or below 20x mean depth) per run and sample (amplicon mode: runs with a primer_bed), the worst first, with the reads their primers clipped.
 SELECT
   run_id,
   sample,
@@ -12,5 +12,5 @@ SELECT
   round(mean_pileup_depth, 1) AS mean_pileup_depth,
   min_pileup_depth
 FROM amplicon_depth
-WHERE amplicon IS NOT NULL AND mean_pileup_depth < 20
-ORDER BY run_id, sample, mean_pileup_depth, pos
+WHERE dropout
+ORDER BY run_id, sample, reads, mean_pileup_depth, pos

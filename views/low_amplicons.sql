@@ -1,9 +1,9 @@
--- Per run and sample, how many amplicons dropped out (mean depth below 20x) and the share of reads no primer clipped (reads outside any amplicon).
+-- Per run and sample, how many amplicons dropped out (no read of their own, or mean depth below 20x) and the share of reads no primer clipped (reads outside any amplicon).
 -- view columns: run_id string, sample string, low_amplicons bigint, amplicons bigint, reads_outside_amplicons bigint, pct_reads_outside_amplicons double, misprimed_reads bigint
 SELECT
   run_id,
   sample,
-  count_if(amplicon IS NOT NULL AND mean_pileup_depth < 20) AS low_amplicons,
+  count_if(dropout) AS low_amplicons,
   count_if(amplicon IS NOT NULL) AS amplicons,
   sum(CASE WHEN amplicon IS NULL THEN reads ELSE 0 END) AS reads_outside_amplicons,
   round(100 * CAST(sum(CASE WHEN amplicon IS NULL THEN reads ELSE 0 END) AS double) / nullif(sum(reads), 0), 2)

@@ -30,7 +30,7 @@ from seqlake.base.errors import (
     UsageError,
 )
 from seqlake.base.layout import REPORTS, RESULTS, RUNS
-from seqlake.base.params import PRESETS, Params
+from seqlake.base.params import PRESETS, VALUE_FLAGS, Params
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -175,6 +175,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
            action="store_true", default=False),
     Option("--preset", "minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
            "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
+    # the ivar thresholds and the GFF, from their one home (base/params.py)
+    *(Option(flag, f"{what} (default {getattr(_DEFAULTS, name)})", {int: "N", float: "F"}.get(kind, "FILE"), kind)
+      for flag, (name, kind, what) in VALUE_FLAGS.items()),
 )}
 
 #: the Batch jobs' memory, template parameters the local cloud deploys with the values given

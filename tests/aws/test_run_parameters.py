@@ -38,3 +38,22 @@ def test_the_preset_is_a_run_parameter_of_known_values() -> None:
     assert run_id("x", objects, {"preset": "map-ont"}) != run_id("x", objects, {"preset": "map-hifi"})
     with pytest.raises(ValueError, match="preset 'map-nanopore'"):
         run_parameters('{"preset": "map-nanopore"}')
+
+
+def test_ivars_thresholds_and_the_gff_are_set_on_the_command_line() -> None:
+    """``process`` and ``local run`` take ivar's thresholds and --gff under their own names (base/params.py's
+    VALUE_FLAGS), each setting its run parameter; the others keep their defaults."""
+    from seqlake.base.params import Params, chosen_parameters
+    from seqlake.cli import build_parser
+
+    for command in (["process", "r1.fq", "--out", "out"], ["local", "run", "r1.fq"]):
+        args = build_parser().parse_args([*command, "--min-depth", "20", "--min-fraction", "0.5",
+                                          "--consensus-fraction", "0.6", "--consensus-min-depth", "5",
+                                          "--min-base-quality", "30", "--report-fraction", "0.05",
+                                          "--gff", "genes.gff3"])
+        chosen = chosen_parameters(args)
+        assert chosen == {"variant_min_depth": 20, "variant_freq": 0.5, "consensus_freq": 0.6,
+                          "consensus_min_depth": 5, "min_base_quality": 30, "variant_report_freq": 0.05,
+                          "gff": "genes.gff3"}
+        Params.from_dict(chosen)
+        assert chosen_parameters(build_parser().parse_args(command)) == {}

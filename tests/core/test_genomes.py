@@ -89,6 +89,10 @@ def test_the_index_joined_from_pieces_is_the_whole_files_bin_by_bin(tmp_path: Pa
     parsed = _parsed(got)
     assert list(parsed) == CONTIGS
     for contig, (bins, windows) in parsed.items():
+        # htslib's pseudo-bin: the contig's first and last offsets, its records (bcftools index -n) and 0 unplaced
+        chunks_of = [c for chunks in want.bins[contig].values() for c in chunks]
+        assert bins.pop(37450) == [(min(c[0] for c in chunks_of), max(c[1] for c in chunks_of)),
+                                   (sum(ln.startswith(contig + "\t") for ln in lines), 0)]
         assert bins == {b: [tuple(c) for c in chunks] for b, chunks in sorted(want.bins[contig].items())}
         expected = list(want.linear[contig])
         for w, v in enumerate(expected):  # a window no record touches: the offset of the one before

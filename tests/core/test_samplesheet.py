@@ -56,8 +56,8 @@ def test_other_buckets_only_those_allowed() -> None:
         (HEADER + "A,a.fq,\nB,b.fq,\nA,c_1.fq,c_2.fq\n", 4, "sample 'A' mixes paired-end and single-end rows "
          "(first on line 2)"),
         (HEADER + "A,a.fq,\nB,a.fq,\n", 3, "already listed on line 2"),
-        ("sample,fastq_1,fastq_2,control\nA,a.fq,,maybe\n", 2, "control must be true or false"),
-        ("sample,fastq_1,fastq_2,control\nA,a.fq,,true\nB,b.fq,,yes\n", 3, "control must be true or false"),
+        ("sample,fastq_1,fastq_2,control\nA,a.fq,,maybe\n", 2, "control must be negative, positive, true or false"),
+        ("sample,fastq_1,fastq_2,control\nA,a.fq,,true\nB,b.fq,,yes\n", 3, "control must be negative, positive"),
         ("sample,fastq_1,fastq_2,lane\nA,a.fq,,L1\n", 2, "lane must be a positive integer"),
         (HEADER + "A B,a.fq,\n", 2, "column sample"),
         (HEADER + "A,,\n", 2, "column fastq_1"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.errors import BadInputError
-from seqlake.base.layout import CONSENSUS_SUFFIX
+from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
@@ -31,6 +31,7 @@ from seqlake.lake.positions import IndexLayout, read_index, read_region
 from seqlake.lake.reduce import merger
 from seqlake.lake.regions import load_reduce_plan
 from seqlake.lake.vcf import bgzf_compress, tabix_index
+from seqlake.plan.gff import parse_gff
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
@@ -93,6 +94,9 @@ class Oracle:
     consensus: str
     #: (read name, mate) -> its alignment rows (flag, pos, CIGAR with hard clips as soft clips)
     alignments: dict[tuple[str, int], list[tuple[int, int, str]]]
+    #: with a GFF (ivar variants -g): (POS, ALT) -> GFF_FEATURE, REF_CODON, REF_AA, ALT_CODON, ALT_AA, each
+    #: ivar row's values (a row per CDS) joined with "," as seqlake joins them; None for NA
+    annotations: dict[tuple[int, str], tuple[str | None, ...]] = field(default_factory=dict)
 
 
 def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out: Path, params: Params) -> Oracle:
@@ -119,20 +123,26 @@ def ivar_oracle(tools: dict[str, str], reads: tuple[Path, Path], ref: Path, out:
     pileup = [tools["samtools"], "mpileup", "-aa", "-A", "-B", "-d", "0", "-Q", "0", "-f", str(ref), str(bam)]
     var_plup = subprocess.run([*pileup[:2], "-x", *pileup[2:]], capture_output=True, check=True).stdout
     subprocess.run([tools["ivar"], "variants", "-p", str(out / "ivar"), "-t", str(params.variant_report_freq),
-                    "-q", str(params.min_base_quality), "-m", str(params.variant_min_depth), "-r", str(ref)],
+                    "-q", str(params.min_base_quality), "-m", str(params.variant_min_depth), "-r", str(ref),
+                    *(["-g", params.gff] if params.gff else [])],
                    input=var_plup, check=True, capture_output=True)
     cons_plup = subprocess.run(pileup, capture_output=True, check=True).stdout
     subprocess.run([tools["ivar"], "consensus", "-p", str(out / "cons"), "-t", str(params.consensus_freq),
                     "-q", str(params.min_base_quality), "-m", str(params.consensus_min_depth), "-n", "N"],
                    input=cons_plup, check=True, capture_output=True)
     variants = {}
+    features: dict[tuple[int, str], list[list[str]]] = {}
     for line in (out / "ivar.tsv").read_text().splitlines()[1:]:
         f = line.split("\t")
+        if len(f) > 14:  # -g: a row per CDS holding the allele, the same numbers on each
+            features.setdefault((int(f[1]), f[3]), []).append(f[14:19])
         # allele, depth, counts, frequency (and the qualities and p-value, which match too)
         variants[(int(f[1]), f[3])] = (int(f[4]), int(f[5]), int(f[7]), int(f[8]), int(f[11]), f[10], int(f[6]),
                                        int(f[9]), f[12], f[13] == "TRUE")
     consensus = "".join((out / "cons.fa").read_text().split("\n")[1:])
-    return Oracle(variants, consensus, alignments)
+    annotations = {k: tuple(None if rows == [["NA"] * 5] else ",".join(col) for col in zip(*rows, strict=True))
+                   for k, rows in features.items()}
+    return Oracle(variants, consensus, alignments, annotations)
 
 
 def run_seqlake(reads: tuple[Path, Path], ref: Path, out: Path, shards: int = 1,
@@ -225,6 +235,32 @@ def test_miseq_with_the_artic_primers_equals_ampliconclip_then_ivar(miseq: tuple
     assert sum(a["reads"] for a in amplicons) == mapped_primary
     covered = [a for a in amplicons if a["amplicon"] and a["mean_pileup_depth"] >= 10]
     assert 0 < len(covered) < 98  # a thin library: some amplicons dropped out
+
+
+def test_amplicon_mode_coverage_is_samtools_depth_over_ampliconclip(miseq: tuple[Path, Path], reference: Path,
+                                                                     tools: dict[str, str], tmp_path: Path) -> None:
+    """In amplicon mode pct_genome_* and low_coverage count the primer-clipped reads: equal to ``samtools depth
+    -a`` over ``samtools ampliconclip --both-ends --strand`` of the same reads (the oracle's BAM); and every
+    amplicon without a read of its own is a dropout, however deep its neighbours' overlaps make it."""
+    params = Params(primer_bed=str(PRIMER_BED))
+    plan, _, differ = compare_with_ivar(tools, miseq, reference, tmp_path, params)
+    assert len(differ) < 20, sorted(differ)
+    depth = subprocess.run([tools["samtools"], "depth", "-a", str(tmp_path / "oracle.bam")], capture_output=True,
+                           text=True, check=True).stdout
+    per_base = np.array([int(line.split("\t")[2]) for line in depth.splitlines()])
+    assert len(per_base) == 29903
+    summary = pq.read_table(plan.layout.partition("sample_summary")).to_pylist()[0]
+    for t in (1, 10, 20, 30):
+        assert summary[f"pct_genome_{t}x"] == pytest.approx(100 * np.count_nonzero(per_base >= t) / 29903), t
+    low = pq.read_table(plan.layout.partition("low_coverage")).to_pylist()
+    below = per_base < 10
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(np.int8), [0]])))
+    want = [(int(a) + 1, int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    assert sorted((r["pos"], r["end_pos"]) for r in low if r["threshold"] == 10) == want
+    amplicons = pq.read_table(plan.layout.partition("amplicon_depth")).to_pylist()
+    silent = [a for a in amplicons if a["amplicon"] and a["reads"] == 0]
+    assert silent and all(a["dropout"] for a in silent)
+    assert any(a["mean_pileup_depth"] >= 20 for a in silent)  # the neighbours' overlaps alone reach 20x
 
 
 BED_LINES = ["MN908947.3\t30\t54\tnCoV-2019_1_LEFT\t1\t+", "MN908947.3\t385\t410\tnCoV-2019_1_RIGHT\t1\t-"]
@@ -387,6 +423,39 @@ def test_simulated_amplicons_every_known_mutation_found_none_invented(tools: dic
     assert cons.count("N") < len(cons)
 
 
+GFF = TESTS / "data" / "MN908947.3.cds.gff3"
+
+
+@pytest.mark.parametrize(("first", "last"), [(1, 12), (70, 82)])
+def test_annotation_columns_equal_ivar_variants_g(tools: dict[str, str], reference: Path, tmp_path: Path,
+                                                  first: int, last: int) -> None:
+    """With --gff: gene, codons and amino acids equal ``ivar variants -g`` allele for allele (amplicons 1-12:
+    ORF1a and ORF1ab overlap, two CDS per SNV; 70-82: the end of ORF1ab's second line, S's start)."""
+    reads, _ = simulate_amplicons(reference, tmp_path, seed=29, first=first, last=last)
+    plan, oracle, differ = compare_with_ivar(tools, reads, reference, tmp_path, Params(gff=str(GFF)))
+    assert len(differ) < 20, sorted(differ)
+    assert seqlake_variants(plan) == oracle.variants
+    rows = pq.read_table(plan.layout.partition("variants")).to_pylist()
+    mine = {ivar_key(r): tuple(r[c] for c in ("gene", "ref_codon", "ref_aa", "alt_codon", "alt_aa")) for r in rows}
+    assert mine == oracle.annotations
+    in_cds = [k for k, v in mine.items() if v[0] is not None]
+    assert len(in_cds) >= 30, len(in_cds)
+    if first == 1:  # every SNV of amplicons 1-12 is in ORF1ab's first line and in ORF1a
+        assert all(mine[k][0] == "ORF1ab,ORF1a" for k in in_cds)
+    # aa_change: one per CDS, SNVs named by codon, indels by their effect
+    for r in rows:
+        if r["type"] == "snv" and r["gene"] is not None:
+            assert r["aa_change"].count(",") == r["gene"].count(","), r
+        if r["type"] != "snv" and r["aa_change"] is not None:
+            shift = (len(r["alt"]) - len(r["ref"])) % 3 != 0
+            assert all(c.endswith("fs") == shift for c in r["aa_change"].split(",")), r
+    cds = parse_gff(str(GFF), GFF.read_text(), None)
+    indels = [r for r in rows if r["type"] != "snv" and r["pass"]]
+    assert len(indels) >= 3
+    for r in indels:  # an indel is in a CDS when the base after its anchor is
+        assert (r["aa_change"] is not None) == any(c.start <= r["pos"] + 1 <= c.end for c in cds), r
+
+
 # ---------------------------------------------------------------------------------- shard invariance
 def staging_sums(plan: Plan) -> list[pa.Table]:
     """Every child's allele counts and indels, region by region, added up as the reducers add them."""
@@ -526,3 +595,83 @@ def test_vcf_is_bgzipped_and_tabix_finds_its_records(tmp_path: Path) -> None:
     for region, starts in (("chr3:16385-16385", [16_383]), ("chr3:131073-140000", [131_071, 140_000])):
         got = subprocess.run([tabix, str(vcf), region], capture_output=True, text=True, check=True).stdout
         assert [int(ln.split("\t")[1]) for ln in got.splitlines()] == starts, region
+    # htslib's pseudo-bin: bcftools reads each contig's record count from it
+    bcftools = shutil.which("bcftools")
+    if bcftools is not None:
+        stats = subprocess.run([bcftools, "index", "--stats", str(vcf)], capture_output=True, text=True,
+                               check=True).stdout
+        counts = {ln.split("\t")[0]: int(ln.split("\t")[2]) for ln in stats.splitlines()}
+        assert counts == {c: sum(ln.startswith(c + "\t") for ln in lines) for c in ("chr1", "chr2", "chr3")}
+        assert subprocess.run([bcftools, "index", "-n", str(vcf)], capture_output=True, text=True,
+                              check=True).stdout.strip() == str(len(lines) - 2)
+
+
+def test_a_runs_vcf_fasta_and_index_are_what_htslib_reads(tools: dict[str, str], reference: Path,
+                                                          tmp_path: Path) -> None:
+    """A two-contig reference: the consensus FASTA's records are named apart (samtools faidx indexes it and
+    fetches each), the VCF names its reference, an indel's AD sums to its DP, and ``bcftools index -n`` gives
+    the VCF's record count from the .tbi."""
+    bcftools = shutil.which("bcftools")
+    if bcftools is None:
+        pytest.skip("bcftools is not installed (make tools installs it)")
+    reads, _ = simulate_amplicons(reference, tmp_path, seed=31, first=1, last=6)
+    genome = "".join(reference.read_text().split("\n")[1:])
+    two = tmp_path / "two.fasta"  # the genome cut in two contigs, as a segmented virus's reference is
+    two.write_text(f">segA\n{genome[:1200]}\n>segB\n{genome[1200:]}\n")
+    plan = run_seqlake(reads, two, tmp_path / "lake", params=Params())
+    fasta = Path(plan.layout.sample_file("s", CONSENSUS_SUFFIX))
+    names = [ln[1:].split()[0] for ln in fasta.read_text().splitlines() if ln.startswith(">")]
+    assert names == ["s|segA", "s|segB"]
+    subprocess.run([tools["samtools"], "faidx", str(fasta)], check=True, capture_output=True)
+    for name in names:
+        got = subprocess.run([tools["samtools"], "faidx", str(fasta), name], capture_output=True, text=True,
+                             check=True).stdout
+        assert got.startswith(f">{name}\n") and len("".join(got.split("\n")[1:])) > 1000
+    vcf = plan.layout.sample_file("s", VCF_SUFFIX)
+    text = gzip.decompress(Path(vcf).read_bytes()).decode()
+    assert f"##reference={two}\n" in text
+    records = [ln.split("\t") for ln in text.splitlines() if not ln.startswith("#")]
+    assert len(records) > 20
+    for r in records:
+        fmt = dict(zip(r[8].split(":"), r[9].split(":"), strict=True))
+        if "TYPE=snv" not in r[7]:
+            assert sum(map(int, fmt["AD"].split(","))) == int(fmt["DP"]), r
+    n = subprocess.run([bcftools, "index", "-n", vcf], capture_output=True, text=True, check=True).stdout
+    assert int(n) == len(records)
+
+
+def _first_pairs(reads: tuple[Path, Path], pairs: int, out: Path) -> tuple[Path, Path]:
+    """The first ``pairs`` read pairs of a library (a negative control that a little of it got into)."""
+    paths = (out / "neg_R1.fastq", out / "neg_R2.fastq")
+    for src, dest in zip(reads, paths, strict=True):
+        dest.write_text("".join(gzip.decompress(src.read_bytes()).decode().splitlines(keepends=True)[: 4 * pairs]))
+    return paths
+
+
+def test_each_genome_gets_its_qc_verdict(reference: Path, tmp_path: Path) -> None:
+    """A mixed library of four haplotypes (alleles at 10-55 %) with a 1-base insertion in ORF1ab at 55 %, and a
+    negative control holding some of its reads: the mixture and the frameshift warn (the sample fails on
+    completeness: 12 of 98 amplicons), the control fails as contaminated; a clean single haplotype passes the
+    mixture check."""
+    reads, mutations = simulate_amplicons(reference, tmp_path, seed=23)
+    assert any(m.ref == m.alt[0] and len(m.alt) == 2 for m in mutations)  # the 1-base insertion
+    neg = _first_pairs(reads, 400, tmp_path)
+    samples = [Sample("mixed", str(reads[0]), str(reads[1]), {"control": ""}),
+               Sample("ntc", str(neg[0]), str(neg[1]), {"control": "negative"})]
+    params = Params(gff=str(GFF))
+    plan = make_plan("run", samples, out_prefix=str(tmp_path / "lake"),
+                     reference=indexed_reference(str(reference), params.preset), params=params)
+    for child in range(plan.array_size):
+        worker.process_child(plan, child)
+    merge.merge_run(plan)
+    rows = {r["sample"]: r for r in pq.read_table(plan.layout.partition("sample_summary")).to_pylist()}
+    mixed, ntc = rows["mixed"], rows["ntc"]
+    assert mixed["qc_status"] == "fail" and mixed["control_type"] is None, mixed["qc_reasons"]
+    reasons = mixed["qc_reasons"].split("; ")
+    assert reasons[0].startswith("incomplete genome: ")
+    assert any(r.startswith("possible frameshift: 1 ") for r in reasons), reasons
+    assert any(r.startswith("possible mixture: ") for r in reasons), reasons
+    assert ntc["control_type"] == "negative" and ntc["control"] is True
+    assert ntc["qc_status"] == "fail" and "contamination" in ntc["qc_reasons"], ntc
+    consensus = {r["sample"]: r for r in pq.read_table(plan.layout.partition("consensus")).to_pylist()}
+    assert consensus["mixed"]["frameshift_indels"] == 1 and consensus["mixed"]["mixed_alleles"] >= 20

@@ -110,8 +110,10 @@ def test_an_athena_view_of_the_template_is_queried_as_athena_would(tmp_path: Pat
 
     state = StateDir(tmp_path)
     spec = BY_NAME["amplicon_depth"]
-    rows = [{"sample": "s1", "amplicon": "a1", "mean_pileup_depth": 5.0, "reads": 10, "misprimed_reads": 1},
-            {"sample": "s1", "amplicon": "a2", "mean_pileup_depth": 50.0, "reads": 30, "misprimed_reads": 0},
+    rows = [{"sample": "s1", "amplicon": "a1", "mean_pileup_depth": 5.0, "reads": 10, "misprimed_reads": 1,
+             "dropout": True},
+            {"sample": "s1", "amplicon": "a2", "mean_pileup_depth": 50.0, "reads": 30, "misprimed_reads": 0,
+             "dropout": False},
             {"sample": "s1", "amplicon": None, "mean_pileup_depth": 0.0, "reads": 10, "misprimed_reads": 0}]
     path = state.local_path("b", "results/amplicon_depth/run_id=r1/part-0.parquet")
     path.parent.mkdir(parents=True)

@@ -3,8 +3,10 @@
 A samplesheet may carry any columns besides ``sample``, ``fastq_1`` and ``fastq_2``; they are kept
 as strings per row (a row is one lane of a sample). Three have a meaning seqlake knows:
 
-- ``control``: ``true`` / ``false`` in any case (empty: unknown), a negative or positive control; any
-  other value (``yes``, ``1``) is rejected rather than guessed at;
+- ``control``: ``negative`` / ``positive`` (a no-template or a known-positive control), or the older
+  ``true`` / ``false``, in any case (empty: unknown); ``true`` is read as ``negative`` (the control every
+  plate carries, and the one whose failure must not pass unseen); any other value (``yes``, ``1``) is
+  rejected rather than guessed at;
 - ``run_name``: the sequencing run;
 - ``lane``: the flowcell lane (a positive integer).
 
@@ -22,22 +24,32 @@ from typing import Any
 
 #: columns of a samplesheet with a known meaning (and type)
 KNOWN_COLUMNS = ("control", "run_name", "lane")
-_TRUE = {"true"}
-_FALSE = {"false"}
 _CASAVA = re.compile(r"^([^:\s]+):(\d+):([^:\s]+):(\d+):\d+:\d+:\d+$")
 _OLD = re.compile(r"^([^:\s]+):(\d+):\d+:\d+:\d+(?:#\S*)?(?:/[12])?$")
 
 
-def parse_control(value: str) -> bool | None:
-    """The ``control`` column's value as a boolean (None when empty); ValueError when it is neither."""
+#: the kinds of control a ``control`` value names
+CONTROL_TYPES = {"negative": "negative", "positive": "positive", "true": "negative", "false": None}
+
+
+def control_type(value: str) -> str | None:
+    """The ``control`` column's kind: ``negative``, ``positive`` or None (not a control, or empty);
+    ValueError for any other value."""
     v = value.strip().lower()
     if not v:
         return None
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise ValueError(f"control must be true or false (got {value!r})")
+    if v not in CONTROL_TYPES:
+        raise ValueError(f"control must be negative, positive, true or false (got {value!r})")
+    return CONTROL_TYPES[v]
+
+
+def parse_control(value: str) -> bool | None:
+    """The ``control`` column's value as a boolean (None when empty); ValueError when it is none of
+    :data:`CONTROL_TYPES`."""
+    v = value.strip().lower()
+    if not v:
+        return None
+    return control_type(v) is not None
 
 
 def check_row(row: Mapping[str, str]) -> None:
@@ -70,6 +82,7 @@ def lane_row(metadata: Mapping[str, str], header: Mapping[str, str]) -> dict[str
     extra = {k: v for k, v in metadata.items() if k not in KNOWN_COLUMNS}
     return {
         "control": parse_control(metadata.get("control", "")),
+        "control_type": control_type(metadata.get("control", "")),
         "run_name": metadata.get("run_name") or header.get("run") or None,
         "lane": metadata.get("lane") or header.get("lane") or None,
         "instrument": header.get("instrument"),
@@ -84,6 +97,8 @@ def sample_fields(lanes: list[dict[str, Any]]) -> dict[str, Any]:
     controls = [r["control"] for r in lanes if r["control"] is not None]
     return {
         "control": any(controls) if controls else None,
+        # a sample of several rows is a negative control when any row says so (its check is the strict one)
+        "control_type": min((r["control_type"] for r in lanes if r.get("control_type")), default=None),
         "run_name": _joined(r["run_name"] for r in lanes),
         "flowcell": _joined(r["flowcell"] for r in lanes),
         "lanes": _joined(r["lane"] for r in lanes),

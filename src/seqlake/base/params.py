@@ -78,6 +78,27 @@ class Params:
     #: amplicon mode: a primer BED (local path or s3:// URI); primers are soft-clipped from the alignments
     #: before counting, as ``samtools ampliconclip --both-ends --strand`` (seqlake.child.primerclip)
     primer_bed: str | None = None
+    #: a GFF3 of the reference's CDS (local path or s3:// URI): each variant in a CDS gets its gene, codons and
+    #: amino acids as ``ivar variants -g`` writes them, and an ``aa_change`` (seqlake.lake.annotate)
+    gff: str | None = None
+    #: the QC verdict per genome (``sample_summary.qc_status``, seqlake.lake.verdict), defaults after
+    #: ncov-tools' summary flags: a consensus with fewer called bases than ``qc_fail_called_pct`` % of the
+    #: reference fails (ncov-tools INCOMPLETE_GENOME, < 50 %), fewer than ``qc_warn_called_pct`` % warns
+    #: (PARTIAL_GENOME, < 90 %)
+    qc_fail_called_pct: float = 50.0
+    qc_warn_called_pct: float = 90.0
+    #: more IUPAC codes than this in the consensus warn (ncov-tools EXCESS_AMBIGUITY: more than 5)
+    qc_max_ambiguous: int = 5
+    #: a mixed sample: at least ``qc_mixed_alleles`` SNV alleles at a frequency in [``qc_mixed_min_fraction``,
+    #: ``qc_mixed_max_fraction``] where the depth is at least ``qc_mixed_min_depth`` warn (ncov-tools'
+    #: POSSIBLE_MIXTURE; the thresholds are seqlake's, see docs/TABLES.md "The QC verdict": the real ARTIC MiSeq
+    #: pair, one genome, shows 6 such alleles, a library of two genomes dozens)
+    qc_mixed_min_depth: int = 50
+    qc_mixed_min_fraction: float = 0.05
+    qc_mixed_max_fraction: float = 0.95
+    qc_mixed_alleles: int = 10
+    #: a negative control with more of the genome than this percentage at >= 10x fails (contamination)
+    qc_negative_max_pct_10x: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,13 +141,30 @@ def coverage_bin_width(params: Params, reference_length: int) -> int:
     return math.gcd(width, params.region_size)
 
 
+#: the run parameters set on the command line by a flag of their own name (``--min-depth`` sets
+#: ``variant_min_depth``): flag -> (parameter, type, what it is); cli.py adds them to ``process`` and ``local run``
+VALUE_FLAGS: dict[str, tuple[str, type, str]] = {
+    "--gff": ("gff", str, "a GFF3 of the reference's CDS (path or s3:// URI): each variant in a CDS gets its gene, "
+                          "codons, amino acids (as ivar variants -g) and an aa_change such as S:N501Y"),
+    "--min-depth": ("variant_min_depth", int, "depth a position needs to carry variants (ivar variants -m)"),
+    "--min-fraction": ("variant_freq", float, "allele frequency a variant needs to PASS (ivar variants -t)"),
+    "--report-fraction": ("variant_report_freq", float, "allele frequency a variant needs to be a row at all"),
+    "--min-base-quality": ("min_base_quality", int, "bases below this quality count in no variant or consensus "
+                                                    "(ivar -q)"),
+    "--consensus-fraction": ("consensus_freq", float, "allele frequency a consensus base needs (ivar consensus -t)"),
+    "--consensus-min-depth": ("consensus_min_depth", int, "depth a consensus base needs, else N (ivar consensus "
+                                                          "-m)"),
+}
+
+
 def chosen_parameters(args: Any) -> dict[str, Any]:
     """The run parameters a command line set (``--no-trim``, ``--adapter``, ``--quality-cutoff``,
-    ``--min-length``, ``--primer-bed``, ``--no-allele-counts``, ``--preset``: ``seqlake process`` and ``seqlake
-    local run`` take the same); the others
-    keep :class:`Params`' defaults."""
+    ``--min-length``, ``--primer-bed``, ``--no-allele-counts``, ``--preset`` and :data:`VALUE_FLAGS`:
+    ``seqlake process`` and ``seqlake local run`` take the same); the others keep :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
               "quality_cutoff": args.quality_cutoff, "min_length": args.min_length, "preset": args.preset,
               "primer_bed": getattr(args, "primer_bed", None),
               "allele_counts": False if getattr(args, "no_allele_counts", False) else None}
+    for flag, (name, _, _) in VALUE_FLAGS.items():
+        chosen[name] = getattr(args, flag[2:].replace("-", "_"), None)
     return {k: v for k, v in chosen.items() if v is not None}

@@ -238,6 +238,38 @@ class AmpliconCounts:
         self.misprimed[sample] = self.misprimed.get(sample, 0) + wrong
         return clipped
 
+    def clipped_alignments(self, table: pa.Table) -> pa.Table:
+        """An ``alignments`` batch with its primers soft-clipped (``pos``, ``end_pos``, ``cigar``; nothing else
+        read or changed): what the depth and coverage of amplicon mode count, as viralrecon measures them
+        after primer trimming (``samtools depth -a`` over ``samtools ampliconclip --both-ends --strand``). A
+        row clipped whole keeps no reference base (its span is empty)."""
+        import pyarrow.compute as pc  # here, not at the top: as in seqlake.child.pileup
+
+        names = pa.array([n for n, _ in self.contigs], pa.string())
+        n = table.num_rows
+        contig = np.asarray(pc.index_in(table.column("contig").cast(pa.string()), value_set=names).fill_null(-1),
+                            dtype=np.int64)
+        start = np.asarray(table.column("pos").fill_null(1), dtype=np.int64) - 1
+        zeros = np.zeros(n, dtype=np.int64)
+        rows = AlignmentRows(contig, start, np.asarray(table.column("flag").fill_null(0), dtype=np.int64),
+                             [c or "" for c in table.column("cigar").to_pylist()], zeros - 1, zeros - 1, zeros - 1,
+                             zeros, pa.nulls(n, pa.string()))
+        clipped, _, _ = self.clipper.clip(rows)
+        mapped = contig >= 0
+        ends = clipped.start + np.where(mapped, _ref_lengths(clipped.cigar), 0)
+        # an alignment clipped whole: its CIGAR has no reference operation left (htslib's end would be pos + 1)
+        empty = np.array([not any(op in c for op in "MDN=X") for c in clipped.cigar], dtype=np.bool_)
+        ends = np.where(empty, clipped.start, ends)
+        pos = pa.array(np.where(mapped, clipped.start + 1, 0), pa.int64()).cast(table.schema.field("pos").type)
+        end = pa.array(ends, pa.int64()).cast(table.schema.field("end_pos").type)
+        valid = pc.is_valid(table.column("contig"))
+        cols = {"pos": pc.if_else(valid, pos, table.column("pos")),
+                "end_pos": pc.if_else(valid, end, table.column("end_pos")),
+                "cigar": pc.if_else(valid, pa.array(clipped.cigar, pa.string()), table.column("cigar"))}
+        for name, col in cols.items():
+            table = table.set_column(table.schema.get_field_index(name), name, col)
+        return table
+
     def table(self, sample: str) -> pa.Table:
         """The sample's rows, sorted by (contig, pos, amplicon) as every staging table is."""
         n = len(self.clipper.amplicons)

@@ -207,8 +207,13 @@ class _Aligning:
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and
-        exact depth."""
+        exact depth; in amplicon mode, of the rows with their primers clipped (viralrecon measures coverage
+        after primer trimming: primer bases say nothing of the sample, and the neighbours' primers cover an
+        amplicon that dropped out)."""
         coverage = self.coverage_of(sample)
+        if self.primers is not None:
+            table = self.primers.clipped_alignments(table)
+            blocks = depth_blocks(table)
         for contig, starts, ends in alignment_spans(table):
             coverage.add_intervals(contig, starts, ends)
         self.depth[sample].add_blocks(blocks)

@@ -379,7 +379,10 @@ def called_positions(counts: Mapping[str, Any], indels: Sequence[Indel], params:
 # ---------------------------------------------------------------------------- amplicon depth
 #: the ``amplicon_depth`` columns
 AMPLICON_COLUMNS = ("sample", "amplicon", "contig", "pool", "pos", "end_pos", "reads", "misprimed_reads",
-                    "mean_pileup_depth", "min_pileup_depth")
+                    "mean_pileup_depth", "min_pileup_depth", "dropout")
+#: an amplicon below this mean depth over its insert has dropped out (nf-core/viralrecon's amplicon heatmap and
+#: ncov-tools read 20x as covered), as has one with no read of its own whatever its neighbours' overlaps give
+DROPOUT_DEPTH = 20
 
 
 @dataclass
@@ -423,38 +426,43 @@ def amplicon_part(a: Amplicon, pos: I64, depth: I64, start: int, end: int) -> Am
 def amplicon_row(cols: dict[str, list[Any]], sample: str, a: Amplicon | None, part: AmpliconPart) -> None:
     """Append an ``amplicon_depth`` row: an amplicon's whole parts, or (``a`` None) the reads outside any."""
     if a is None:
-        values: tuple[Any, ...] = (sample, None, None, None, None, None, part.reads, 0, None, None)
+        values: tuple[Any, ...] = (sample, None, None, None, None, None, part.reads, 0, None, None, None)
     else:
         width = max(a.insert_end - a.insert_start, 1)
+        mean = float(part.depth_sum) / width
         values = (sample, a.name, a.contig, a.pool, a.insert_start + 1, a.insert_end, part.reads, part.misprimed,
-                  float(part.depth_sum) / width,
-                  part.min_depth if part.covered == width and part.min_depth is not None else 0)
+                  mean, part.min_depth if part.covered == width and part.min_depth is not None else 0,
+                  part.reads == 0 or mean < DROPOUT_DEPTH)
     for c, v in zip(AMPLICON_COLUMNS, values, strict=True):
         cols[c].append(v)
 
 
 # ---------------------------------------------------------------------------- consensus pieces
-#: what a region adds to a sample's ``consensus`` row of one contig, in this order
-CONSENSUS_SUMS = ("length", "n_bases", "ambiguous_bases", "called")
+#: what a region adds to a sample's ``consensus`` row of one contig, in this order: the consensus's numbers,
+#: then the variants' QC signals (seqlake.lake.verdict.genome_signals)
+CONSENSUS_SUMS = ("length", "n_bases", "ambiguous_bases", "called", "frameshift_indels", "mixed_alleles")
 
 
-def consensus_sums(segment: str, called: int) -> list[int]:
-    """A consensus segment's numbers (:data:`CONSENSUS_SUMS`)."""
-    return [len(segment), segment.count("N"), sum(segment.count(b) for b in "RYSWKMBDHV"), called]
+def consensus_sums(segment: str, called: int, signals: Sequence[int] = (0, 0)) -> list[int]:
+    """A consensus segment's numbers and its variants' QC signals (:data:`CONSENSUS_SUMS`)."""
+    return [len(segment), segment.count("N"), sum(segment.count(b) for b in "RYSWKMBDHV"), called, *signals]
 
 
-def fasta_header(sample: str, contig: str, params: CallParams) -> str:
-    """The header line of a sample's consensus of one contig."""
-    return (f">{sample} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
+def fasta_header(sample: str, contig: str, params: CallParams, multi_contig: bool = False) -> str:
+    """The header line of a sample's consensus of one contig: named by the sample (ivar's consensus is one
+    record), or with several contigs by ``sample|contig`` (record names must be unique for ``samtools faidx``
+    and every FASTA index; ``|`` as GISAID and nextclade name segments)."""
+    name = f"{sample}|{contig}" if multi_contig else sample
+    return (f">{name} {contig} ivar-consensus t={params.consensus_freq} m={params.consensus_min_depth} "
             f"q={params.min_base_quality}\n")
 
 
 def consensus_row(cols: dict[str, list[Any]], sample: str, contig: tuple[str, int], sums: Sequence[int], *,
                   params: CallParams, fasta_uri: str) -> None:
     """Append a ``consensus`` row from the regions' sums of one contig (:data:`CONSENSUS_SUMS`)."""
-    (name, contig_length), (length, n, ambiguous, called) = contig, sums
+    (name, contig_length), (length, n, ambiguous, called, frameshifts, mixed) = contig, sums
     for c, v in (("sample", sample), ("contig", name), ("length", length), ("n_bases", n),
-                 ("ambiguous_bases", ambiguous),
+                 ("ambiguous_bases", ambiguous), ("frameshift_indels", frameshifts), ("mixed_alleles", mixed),
                  ("pct_called", 100.0 * called / contig_length if contig_length else 0.0),
                  ("min_fraction", params.consensus_freq), ("min_depth", params.consensus_min_depth),
                  ("min_base_quality", params.min_base_quality), ("fasta_uri", fasta_uri)):

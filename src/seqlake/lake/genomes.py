@@ -45,12 +45,12 @@ def _regions(layout: RunLayout, genomes: Sequence[Sequence[int]]) -> list[_Regio
 
 
 def genome_files(layout: RunLayout, sample: str, genomes: Sequence[Sequence[int]], contigs: list[tuple[str, int]],
-                 params: CallParams) -> list[tuple[str, list[Piece]]]:
+                 params: CallParams, *, reference: str | None = None) -> list[tuple[str, list[Piece]]]:
     """The sample's FASTA and VCF as the pieces to join (the ``.tbi`` is made from the VCF's by
     :func:`write_genomes`)."""
     regions = _regions(layout, genomes)
     fasta: list[Piece] = [(r.uri, *r.fasta) for r in regions if r.fasta[1] > r.fasta[0]]
-    vcf: list[Piece] = [bgzf_compress(vcf_header(sample, contigs, params).encode(), eof=False)]
+    vcf: list[Piece] = [bgzf_compress(vcf_header(sample, contigs, params, reference).encode(), eof=False)]
     vcf += [(r.uri, *r.vcf) for r in regions if r.vcf[1] > r.vcf[0]]
     vcf.append(BGZF_EOF)
     return [(layout.sample_file(sample, CONSENSUS_SUFFIX), fasta), (layout.sample_file(sample, VCF_SUFFIX), vcf),
@@ -77,11 +77,12 @@ def _size(piece: Piece) -> int:
 
 
 def write_genomes(layout: RunLayout, samples: Sequence[tuple[str, Sequence[Sequence[int]]]],
-                  contigs: list[tuple[str, int]], params: CallParams) -> None:
+                  contigs: list[tuple[str, int]], params: CallParams, *, reference: str | None = None) -> None:
     """Join every sample's files (``(sample, SampleSums.genomes)``, one sample at a time) and index its VCF."""
     names = [c for c, _ in contigs]
     for sample, genomes in samples:
-        (fasta_uri, fasta), (vcf_uri, vcf), (tbi_uri, tbi) = genome_files(layout, sample, genomes, contigs, params)
+        (fasta_uri, fasta), (vcf_uri, vcf), (tbi_uri, tbi) = genome_files(layout, sample, genomes, contigs, params,
+                                                                          reference=reference)
         storage.concatenate(fasta_uri, fasta)
         storage.concatenate(vcf_uri, vcf)
         storage.write_bytes(tbi_uri, tabix_of(vcf, tbi, names))

@@ -40,7 +40,14 @@ from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import CONSENSUS_SUFFIX, child_name, child_of, region_name
 from seqlake.base.metadata import lane_row, sample_fields
-from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row, consensus_row
+from seqlake.lake.alleles import (
+    AMPLICON_COLUMNS,
+    CONSENSUS_SUMS,
+    AmpliconPart,
+    CallParams,
+    amplicon_row,
+    consensus_row,
+)
 from seqlake.lake.genomes import write_genomes
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
@@ -64,6 +71,7 @@ from seqlake.lake.staging import (
     median_of_hist,
 )
 from seqlake.lake.tables import BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TABLES, THRESHOLDS
+from seqlake.lake.verdict import Genome, VerdictParams, verdict
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
 
@@ -247,7 +255,7 @@ class _Results:
         fasta_uri = layout.sample_file(sample, CONSENSUS_SUFFIX)
         cols: dict[str, list[Any]] = {c.name: [] for c in BY_NAME["consensus"].columns}
         for contig in self.contigs:
-            consensus_row(cols, sample, contig, sums.consensus.get(contig[0], [0, 0, 0, 0]), params=params,
+            consensus_row(cols, sample, contig, sums.consensus.get(contig[0], [0] * len(CONSENSUS_SUMS)), params=params,
                           fasta_uri=fasta_uri)
         self._put("consensus", cols)
         if self.plan.params.primer_bed is not None:
@@ -266,8 +274,12 @@ class _Results:
         summary = summary_rows(sample, accs, fold.trim, fold.align, spans)
         self._put("qc_summary", summary)
         exact = GenomeCoverage(self.contigs, sums, fold.align_qc) if sums is not None else None
+        metadata = sample_metadata(self.plan, sample, fold)
+        if exact is not None and sums is not None:
+            metadata["qc_status"], metadata["qc_reasons"] = genome_verdict(self.plan, sums, exact,
+                                                                            metadata.get("control_type"))
         self._put("sample_summary", sample_summary_row(
-            sample, fold, exact, {"committed_at": self.committed_at, **sample_metadata(self.plan, sample, fold)}))
+            sample, fold, exact, {"committed_at": self.committed_at, **metadata}))
         self._put("samples", _columns("samples", lane_rows(self.plan, sample, fold)))
         if fold.align_qc is not None:
             self._put("alignment_hist", histogram_rows(sample, fold.align_qc))
@@ -336,7 +348,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         for table, writer in out.writers.items():
             writer.publish()
             totals.rows[table] = writer.rows + region_rows.get(table, 0)
-        write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params))
+        write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
+                      reference=plan.reference.uri if plan.reference else None)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = sum(i.rows for i in alignments.values())
@@ -490,6 +503,17 @@ def mean_quality(acc: QCAccumulator) -> float | None:
 
 def _columns(table: str, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {c.name: [r.get(c.name) for r in rows] for c in BY_NAME[table].columns}
+
+
+def genome_verdict(plan: Plan, sums: SampleSums, exact: GenomeCoverage,
+                   control: str | None) -> tuple[str, str | None]:
+    """A sample's QC verdict (seqlake.lake.verdict) from its consensus sums over every contig (the consensus
+    checks only with allele counts) and its exact depth."""
+    total = [sum(v[k] for v in sums.consensus.values()) for k in range(len(CONSENSUS_SUMS))]
+    values = dict(zip(CONSENSUS_SUMS, total, strict=True))
+    genome = Genome(exact.length, values["called"] if sums.genomes else None, values["ambiguous_bases"],
+                    values["frameshift_indels"], values["mixed_alleles"], exact.pct_at(10), control)
+    return verdict(genome, VerdictParams.of(plan.params))
 
 
 def _pct(part: int, whole: int) -> float | None:

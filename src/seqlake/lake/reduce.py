@@ -56,6 +56,7 @@ import pyarrow as pa
 from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row
+from seqlake.lake.annotate import CdsIndex
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, to_arrow
@@ -80,6 +81,8 @@ from seqlake.lake.regions import (
 )
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
 from seqlake.lake.vcf import bgzf_compress, tabix_entries
+from seqlake.lake.verdict import VerdictParams
+from seqlake.plan.gff import load_gff
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
 from seqlake.plan.reference import check_unchanged, load_fasta_index
@@ -374,6 +377,9 @@ class RegionContext:
     calls: CallParams = field(default_factory=CallParams)
     amplicons: tuple[Amplicon, ...] | None = None
     genomes: GenomePieces | None = None
+    #: the run's GFF (``--gff``) for the variants' annotation, and the verdict's thresholds
+    cds: CdsIndex | None = None
+    verdict: VerdictParams = field(default_factory=VerdictParams)
 
     def in_window(self, window: Region) -> RegionContext:
         """The context of one window: its pieces, and its own reference bases (none of the last window's)."""
@@ -474,7 +480,8 @@ def finish_calls(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table]
     amplicons crossing its edges, and its pieces of the sample's FASTA and VCF (:mod:`seqlake.lake.regioncalls`)."""
     if ctx.reference is None or ctx.genomes is None:  # allele counting is off
         return {}
-    calls = call_region(sample, ctx.region, merged, ctx.reference, params=ctx.calls, amplicons=ctx.amplicons)
+    calls = call_region(sample, ctx.region, merged, ctx.reference, params=ctx.calls, amplicons=ctx.amplicons,
+                        cds=ctx.cds, verdict=ctx.verdict, multi_contig=len(ctx.reduce_plan.contigs) > 1)
     for contig, counts in calls.consensus.items():
         sums.consensus[contig] = counts
     sums.amplicon_edges += [part.to_json() for part in calls.amplicon_edges]
@@ -714,8 +721,11 @@ def _context(plan: Plan, rp: ReducePlan, region: Region, tmp: Path, reducer: int
     check_unchanged(plan.reference)  # the bases the children aligned to, not a file put in its place since
     bed = plan.params.primer_bed
     amplicons = parse_primer_bed(bed, storage.read_bytes(bed).decode(), None).amplicons if bed else None
+    gff = plan.params.gff
+    cds = CdsIndex(load_gff(gff, None)) if gff else None
     return RegionContext(plan, rp, region, widths, RegionReference(load_fasta_index(plan.reference)),
-                         CallParams.of(plan.params), amplicons, GenomePieces(tmp / "genomes", reducer))
+                         CallParams.of(plan.params), amplicons, GenomePieces(tmp / "genomes", reducer),
+                         cds, VerdictParams.of(plan.params))
 
 
 def finished_summary(plan: Plan, region: int) -> RegionSummary | None:

@@ -51,11 +51,13 @@ from seqlake.lake.alleles import (
     consensus_sums,
     fasta_header,
 )
+from seqlake.lake.annotate import ANNOTATION_COLUMNS, CdsIndex, annotate
 from seqlake.lake.parquet_io import to_arrow
 from seqlake.lake.positions import contig_codes
 from seqlake.lake.regions import Piece, Region
 from seqlake.lake.tables import ALLELE_BASES
 from seqlake.lake.vcf import vcf_records
+from seqlake.lake.verdict import VerdictParams, genome_signals
 from seqlake.plan.primers import Amplicon
 from seqlake.plan.reference import FastaIndex, read_bases
 
@@ -79,6 +81,13 @@ class RegionReference:
         if piece.start + len(have) < stop:
             have = self.read[piece] = read_bases(self.index, piece.contig, piece.start, stop)
         return have
+
+    def span(self, piece: Piece, start: int, stop: int) -> bytes:
+        """Bases ``[start, stop)`` of the piece's contig: from the piece's bases when they start at or after
+        the piece, else one read of their own (a codon straddling the piece's start: a few a window)."""
+        if start >= piece.start:
+            return self.bases(piece, stop)[start - piece.start : stop - piece.start]
+        return read_bases(self.index, piece.contig, start, stop)
 
 
 @dataclass
@@ -119,9 +128,14 @@ def _indels(rows: pa.Table) -> list[Indel]:
 
 
 def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], reference: RegionReference, *,
-                params: CallParams, amplicons: Sequence[Amplicon] | None) -> RegionCalls:
-    """One sample's calls in one region (see the module docstring)."""
-    variants: dict[str, list[Any]] = {"sample": [], "contig": [], **{c: [] for c in VARIANT_COLUMNS}}
+                params: CallParams, amplicons: Sequence[Amplicon] | None, cds: CdsIndex | None = None,
+                verdict: VerdictParams | None = None, multi_contig: bool = False) -> RegionCalls:
+    """One sample's calls in one region (see the module docstring); with ``cds`` (the run's GFF) each variant
+    is annotated (:mod:`seqlake.lake.annotate`); ``multi_contig``: the reference has several contigs (each
+    FASTA record is then named by the sample and its contig)."""
+    verdict = verdict or VerdictParams()
+    variants: dict[str, list[Any]] = {"sample": [], "contig": [], **{c: [] for c in VARIANT_COLUMNS},
+                                      **{c: [] for c in ANNOTATION_COLUMNS}}
     amplicon_cols: dict[str, list[Any]] = {c: [] for c in AMPLICON_COLUMNS}
     consensus: dict[str, list[int]] = {}
     edges: list[AmpliconPart] = []
@@ -137,13 +151,21 @@ def call_region(sample: str, region: Region, merged: Mapping[str, pa.Table], ref
         stop = max([piece.end, *(i.pos + 1 + i.deleted for i in indels)])
         found = call_variants(counts, indels, reference.bases(piece, stop), piece.start, params)
         n = len(found["pos"])
+        first = len(variants["pos"])
         variants["sample"] += [sample] * n
         variants["contig"] += [piece.contig] * n
         for c in VARIANT_COLUMNS:
             variants[c] += found[c]
+        if cds is not None:
+            annotate(variants, first, piece.contig, cds,
+                     lambda lo, hi, piece=piece: reference.span(piece, lo, hi))  # type: ignore[misc]
+        else:
+            for c in ANNOTATION_COLUMNS:
+                variants[c] += [None] * n
         segment = consensus_segment(counts, indels, piece.start, piece.end, params)
-        consensus[piece.contig] = consensus_sums(segment, called_positions(counts, indels, params))
-        fasta += [fasta_header(sample, piece.contig, params) if piece.start == 0 else "", segment,
+        consensus[piece.contig] = consensus_sums(segment, called_positions(counts, indels, params),
+                                                 genome_signals(variants, first, cds is not None, verdict))
+        fasta += [fasta_header(sample, piece.contig, params, multi_contig) if piece.start == 0 else "", segment,
                   "\n" if piece.end == piece.contig_length else ""]
         if amplicons is not None:
             outside += _amplicons(sample, piece, rows, reads[k],

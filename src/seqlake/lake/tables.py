@@ -258,6 +258,11 @@ SAMPLE_SUMMARY = Table(
         _c("soft_clipped_bases", _I64, "soft-clipped bases of primary alignments"),
         _c("control", _B, "the samplesheet's `control` column (true for negative / positive controls); null "
            "without one"),
+        _c("control_type", _S, "`negative` or `positive` (the samplesheet's `control`: `negative`, `positive`; "
+           "`true` is read as `negative`); null for a sample that is no control"),
+        _c("qc_status", _S, "the QC verdict of the genome: `pass`, `warn` or `fail` (docs/TABLES.md, \"The QC "
+           "verdict\"); null without a reference"),
+        _c("qc_reasons", _S, "why it is not `pass`: each failed check, `; `-separated, failures first"),
         _c("run_name", _S, "the samplesheet's `run_name`, else the run number in the Illumina read names"),
         _c("flowcell", _S, "flowcell ID from the Illumina read names (comma-separated if several)"),
         _c("lanes", _S, "comma-separated lanes (samplesheet `lane`, else from the Illumina read names)"),
@@ -343,6 +348,16 @@ VARIANTS = Table(
         _c("filters", _S, "`PASS`, or `;`-separated failed filters: `ft` (alt_fraction below the run's "
            "variant_freq), `pv` (pval above 0.01, ivar's PASS=FALSE)", False),
         _c("pass", _B, "true when filters is PASS (ivar PASS=TRUE at ivar variants -t variant_freq)", False),
+        _c("gene", _S, "with a GFF (`--gff`): the `ID` of each CDS line holding an SNV, `,`-separated in the GFF's "
+           "order (ivar GFF_FEATURE, one ivar row per CDS); null outside every CDS and for indels (ivar NA)"),
+        _c("ref_codon", _S, "the reference codon in each of those CDS (ivar REF_CODON), `,`-separated"),
+        _c("ref_aa", _S, "its amino acid, `*` a stop, `X` unknown (ivar REF_AA), `,`-separated"),
+        _c("alt_codon", _S, "the codon with this SNV alone (ivar ALT_CODON: other SNVs of the codon are not "
+           "applied), `,`-separated"),
+        _c("alt_aa", _S, "its amino acid (ivar ALT_AA), `,`-separated"),
+        _c("aa_change", _S, "the effect on each protein holding it, `,`-separated: `S:N501Y` (SNV; `S:Q493*` a "
+           "stop), `S:H69_V70del` (in-frame deletion), `S:R214_D215insEPE` (in-frame insertion), `ORF6:F22fs` "
+           "(frameshift); the protein named by the CDS's `gene` attribute; null outside every CDS"),
     ),
     key=("sample", "contig", "pos", "ref", "alt"),
 )
@@ -357,6 +372,10 @@ CONSENSUS = Table(
         _c("length", _I64, "consensus length (insertions and deletions applied)", False),
         _c("n_bases", _I64, "N in the consensus (positions below the minimum depth or the threshold)", False),
         _c("ambiguous_bases", _I64, "IUPAC ambiguity codes other than N (mixed calls)", False),
+        _c("frameshift_indels", _I64, "PASS indels whose length is not a multiple of 3 (in a CDS of the run's "
+           "GFF; anywhere without one): the QC verdict's frameshift check", False),
+        _c("mixed_alleles", _I64, "SNV alleles at an intermediate frequency at good depth (qc_mixed_* "
+           "parameters): the QC verdict's mixed-sample signal", False),
         _c("pct_called", _F64, "percentage of the contig's reference positions with a called base (not N): "
            "0-100", False),
         _c("min_fraction", _F64, "fraction threshold used, 0-1 (ivar consensus -t)", False),
@@ -384,6 +403,8 @@ AMPLICON_DEPTH = Table(
         _c("mean_pileup_depth", _F64, "mean mpileup depth (every base and deletion, overlapping mates both "
            "counted) over the insert"),
         _c("min_pileup_depth", _I64, "lowest mpileup depth over the insert"),
+        _c("dropout", _B, "the amplicon dropped out: no read of its own (its primers clipped none), or a mean "
+           "pileup depth below 20x; null for the row of reads outside any amplicon"),
     ),
     key=("sample", "amplicon"),
 )
@@ -627,9 +648,33 @@ VARIANT_NAMES = """## `variants` in other tools' names
 | `alt_fraction` | ALT_FREQ | AF | `genotypes.AF` |
 | `ref_rev`, `alt_rev`, `ref_qual`, `alt_qual`, `pval` | REF_RV, ALT_RV, REF_QUAL, ALT_QUAL, PVAL | - | FORMAT |
 | `filters`, `pass` | PASS (TRUE/FALSE) at `-t variant_freq` | FILTER | `filters` |
+| `gene`, `ref_codon`, `ref_aa`, `alt_codon`, `alt_aa` | GFF_FEATURE, REF_CODON, REF_AA, ALT_CODON, ALT_AA | - | - |
+| `aa_change` | - | HGVS_P_1LETTER (snpEff's, `p.Asn501Tyr` style) | - |
 
 The per-sample VCF (`results/genomes/run_id=<id>/<sample>.vcf.gz`, with its `.tbi`) holds the same rows;
 the consensus FASTA is beside it (`<sample>.consensus.fasta`).
+"""
+
+
+VERDICT = """## The QC verdict
+
+`sample_summary.qc_status` is `pass`, `warn` or `fail`, and `qc_reasons` says why (seqlake.lake.verdict). The
+checks, their run parameters and defaults (after ncov-tools' summary flags, as ARTIC / nf-core/viralrecon labs
+read them):
+
+- genome completeness, `consensus.pct_called` over all contigs: fails below `qc_fail_called_pct` (50 %), warns
+  below `qc_warn_called_pct` (90 %) (ncov-tools INCOMPLETE_GENOME, PARTIAL_GENOME);
+- frameshifts: PASS indels not a multiple of 3 long, in a CDS of the GFF (anywhere without one): warn
+  (POSSIBLE_FRAMESHIFT_INDELS);
+- ambiguity: more than `qc_max_ambiguous` (5) IUPAC codes in the consensus: warn (EXCESS_AMBIGUITY);
+- mixed sample: `qc_mixed_alleles` (10) or more SNV alleles at a frequency in [`qc_mixed_min_fraction`,
+  `qc_mixed_max_fraction`] (0.05-0.95) where the depth is at least `qc_mixed_min_depth` (50) and ivar's Fisher
+  test passes: warn (POSSIBLE_MIXTURE);
+- negative control (`control_type` negative): more than `qc_negative_max_pct_10x` (1.0 %) of the genome at
+  >= 10x fails (contamination; ncov-tools' negative control report).
+A negative control is held to its own check only (it should have no genome). The thresholds of the mixture
+and negative-control checks are seqlake's: ncov-tools' mixture report compares samples, and its negative
+control report gives the covered fraction without a cut.
 """
 
 
@@ -642,6 +687,7 @@ def markdown() -> str:
         out += [f"| `{c.name}` | {c.glue_type} | {c.doc} |" for c in t.columns]
         out.append("")
     out.append(VARIANT_NAMES)
+    out.append(VERDICT)
     return "\n".join(out)
 
 

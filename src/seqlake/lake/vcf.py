@@ -2,7 +2,10 @@
 
 - :func:`vcf_text`: one record per ``variants`` row (several ALTs at one position are several records,
   as nf-core/viralrecon's ivar-to-VCF conversion writes them), haploid ``GT`` 1, the ivar numbers in
-  ``FORMAT`` and the filters of :mod:`seqlake.lake.alleles` in ``FILTER``.
+  ``FORMAT`` and the filters of :mod:`seqlake.lake.alleles` in ``FILTER``; ``##reference`` names the
+  reference. ``AD`` is ivar's REF_DP, ALT_DP for an SNV (the other bases are other records); an indel's
+  ``DP`` is every read over its anchor (ivar's TOTAL_DP), so its ``AD`` is the reads without the indel and
+  those with it, which sum to ``DP`` (ivar's REF_DP counts only the good-quality reference bases).
 - :func:`bgzf_compress`: BGZF as the SAM/BAM specification (section 4.1) defines it: gzip members of at
   most 64 KiB holding at most 0xff00 bytes each (htslib's ``BGZF_BLOCK_SIZE``), the ``BC`` extra field
   with the member's size, and the 28-byte empty end-of-file member.
@@ -12,7 +15,9 @@
   offset is the block's byte offset << 16 | the offset inside it) and added up in file order, compact.
 - :func:`tabix_index`: the ``.tbi`` of the tabix specification (htslib ``tbx.c`` / ``hts.c``): the
   UCSC binning scheme (min_shift 14, 5 levels), one chunk per run of records in one bin, the 16 kb linear
-  index; without htslib's optional pseudo-bin of counts. ``tabix`` reads it (the tests query it).
+  index, and per contig htslib's pseudo-bin (37450: the contig's first and last virtual offsets, its record
+  count and 0 unplaced), which ``bcftools index -n`` / ``--stats`` read. ``tabix`` reads it (the tests query
+  it).
 """
 
 from __future__ import annotations
@@ -35,19 +40,23 @@ _MIN_SHIFT, _LEVELS = 14, 5
 #: a linear index window no record touches (yet)
 _NONE = -1
 _TBX_VCF = 2
+#: htslib's pseudo-bin of a contig's offsets and counts: one past the last bin of 5 levels (``hts_bin_maxpos``)
+_PSEUDO_BIN = ((1 << 18) - 1) // 7 + 1
 
 
 def vcf_text(sample: str, contigs: Sequence[tuple[str, int]], variants: Mapping[str, Sequence[Any]],
-             params: CallParams) -> str:
+             params: CallParams, reference: str | None = None) -> str:
     """The VCF of one sample's ``variants`` columns (rows in contig order, then position)."""
-    return vcf_header(sample, contigs, params) + vcf_records(contigs, variants)
+    return vcf_header(sample, contigs, params, reference) + vcf_records(contigs, variants)
 
 
-def vcf_header(sample: str, contigs: Sequence[tuple[str, int]], params: CallParams) -> str:
+def vcf_header(sample: str, contigs: Sequence[tuple[str, int]], params: CallParams,
+               reference: str | None = None) -> str:
     """A sample's VCF header (every line, the ``#CHROM`` line last)."""
     head = [
         "##fileformat=VCFv4.2",
         "##source=seqlake (ivar 1.3.1 variants semantics over samtools mpileup -A -x -B -d 0 -Q 0)",
+        *([f"##reference={reference}"] if reference else []),
         *(f"##contig=<ID={name},length={length}>" for name, length in contigs),
         '##INFO=<ID=DP,Number=1,Type=Integer,Description="Depth (ivar TOTAL_DP)">',
         '##INFO=<ID=TYPE,Number=1,Type=String,Description="snv, ins or del">',
@@ -55,7 +64,8 @@ def vcf_header(sample: str, contigs: Sequence[tuple[str, int]], params: CallPara
         '##FILTER=<ID=pv,Description="ivar Fisher exact test p-value above 0.01 (ivar PASS=FALSE)">',
         '##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype (haploid: the alternate allele)">',
         '##FORMAT=<ID=DP,Number=1,Type=Integer,Description="Depth (ivar TOTAL_DP)">',
-        '##FORMAT=<ID=AD,Number=R,Type=Integer,Description="Reference and alternate counts (ivar REF_DP, ALT_DP)">',
+        '##FORMAT=<ID=AD,Number=R,Type=Integer,Description="Reference and alternate counts (SNV: ivar REF_DP, ALT_DP; '
+        'indel: DP - ALT_DP, ALT_DP)">',
         '##FORMAT=<ID=AF,Number=A,Type=Float,Description="Alternate allele fraction (ivar ALT_FREQ)">',
         '##FORMAT=<ID=REF_RV,Number=1,Type=Integer,Description="Reference bases on the reverse strand">',
         '##FORMAT=<ID=ALT_RV,Number=1,Type=Integer,Description="Alternate alleles on the reverse strand">',
@@ -75,11 +85,16 @@ def vcf_records(contigs: Sequence[tuple[str, int]], variants: Mapping[str, Seque
     body = [
         "\t".join((v["contig"][i], str(v["pos"][i]), ".", v["ref"][i], v["alt"][i], ".", v["filters"][i],
                    f"DP={v['depth'][i]};TYPE={v['type'][i]}", "GT:DP:AD:AF:REF_RV:ALT_RV:REF_QUAL:ALT_QUAL:PVAL",
-                   f"1:{v['depth'][i]}:{v['ref_count'][i]},{v['alt_count'][i]}:{v['alt_fraction'][i]:.6g}:"
+                   f"1:{v['depth'][i]}:{_ref_depth(v, i)},{v['alt_count'][i]}:{v['alt_fraction'][i]:.6g}:"
                    f"{v['ref_rev'][i]}:{v['alt_rev'][i]}:{v['ref_qual'][i]}:{v['alt_qual'][i]}:{v['pval'][i]:.6g}"))
         for i in rows
     ]
     return "".join(line + "\n" for line in body)
+
+
+def _ref_depth(v: Mapping[str, Sequence[Any]], i: int) -> int:
+    """AD's first value: an SNV's reference count, an indel's reads without it (see the module docstring)."""
+    return int(v["ref_count"][i]) if v["type"][i] == "snv" else int(v["depth"][i]) - int(v["alt_count"][i])
 
 
 def _member(plain: bytes) -> bytes:
@@ -136,16 +151,18 @@ class TabixEntries:
 
     bins: dict[str, dict[int, list[list[int]]]] = field(default_factory=dict)
     linear: dict[str, list[int]] = field(default_factory=dict)
+    #: records per contig (the pseudo-bin's count)
+    records: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps({"bins": {c: {str(b): v for b, v in bins.items()} for c, bins in self.bins.items()},
-                           "linear": self.linear}, separators=(",", ":")).encode()
+                           "linear": self.linear, "records": self.records}, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> TabixEntries:
         d = json.loads(data)
         return cls({c: {int(b): v for b, v in bins.items()} for c, bins in d["bins"].items()},
-                   {c: list(ws) for c, ws in d["linear"].items()})
+                   {c: list(ws) for c, ws in d["linear"].items()}, {c: int(n) for c, n in d.get("records", {}).items()})
 
 
 class JoinedIndex:
@@ -158,10 +175,13 @@ class JoinedIndex:
     def __init__(self) -> None:
         self._chunks: dict[str, list[np.ndarray[Any, np.dtype[np.int64]]]] = {}
         self._linear: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {}
+        self._records: dict[str, int] = {}
 
     def add(self, piece: TabixEntries, by: int = 0) -> None:
         """A piece's entries, for its records placed ``by`` bytes into the file (after the pieces added before)."""
         moved = by << 16
+        for c, n in piece.records.items():
+            self._records[c] = self._records.get(c, 0) + n
         for c, bins in piece.bins.items():
             rows = np.array([(b, s, e) for b, chunks in bins.items() for s, e in chunks], dtype=np.int64).reshape(-1, 3)
             rows[:, 1:] += moved
@@ -195,8 +215,11 @@ class JoinedIndex:
         windows = self._linear[name]
         touched = np.maximum.accumulate(np.where(windows != _NONE, np.arange(len(windows)), -1))
         filled = np.where(touched >= 0, windows[np.maximum(touched, 0)], 0).astype("<u8")
-        return b"".join((struct.pack("<i", len(bins)), words.tobytes(), struct.pack("<i", len(filled)),
-                         filled.tobytes()))
+        # htslib's pseudo-bin: the contig's first and last virtual offsets, its records and 0 unplaced
+        pseudo = np.array([_PSEUDO_BIN | 2 << 32, rows[:, 1].min(), rows[:, 2].max(), self._records.get(name, 0), 0],
+                          dtype="<u8")
+        return b"".join((struct.pack("<i", len(bins) + 1), words.tobytes(), pseudo.tobytes(),
+                         struct.pack("<i", len(filled)), filled.tobytes()))
 
 
 def tabix_entries(bgzf: bytes) -> TabixEntries:
@@ -208,6 +231,7 @@ def tabix_entries(bgzf: bytes) -> TabixEntries:
         chrom, pos, _, ref = line.decode().split("\t", 4)[:4]
         beg = int(pos) - 1
         end = beg + max(len(ref), 1)
+        out.records[chrom] = out.records.get(chrom, 0) + 1
         chunks = out.bins.setdefault(chrom, {}).setdefault(reg2bin(beg, end), [])
         if chunks and chunks[-1][1] == vstart:
             chunks[-1][1] = vend

@@ -55,9 +55,10 @@ from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
+from seqlake.plan.gff import check_gff_bytes
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
 from seqlake.plan.primers import check_primer_bytes
-from seqlake.plan.reference import ReferencePin, index_ready
+from seqlake.plan.reference import ReferencePin, index_ready, load_contigs
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
 #: sample names become folder names and table values (same rule as the samplesheet schema)
@@ -491,19 +492,34 @@ def _scan_all(samples: list[Sample], layout: RunLayout, params: Params, *, shard
     return grouped(), counts
 
 
-def pin_primer_bed(bed: str, reference: ReferencePin | None, layout: RunLayout) -> str:
-    """Check the primer BED and copy the bytes checked into the run's folder, named by their SHA-256; the
-    copy's URI. Every later step (the children, the reducers, the commit) reads the copy: the commit's role
-    reads ``runs/`` only (a BED elsewhere would be AccessDenied after all compute is spent), and a BED
-    changed after the plan cannot change a run half-way."""
-    if reference is None:
-        raise BadInputError(bed, "a primer BED needs a reference to align to")
-    data = storage.read_bytes(bed)
-    check_primer_bytes(bed, data, reference.uri)
-    pinned = layout.pinned_input("primers", hashlib.sha256(data).hexdigest()[:32], ".bed")
-    if pinned != bed:
+def _pin(uri: str, data: bytes, kind: str, suffix: str, layout: RunLayout) -> str:
+    """The bytes checked, copied into the run's folder named by their SHA-256; the copy's URI. Every later
+    step (the children, the reducers, the commit) reads the copy: the commit's role reads ``runs/`` only (a
+    file elsewhere would be AccessDenied after all compute is spent), and a file changed after the plan cannot
+    change a run half-way."""
+    pinned = layout.pinned_input(kind, hashlib.sha256(data).hexdigest()[:32], suffix)
+    if pinned != uri:
         storage.write_bytes(pinned, data)
     return pinned
+
+
+def pin_run_files(params: Params, reference: ReferencePin | None, layout: RunLayout) -> Params:
+    """The primer BED (amplicon mode) and the GFF (annotation), checked against the reference before anything
+    else is written (bad input names the file and line), then pinned into the run's folder (``_pin``)."""
+    for uri, what in ((params.primer_bed, "a primer BED"), (params.gff, "a GFF")):
+        if uri is not None and reference is None:
+            raise BadInputError(uri, f"{what} needs a reference to align to")
+    if reference is None:
+        return params
+    if params.primer_bed is not None:
+        data = storage.read_bytes(params.primer_bed)
+        check_primer_bytes(params.primer_bed, data, reference.uri)
+        params = replace(params, primer_bed=_pin(params.primer_bed, data, "primers", ".bed", layout))
+    if params.gff is not None:  # the contigs the index stored (a .mmi reference's too), not a read of the FASTA
+        data = storage.read_bytes(params.gff)
+        check_gff_bytes(params.gff, data, {c.name: c.length for c in load_contigs(reference)})
+        params = replace(params, gff=_pin(params.gff, data, "annotation", ".gff3", layout))
+    return params
 
 
 def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
@@ -533,8 +549,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
         raise ValueError(f"{reference.uri}: no index at {reference.contigs_uri}: build it before the plan "
                          "(seqlake.plan.refindex.ensure_index)")
     layout = RunLayout(out_prefix, run_id)
-    if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
-        params = replace(params, primer_bed=pin_primer_bed(params.primer_bed, reference, layout))
+    params = pin_run_files(params, reference, layout)
     scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
                                 known=known or {})
     for group in scanned:

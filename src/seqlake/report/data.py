@@ -37,6 +37,7 @@ from seqlake.lake.tables import (
     SAMPLE_SUMMARY,
     VARIANTS,
 )
+from seqlake.report.verdicts import verdict_rows
 
 #: the tables a report reads (and, under the ``coverage`` key, the run's coverage points: never the whole
 #: coverage table, which grows with the genome)
@@ -252,6 +253,8 @@ class Report:
     #: PASS variants (at most MAX_VARIANT_ROWS) and consensus rows, as ``variants`` / ``consensus`` rows
     variants: list[dict[str, Any]] = field(default_factory=list)
     consensus: list[dict[str, Any]] = field(default_factory=list)
+    #: the samples' QC verdicts, worst first (seqlake.report.verdicts)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _col(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
@@ -457,7 +460,8 @@ def build_report(run_id: str, tables: dict[str, pa.Table]) -> Report:
     passed = variants.filter(variants.column("pass")).sort_by(VARIANT_ORDER)
     return Report(run_id, samples, rows, trimming_rows(summary), plots, runs[0] if runs else {},
                   passed.slice(0, MAX_VARIANT_ROWS).to_pylist(),
-                  tables[CONSENSUS.name].sort_by([("sample", "ascending"), ("contig", "ascending")]).to_pylist())
+                  tables[CONSENSUS.name].sort_by([("sample", "ascending"), ("contig", "ascending")]).to_pylist(),
+                  verdict_rows(tables[SAMPLE_SUMMARY.name].to_pylist()))
 
 
 def _amplicon_depth(table: pa.Table, samples: list[str]) -> Plot | None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from seqlake import __version__
 from seqlake.report.data import SUMMARY_COLUMNS, Matrix, Plot, Report, TrimRow, format_value
+from seqlake.report.verdicts import verdict_section
 
 #: how each plot's values are stored: (codec, scale). ``u8``/``u16``: value * scale rounded;
 #: ``log16``: ln(1 + value) * scale (depths span 0 to 1e6). The largest code stands for "no value".
@@ -194,6 +195,7 @@ def run_page(report: Report) -> str:
         "Trimming</a><span class=\"choose\">plots show <select id=\"sample-choice\" aria-label=\"sample\">"
         f"{options}</select> <input id=\"sample-filter\" type=\"search\" placeholder=\"filter samples\" "
         "aria-label=\"filter samples\"></span></nav>\n<main>\n"
+        + verdict_section(report.verdicts) +
         "<section id=\"summary\"><h2>Samples</h2><p class=\"desc\">Per sample, both mates added up; click a row to "
         "show that sample in the plots, a heading to sort.</p>"
         f"<div class=\"table-wrap\">{_summary_table(report)}</div></section>\n"
