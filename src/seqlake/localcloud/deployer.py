@@ -147,6 +147,9 @@ class Deployer:
                 return base64.b64encode(str(self.resolve(v)).encode()).decode()
             if k == "Fn::ToJsonString":
                 return json.dumps(self.resolve(v))
+            if k == "Fn::FindInMap":
+                mapping, top, second = (self.resolve(x) for x in v)
+                return self.template["Mappings"][mapping][top][second]
             if k == "Fn::GetAZs":
                 return [f"{REGION}a", f"{REGION}b", f"{REGION}c"]
             if k.startswith("Fn::"):

@@ -225,6 +225,13 @@ def job_resources(job: Any) -> tuple[int, int]:
     return int(float(given["VCPU"])), int(float(given["MEMORY"]))
 
 
+@functools.cache
+def _sizes(given: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """The (vCPUs, memory MiB) of a compute environment's instance types, once per list (an array of 10,000
+    children asks 10,000 times)."""
+    return tuple(sorted({instance_types()[t] for t in expand(given)}))
+
+
 def unschedulable(job: Any) -> str | None:
     """The status reason a job gets on AWS when no compute environment of its queue can ever run it (None if
     one can): its vCPUs and memory fit no instance type, or its vCPUs exceed every ``maxvCpus``."""
@@ -236,10 +243,9 @@ def unschedulable(job: Any) -> str | None:
     largest: tuple[int, int] = (0, 0)
     for environment in environments:
         resources = getattr(environment, "compute_resources", None) or {}
-        types = expand(resources.get("instanceTypes") or [])
-        if not types:  # unmanaged, or types moto does not know: nothing to say
+        sizes = _sizes(tuple(resources.get("instanceTypes") or []))
+        if not sizes:  # unmanaged, or types moto does not know: nothing to say
             return None
-        sizes = [instance_types()[t] for t in types]
         largest = max([largest, *sizes])
         if any(v >= vcpus and m >= memory_mib for v, m in sizes):
             fits_instance = True
