@@ -472,6 +472,86 @@ def test_alarms_go_to_the_given_topic(template: dict[str, Any]) -> None:
     assert default(template, "AlarmTopicArn") == ""
 
 
+def test_every_dead_letter_queue_has_an_alarm(template: dict[str, Any]) -> None:
+    """Issue 34: the settle queue's dead-letter queue had none. A dead-letter queue is any queue another
+    queue's RedrivePolicy or a function's DeadLetterQueue / OnFailure names."""
+    res = resources(template)
+    text = json.dumps(res)
+    queues = [lid for lid, r in res.items() if r["Type"] == "AWS::SQS::Queue"]
+    dead_letter = {q for q in queues
+                   if any(f'"{q}", "Arn"' in json.dumps(r["Properties"].get(k, {}))
+                          for r in res.values() for k in ("RedrivePolicy", "DeadLetterQueue", "EventInvokeConfig"))
+                   or q.endswith("DeadLetterQueue")}
+    assert {"StartRunDeadLetterQueue", "StartRunSettleDeadLetterQueue", "RecordRunEndDeadLetterQueue"} <= dead_letter
+    watched = {r["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for r in res.values()
+               if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"]["Namespace"] == "AWS/SQS"}
+    assert dead_letter <= watched, dead_letter - watched
+    assert text  # the template was read
+
+
+def _statements(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        found = [node] if "Action" in node and "Effect" in node else []
+        return found + [st for v in node.values() for st in _statements(v)]
+    if isinstance(node, list):
+        return [st for v in node for st in _statements(v)]
+    return []
+
+
+def test_whoever_may_put_an_object_may_abort_its_multipart_upload(template: dict[str, Any]) -> None:
+    """A large object goes up in parts (boto3 from 8 MB; the worker's positions and indexes, the lab's FASTQ): an
+    upload that fails is aborted by the same caller, which s3:PutObject does not allow (s3:AbortMultipartUpload),
+    so its parts stayed billed until the bucket's lifecycle rule removed them."""
+    # the start and run-end functions write a request.json, a status.json and one runs row: bytes, one PUT each
+    small_writers = {"StartRunFunction", "RecordRunEndFunction"}
+    puts = [(lid, st) for lid, r in resources(template).items() if lid not in small_writers
+            for st in _statements(r) if st["Effect"] == "Allow" and "s3:PutObject" in as_list(st["Action"])]
+    assert {lid for lid, _ in puts} >= {"PlanFunction", "CommitFunction", "WorkerJobRole", "LabMemberPolicy"}
+    for lid, st in puts:
+        assert "s3:AbortMultipartUpload" in as_list(st["Action"]), (lid, st.get("Sid"))
+
+
+def test_athena_results_use_the_kms_key_when_one_is_set(template: dict[str, Any]) -> None:
+    config = resources(template)["AthenaWorkGroup"]["Properties"]["WorkGroupConfiguration"]["ResultConfiguration"]
+    encryption = config["EncryptionConfiguration"]
+    for key, expected in (("", {"EncryptionOption": "SSE_S3"}),
+                          ("arn:aws:kms:us-east-1:1:key/k", {"EncryptionOption": "SSE_KMS",
+                                                               "KmsKey": "arn:aws:kms:us-east-1:1:key/k"})):
+        assert deployer(template, KmsKeyArn=key).resolve({"E": encryption})["E"] == expected, key
+
+
+def test_compute_environments_follow_the_latest_image_on_update(template: dict[str, Any]) -> None:
+    for ce in ("SpotComputeEnvironment", "OnDemandComputeEnvironment"):
+        assert resources(template)[ce]["Properties"]["ComputeResources"]["UpdateToLatestImageVersion"] is True
+
+
+def test_the_lab_lists_only_its_prefixes(template: dict[str, Any]) -> None:
+    statements = _statements(resources(template)["LabMemberPolicy"])
+    lists = [st for st in statements if "s3:ListBucket" in as_list(st["Action"])]
+    assert lists
+    for st in lists:
+        prefixes = st["Condition"]["StringLike"]["s3:prefix"]
+        assert prefixes and not any(p in ("*", "") for p in prefixes)
+        assert not any(p.startswith(("reference-indexes", "references")) for p in prefixes)
+
+
+def test_deploy_md_lists_every_batch_and_failed_state() -> None:
+    """DEPLOY.md's lists of the fan-out, the failed steps and the timed-out steps name every state of the
+    machine that belongs there (the reduce states were missing from all three)."""
+    machine = asl()["States"]
+    doc = (REPO / "docs" / "DEPLOY.md").read_text()
+    flow = doc.split("### State machine", 1)[1].split("###", 1)[0]
+    failures = doc.split("### Failures", 1)[1].split("`failed_shard`", 1)[0]
+    timeouts = doc.split("- Each Batch step of the state machine", 1)[1].split("has a timeout", 1)[0]
+    caught = [name for name, st in machine.items() if st.get("Catch")]
+    batch = [name for name, st in machine.items() if "BatchSubmitJob" in str(st.get("Resource", ""))]
+    assert set(BATCH_TASKS) == set(batch)
+    for name in caught:
+        assert f"`{name}`" in flow and f"`{name}`" in failures, name
+    for name in batch:
+        assert f"`{name}`" in timeouts, name
+
+
 def test_expired_delete_markers_are_removed(template: dict[str, Any]) -> None:
     rules = resources(template)["DataBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
     assert any(r.get("ExpiredObjectDeleteMarker") is True and "NoncurrentVersionExpiration" in r for r in rules)
