@@ -299,7 +299,9 @@ def test_every_task_retries_transient_errors_and_is_caught() -> None:
         catch = s["Catch"]
         assert catch[0]["ErrorEquals"] == ["States.ALL"]
         if name == "RecordFailure":
-            assert catch[0]["Next"] == "FailedUnrecorded"
+            # through the state that gives each error a Cause where it has none, then FailedUnrecorded
+            assert catch[0]["Next"] == "FillMissingCauses"
+            assert states["FillMissingCauses"]["Next"] == "FailedUnrecorded"
             continue
         # the failure passes through a state that names the failed state, then RecordFailure
         named = states[catch[0]["Next"]]

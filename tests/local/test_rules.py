@@ -4,6 +4,7 @@ a scheduling priority failing its local run as it would fail on AWS."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -185,3 +186,37 @@ def test_the_app_without_a_scheduling_priority_fails_its_local_run_naming_it(
     folded = " ".join(output.split())  # the reason is wrapped to the terminal's width
     assert "Either schedulingPriority in job definition or schedulingPriorityOverride" in folded, output[-3000:]
     assert "IndexJob" in output  # the first Batch step, recorded by its Catch
+
+
+def _run_machine(cloud: Any, name: str, definition: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    from seqlake.localcloud.deployer import ACCOUNT
+
+    sfn = cloud.client("stepfunctions")
+    arn = sfn.create_state_machine(name=name, definition=json.dumps(definition),
+                                   roleArn=f"arn:aws:iam::{ACCOUNT}:role/any")["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(given))["executionArn"]
+    for _ in range(300):
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.1)
+    raise AssertionError("the execution did not end")
+
+
+def test_failed_unrecorded_names_the_failed_state_when_an_error_has_no_cause(fixture_cloud: Any) -> None:
+    """Issue 34, item 7: a caught error without a Cause (States.Timeout has none) made FailedUnrecorded's
+    States.Format fail with States.Runtime, so the backstop recorded that instead of the failed state. The real
+    states, run by the local interpreter: the cause names the failed step and says no cause was given."""
+    machine = json.loads((REPO / "statemachines" / "pipeline.asl.json").read_text())
+    states = {name: machine["States"][name] for name in ("FillMissingCauses", "FailedUnrecorded")}
+    given = {"failed_step": "ProcessShards", "error": {"Error": "States.Timeout"},
+             "record_error": {"Error": "Lambda.Unknown", "Cause": "the record function crashed"}}
+    ended = _run_machine(fixture_cloud, "fill-causes", {"StartAt": "FillMissingCauses", "States": states}, given)
+    assert ended["status"] == "FAILED" and ended["error"] == "RunFailedUnrecorded", ended
+    assert ended["cause"] == ("ProcessShards failed: States.Timeout: (no cause given); recording the failure failed "
+                              "too: Lambda.Unknown: the record function crashed"), ended["cause"]
+    # without the filling state, the same input ends in States.Runtime, naming none of it
+    bare = _run_machine(fixture_cloud, "bare-causes",
+                        {"StartAt": "FailedUnrecorded", "States": {"FailedUnrecorded": states["FailedUnrecorded"]}},
+                        given)
+    assert bare.get("error") != "RunFailedUnrecorded", bare
