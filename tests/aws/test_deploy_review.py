@@ -552,6 +552,23 @@ def test_deploy_md_lists_every_batch_and_failed_state() -> None:
         assert f"`{name}`" in timeouts, name
 
 
+def test_every_function_and_the_state_machine_log_to_a_group_with_a_retention(template: dict[str, Any]) -> None:
+    """Lambda's default log group (/aws/lambda/<name>, made on the first invocation) keeps logs for ever: each
+    function names its own group, and every group the stack logs to has LogRetentionDays."""
+    res = resources(template)
+    functions = [lid for lid, r in res.items() if r["Type"] == "AWS::Serverless::Function"]
+    assert len(functions) >= 5
+    groups = []
+    for fn in functions:
+        groups.append(res[fn]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+    machine = res["PipelineStateMachine"]["Properties"]["Logging"]["Destinations"]
+    groups += [d["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0] for d in machine]
+    for group in groups:
+        assert res[group]["Type"] == "AWS::Logs::LogGroup", group
+        assert res[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, group
+    assert len(set(groups)) == len(groups)
+
+
 def test_expired_delete_markers_are_removed(template: dict[str, Any]) -> None:
     rules = resources(template)["DataBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
     assert any(r.get("ExpiredObjectDeleteMarker") is True and "NoncurrentVersionExpiration" in r for r in rules)
