@@ -317,14 +317,17 @@ GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
 
 
 def test_instance_families_fit_the_jobs_memory_per_vcpu(template: dict[str, Any]) -> None:
-    families = default(template, "InstanceTypes").split(",")
+    # the default: each region's families (test_instance_types_default_to_families_each_region_offers)
+    families = {f for region in template["Mappings"]["RegionInstanceTypes"].values()
+                for f in region["Families"].split(",")}
     need = default(template, "WorkerMemoryMiB") / 1024 / default(template, "WorkerVcpus")
     # the index job too: it builds a reference's index on IndexJobVcpus with IndexJobMemoryMiB
     index_job = default(template, "IndexJobMemoryMiB") / 1024 / default(template, "IndexJobVcpus")
     for family in families:
         assert GIB_PER_VCPU[family[0]] >= max(need, index_job), family
     for ce in ("SpotComputeEnvironment", "OnDemandComputeEnvironment"):
-        assert resources(template)[ce]["Properties"]["ComputeResources"]["InstanceTypes"] == {"Ref": "InstanceTypes"}
+        given = resources(template)[ce]["Properties"]["ComputeResources"]["InstanceTypes"]
+        assert given["Fn::If"][:2] == ["HasInstanceTypes", {"Ref": "InstanceTypes"}]
 
 
 def test_on_demand_overflow_is_stated_where_it_is_set(template: dict[str, Any]) -> None:
@@ -344,9 +347,96 @@ def test_instances_get_a_sized_gp3_root_volume(template: dict[str, Any]) -> None
 
 
 # 12 ----------------------------------------------------------------------------------------- hygiene
+def _user_data(template: dict[str, Any]) -> str:
+    data = resources(template)["WorkerLaunchTemplate"]["Properties"]["LaunchTemplateData"]["UserData"]
+    return str(data["Fn::Base64"])
+
+
 def test_containers_cannot_reach_the_instance_metadata(template: dict[str, Any]) -> None:
+    """ECS-on-EC2 Batch jobs use host networking, so the hop limit does not stop them: the metadata address is
+    blocked for every user but root on the host, and the jobs run as a user that is not root."""
     md = resources(template)["WorkerLaunchTemplate"]["Properties"]["LaunchTemplateData"]["MetadataOptions"]
-    assert md == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+    assert md["HttpTokens"] == "required"
+    rule = "iptables --insert OUTPUT 1 --destination 169.254.169.254/32 --match owner ! --uid-owner 0 --jump REJECT"
+    assert rule in _user_data(template)
+    dockerfile = (REPO / "containers" / "worker" / "Dockerfile").read_text()
+    users = re.findall(r"^USER\s+(\S+)", dockerfile, re.MULTILINE)
+    assert users and users[-1] not in ("0", "root"), users
+    # and nothing claims the hop limit keeps containers out
+    for text in ((REPO / "template.yaml").read_text(), (REPO / "docs" / "DEPLOY.md").read_text()):
+        assert "containers do not" not in text and "the containers do\n" not in text
+
+
+def test_jobs_scratch_is_the_instance_store_with_room_for_every_job_of_the_largest_instance(
+    template: dict[str, Any],
+) -> None:
+    """Item 2 of issue 34: every job's TMPDIR is the host's scratch, the user data mounts the NVMe instance
+    store there, and every size of every default family has at least SCRATCH_GB_PER_VCPU of it per vCPU and
+    8 GiB of memory per vCPU (so memory, not disk, bounds the children an instance holds)."""
+    from seqlake.localcloud import rules
+
+    scratch_gb_per_vcpu = 37.5  # docs/COST.md, "Scratch disk": a child's worst case is ~33 GB
+    jd = resources(template)["WorkerJobDefinition"]["Properties"]["ContainerProperties"]
+    assert {"Name": "TMPDIR", "Value": "/scratch"} in jd["Environment"]
+    [volume] = [v for v in jd["Volumes"] if v["Name"] == "scratch"]
+    assert {"SourceVolume": "scratch", "ContainerPath": "/scratch", "ReadOnly": False} in jd["MountPoints"]
+    user_data = _user_data(template)
+    assert volume["Host"]["SourcePath"] in user_data and "Instance Storage" in user_data
+    assert f"mount -o noatime \"$device\" {volume['Host']['SourcePath']}" in user_data
+    storage = _instance_storage()
+    families = {f for region in template["Mappings"]["RegionInstanceTypes"].values()
+                for f in region["Families"].split(",")}
+    for family in families:
+        sizes = [t for t in storage if t.split(".")[0] == family and not t.endswith("metal")]
+        assert sizes, family
+        for instance in sizes:
+            vcpus, memory_mib = rules.instance_types()[instance]
+            assert storage[instance] / vcpus >= scratch_gb_per_vcpu, instance
+            assert memory_mib / vcpus >= 8 * 1024, instance
+
+
+def _instance_storage() -> dict[str, float]:
+    """Instance type -> its instance store in GB, from moto's copy of EC2's DescribeInstanceTypes."""
+    import gzip
+
+    import moto
+
+    path = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+    with gzip.open(path) as f:
+        data = json.load(f)
+    return {name: float(t["InstanceStorageInfo"]["TotalSizeInGB"])
+            for name, t in data.items() if t.get("InstanceStorageInfo")}
+
+
+def _region_families() -> dict[str, set[str]]:
+    """Every commercial region -> the instance families EC2 offers there, as moto records EC2's offerings."""
+    import gzip
+
+    import moto
+
+    folder = Path(moto.__file__).parent / "ec2" / "resources" / "instance_type_offerings" / "region"
+    out = {}
+    for path in folder.glob("*.json.gz"):
+        with gzip.open(path) as f:
+            out[path.name.split(".")[0]] = {o["InstanceType"].split(".")[0] for o in json.load(f)}
+    return out
+
+
+def test_instance_types_default_to_families_each_region_offers(template: dict[str, Any]) -> None:
+    """The old default (r5, r5a, r5b, r5n, r6i, r6a, r7i, r7a) named families missing in 21 regions (r7a): a
+    deploy there failed. Empty now means the region's own list, every family of which the region offers."""
+    assert default(template, "InstanceTypes") == ""
+    mapping = template["Mappings"]["RegionInstanceTypes"]
+    offered = _region_families()
+    assert set(mapping) == set(offered), set(offered) ^ set(mapping)
+    for region, families in offered.items():
+        listed = mapping[region]["Families"].split(",")
+        assert listed and set(listed) <= families, (region, set(listed) - families)
+    for ce in ("SpotComputeEnvironment", "OnDemandComputeEnvironment"):
+        given = resources(template)[ce]["Properties"]["ComputeResources"]["InstanceTypes"]
+        for asked, expected in (("", mapping["us-east-1"]["Families"].split(",")), ("m5,c5", ["m5", "c5"])):
+            d = deployer(template, InstanceTypes=asked)
+            assert d.resolve({"R": given})["R"] == expected, (ce, asked)
 
 
 def test_compute_environments_pin_the_al2023_ecs_image(template: dict[str, Any]) -> None:
@@ -380,6 +470,103 @@ def test_alarms_go_to_the_given_topic(template: dict[str, Any]) -> None:
             watched.add("BatchJobsFailed")
     assert watched == {"ApproximateNumberOfMessagesVisible", "ExecutionsFailed", "BatchJobsFailed"}
     assert default(template, "AlarmTopicArn") == ""
+
+
+def test_every_dead_letter_queue_has_an_alarm(template: dict[str, Any]) -> None:
+    """Issue 34: the settle queue's dead-letter queue had none. A dead-letter queue is any queue another
+    queue's RedrivePolicy or a function's DeadLetterQueue / OnFailure names."""
+    res = resources(template)
+    text = json.dumps(res)
+    queues = [lid for lid, r in res.items() if r["Type"] == "AWS::SQS::Queue"]
+    dead_letter = {q for q in queues
+                   if any(f'"{q}", "Arn"' in json.dumps(r["Properties"].get(k, {}))
+                          for r in res.values() for k in ("RedrivePolicy", "DeadLetterQueue", "EventInvokeConfig"))
+                   or q.endswith("DeadLetterQueue")}
+    assert {"StartRunDeadLetterQueue", "StartRunSettleDeadLetterQueue", "RecordRunEndDeadLetterQueue"} <= dead_letter
+    watched = {r["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for r in res.values()
+               if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"]["Namespace"] == "AWS/SQS"}
+    assert dead_letter <= watched, dead_letter - watched
+    assert text  # the template was read
+
+
+def _statements(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        found = [node] if "Action" in node and "Effect" in node else []
+        return found + [st for v in node.values() for st in _statements(v)]
+    if isinstance(node, list):
+        return [st for v in node for st in _statements(v)]
+    return []
+
+
+def test_whoever_may_put_an_object_may_abort_its_multipart_upload(template: dict[str, Any]) -> None:
+    """A large object goes up in parts (boto3 from 8 MB; the worker's positions and indexes, the lab's FASTQ): an
+    upload that fails is aborted by the same caller, which s3:PutObject does not allow (s3:AbortMultipartUpload),
+    so its parts stayed billed until the bucket's lifecycle rule removed them."""
+    # the start and run-end functions write a request.json, a status.json and one runs row: bytes, one PUT each
+    small_writers = {"StartRunFunction", "RecordRunEndFunction"}
+    puts = [(lid, st) for lid, r in resources(template).items() if lid not in small_writers
+            for st in _statements(r) if st["Effect"] == "Allow" and "s3:PutObject" in as_list(st["Action"])]
+    assert {lid for lid, _ in puts} >= {"PlanFunction", "CommitFunction", "WorkerJobRole", "LabMemberPolicy"}
+    for lid, st in puts:
+        assert "s3:AbortMultipartUpload" in as_list(st["Action"]), (lid, st.get("Sid"))
+
+
+def test_athena_results_use_the_kms_key_when_one_is_set(template: dict[str, Any]) -> None:
+    config = resources(template)["AthenaWorkGroup"]["Properties"]["WorkGroupConfiguration"]["ResultConfiguration"]
+    encryption = config["EncryptionConfiguration"]
+    for key, expected in (("", {"EncryptionOption": "SSE_S3"}),
+                          ("arn:aws:kms:us-east-1:1:key/k", {"EncryptionOption": "SSE_KMS",
+                                                               "KmsKey": "arn:aws:kms:us-east-1:1:key/k"})):
+        assert deployer(template, KmsKeyArn=key).resolve({"E": encryption})["E"] == expected, key
+
+
+def test_compute_environments_follow_the_latest_image_on_update(template: dict[str, Any]) -> None:
+    for ce in ("SpotComputeEnvironment", "OnDemandComputeEnvironment"):
+        assert resources(template)[ce]["Properties"]["ComputeResources"]["UpdateToLatestImageVersion"] is True
+
+
+def test_the_lab_lists_only_its_prefixes(template: dict[str, Any]) -> None:
+    statements = _statements(resources(template)["LabMemberPolicy"])
+    lists = [st for st in statements if "s3:ListBucket" in as_list(st["Action"])]
+    assert lists
+    for st in lists:
+        prefixes = st["Condition"]["StringLike"]["s3:prefix"]
+        assert prefixes and not any(p in ("*", "") for p in prefixes)
+        assert not any(p.startswith(("reference-indexes", "references")) for p in prefixes)
+
+
+def test_deploy_md_lists_every_batch_and_failed_state() -> None:
+    """DEPLOY.md's lists of the fan-out, the failed steps and the timed-out steps name every state of the
+    machine that belongs there (the reduce states were missing from all three)."""
+    machine = asl()["States"]
+    doc = (REPO / "docs" / "DEPLOY.md").read_text()
+    flow = doc.split("### State machine", 1)[1].split("###", 1)[0]
+    failures = doc.split("### Failures", 1)[1].split("`failed_shard`", 1)[0]
+    timeouts = doc.split("- Each Batch step of the state machine", 1)[1].split("has a timeout", 1)[0]
+    caught = [name for name, st in machine.items() if st.get("Catch")]
+    batch = [name for name, st in machine.items() if "BatchSubmitJob" in str(st.get("Resource", ""))]
+    assert set(BATCH_TASKS) == set(batch)
+    for name in caught:
+        assert f"`{name}`" in flow and f"`{name}`" in failures, name
+    for name in batch:
+        assert f"`{name}`" in timeouts, name
+
+
+def test_every_function_and_the_state_machine_log_to_a_group_with_a_retention(template: dict[str, Any]) -> None:
+    """Lambda's default log group (/aws/lambda/<name>, made on the first invocation) keeps logs for ever: each
+    function names its own group, and every group the stack logs to has LogRetentionDays."""
+    res = resources(template)
+    functions = [lid for lid, r in res.items() if r["Type"] == "AWS::Serverless::Function"]
+    assert len(functions) >= 5
+    groups = []
+    for fn in functions:
+        groups.append(res[fn]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+    machine = res["PipelineStateMachine"]["Properties"]["Logging"]["Destinations"]
+    groups += [d["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0] for d in machine]
+    for group in groups:
+        assert res[group]["Type"] == "AWS::Logs::LogGroup", group
+        assert res[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, group
+    assert len(set(groups)) == len(groups)
 
 
 def test_expired_delete_markers_are_removed(template: dict[str, Any]) -> None:

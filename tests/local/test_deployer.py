@@ -84,8 +84,10 @@ def test_intrinsics(node: Any, expected: Any) -> None:
 def test_conditions_and_unknown_types_fail_loudly() -> None:
     d = _deployer()
     assert d.conditions == {"IsProd": False, "NotProd": True}
-    with pytest.raises(NotImplementedError, match="Fn::FindInMap"):
-        d.resolve({"Fn::FindInMap": ["M", "k", "v"]})
+    with pytest.raises(NotImplementedError, match="Fn::Cidr"):
+        d.resolve({"Fn::Cidr": ["10.0.0.0/16", 4, 8]})
+    mapped = _deployer({"Mappings": {"M": {"us-east-1": {"v": "r5d,r6id"}}}, "Resources": {}})
+    assert mapped.resolve({"Fn::FindInMap": ["M", {"Ref": "AWS::Region"}, "v"]}) == "r5d,r6id"
     unknown = _deployer({"Resources": {"Thing": {"Type": "AWS::Kinesis::Stream", "Properties": {}}}})
     with pytest.raises(NotImplementedError, match="no creator for AWS::Kinesis::Stream"):
         unknown.deploy()

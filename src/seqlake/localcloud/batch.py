@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlake.aws.batch_reasons import BATCH_OUT_OF_MEMORY
-from seqlake.localcloud import containers, memory
+from seqlake.localcloud import containers, memory, rules
 from seqlake.localcloud.launcher import Child, Launcher, Popened, Program
 
 #: the worker's entry point: what ``python -m seqlake ARGS`` runs
@@ -284,6 +284,10 @@ class BatchRunner:
         """Run the job's attempts. Whatever the runner itself raises, the job ends FAILED with the error
         as its reason: an exception left in the pool's future would leave it RUNNING, and the run waiting."""
         try:
+            stuck = rules.unschedulable(job)
+            if stuck is not None:  # on AWS: RUNNABLE until the queue's JobStateTimeLimitActions cancel it
+                self._fail_unstarted(job, progress, stuck)
+                return
             self._run_attempts(job, progress, terminated)
         except Exception as err:
             reason = f"local Batch runner error: {type(err).__name__}: {err}"
@@ -296,6 +300,15 @@ class BatchRunner:
                     progress.failures.append(f"{job.job_id}: {reason}")
             with contextlib.suppress(Exception):
                 self._changed(progress)
+
+    def _fail_unstarted(self, job: Any, progress: ArrayProgress, reason: str) -> None:
+        """A job that never gets an instance: FAILED with the reason, no attempt (as Batch cancels it)."""
+        job.job_stopped_reason = reason
+        job._mark_stopped(success=False)
+        with self._lock:
+            progress.failed += 1
+            progress.failures.append(f"{job.job_id}: {reason}")
+        self._changed(progress)
 
     def _run_attempts(self, job: Any, progress: ArrayProgress, terminated: Callable[[], str | None]) -> None:
         jd = job.job_definition

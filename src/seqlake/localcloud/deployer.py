@@ -147,6 +147,9 @@ class Deployer:
                 return base64.b64encode(str(self.resolve(v)).encode()).decode()
             if k == "Fn::ToJsonString":
                 return json.dumps(self.resolve(v))
+            if k == "Fn::FindInMap":
+                mapping, top, second = (self.resolve(x) for x in v)
+                return self.template["Mappings"][mapping][top][second]
             if k == "Fn::GetAZs":
                 return [f"{REGION}a", f"{REGION}b", f"{REGION}c"]
             if k.startswith("Fn::"):
@@ -457,6 +460,10 @@ def batch_compute_environment(d: Deployer, lid: str, p: dict[str, Any]) -> Creat
         made = iam.list_roles(PathPrefix="/aws-service-role/batch.amazonaws.com/")["Roles"]
         role = made[0] if made else iam.create_service_linked_role(AWSServiceName="batch.amazonaws.com")["Role"]
         p = {**p, "ServiceRole": role["Arn"]}
+    # CloudFormation's update policy, applied by UpdateComputeEnvironment on a later deploy: no part of the create
+    resources = {k: v for k, v in (p.get("ComputeResources") or {}).items() if k != "UpdateToLatestImageVersion"}
+    if "ComputeResources" in p:
+        p = {**p, "ComputeResources": resources}
     return _create_compute_environment(d, lid, p)
 
 
