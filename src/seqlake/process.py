@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
-from seqlake.base.errors import BadInputError, UsageError
+from seqlake.base.errors import EXIT_FAILURE, BadInputError, UsageError
 from seqlake.base.model import RunState, Sample
 from seqlake.base.params import Params, chosen_parameters
 
@@ -189,11 +189,18 @@ def process_command(args: argparse.Namespace) -> int:
         "timings_s": {"plan": round(t_plan, 3), "shards": round(t_shards, 3), "total": round(t_total, 3)},
         "totals": totals.to_dict(),
     }
-    _write_summary(out, run_id, summary)
     report = try_render_run(str(out), run_id, summary)
+    if report.error is not None:
+        # a run never says SUCCEEDED without its report: recorded FAILED with the reason, exit 1
+        reason = f"the run's report could not be rendered: {report.error}"
+        failed = {**summary, "state": RunState.FAILED.value, "failed_step": "Report", "reason": reason}
+        _write_summary(out, run_id, failed)
+        try_render_run(str(out), run_id, failed)  # the failed run's short page and its line in the runs page
+        console.print(f"[red]run {run_id} failed[/]: {reason}", soft_wrap=True, highlight=False)
+        return EXIT_FAILURE
+    _write_summary(out, run_id, {**summary, "report_uri": report.uri})
     console.print(f"tables in {plan.layout.lake.results_root} ({t_total:.1f} s)", soft_wrap=True)
-    console.print(f"report: {report.uri}" if report.uri else f"[yellow]no report[/]: {report.error}",
-                  soft_wrap=True)
+    console.print(f"report: {report.uri}", soft_wrap=True)
     tables = f"{plan.layout.lake.results_root}sample_summary/*/*.parquet"
     console.print(f"query them with any Parquet reader, e.g. DuckDB: SELECT * FROM read_parquet('{tables}', "  # noqa: S608 - shown, not run
                   "hive_partitioning = true)", soft_wrap=True, highlight=False)

@@ -491,11 +491,13 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print("[red]no run started[/] (see the state folder's logs/lambda/)")
             return EXIT_FAILURE
         workgroup = cloud.outputs.get("AthenaWorkGroupName")
+        failed_queries: list[str] = []
         for name, sql in _named_queries(cloud):
             try:
                 result = athena_query(cloud, sql, workgroup)
             except Exception as err:
                 console.print(f"[red]query {name} failed:[/] {err}")
+                failed_queries.append(name)
                 continue
             print_result(result, "table", title=f"{name}", max_rows=DEMO_ROWS)
     _print_reports(console, _state(args), finished)
@@ -503,4 +505,8 @@ def demo_command(args: argparse.Namespace) -> int:
         f"[bold]done in {time.monotonic() - t0:.1f} s.[/] Results stay in {_state(args).root}/: try "
         f"[cyan]{_EXAMPLE}[/] or [cyan]seqlake local runs[/]"
     )
+    if failed_queries:  # the demo promised every named query's result: exit 1, naming the ones that failed
+        console.print(f"[red]{len(failed_queries)} named quer{'y' if len(failed_queries) == 1 else 'ies'} failed[/]: "
+                      f"{', '.join(failed_queries)}")
+        return EXIT_FAILURE
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE

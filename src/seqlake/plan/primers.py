@@ -1,15 +1,18 @@
 """Primer schemes (amplicon mode): a BED of primers read and checked once, when the run is planned.
 
-The format is the ARTIC / primalscheme primer BED: tab-separated ``contig, start, end, name, pool,
-strand`` with 0-based half-open coordinates; a primer's name ends in ``_LEFT`` or ``_RIGHT`` (an
-``_alt...`` suffix after it marks an alternative primer of the same amplicon), and the text before that
-names its amplicon. Comment, ``track`` and ``browser`` lines and empty lines are skipped.
+The format is the ARTIC / primalscheme primer BED, in each of its generations: tab-separated ``contig,
+start, end, name, pool, strand`` with 0-based half-open coordinates, and optionally a seventh column, the
+primer's sequence (primerschemes.org's BEDs, ARTIC V5.3.2 / V5.4.2). A primer's name is its amplicon's name,
+then ``_LEFT`` or ``_RIGHT``, then optionally a suffix that tells alternative primers of one amplicon apart:
+``_alt``, ``_alt1``, ``_alt_2`` (ARTIC V1-V4.1: ``nCoV-2019_7_LEFT_alt0``) or a number (primerschemes.org:
+``SARS-CoV-2_1_LEFT_1``, ``SARS-CoV-2_1_LEFT_2``). The pool is any text (``1``, ``2``, or ARTIC V1's
+``nCoV-2019_1``). Comment, ``track`` and ``browser`` lines and empty lines are skipped.
 
 A bad scheme is rejected before any child runs, as one line naming the file and the line: a line that is
 not tab-separated or has fewer than six fields, coordinates that are not integers, an end at or before
 its start, a contig the reference does not have, a primer past its contig's end, a strand other than
-``+`` / ``-``, a name that is neither LEFT nor RIGHT, a duplicate name, or an amplicon with a LEFT primer
-and no RIGHT one (or the other way round).
+``+`` / ``-``, a sequence column with other than IUPAC bases, a name that is neither LEFT nor RIGHT, a
+duplicate name, or an amplicon with a LEFT primer and no RIGHT one (or the other way round).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 from seqlake.base import storage
 from seqlake.base.errors import BadInputError
 
-_NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*)?$")
+_NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*|_\d+)?$")
+#: the seventh column, where present: the primer's bases (IUPAC codes, either case)
+_SEQUENCE = re.compile(r"^[ACGTUWSMKRYBDHVNacgtuwsmkrybdhvn]+$")
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ def _fields(line: str, bad: Callable[[str], BadInputError],
             raise bad(f"primer {name}: end {end} is past the end of {contig} ({contigs[contig]} bases)")
     if strand not in ("+", "-"):
         raise bad(f"primer {name}: strand {strand!r} is neither + nor -")
+    if len(fields) > 6 and fields[6].strip() and not _SEQUENCE.match(fields[6].strip()):
+        raise bad(f"primer {name}: column 7 {fields[6].strip()[:40]!r} is not a primer sequence (IUPAC bases)")
     return contig, start, end, name, pool, strand
 
 
