@@ -33,8 +33,8 @@ console = Console(stderr=True)
 
 
 def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None) -> str:
-    """Deterministic from the inputs' identity (path, size, mtime), the parameters and the reference's
-    content (its pin: a replaced reference is another run).
+    """Deterministic from the inputs' identity (path, size, mtime), the parameters (with the primer BED's
+    content, ``primer_bed_pin``) and the reference's content (its pin: a replaced reference is another run).
 
     The AWS app derives it from (bucket, key, ETag); locally a file's size and mtime stand in for
     its ETag without reading it whole.
@@ -129,6 +129,19 @@ def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(text)
 
 
+def run_params(args: argparse.Namespace, reference: str | None) -> Params:
+    """The run's parameters from the command line; a primer BED read and checked now (65 with file:line) and
+    pinned by its content (``primer_bed_pin``: part of the run id)."""
+    from seqlake.plan.primers import with_primer_pin
+
+    chosen = chosen_parameters(args)
+    if args.reads_per_shard is not None:
+        chosen["reads_per_shard"] = args.reads_per_shard
+    if chosen.get("primer_bed"):
+        chosen["primer_bed"] = str(Path(chosen["primer_bed"]).resolve())
+    return Params.from_dict(with_primer_pin(chosen, reference))
+
+
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
     from seqlake.lake.merge import merge_run
@@ -139,14 +152,11 @@ def process_command(args: argparse.Namespace) -> int:
     from seqlake.report import try_render_run
 
     samples, files = samples_of(args)
-    chosen = chosen_parameters(args)
-    if args.reads_per_shard is not None:
-        chosen["reads_per_shard"] = args.reads_per_shard
-    params = Params.from_dict(chosen)
     out = Path(args.out).resolve()
     reference_path = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
     if reference_path is not None:
         check_reference(reference_path)
+    params = run_params(args, reference_path)
     # pinned by its content (SHA-256) and indexed before anything else, in the user's reference cache (never
     # beside the FASTA): the run id and the index key follow from the pin, and the children only load the index
     reference = (indexed_reference(reference_path, params.preset, index_store(str(out)), index_threads())

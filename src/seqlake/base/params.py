@@ -78,6 +78,9 @@ class Params:
     #: amplicon mode: a primer BED (local path or s3:// URI); primers are soft-clipped from the alignments
     #: before counting, as ``samtools ampliconclip --both-ends --strand`` (seqlake.child.primerclip)
     primer_bed: str | None = None
+    #: the primer BED's content, ``sha256:<hex>`` (set where a run starts, never by hand: ``aws/start.py``, ``seqlake
+    #: process``, ``local run``), so the BED is part of the run id and a BED changed since is caught by the plan
+    primer_bed_pin: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -120,7 +120,8 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
 
 
 #: the parameters ``seqlake local run`` sets (a run with other values of these is another run)
-_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset", "allele_counts")
+_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset", "allele_counts",
+                      "primer_bed_pin")
 
 
 def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
@@ -300,6 +301,18 @@ def _status_doc(state: StateDir, run_id: str) -> dict[str, Any]:
     return {}
 
 
+def pinned_parameters(args: argparse.Namespace, reference: Path | None) -> dict[str, Any]:
+    """The run parameters the command line sets; a primer BED read and checked before any upload (65 with
+    file:line) and pinned by its content, so "already processed" and the run id both see a BED added, removed
+    or changed."""
+    from seqlake.plan.primers import with_primer_pin
+
+    parameters = chosen_parameters(args)
+    if parameters.get("primer_bed"):
+        parameters["primer_bed"] = str(_check_file(Path(parameters["primer_bed"]), "--primer-bed").resolve())
+    return with_primer_pin(parameters, str(reference) if reference else None)
+
+
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto (iam does)
     from seqlake.localcloud import iam
@@ -327,7 +340,7 @@ def run_command(args: argparse.Namespace) -> int:
         from seqlake.plan.reference import check_reference
 
         check_reference(str(reference))
-    parameters = chosen_parameters(args)
+    parameters = pinned_parameters(args, reference)
     done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:
         # the same objects would get the same run id: on AWS, StartExecution would say ExecutionAlreadyExists

@@ -515,7 +515,7 @@ def make_plan(run_id: str, samples: list[Sample], *, out_prefix: str,
     if params.primer_bed is not None:  # amplicon mode: the scheme is checked before anything is written
         if reference is None:
             raise BadInputError(params.primer_bed, "a primer BED needs a reference to align to")
-        load_primer_scheme(params.primer_bed, reference.uri)
+        load_primer_scheme(params.primer_bed, reference.uri, params.primer_bed_pin)
     layout = RunLayout(out_prefix, run_id)
     scanned, counts = _scan_all(samples, layout, params, shards=shards, count_plain_below=count_plain_below,
                                 known=known or {})

@@ -18,9 +18,11 @@ duplicate name, or an amplicon with a LEFT primer and no RIGHT one (or the other
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from seqlake.base import storage
 from seqlake.base.errors import BadInputError
@@ -164,12 +166,54 @@ def reference_contigs(uri: str) -> dict[str, int] | None:
     return out
 
 
-def load_primer_scheme(uri: str, reference: str | None) -> PrimerScheme:
-    """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs."""
-    data = storage.read_bytes(uri)
+def content_pin(data: bytes) -> str:
+    """A primer BED's identity: ``sha256:<hex>`` of its bytes (the run parameter ``primer_bed_pin``: part of the
+    run id, so adding, removing or changing the BED is another run, and a BED fixed in place a new one)."""
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def _read(uri: str) -> bytes:
+    try:
+        return storage.read_bytes(uri)
+    except FileNotFoundError:
+        raise BadInputError(uri, "no such primer BED (--primer-bed / the run parameter primer_bed)") from None
+    except IsADirectoryError:
+        raise BadInputError(uri, "not a file (--primer-bed / the run parameter primer_bed)") from None
+    except PermissionError as err:
+        raise BadInputError(uri, f"the primer BED cannot be read: {err.strerror or err}") from None
+
+
+def pin_primer_bed(uri: str, reference: str | None = None) -> str:
+    """Read and check a primer BED (against the reference's contigs when given), before anything is uploaded
+    or planned; its :func:`content_pin`. Bad input (exit 65, ``file:line``) when it is missing or wrong."""
+    data = _read(uri)
+    _parse_bytes(uri, data, reference)
+    return content_pin(data)
+
+
+def _parse_bytes(uri: str, data: bytes, reference: str | None) -> PrimerScheme:
     try:
         text = data.decode()
     except UnicodeDecodeError as err:
         raise BadInputError(uri, f"not a text BED file: byte {err.start} ({err.reason})",
                             line=data[:err.start].count(b"\n") + 1) from None
     return parse_primer_bed(uri, text, reference_contigs(reference) if reference else None)
+
+
+def load_primer_scheme(uri: str, reference: str | None, pin: str | None = None) -> PrimerScheme:
+    """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs; with
+    ``pin`` (the run's ``primer_bed_pin``), bad input if the file changed since the run started."""
+    data = _read(uri)
+    if pin is not None and content_pin(data) != pin:
+        raise BadInputError(uri, f"the primer BED changed since the run started (pinned {pin[:19]}..., now "
+                            f"{content_pin(data)[:19]}...): upload it again, which starts a new run")
+    return _parse_bytes(uri, data, reference)
+
+
+def with_primer_pin(parameters: Mapping[str, Any], reference: str | None = None) -> dict[str, Any]:
+    """Run parameters with ``primer_bed_pin`` set from the BED ``primer_bed`` names as it is now (checked:
+    :func:`pin_primer_bed`), or dropped when there is no BED (a pin is never taken from the caller)."""
+    out = {k: v for k, v in parameters.items() if k != "primer_bed_pin"}
+    if out.get("primer_bed"):
+        out["primer_bed_pin"] = pin_primer_bed(str(out["primer_bed"]), reference)
+    return out
