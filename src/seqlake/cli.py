@@ -175,6 +175,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
            action="store_true", default=False),
     Option("--preset", "minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
            "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
+    Option("--params", "a params.json setting this run's parameters over the options above, as a params.json "
+           "beside an upload does on AWS (JSON Schema: schemas/params.schema.json; relative paths in it are "
+           "relative to the file)", "FILE"),
 )}
 
 #: the Batch jobs' memory, template parameters the local cloud deploys with the values given

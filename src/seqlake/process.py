@@ -130,13 +130,17 @@ def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
 
 
 def run_params(args: argparse.Namespace, reference: str | None) -> Params:
-    """The run's parameters from the command line; a primer BED read and checked now (65 with file:line) and
+    """The run's parameters from the command line (``--params FILE`` over the options); a primer BED read and
+    checked now (65 with file:line) and
     pinned by its content (``primer_bed_pin``: part of the run id)."""
+    from seqlake.base.params import read_local_params_file
     from seqlake.plan.primers import with_primer_pin
 
     chosen = chosen_parameters(args)
     if args.reads_per_shard is not None:
         chosen["reads_per_shard"] = args.reads_per_shard
+    if getattr(args, "params", None):  # a params.json over the options, as beside an upload on AWS
+        chosen.update(read_local_params_file(args.params))
     if chosen.get("primer_bed"):
         chosen["primer_bed"] = str(Path(chosen["primer_bed"]).resolve())
     return Params.from_dict(with_primer_pin(chosen, reference))

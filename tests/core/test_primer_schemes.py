@@ -144,3 +144,26 @@ def test_local_run_refuses_a_missing_bed_before_any_upload(tmp_path: Path) -> No
     code = main(["local", "run", str(r1), "--primer-bed", str(tmp_path / "gone.bed"), "--home", str(home)])
     assert code == 65
     assert not (home / "s3").exists() or not any((home / "s3").rglob("*.fastq"))
+
+
+def test_process_takes_a_params_file_over_its_options(reference: Path, tmp_path: Path) -> None:
+    """``--params FILE`` (a params.json, as beside an upload on AWS) sets the run's parameters over the options,
+    a relative primer_bed relative to the file; a bad one is 65 naming it, before anything is written."""
+    from seqlake.demo_data import paths
+
+    r1, _, _ = paths()
+    v3 = Path(__file__).resolve().parents[1] / "data" / "nCoV-2019.V3.primer.bed"
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "scheme.bed").write_bytes(v3.read_bytes())
+    params = tmp_path / "cfg" / "params.json"
+    params.write_text(json.dumps({"primer_bed": "scheme.bed", "min_length": 33, "no_such": 1}))
+    base = [str(r1), "--reference", str(reference), "--no-allele-counts", "--min-length", "25"]
+    bad = _process(*base, "--params", str(params), "--out", str(tmp_path / "never"))
+    assert bad.returncode == 65 and f"{params}: the document: Additional properties are not allowed" in bad.stderr
+    assert not (tmp_path / "never").exists()
+    params.write_text(json.dumps({"primer_bed": "scheme.bed", "min_length": 33}))
+    ok = _process(*base, "--params", str(params), "--out", str(tmp_path / "out"))
+    assert ok.returncode == 0, ok.stderr
+    ran = json.loads((tmp_path / "out" / "summary.json").read_text())["parameters"]
+    assert ran["min_length"] == 33 and ran["primer_bed"] == str(tmp_path / "cfg" / "scheme.bed")
+    assert ran["primer_bed_pin"] == content_pin(v3.read_bytes())

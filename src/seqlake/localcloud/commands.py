@@ -124,18 +124,25 @@ _CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "prese
                       "primer_bed_pin")
 
 
+def _same(ran: Any, wanted: Any) -> bool:
+    """A recorded parameter equals the wanted one (a tuple recorded as a JSON list too)."""
+    return bool(ran == wanted or (isinstance(ran, list | tuple) and list(ran) == list(wanted or [])))
+
+
 def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
                  parameters: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """A succeeded run of exactly these objects (key and MD5 ETag), reference and parameters, if any."""
     wanted = {(key, md5_file(path)) for path, key in uploads}
     wanted_params = Params.from_dict(parameters or {}).to_dict()
+    # the options' parameters, and any other a --params file set (the BED by its pin, not its path)
+    compared = set(_CHOSEN_PARAMETERS) | (set(parameters or {}) - {"primer_bed"})
     runs: list[dict[str, Any]] = state.runs()
     for run in reversed(runs):
         inputs = {(i.get("key"), i.get("etag")) for i in run.get("inputs") or []}
         ref = run.get("reference") or ""
         same_ref = str(ref).endswith("/" + reference_key) if reference_key else not ref
         ran_with = (run.get("status_json") or {}).get("parameters") or {}
-        same_params = all(ran_with.get(k, wanted_params[k]) == wanted_params[k] for k in _CHOSEN_PARAMETERS)
+        same_params = all(_same(ran_with.get(k, wanted_params[k]), wanted_params[k]) for k in compared)
         if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref and same_params:
             found: dict[str, Any] = run
             return found
@@ -305,9 +312,12 @@ def pinned_parameters(args: argparse.Namespace, reference: Path | None) -> dict[
     """The run parameters the command line sets; a primer BED read and checked before any upload (65 with
     file:line) and pinned by its content, so "already processed" and the run id both see a BED added, removed
     or changed."""
+    from seqlake.base.params import read_local_params_file
     from seqlake.plan.primers import with_primer_pin
 
     parameters = chosen_parameters(args)
+    if getattr(args, "params", None):  # checked before any upload; deployed as the stack's RunParameters
+        parameters.update(read_local_params_file(args.params))
     if parameters.get("primer_bed"):
         parameters["primer_bed"] = str(_check_file(Path(parameters["primer_bed"]), "--primer-bed").resolve())
     return with_primer_pin(parameters, str(reference) if reference else None)
