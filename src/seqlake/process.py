@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
+from seqlake.base import storage
 from seqlake.base.errors import EXIT_FAILURE, BadInputError, UsageError
 from seqlake.base.model import RunState, Sample
 from seqlake.base.params import Params, chosen_parameters
@@ -32,14 +33,17 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 
 
-def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None) -> str:
+def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None,
+                 remote: tuple[str, ...] = ()) -> str:
     """Deterministic from the inputs' identity (path, size, mtime), the parameters (with the primer BED's
     content, ``primer_bed_pin``) and the reference's content (its pin: a replaced reference is another run).
 
     The AWS app derives it from (bucket, key, ETag); locally a file's size and mtime stand in for
-    its ETag without reading it whole.
+    its ETag without reading it whole; ``remote``: the ``s3://`` inputs a local sheet names, as ``uri\0etag``.
     """
     h = hashlib.sha256()
+    for r in remote:
+        h.update(f"{r}\n".encode())
     for p in paths:
         st = p.stat()
         h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
@@ -106,7 +110,8 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
             raise UsageError("--sample names the sample of R1 [R2]; a samplesheet names its own")
         sheet = _input_file(args.samplesheet, "--samplesheet")
         samples = read_samplesheet(str(sheet.resolve()))
-        files = [sheet] + [_input_file(uri, f"listed in {args.samplesheet}") for s in samples for uri in s.uris]
+        uris = [uri for s in samples for uri in s.uris]
+        files = [sheet] + [_input_file(uri, f"listed in {args.samplesheet}") for uri in uris if not storage.is_s3(uri)]
         return samples, files
     r1 = _input_file(args.r1, "R1")
     if r1.name.lower().endswith(".csv") or r1.name == SAMPLESHEET_NAME:
@@ -116,6 +121,18 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
     sample = args.sample or sample_from_filename(r1.name)[0]
     files = [r1] + ([r2] if r2 else [])
     return [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)], files
+
+
+def remote_inputs(samples: list[Sample], sheet: str | None) -> tuple[str, ...]:
+    """The ``s3://`` inputs a local samplesheet names, each checked to exist (65 otherwise) and pinned by its
+    ETag (``uri\0etag``: part of the run id, as a local file's size and mtime are)."""
+    out = []
+    for uri in (u for s in samples for u in s.uris if storage.is_s3(u)):
+        try:
+            out.append(f"{uri}\0{storage.head(uri).etag}")
+        except FileNotFoundError:
+            raise BadInputError(uri, f"no such object (listed in {sheet})") from None
+    return tuple(out)
 
 
 def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
@@ -156,6 +173,7 @@ def process_command(args: argparse.Namespace) -> int:
     from seqlake.report import try_render_run
 
     samples, files = samples_of(args)
+    remote = remote_inputs(samples, args.samplesheet)
     out = Path(args.out).resolve()
     reference_path = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
     if reference_path is not None:
@@ -165,7 +183,7 @@ def process_command(args: argparse.Namespace) -> int:
     # beside the FASTA): the run id and the index key follow from the pin, and the children only load the index
     reference = (indexed_reference(reference_path, params.preset, index_store(str(out)), index_threads())
                  if reference_path is not None else None)
-    run_id = local_run_id(files, params, reference)
+    run_id = local_run_id(files, params, reference, remote)
     jobs = args.jobs or available_cpus()
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
