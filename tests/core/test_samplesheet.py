@@ -109,7 +109,7 @@ def test_a_local_sheet_takes_absolute_paths_and_s3_uris(tmp_path: Path) -> None:
     samples = parse_samplesheet(text, str(sheet))
     assert [(s.name, s.r1, s.r2) for s in samples] == [
         ("A", f"{tmp_path}/runs/a_R1.fq", f"{tmp_path}/runs/a_R2.fq"), ("B", "s3://lab-bucket/b.fq.gz", None)]
-    with pytest.raises(BadInputError, match="'..'"):
+    with pytest.raises(BadInputError, match=r"'\.\.'"):
         parse_samplesheet(HEADER + f"A,{tmp_path}/../a.fq,\n", str(sheet))
 
 
