@@ -5,13 +5,17 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
+# two installs: the `local` extra (what `make demo` needs: the app and its local cloud) and the `dev` extra (the
+# tests' and linters' packages besides); a dev install is a local one too, so it leaves both stamps
+STAMP  := $(VENV)/.installed-$(HASH)
+LOCAL_STAMP := $(VENV)/.installed-local-$(HASH)
 
 .PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants
 .PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
 
 help:
-	@echo "make demo   - set up, then run the whole app on the local cloud over bundled data"
+	@echo "make demo   - set up the app and its local cloud (the local extra), then run it over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
 	@echo "make lint   - import rules (no circle, layers), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
 	@echo "make test-repeat - the local cloud's process and memory tests REPEAT (10) times; names any that failed once"
@@ -21,17 +25,32 @@ help:
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 	@echo "make grants - each IAM grant needed: every role statement removed in turn on the local cloud (writes docs/GRANTS.md)"
 
-$(STAMP):
+# $(1): the extra to install
+define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_mappy.py  # mappy without its paired-end leak (see the script)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	rm -f $(VENV)/.installed-* && touch $@
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(1)]'
+endef
+
+$(STAMP):
+	$(call install,dev)
+	rm -f $(VENV)/.installed-* && touch $@ $(LOCAL_STAMP)
+
+# a venv with the dev extra installed holds the local one already
+$(LOCAL_STAMP):
+ifneq ($(wildcard $(STAMP)),)
+	touch $@
+else
+	$(call install,local)
+	rm -f $(VENV)/.installed-local-* && touch $@
+endif
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+# the demo needs the app and its local cloud only (the `local` extra), not the tests' and linters' tools
+demo: $(LOCAL_STAMP)
 	$(BIN)/seqlake demo
 
 # seqkit, minimap2, samtools, ivar and fastp are the tools whose numbers the tests compare against (ivar: the

@@ -178,6 +178,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
     # the ivar thresholds and the GFF, from their one home (base/params.py)
     *(Option(flag, f"{what} (default {getattr(_DEFAULTS, name)})", {int: "N", float: "F"}.get(kind, "FILE"), kind)
       for flag, (name, kind, what) in VALUE_FLAGS.items()),
+    Option("--params", "a params.json setting this run's parameters over the options above, as a params.json "
+           "beside an upload does on AWS (JSON Schema: schemas/params.schema.json; relative paths in it are "
+           "relative to the file)", "FILE"),
 )}
 
 #: the Batch jobs' memory, template parameters the local cloud deploys with the values given

@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seqlake import __version__
-from seqlake.base.errors import BadInputError, UsageError
+from seqlake.base import storage
+from seqlake.base.errors import EXIT_FAILURE, BadInputError, UsageError
 from seqlake.base.model import RunState, Sample
 from seqlake.base.params import Params, chosen_parameters
 
@@ -32,14 +33,17 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 
 
-def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None) -> str:
-    """Deterministic from the inputs' identity (path, size, mtime), the parameters and the reference's
-    content (its pin: a replaced reference is another run).
+def local_run_id(paths: list[Path], params: Params, reference: ReferencePin | None,
+                 remote: tuple[str, ...] = ()) -> str:
+    """Deterministic from the inputs' identity (path, size, mtime), the parameters (with the primer BED's
+    content, ``primer_bed_pin``) and the reference's content (its pin: a replaced reference is another run).
 
     The AWS app derives it from (bucket, key, ETag); locally a file's size and mtime stand in for
-    its ETag without reading it whole.
+    its ETag without reading it whole; ``remote``: the ``s3://`` inputs a local sheet names, as ``uri\0etag``.
     """
     h = hashlib.sha256()
+    for r in remote:
+        h.update(f"{r}\n".encode())
     for p in paths:
         st = p.stat()
         h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
@@ -106,7 +110,8 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
             raise UsageError("--sample names the sample of R1 [R2]; a samplesheet names its own")
         sheet = _input_file(args.samplesheet, "--samplesheet")
         samples = read_samplesheet(str(sheet.resolve()))
-        files = [sheet] + [_input_file(uri, f"listed in {args.samplesheet}") for s in samples for uri in s.uris]
+        uris = [uri for s in samples for uri in s.uris]
+        files = [sheet] + [_input_file(uri, f"listed in {args.samplesheet}") for uri in uris if not storage.is_s3(uri)]
         return samples, files
     r1 = _input_file(args.r1, "R1")
     if r1.name.lower().endswith(".csv") or r1.name == SAMPLESHEET_NAME:
@@ -116,6 +121,18 @@ def samples_of(args: argparse.Namespace) -> tuple[list[Sample], list[Path]]:
     sample = args.sample or sample_from_filename(r1.name)[0]
     files = [r1] + ([r2] if r2 else [])
     return [Sample(sample, str(r1.resolve()), str(r2.resolve()) if r2 else None)], files
+
+
+def remote_inputs(samples: list[Sample], sheet: str | None) -> tuple[str, ...]:
+    """The ``s3://`` inputs a local samplesheet names, each checked to exist (65 otherwise) and pinned by its
+    ETag (``uri\0etag``: part of the run id, as a local file's size and mtime are)."""
+    out = []
+    for uri in (u for s in samples for u in s.uris if storage.is_s3(u)):
+        try:
+            out.append(f"{uri}\0{storage.head(uri).etag}")
+        except FileNotFoundError:
+            raise BadInputError(uri, f"no such object (listed in {sheet})") from None
+    return tuple(out)
 
 
 def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
@@ -129,6 +146,23 @@ def _write_summary(out: Path, run_id: str, summary: dict[str, Any]) -> None:
     (out / "summary.json").write_text(text)
 
 
+def run_params(args: argparse.Namespace, reference: str | None) -> Params:
+    """The run's parameters from the command line (``--params FILE`` over the options); a primer BED read and
+    checked now (65 with file:line) and
+    pinned by its content (``primer_bed_pin``: part of the run id)."""
+    from seqlake.base.params import read_local_params_file
+    from seqlake.plan.primers import with_primer_pin
+
+    chosen = chosen_parameters(args)
+    if args.reads_per_shard is not None:
+        chosen["reads_per_shard"] = args.reads_per_shard
+    if getattr(args, "params", None):  # a params.json over the options, as beside an upload on AWS
+        chosen.update(read_local_params_file(args.params))
+    if chosen.get("primer_bed"):
+        chosen["primer_bed"] = str(Path(chosen["primer_bed"]).resolve())
+    return Params.from_dict(with_primer_pin(chosen, reference))
+
+
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
     from seqlake.lake.merge import merge_run
@@ -139,19 +173,17 @@ def process_command(args: argparse.Namespace) -> int:
     from seqlake.report import try_render_run
 
     samples, files = samples_of(args)
-    chosen = chosen_parameters(args)
-    if args.reads_per_shard is not None:
-        chosen["reads_per_shard"] = args.reads_per_shard
-    params = Params.from_dict(chosen)
+    remote = remote_inputs(samples, args.samplesheet)
     out = Path(args.out).resolve()
     reference_path = str(_input_file(args.reference, "--reference").resolve()) if args.reference else None
     if reference_path is not None:
         check_reference(reference_path)
+    params = run_params(args, reference_path)
     # pinned by its content (SHA-256) and indexed before anything else, in the user's reference cache (never
     # beside the FASTA): the run id and the index key follow from the pin, and the children only load the index
     reference = (indexed_reference(reference_path, params.preset, index_store(str(out)), index_threads())
                  if reference_path is not None else None)
-    run_id = local_run_id(files, params, reference)
+    run_id = local_run_id(files, params, reference, remote)
     jobs = args.jobs or available_cpus()
     if args.threads is not None:  # the shards' processes read it, as Batch children read their job's
         os.environ[THREADS_VAR] = str(args.threads)
@@ -189,11 +221,18 @@ def process_command(args: argparse.Namespace) -> int:
         "timings_s": {"plan": round(t_plan, 3), "shards": round(t_shards, 3), "total": round(t_total, 3)},
         "totals": totals.to_dict(),
     }
-    _write_summary(out, run_id, summary)
     report = try_render_run(str(out), run_id, summary)
+    if report.error is not None:
+        # a run never says SUCCEEDED without its report: recorded FAILED with the reason, exit 1
+        reason = f"the run's report could not be rendered: {report.error}"
+        failed = {**summary, "state": RunState.FAILED.value, "failed_step": "Report", "reason": reason}
+        _write_summary(out, run_id, failed)
+        try_render_run(str(out), run_id, failed)  # the failed run's short page and its line in the runs page
+        console.print(f"[red]run {run_id} failed[/]: {reason}", soft_wrap=True, highlight=False)
+        return EXIT_FAILURE
+    _write_summary(out, run_id, {**summary, "report_uri": report.uri})
     console.print(f"tables in {plan.layout.lake.results_root} ({t_total:.1f} s)", soft_wrap=True)
-    console.print(f"report: {report.uri}" if report.uri else f"[yellow]no report[/]: {report.error}",
-                  soft_wrap=True)
+    console.print(f"report: {report.uri}", soft_wrap=True)
     tables = f"{plan.layout.lake.results_root}sample_summary/*/*.parquet"
     console.print(f"query them with any Parquet reader, e.g. DuckDB: SELECT * FROM read_parquet('{tables}', "  # noqa: S608 - shown, not run
                   "hive_partitioning = true)", soft_wrap=True, highlight=False)

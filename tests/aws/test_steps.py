@@ -327,3 +327,31 @@ def test_failed_shard_is_recorded_with_the_workers_reason(
     assert row["state"] == "FAILED" and row["failed_shard"] == 2
     for table in RESULT_TABLES:
         assert partitions(deployed, table) == [], table
+
+
+def test_a_report_that_cannot_be_rendered_fails_the_commit_before_its_commit_point(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: a run never says SUCCEEDED without its report (a report section that fails, by the test-only
+    fault hook, fails the commit with the section and why; RecordFailure records that reason)."""
+    from seqlake.aws.steps import ReportFailedError
+    from seqlake.base import faults
+
+    plan = steps("plan", step_input("plan-input.json", run_input))
+    loaded = load_plan(plan["plan_uri"])
+    for shard in range(loaded.array_size):
+        process_child(loaded, shard)
+    reduce_all(steps, run_input, loaded)
+    monkeypatch.setenv(faults.REPORT_VAR, "fail:section=plot-coverage")
+    with pytest.raises(ReportFailedError, match=r"report section 'plot-coverage' failed"):
+        steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [], table.name
+    cause = {"errorMessage": "the run's report could not be rendered: ReportError: report section 'plot-coverage' "
+             "failed", "errorType": "ReportFailedError"}
+    steps("record_failure", step_input("record-failure-plan-bad-input.json", run_input, plan=plan,
+                                       failed_step="Commit",
+                                       error={"Error": "ReportFailedError", "Cause": json.dumps(cause)}))
+    status = read_status(deployed, run_id := run_input["run_id"])
+    assert status["state"] == "FAILED" and "plot-coverage" in status["reason"], run_id

@@ -65,7 +65,7 @@ def test_other_buckets_only_those_allowed() -> None:
         (HEADER + "A,a.fq,b.txt\n", 2, "column fastq_2"),
         (HEADER + "A,../a.fq,\n", 2, "'..'"),
         (HEADER + "A,s3://bk/x/../a.fq,\n", 2, "'..'"),
-        (HEADER + "A,/abs/a.fq,\n", 2, "relative"),
+        (HEADER + "A,/abs/a.fq,\n", 2, "a local absolute path in a sheet in S3"),
         (HEADER + "A,s3://other/a.fq,\n", 2, "bucket 'other'"),
         (HEADER + "A,a.fq,a.fq\n", 2, "same file"),
         (HEADER + "A,a.fq\n", 2, "2 fields"),
@@ -100,3 +100,32 @@ def test_mate_from_name(name: str, expected: tuple[str, int | None] | None) -> N
 def test_sample_from_filename() -> None:
     assert sample_from_filename("x_R2_001.fastq.gz") == ("x", 2)
     assert sample_from_filename("run7.txt.gz") == ("run7", None)
+
+
+def test_a_local_sheet_takes_absolute_paths_and_s3_uris(tmp_path: Path) -> None:
+    """nf-core sheets often name their FASTQs by absolute path or s3:// URI (issue 37: both were refused)."""
+    sheet = tmp_path / "samplesheet.csv"
+    text = HEADER + f"A,{tmp_path}/runs/a_R1.fq,{tmp_path}/runs/a_R2.fq\nB,s3://lab-bucket/b.fq.gz,\n"
+    samples = parse_samplesheet(text, str(sheet))
+    assert [(s.name, s.r1, s.r2) for s in samples] == [
+        ("A", f"{tmp_path}/runs/a_R1.fq", f"{tmp_path}/runs/a_R2.fq"), ("B", "s3://lab-bucket/b.fq.gz", None)]
+    with pytest.raises(BadInputError, match=r"'\.\.'"):
+        parse_samplesheet(HEADER + f"A,{tmp_path}/../a.fq,\n", str(sheet))
+
+
+def test_process_reads_a_sheet_of_absolute_paths(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from seqlake.demo_data import paths
+
+    r1, r2, _ = paths()
+    (tmp_path / "elsewhere").mkdir()
+    sheet = tmp_path / "elsewhere" / "samplesheet.csv"
+    sheet.write_text(HEADER + f"demo,{r1},{r2}\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "seqlake", "process", "--samplesheet", str(sheet), "--out", str(out),
+                           "--jobs", "1", "--no-trim"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["samples"] == ["demo"]

@@ -190,14 +190,15 @@ def env_without_faults() -> bool:
     return faults.WORKER_VAR not in os.environ and faults.COMMIT_VAR not in os.environ
 
 
-#: a sample with no reads, as the four kinds of file a lab's tools leave for one (docs/FAULTS.md, "Empty
+#: a gzip stream cut right after its 10-byte member header (an upload cut short; ``gzip -t``: unexpected end of
+#: file): rejected as truncated (issue 37), not read as an empty sample
+BARE_GZIP_HEADER = bytes.fromhex("1f8b08000000000002ff")
+#: a sample with no reads, as the kinds of file a lab's tools leave for one (docs/FAULTS.md, "Empty
 #: inputs"): each is a run with zero reads, by ``seqlake process`` and through the local cloud alike
 EMPTY_INPUTS: dict[str, bytes] = {
     "empty plain file": b"",
     # what gzip.open(...).close() writes: one member of no data
     "empty gzip member": bytes.fromhex("1f8b08000000000002ff03000000000000000000"),
-    # what a gzip writer leaves when it never wrote a byte nor closed: the 10-byte member header alone
-    "gzip header only": bytes.fromhex("1f8b08000000000002ff"),
     # what bgzip / bcl-convert write for a sample with no reads: the BGZF EOF block alone (SAM spec, 4.1.2)
     "BGZF EOF block only": bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000"),
 }

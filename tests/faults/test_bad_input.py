@@ -27,6 +27,7 @@ from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.commands import athena_query, runs_command
 
 from .conftest import (
+    BARE_GZIP_HEADER,
     EMPTY_INPUTS,
     Outcome,
     by_folder,
@@ -165,6 +166,9 @@ def made_uploads() -> list[Upload]:
                False, ("incoming/mk-names/n_R2.fastq:1: ", "does not match its mate"), "ProcessOneShard"),
         Upload("truncated gzip stream", {k.format("trunc-gz", "t.fastq.gz"): truncated},
                False, (f"incoming/mk-trunc-gz/{truncated_reason}",), "Plan"),
+        Upload("bare gzip header (an upload cut short)", {k.format("bare-gz", "h.fastq.gz"): BARE_GZIP_HEADER},
+               False, ("incoming/mk-bare-gz/h.fastq.gz: gzip stream truncated before the end of the first record",
+                       "gzip header and nothing else"), "Plan"),
         Upload("bad record after the first MiB (bz2)", {k.format("late", "late.fastq"): bz2.compress(late)},
                False, ("incoming/mk-late/late.fastq:44004: ", "quality has 3 characters but the sequence has 4"),
                "ProcessOneShard"),

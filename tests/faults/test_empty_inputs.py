@@ -1,4 +1,4 @@
-"""A sample with no reads (docs/FAULTS.md, "Empty inputs"): the four kinds of empty file are each a
+"""A sample with no reads (docs/FAULTS.md, "Empty inputs"): the kinds of empty file are each a
 run of zero reads with ``seqlake process``, as through the local cloud (``test_bad_input.py``'s
 ``empty input:`` cases), and every reader agrees they hold no record."""
 
@@ -16,7 +16,7 @@ from seqlake.base.model import Sample
 from seqlake.plan.planner import make_plan
 from seqlake.reads import fastq, gzindex
 
-from .conftest import EMPTY_INPUTS
+from .conftest import BARE_GZIP_HEADER, EMPTY_INPUTS
 
 KINDS = list(EMPTY_INPUTS)
 
@@ -60,6 +60,25 @@ def test_every_reader_sees_no_record(tmp_path: Path, kind: str) -> None:
 def test_a_gzip_header_followed_by_anything_is_read_as_a_stream(tmp_path: Path) -> None:
     """Only the bare header is empty: a header and a cut member is a truncated stream, as before."""
     path = tmp_path / "cut.fastq.gz"
-    path.write_bytes(EMPTY_INPUTS["gzip header only"] + b"\x03")
+    path.write_bytes(BARE_GZIP_HEADER + b"\x03")
     with pytest.raises(fastq.BadInputError, match="truncated"):
         list(fastq.read_records(str(path)))
+
+
+def test_a_bare_gzip_header_is_a_truncated_upload_not_an_empty_sample(tmp_path: Path) -> None:
+    """Issue 37: the header alone (``gzip -t``: unexpected end of file) was read as a sample of no reads. Every
+    reader refuses it as truncated, and ``seqlake process`` exits 65 with one line naming the file."""
+    path = tmp_path / "h.fastq.gz"
+    path.write_bytes(BARE_GZIP_HEADER)
+    message = r"h\.fastq\.gz: gzip stream truncated before the end of the first record: the file is a gzip header"
+    with pytest.raises(fastq.TruncatedStreamError, match=message):
+        list(fastq.read_records(str(path)))
+    with pytest.raises(fastq.TruncatedStreamError, match=message):
+        fastq.sniff_fastq(str(path))
+    with pytest.raises(fastq.TruncatedStreamError, match=message):
+        gzindex.index_gzip(str(path), threads=1)
+    proc = subprocess.run([sys.executable, "-m", "seqlake", "process", str(path), "--out", str(tmp_path / "out"),
+                           "--jobs", "1"], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 65
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"seqlake: bad input: {path}: gzip stream truncated")
+    assert not (tmp_path / "out" / "results").exists()

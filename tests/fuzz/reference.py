@@ -107,13 +107,11 @@ def _header_end(buf: bytes, p: int) -> int | None:
 def gunzip(buf: bytes) -> bytes:
     """The plain data of a gzip file of one or more members, or :class:`BadGzipError`.
 
-    Policy: a file that is exactly one member header and nothing more is empty (a writer that never
-    wrote a byte); every other member must be whole (deflate data, CRC32 and ISIZE); bytes after the
-    last member, zeros included, are rejected (gzip(1) ignores zero padding, but a padded file is a
-    copy gone wrong, and the index pass cannot seek past it).
+    Policy: every member must be whole (deflate data, CRC32 and ISIZE), a file that is exactly one member
+    header and nothing more too (a stream cut after its header: an upload cut short, issue 37; gzip -t:
+    unexpected end of file); bytes after the last member, zeros included, are rejected (gzip(1) ignores
+    zero padding, but a padded file is a copy gone wrong, and the index pass cannot seek past it).
     """
-    if len(buf) >= 10 and buf[:3] == b"\x1f\x8b\x08" and _header_end(buf, 0) == len(buf):
-        return b""
     out, p = [], 0
     while p < len(buf):
         if buf[p:p + 3] != b"\x1f\x8b\x08":

@@ -192,6 +192,37 @@ class Folder:
         return sorted((o for o in self.objects.values() if kind_of(o.key) == "fastq"), key=lambda o: o.key)
 
 
+def _run_parameters(settings: StartSettings, label: str, obj: ObjectRef, folder: Folder) -> dict[str, Any]:
+    """The run's parameters: the stack's (``RunParameters``), overridden by a ``params.json`` in the upload's
+    folder (checked against its JSON Schema; relative paths are keys in that folder), with the primer BED
+    pinned by its content as it is now (one GET: adding, removing or changing the BED is another run id; a BED
+    fixed in place a new one). A params.json or a BED that is wrong rejects the input, naming the file and what
+    is wrong (and its line)."""
+    from seqlake.base.params import PARAMS_FILE, read_params_file, resolve_paths
+    from seqlake.plan.primers import with_primer_pin
+
+    parameters = dict(settings.parameters)
+    prefix = f"s3://{folder.bucket}/{folder.folder}"
+    params_file = folder.get(prefix + PARAMS_FILE) if folder.listed else None
+    if params_file is not None:
+        try:
+            chosen = read_params_file(params_file.uri, storage.read_bytes(params_file.uri))
+        except BadInputError as err:
+            raise _Rejected(label, params_file, err) from err
+        parameters.update(resolve_paths(chosen, prefix))
+        bed = parameters.get("primer_bed")
+        if isinstance(bed, str) and storage.is_s3(bed):
+            bucket = storage.split_s3(bed)[0]
+            if bucket != folder.bucket and bucket not in settings.allowed_buckets:
+                raise _Rejected(label, params_file, BadInputError(
+                    params_file.uri, f"primer_bed {bed}: bucket {bucket} is neither this one nor in "
+                    "AllowedInputBuckets"))
+    try:
+        return with_primer_pin(parameters)
+    except BadInputError as err:
+        raise _Rejected(label, params_file or obj, err) from err
+
+
 def _sheet_label(sheet_key: str) -> str:
     """The readable part of a samplesheet run's id: the sheet's folder (``incoming/batch7/...``)."""
     return sheet_key.rstrip("/").rsplit("/", 2)[-2] if sheet_key.count("/") >= 2 else "samplesheet"
@@ -213,10 +244,11 @@ def _sheet_request(folder: Folder, sheet: ObjectRef, settings: StartSettings) ->
             objects.append(o)
     if missing:
         raise _Waiting(missing, f"waiting for {len(missing)} file(s) of samplesheet {sheet.uri}")
+    parameters = _run_parameters(settings, _sheet_label(sheet.key), sheet, folder)
     return RunRequest(
-        run_id=run_id(_sheet_label(sheet.key), objects, settings.parameters), bucket=sheet.bucket,
+        run_id=run_id(_sheet_label(sheet.key), objects, parameters), bucket=sheet.bucket,
         samples=tuple(samples), inputs=tuple(input_record(o) for o in objects), samplesheet=sheet.uri,
-        reference=settings.reference, parameters=dict(settings.parameters))
+        reference=settings.reference, parameters=parameters)
 
 
 def _fastq_request(folder: Folder, obj: ObjectRef, settings: StartSettings) -> RunRequest:
@@ -226,18 +258,20 @@ def _fastq_request(folder: Folder, obj: ObjectRef, settings: StartSettings) -> R
         raise _Rejected(obj.name, obj, BadInputError(obj.uri, "not a FASTQ file name (.fastq, .fq, optionally .gz)"))
     sample, mate = parsed
     if mate is None:
-        return RunRequest(run_id=run_id(sample, [obj], settings.parameters), bucket=obj.bucket,
+        parameters = _run_parameters(settings, sample, obj, folder)
+        return RunRequest(run_id=run_id(sample, [obj], parameters), bucket=obj.bucket,
                           samples=(Sample(sample, obj.uri),), inputs=(input_record(obj),),
-                          reference=settings.reference, parameters=dict(settings.parameters))
+                          reference=settings.reference, parameters=parameters)
     prefix = f"s3://{obj.bucket}/{folder_of(obj.key)}"
     candidates = [prefix + name for name in partner_names(obj.name)]
     partner = next((p for p in map(folder.get, candidates) if p is not None), None)
     if partner is None:
         raise _Waiting(candidates[:1], f"waiting for mate {3 - mate} of {sample}")
     r1, r2 = (obj, partner) if mate == 1 else (partner, obj)
-    return RunRequest(run_id=run_id(sample, [r1, r2], settings.parameters), bucket=obj.bucket,
+    parameters = _run_parameters(settings, sample, obj, folder)
+    return RunRequest(run_id=run_id(sample, [r1, r2], parameters), bucket=obj.bucket,
                       samples=(Sample(sample, r1.uri, r2.uri),), inputs=(input_record(r1), input_record(r2)),
-                      reference=settings.reference, parameters=dict(settings.parameters))
+                      reference=settings.reference, parameters=parameters)
 
 
 def _uploaded(obj: ObjectRef) -> tuple[ObjectRef, datetime]:

@@ -86,11 +86,20 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     return status
 
 
-def _render_report(status: RunStatus, request: RunRequest) -> None:
-    """The run's report from its tables (or its failure page); a report that fails never fails the run."""
+class ReportFailedError(RuntimeError):
+    """The run's report could not be rendered: the commit fails before its commit point (the run is
+    recorded FAILED with this reason by RecordFailure; a run never says SUCCEEDED without its report)."""
+
+
+def _render_report(status: RunStatus, request: RunRequest, *, required: bool = True) -> None:
+    """The run's report from its tables (or a failed run's page); :class:`ReportFailedError` (naming the section and
+    why) when it fails and is ``required`` (a succeeding run's: not a failure's page, whose recording matters
+    more)."""
     from seqlake.report import try_render_run
 
     outcome = try_render_run(request.out_prefix, request.run_id, status.to_dict())
+    if outcome.error is not None and required:
+        raise ReportFailedError(f"the run's report could not be rendered: {outcome.error}")
     status.report_uri, status.report_error = outcome.uri, outcome.error
 
 
@@ -341,7 +350,7 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
     status.finish()
     if step is Step.COMMIT:
         unregister_results(database, request.run_id)
-    _render_report(status, request)
+    _render_report(status, request, required=False)
     record_unsuccessful(status, database)
     return status
 

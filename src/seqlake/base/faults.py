@@ -15,10 +15,14 @@ sets it.
   times out or runs out of memory) after registering the run's partitions in two tables; or
   ``allocate:mb=4096``: the commit writes 4 GiB of memory before it merges (more than its function's
   MemorySize: the local cloud's memory limit ends it as Lambda's does).
+- ``SEQLAKE_REPORT_FAULT`` (read by the report, :mod:`seqlake.report.html`, wherever it renders: the commit
+  step, ``seqlake process``, ``seqlake local report``), e.g. ``fail:section=plot-amplicon-depth``: building that
+  section of the page raises, as a section whose data it cannot draw does (the run fails with the reason).
 
 Grammar: ``action[:key=value]...``, several separated by ``;`` (the first that applies fires); an
 absent key matches anything. Keys ``sample``, ``run`` (a
-prefix of the run id), ``shard`` and ``attempt`` select where the fault fires.
+prefix of the run id), ``shard``, ``attempt`` and ``section`` (a report section's id) select where the fault
+fires.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from typing import Any
 
 WORKER_VAR = "SEQLAKE_FAULT"
 COMMIT_VAR = "SEQLAKE_COMMIT_FAULT"
+REPORT_VAR = "SEQLAKE_REPORT_FAULT"
 #: the exit status a process killed by the kernel's OOM killer or SIGKILL reports through a shell
 CRASH_STATUS = 137
-ACTIONS = ("kill", "exit", "crash", "allocate")
+ACTIONS = ("kill", "exit", "crash", "allocate", "fail")
 _INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code", "mb")
 #: what a ``kill`` fault prints as PID 1 of a container, where the local container runner reclaims the instance
 RECLAIM_MARKER = "seqlake fault injection: reclaim this instance"
@@ -49,8 +54,10 @@ class Fault:
         return self.numbers.get(key, default)
 
     def applies(self, *, sample: str | None = None, run_id: str | None = None, shard: int | None = None,
-                attempt: int | None = None) -> bool:
+                attempt: int | None = None, section: str | None = None) -> bool:
         if "sample" in self.selectors and self.selectors["sample"] != sample:
+            return False
+        if "section" in self.selectors and self.selectors["section"] != section:
             return False
         if "run" in self.selectors and not (run_id or "").startswith(self.selectors["run"]):
             return False
@@ -72,7 +79,7 @@ def parse(text: str) -> Fault:
             raise ValueError(f"fault {text!r}: {pair!r} is not key=value")
         if key in _INT_KEYS:
             numbers[key] = int(value)
-        elif key in ("sample", "run"):
+        elif key in ("sample", "run", "section"):
             selectors[key] = value
         else:
             raise ValueError(f"fault {text!r}: unknown key {key!r}")
@@ -111,6 +118,18 @@ def allocate(fault: Fault | None) -> None:
     if fault is not None and fault.action == "allocate":
         held = b"\1" * (fault.number("mb", 0) << 20)
         del held
+
+
+class InjectedFaultError(RuntimeError):
+    """What a ``fail`` fault raises."""
+
+
+def fail_report_section(section: str, run_id: str | None = None) -> None:
+    """Raise :class:`InjectedFaultError` if ``SEQLAKE_REPORT_FAULT`` names this report section (or any, without
+    ``section=``)."""
+    fault = first(from_env(REPORT_VAR), run_id=run_id, section=section)
+    if fault is not None and fault.action == "fail":
+        raise InjectedFaultError(f"seqlake fault injection: report section {section} failed")
 
 
 def crash() -> None:

@@ -17,6 +17,7 @@ Nanopore reads lower ``--quality-cutoff`` or use ``--no-trim``.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -99,6 +100,9 @@ class Params:
     qc_mixed_alleles: int = 10
     #: a negative control with more of the genome than this percentage at >= 10x fails (contamination)
     qc_negative_max_pct_10x: float = 1.0
+    #: the primer BED's content, ``sha256:<hex>`` (set where a run starts, never by hand: ``aws/start.py``, ``seqlake
+    #: process``, ``local run``), so the BED is part of the run id and a BED changed since is caught by the plan
+    primer_bed_pin: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -168,3 +172,100 @@ def chosen_parameters(args: Any) -> dict[str, Any]:
     for flag, (name, _, _) in VALUE_FLAGS.items():
         chosen[name] = getattr(args, flag[2:].replace("-", "_"), None)
     return {k: v for k, v in chosen.items() if v is not None}
+
+
+# ------------------------------------------------------------------------------- run parameters per upload
+#: the file beside an upload (a batch folder's ``incoming/<batch>/params.json``, or beside ``samplesheet.csv``)
+#: that sets its run's parameters; the stack's ``RunParameters`` (the command line's, for ``seqlake process``)
+#: are the defaults it overrides
+PARAMS_FILE = "params.json"
+#: fields a params.json may not set: derived where the run starts (the BED's pin), or free-form
+NOT_SETTABLE: frozenset[str] = frozenset({"primer_bed_pin", "extra"})
+#: JSON Schema types of the annotations :class:`Params` uses (an annotation not here is not settable by file)
+_JSON_TYPES: dict[str, dict[str, Any]] = {
+    "bool": {"type": "boolean"},
+    "int": {"type": "integer"},
+    "float": {"type": "number"},
+    "str": {"type": "string", "minLength": 1},
+    "str | None": {"type": ["string", "null"], "minLength": 1},
+    "tuple[str, ...]": {"type": "array", "items": {"type": "string", "minLength": 1}},
+}
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a params.json, generated from :class:`Params` (the one home of the parameters;
+    ``schemas/params.schema.json`` is this, written out for readers: a test keeps them equal)."""
+    defaults = Params().to_dict()
+    properties: dict[str, Any] = {}
+    for f in fields(Params):
+        kind = _JSON_TYPES.get(str(f.type))
+        if f.name in NOT_SETTABLE or kind is None:
+            continue
+        prop = {**kind, "default": defaults[f.name]}
+        if f.name == "preset":
+            prop["enum"] = list(PRESETS)
+        elif kind.get("type") in ("integer", "number"):
+            prop["minimum"] = 0
+        properties[f.name] = prop
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://seqlake.invalid/schemas/params.schema.json",
+        "title": "seqlake run parameters (params.json beside an upload)",
+        "description": "Any subset of seqlake's run parameters; those not given keep the stack's (RunParameters) "
+                       "or the command line's. Paths (primer_bed, ...) are s3:// URIs or keys relative to the "
+                       "params.json's folder.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def read_params_file(uri: str, data: bytes) -> dict[str, Any]:
+    """A params.json's parameters, checked against :func:`json_schema` and :class:`Params`' own rules;
+    :class:`~seqlake.base.errors.BadInputError` names the file (and the line of a JSON syntax error, or the
+    parameter) otherwise."""
+    import jsonschema
+
+    from seqlake.base.errors import BadInputError
+
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise BadInputError(uri, f"not UTF-8 text: byte {err.start}") from None
+    except json.JSONDecodeError as err:
+        raise BadInputError(uri, f"not JSON: {err.msg} (column {err.colno})", line=err.lineno) from None
+    errors = sorted(jsonschema.Draft202012Validator(json_schema()).iter_errors(doc), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        where = ".".join(map(str, first.path)) or "the document"
+        raise BadInputError(uri, f"{where}: {first.message}")
+    try:
+        Params.from_dict(doc)
+    except ValueError as err:
+        raise BadInputError(uri, str(err)) from None
+    checked: dict[str, Any] = doc
+    return checked
+
+
+def read_local_params_file(path: str) -> dict[str, Any]:
+    """``--params FILE`` of ``seqlake process`` / ``local run``: :func:`read_params_file` of a local file, its
+    relative paths made absolute against the file's folder; bad input (65) when it is missing."""
+    from pathlib import Path
+
+    from seqlake.base.errors import BadInputError
+
+    file = Path(path)
+    if not file.is_file():
+        raise BadInputError(path, "no such file (--params)")
+    return resolve_paths(read_params_file(path, file.read_bytes()), str(file.resolve().parent))
+
+
+def resolve_paths(parameters: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``parameters`` with a relative ``primer_bed`` (and any ``*_bed`` / ``gff`` path) made absolute against
+    ``folder`` (the params.json's folder: a local directory or an ``s3://`` prefix ending in ``/``)."""
+    out = dict(parameters)
+    for key, value in parameters.items():
+        if (key.endswith("_bed") or key == "gff") and isinstance(value, str) and not (
+                value.startswith(("s3://", "/"))):
+            out[key] = folder.rstrip("/") + "/" + value
+    return out

@@ -120,7 +120,13 @@ def plan_samplesheet(sheet: Path, staging: Path) -> Uploads:
 
 
 #: the parameters ``seqlake local run`` sets (a run with other values of these is another run)
-_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset", "allele_counts")
+_CHOSEN_PARAMETERS = ("trim", "adapters", "quality_cutoff", "min_length", "preset", "allele_counts",
+                      "primer_bed_pin")
+
+
+def _same(ran: Any, wanted: Any) -> bool:
+    """A recorded parameter equals the wanted one (a tuple recorded as a JSON list too)."""
+    return bool(ran == wanted or (isinstance(ran, list | tuple) and list(ran) == list(wanted or [])))
 
 
 def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
@@ -128,13 +134,15 @@ def previous_run(state: StateDir, uploads: Uploads, reference_key: str | None,
     """A succeeded run of exactly these objects (key and MD5 ETag), reference and parameters, if any."""
     wanted = {(key, md5_file(path)) for path, key in uploads}
     wanted_params = Params.from_dict(parameters or {}).to_dict()
+    # the options' parameters, and any other a --params file set (the BED by its pin, not its path)
+    compared = set(_CHOSEN_PARAMETERS) | (set(parameters or {}) - {"primer_bed"})
     runs: list[dict[str, Any]] = state.runs()
     for run in reversed(runs):
         inputs = {(i.get("key"), i.get("etag")) for i in run.get("inputs") or []}
         ref = run.get("reference") or ""
         same_ref = str(ref).endswith("/" + reference_key) if reference_key else not ref
         ran_with = (run.get("status_json") or {}).get("parameters") or {}
-        same_params = all(ran_with.get(k, wanted_params[k]) == wanted_params[k] for k in _CHOSEN_PARAMETERS)
+        same_params = all(_same(ran_with.get(k, wanted_params[k]), wanted_params[k]) for k in compared)
         if run.get("status") == "SUCCEEDED" and inputs == wanted and same_ref and same_params:
             found: dict[str, Any] = run
             return found
@@ -300,6 +308,21 @@ def _status_doc(state: StateDir, run_id: str) -> dict[str, Any]:
     return {}
 
 
+def pinned_parameters(args: argparse.Namespace, reference: Path | None) -> dict[str, Any]:
+    """The run parameters the command line sets; a primer BED read and checked before any upload (65 with
+    file:line) and pinned by its content, so "already processed" and the run id both see a BED added, removed
+    or changed."""
+    from seqlake.base.params import read_local_params_file
+    from seqlake.plan.primers import with_primer_pin
+
+    parameters = chosen_parameters(args)
+    if getattr(args, "params", None):  # checked before any upload; deployed as the stack's RunParameters
+        parameters.update(read_local_params_file(args.params))
+    if parameters.get("primer_bed"):
+        parameters["primer_bed"] = str(_check_file(Path(parameters["primer_bed"]), "--primer-bed").resolve())
+    return with_primer_pin(parameters, str(reference) if reference else None)
+
+
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto (iam does)
     from seqlake.localcloud import iam
@@ -327,7 +350,7 @@ def run_command(args: argparse.Namespace) -> int:
         from seqlake.plan.reference import check_reference
 
         check_reference(str(reference))
-    parameters = chosen_parameters(args)
+    parameters = pinned_parameters(args, reference)
     done = previous_run(state, uploads, _reference_key(reference) if reference else None, parameters)
     if done is not None:
         # the same objects would get the same run id: on AWS, StartExecution would say ExecutionAlreadyExists
@@ -491,11 +514,13 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print("[red]no run started[/] (see the state folder's logs/lambda/)")
             return EXIT_FAILURE
         workgroup = cloud.outputs.get("AthenaWorkGroupName")
+        failed_queries: list[str] = []
         for name, sql in _named_queries(cloud):
             try:
                 result = athena_query(cloud, sql, workgroup)
             except Exception as err:
                 console.print(f"[red]query {name} failed:[/] {err}")
+                failed_queries.append(name)
                 continue
             print_result(result, "table", title=f"{name}", max_rows=DEMO_ROWS)
     _print_reports(console, _state(args), finished)
@@ -503,4 +528,8 @@ def demo_command(args: argparse.Namespace) -> int:
         f"[bold]done in {time.monotonic() - t0:.1f} s.[/] Results stay in {_state(args).root}/: try "
         f"[cyan]{_EXAMPLE}[/] or [cyan]seqlake local runs[/]"
     )
+    if failed_queries:  # the demo promised every named query's result: exit 1, naming the ones that failed
+        console.print(f"[red]{len(failed_queries)} named quer{'y' if len(failed_queries) == 1 else 'ies'} failed[/]: "
+                      f"{', '.join(failed_queries)}")
+        return EXIT_FAILURE
     return EXIT_OK if all(e.status == "SUCCEEDED" for e in finished) else EXIT_FAILURE

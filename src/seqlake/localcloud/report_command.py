@@ -18,7 +18,7 @@ from seqlake.base import storage
 from seqlake.base.errors import EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RUNS, LakeLayout, RunLayout
 from seqlake.localcloud.state import StateDir
-from seqlake.report import read_status, render_run, report_uri
+from seqlake.report import ReportError, read_status, render_run, report_uri
 
 
 def _runs(state: StateDir) -> dict[str, Path]:
@@ -66,7 +66,10 @@ def report_command(args: argparse.Namespace) -> int:
         has_results = bool(storage.list_uris(RunLayout(str(bucket), run_id).partition("qc_summary")))
         if read_status(root, run_id) is None and not has_results:
             raise SeqlakeError(f"run {run_id} has not finished: it has no status and no results yet")
-        page = Path(render_run(root, run_id)).resolve()
+        try:
+            page = Path(render_run(root, run_id)).resolve()
+        except ReportError as err:  # one line naming the section and why, exit 1
+            raise SeqlakeError(f"the report of run {run_id} could not be rendered: {err}") from err
         Console(stderr=True).print(f"rendered the report of run {run_id} from its tables")
     print(page)
     if args.open and not webbrowser.open(page.as_uri()):

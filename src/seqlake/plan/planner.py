@@ -57,7 +57,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.plan.gff import check_gff_bytes
 from seqlake.plan.planfile import InputFile, Plan, Shard, Span, write_plan
-from seqlake.plan.primers import check_primer_bytes
+from seqlake.plan.primers import check_primer_bytes, read_primer_bed
 from seqlake.plan.reference import ReferencePin, index_ready, load_contigs
 from seqlake.reads import bgzf, fastq, gzindex, seekindex
 
@@ -512,8 +512,8 @@ def pin_run_files(params: Params, reference: ReferencePin | None, layout: RunLay
     if reference is None:
         return params
     if params.primer_bed is not None:
-        data = storage.read_bytes(params.primer_bed)
-        check_primer_bytes(params.primer_bed, data, reference.uri)
+        data = read_primer_bed(params.primer_bed)
+        check_primer_bytes(params.primer_bed, data, reference.uri, params.primer_bed_pin)
         params = replace(params, primer_bed=_pin(params.primer_bed, data, "primers", ".bed", layout))
     if params.gff is not None:  # the contigs the index stored (a .mmi reference's too), not a read of the FASTA
         data = storage.read_bytes(params.gff)

@@ -1,28 +1,35 @@
 """Primer schemes (amplicon mode): a BED of primers read and checked once, when the run is planned.
 
-The format is the ARTIC / primalscheme primer BED: tab-separated ``contig, start, end, name, pool,
-strand`` with 0-based half-open coordinates; a primer's name ends in ``_LEFT`` or ``_RIGHT`` (an
-``_alt...`` suffix after it marks an alternative primer of the same amplicon), and the text before that
-names its amplicon. Comment, ``track`` and ``browser`` lines and empty lines are skipped.
+The format is the ARTIC / primalscheme primer BED, in each of its generations: tab-separated ``contig,
+start, end, name, pool, strand`` with 0-based half-open coordinates, and optionally a seventh column, the
+primer's sequence (primerschemes.org's BEDs, ARTIC V5.3.2 / V5.4.2). A primer's name is its amplicon's name,
+then ``_LEFT`` or ``_RIGHT``, then optionally a suffix that tells alternative primers of one amplicon apart:
+``_alt``, ``_alt1``, ``_alt_2`` (ARTIC V1-V4.1: ``nCoV-2019_7_LEFT_alt0``) or a number (primerschemes.org:
+``SARS-CoV-2_1_LEFT_1``, ``SARS-CoV-2_1_LEFT_2``). The pool is any text (``1``, ``2``, or ARTIC V1's
+``nCoV-2019_1``). Comment, ``track`` and ``browser`` lines and empty lines are skipped.
 
 A bad scheme is rejected before any child runs, as one line naming the file and the line: a line that is
 not tab-separated or has fewer than six fields, coordinates that are not integers, an end at or before
 its start, a contig the reference does not have, a primer past its contig's end, a strand other than
-``+`` / ``-``, a name that is neither LEFT nor RIGHT, a duplicate name, or an amplicon with a LEFT primer
-and no RIGHT one (or the other way round).
+``+`` / ``-``, a sequence column with other than IUPAC bases, a name that is neither LEFT nor RIGHT, a
+duplicate name, or an amplicon with a LEFT primer and no RIGHT one (or the other way round).
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from seqlake.base import storage
 from seqlake.base.errors import BadInputError
 
-_NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*)?$")
+_NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*|_\d+)?$")
+#: the seventh column, where present: the primer's bases (IUPAC codes, either case)
+_SEQUENCE = re.compile(r"^[ACGTUWSMKRYBDHVNacgtuwsmkrybdhvn]+$")
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,8 @@ def _fields(line: str, bad: Callable[[str], BadInputError],
             raise bad(f"primer {name}: end {end} is past the end of {contig} ({contigs[contig]} bases)")
     if strand not in ("+", "-"):
         raise bad(f"primer {name}: strand {strand!r} is neither + nor -")
+    if len(fields) > 6 and fields[6].strip() and not _SEQUENCE.match(fields[6].strip()):
+        raise bad(f"primer {name}: column 7 {fields[6].strip()[:40]!r} is not a primer sequence (IUPAC bases)")
     return contig, start, end, name, pool, strand
 
 
@@ -157,16 +166,60 @@ def reference_contigs(uri: str) -> dict[str, int] | None:
     return out
 
 
-def load_primer_scheme(uri: str, reference: str | None) -> PrimerScheme:
-    """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs."""
-    return check_primer_bytes(uri, storage.read_bytes(uri), reference)
+def content_pin(data: bytes) -> str:
+    """A primer BED's identity: ``sha256:<hex>`` of its bytes (the run parameter ``primer_bed_pin``: part of the
+    run id, so adding, removing or changing the BED is another run, and a BED fixed in place a new one)."""
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
-def check_primer_bytes(uri: str, data: bytes, reference: str | None) -> PrimerScheme:
-    """Check a primer BED's bytes (read from ``uri``, which errors name) against the reference's contigs."""
+def read_primer_bed(uri: str) -> bytes:
+    """A primer BED's bytes; bad input (65) naming it when it is missing or unreadable."""
+    try:
+        return storage.read_bytes(uri)
+    except FileNotFoundError:
+        raise BadInputError(uri, "no such primer BED (--primer-bed / the run parameter primer_bed)") from None
+    except IsADirectoryError:
+        raise BadInputError(uri, "not a file (--primer-bed / the run parameter primer_bed)") from None
+    except PermissionError as err:
+        raise BadInputError(uri, f"the primer BED cannot be read: {err.strerror or err}") from None
+
+
+def pin_primer_bed(uri: str, reference: str | None = None) -> str:
+    """Read and check a primer BED (against the reference's contigs when given), before anything is uploaded
+    or planned; its :func:`content_pin`. Bad input (exit 65, ``file:line``) when it is missing or wrong."""
+    data = read_primer_bed(uri)
+    _parse_bytes(uri, data, reference)
+    return content_pin(data)
+
+
+def _parse_bytes(uri: str, data: bytes, reference: str | None) -> PrimerScheme:
     try:
         text = data.decode()
     except UnicodeDecodeError as err:
         raise BadInputError(uri, f"not a text BED file: byte {err.start} ({err.reason})",
                             line=data[:err.start].count(b"\n") + 1) from None
     return parse_primer_bed(uri, text, reference_contigs(reference) if reference else None)
+
+
+def load_primer_scheme(uri: str, reference: str | None, pin: str | None = None) -> PrimerScheme:
+    """Read and check a primer BED (a local path or ``s3://`` URI) against the reference's contigs; with
+    ``pin`` (the run's ``primer_bed_pin``), bad input if the file changed since the run started."""
+    return check_primer_bytes(uri, read_primer_bed(uri), reference, pin)
+
+
+def check_primer_bytes(uri: str, data: bytes, reference: str | None, pin: str | None = None) -> PrimerScheme:
+    """Check a primer BED's bytes (read from ``uri``, which errors name) against the reference's contigs and,
+    with ``pin``, against the content the run started with."""
+    if pin is not None and content_pin(data) != pin:
+        raise BadInputError(uri, f"the primer BED changed since the run started (pinned {pin[:19]}..., now "
+                            f"{content_pin(data)[:19]}...): upload it again, which starts a new run")
+    return _parse_bytes(uri, data, reference)
+
+
+def with_primer_pin(parameters: Mapping[str, Any], reference: str | None = None) -> dict[str, Any]:
+    """Run parameters with ``primer_bed_pin`` set from the BED ``primer_bed`` names as it is now (checked:
+    :func:`pin_primer_bed`), or dropped when there is no BED (a pin is never taken from the caller)."""
+    out = {k: v for k, v in parameters.items() if k != "primer_bed_pin"}
+    if out.get("primer_bed"):
+        out["primer_bed_pin"] = pin_primer_bed(str(out["primer_bed"]), reference)
+    return out

@@ -1,8 +1,9 @@
 """Samplesheets (the nf-core ``sample,fastq_1,fastq_2`` convention); names of files are :mod:`seqlake.base.naming`'s.
 
 A sheet is a CSV with a header row naming at least ``sample`` and ``fastq_1`` (``fastq_2`` optional, empty
-for single-end rows). Paths are relative to the sheet's own location (local folder or S3 prefix) or
-absolute ``s3://`` URIs. Each row is checked against ``schemas/samplesheet.schema.json`` (the same rules
+for single-end rows). Paths are relative to the sheet's own location (local folder or S3 prefix), absolute
+``s3://`` URIs (on AWS in the sheet's bucket or ``AllowedInputBuckets``), or, in a local sheet, absolute
+local paths. Each row is checked against ``schemas/samplesheet.schema.json`` (the same rules
 as nf-core's ``assets/schema_input.json``: sample names without spaces, FASTQ file names) and then for
 what a schema cannot say: a sample mixing paired and single-end rows, a file listed twice, ``..`` in
 paths, URIs in another bucket (unless allowed). Every error names the sheet, the line and the problem.
@@ -66,9 +67,15 @@ def _resolve(sheet_uri: str, path: str, line: int, allow_other_buckets: OtherBuc
         return path
     if "://" in path:
         raise BadInputError(sheet_uri, f"unsupported URI {path!r} (use a relative path or s3://)", line=line)
-    if path.startswith("/") or ".." in re.split(r"[\\/]", path):
-        raise BadInputError(sheet_uri, f"path {path!r} must be relative to the sheet and without '..'",
-                            line=line)
+    if ".." in re.split(r"[\\/]", path):
+        raise BadInputError(sheet_uri, f"path {path!r} must be without '..'", line=line)
+    if path.startswith("/"):
+        # an absolute path (nf-core sheets often have them) names a local file: fine for a local sheet
+        # (seqlake process, local run), meaningless for a sheet in S3
+        if storage.is_s3(sheet_uri):
+            raise BadInputError(sheet_uri, f"path {path!r} is a local absolute path in a sheet in S3: use a key "
+                                "relative to the sheet or an s3:// URI", line=line)
+        return path
     if storage.is_s3(sheet_uri):
         return posixpath.join(sheet_uri.rsplit("/", 1)[0], path)
     return storage.join(str(storage.local_parent(sheet_uri)), path)

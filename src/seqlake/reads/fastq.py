@@ -102,10 +102,11 @@ def gzip_header_end(head: bytes) -> int | None:
 def bare_gzip_header(raw: BinaryIO) -> bool:
     """Whether the seekable ``raw`` holds one gzip member header and nothing else.
 
-    Such a file is what a gzip writer leaves when it was opened and never wrote a byte or closed (a
-    sample with no reads): it holds no record and loses none, so it is read as an empty file, as an
-    empty gzip member and a BGZF file of only its EOF block are (docs/FAULTS.md, "Empty inputs"). A
-    header followed by anything else is a stream like any other (cut, corrupt or whole).
+    Such a file is a gzip stream cut right after its header (an upload cut short, or a writer killed before it
+    wrote a block: ``gzip -t`` says "unexpected end of file"): it is rejected as truncated
+    (:func:`bare_header_error`), never read as an empty sample, since a sample with no reads written by a
+    gzip writer that closed is an empty member (header, an empty block, the trailer). A header followed by
+    anything else is a stream like any other (cut, corrupt or whole).
     """
     size = raw.seek(0, io.SEEK_END)
     raw.seek(0)
@@ -114,6 +115,13 @@ def bare_gzip_header(raw: BinaryIO) -> bool:
     head = raw.read(size)
     raw.seek(0)
     return gzip_header_end(head) == size
+
+
+def bare_header_error(uri: str) -> TruncatedStreamError:
+    """The error of a file that is a gzip member header and nothing else (exit 65)."""
+    return TruncatedStreamError(uri, "gzip stream truncated before the end of the first record: the file is a "
+                                "gzip header and nothing else (an upload cut short; gzip -t: unexpected end of "
+                                "file)", record=0)
 
 
 #: what the decompressors raise for bad data (isal's error type is untyped in its stubs)
@@ -295,8 +303,7 @@ def _decompressed(raw: BinaryIO, uri: str) -> Iterator[tuple[BinaryIO, Compressi
         raise BadInputError(uri, "zstd-compressed FASTQ is not supported; use gzip (or bgzip)")
     inner: BinaryIO
     if comp == "gzip" and bare_gzip_header(raw):
-        yield io.BytesIO(b""), comp
-        return
+        raise bare_header_error(uri)
     if comp in ("gzip", "bgzf"):
         inner = cast(BinaryIO, igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
     elif comp == "bz2":
@@ -502,10 +509,8 @@ def sniff_fastq(uri: str, max_records: int = PHRED_SAMPLE_RECORDS, max_bytes: in
         if complete and comp in ("gzip", "bgzf"):
             # the stream reader stops at the last whole member: what follows (damage, another file's tail)
             # is what an index pass would refuse. Checked from the bytes the sniff fetched (a small file's
-            # one GET), as that pass is skipped for a file taken whole here; a bare header is an empty file.
+            # one GET), as that pass is skipped for a file taken whole here.
             damage = gzip_damage_in(raw)
-            if damage is not None and bare_gzip_header(raw):
-                damage = None
     records = parse_records(data, uri)
     quals = b"".join(r.qualities_as_bytes() for r in records[:max_records])
     check_quality_range(data, uri)

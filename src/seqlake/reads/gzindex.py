@@ -437,14 +437,16 @@ def index_gzip(uri: str, spacing: int = CHECKPOINT_SPACING, threads: int | None 
     record, whichever way rapidgzip met the cut.
     """
     vcpus = index_threads() if threads is None else max(1, threads)
-    if gzip_header_only(uri):
-        return IndexResult(scan=ScanResult(records=0, plain_size=0, checkpoints=[(0, 0)]), index=None)
+    if gzip_header_only(uri):  # cut right after its header: no record, and a stream that never ended
+        from seqlake.reads.fastq import bare_header_error
+
+        raise bare_header_error(uri)
     with naming_truncation(uri):
         return _index_gzip(uri, spacing, vcpus)
 
 
 def gzip_header_only(uri: str) -> bool:
-    """Whether ``uri`` is one gzip member header and nothing else: a writer that never wrote a byte (see
+    """Whether ``uri`` is one gzip member header and nothing else: a stream cut after its header (see
     :func:`seqlake.reads.fastq.bare_gzip_header`)."""
     from seqlake.reads.fastq import bare_gzip_header
 

@@ -12,6 +12,7 @@ FastQC does past cycle 9) and coverage at most :data:`MAX_COVERAGE_POINTS` per s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from seqlake.base import storage
 from seqlake.base.layout import LakeLayout, RunLayout
@@ -83,10 +86,66 @@ def load_run_tables(results_prefix: str, run_id: str) -> dict[str, pa.Table]:
         if name == VARIANTS.name:
             out[name] = listed_variants(parts)
             continue
+        if name == QC_POSITION.name:
+            out[name] = binned_cycles(parts)
+            continue
         tables = [read_table(u).select(schema.names).cast(schema) for u in parts]
         out[name] = pa.concat_tables(tables) if tables else schema.empty_table()
     out[COVERAGE.name] = _coverage_points(LakeLayout.of_results(results_prefix).run(run_id))
     return out
+
+
+#: schema metadata of a ``qc_position`` table already grouped into bins of this many cycles (:func:`binned_cycles`)
+CYCLE_BIN_KEY = b"seqlake.cycle_bin"
+#: rows of a ``qc_position`` part read at a time while binning
+CYCLE_BATCH_ROWS = 65_536
+_CYCLE_SUMS: tuple[str, ...] = ("reads", "qual_sum", *BASES)
+
+
+def _parquet_file(stack: contextlib.ExitStack, uri: str) -> pq.ParquetFile:
+    source: Any = stack.enter_context(storage.open_read(uri)) if storage.is_s3(uri) else uri
+    return stack.enter_context(pq.ParquetFile(source))
+
+
+def binned_cycles(parts: list[str]) -> pa.Table:
+    """The run's ``qc_position`` rows, grouped into the report's cycle bins as they are read (a batch at a
+    time): a run with a 1 Mb read has a million cycles per mate and stage, which the page draws as
+    :data:`MAX_POINTS` points; holding them all (and numpy copies of each column) cost the report ~2.5x the
+    child's memory. A grouped row's ``cycle`` is its bin's first cycle; the width is in the schema metadata
+    (:data:`CYCLE_BIN_KEY`)."""
+    schema = QC_POSITION.schema
+    largest = 0
+    for uri in parts:
+        cycles = read_table(uri, columns=["cycle"]).column("cycle")
+        largest = max(largest, int(pc.max(cycles).as_py() or 0))
+    width = _bin_width(largest)
+    if width == 1:
+        tables = [read_table(u).select(schema.names).cast(schema) for u in parts]
+        return pa.concat_tables(tables) if tables else schema.empty_table()
+    keys = ["sample", "mate", "stage", "bin"]
+    sums = [(c, "sum") for c in _CYCLE_SUMS]
+    grouped: list[pa.Table] = []
+    for uri in parts:
+        with contextlib.ExitStack() as stack:
+            for batch in _parquet_file(stack, uri).iter_batches(batch_size=CYCLE_BATCH_ROWS,
+                                                                 columns=["sample", "mate", "stage", "cycle",
+                                                                          *_CYCLE_SUMS]):
+                rows = pa.Table.from_batches([batch])
+                rows = rows.append_column("bin", pc.divide(pc.subtract(rows.column("cycle"), 1), width))
+                grouped.append(rows.group_by(keys).aggregate(sums))
+    if not grouped:
+        return schema.empty_table()
+    both = pa.concat_tables(grouped)
+    both = both.rename_columns([n.removesuffix("_sum") for n in both.column_names])
+    total = both.group_by(keys).aggregate(sums)
+    total = total.rename_columns([n.removesuffix("_sum") for n in total.column_names])
+    cycle = pc.add(pc.multiply(total.column("bin"), width), 1)
+    reads = total.column("reads")
+    mean = pc.if_else(pc.greater(reads, 0), pc.divide(pc.cast(total.column("qual_sum"), pa.float64()),
+                                                       pc.cast(reads, pa.float64())), None)
+    columns = {"cycle": cycle, "mean_qual": mean, **{n: total.column(n) for n in total.column_names}}
+    table = pa.table({n: columns[n] for n in schema.names}).cast(schema)
+    return table.replace_schema_metadata({CYCLE_BIN_KEY: str(width).encode()})
 
 
 def listed_variants(parts: list[str]) -> pa.Table:
@@ -350,7 +409,8 @@ def _ratio(num: Matrix, den: Matrix, scale: float = 1.0) -> Matrix:
 def _per_cycle(table: pa.Table, samples: list[str], run_tracks: list[Track]) -> tuple[Plot, Plot]:
     ix = _Indexer(table, samples)
     cycle = _col(table, "cycle").astype(np.int64)
-    width = _bin_width(int(cycle.max()) if len(cycle) else 1)
+    binned = (table.schema.metadata or {}).get(CYCLE_BIN_KEY)  # grouped as it was read (binned_cycles)
+    width = int(binned) if binned else _bin_width(int(cycle.max()) if len(cycle) else 1)
     bins = (cycle - 1) // width
     n_bins = int(bins.max()) + 1 if len(bins) else 0
     x = [float(1 + i * width) for i in range(n_bins)]

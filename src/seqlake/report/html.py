@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from html import escape
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from seqlake import __version__
+from seqlake.base import faults
 from seqlake.report.data import SUMMARY_COLUMNS, Matrix, Plot, Report, TrimRow, format_value
 from seqlake.report.verdicts import verdict_section
 
@@ -30,7 +33,34 @@ CODECS: dict[str, tuple[str, float]] = {
     "read-quality-dist": ("u16", 100.0),
     "base-quality-dist": ("u16", 100.0),
     "coverage": ("log16", 4096.0),
+    "amplicon-depth": ("log16", 4096.0),
 }
+#: a plot with no entry above (a section added later): ln(1 + value) in 16 bits holds 0 to ~8.9e6 to within
+#: 0.025 %, so any non-negative count or depth reads back as drawn
+DEFAULT_CODEC: tuple[str, float] = ("log16", 4096.0)
+
+
+T = TypeVar("T")
+
+
+class ReportError(RuntimeError):
+    """A section of the page could not be built: names the section and why (the run fails with it)."""
+
+    def __init__(self, section: str, cause: BaseException) -> None:
+        super().__init__(f"report section {section!r} failed: {type(cause).__name__}: {cause}")
+        self.section = section
+
+
+def section(section_id: str, build: Callable[[], T], run_id: str | None = None) -> T:
+    """One section's HTML (or a plot's data), any failure of it raised as :class:`ReportError` naming the
+    section (and the test-only ``SEQLAKE_REPORT_FAULT`` fired here: :func:`seqlake.base.faults.fail_report_section`)."""
+    try:
+        faults.fail_report_section(section_id, run_id)
+        return build()
+    except ReportError:
+        raise
+    except Exception as err:
+        raise ReportError(section_id, err) from err
 
 
 def encode(matrix: Matrix, codec: str, scale: float) -> dict[str, Any]:
@@ -64,7 +94,7 @@ def _script_json(doc: Any) -> str:
 
 
 def _plot_doc(plot: Plot) -> dict[str, Any]:
-    codec, scale = CODECS[plot.id]
+    codec, scale = CODECS.get(plot.id, DEFAULT_CODEC)
     return {
         "id": plot.id, "title": plot.title, "kind": plot.kind, "xlabel": plot.xlabel, "ylabel": plot.ylabel,
         "logY": plot.log_y, "yMax": plot.y_max, "wide": plot.wide,
@@ -184,10 +214,20 @@ def _run_meta(report: Report) -> list[tuple[str, Any]]:
 
 
 def run_page(report: Report) -> str:
-    """The report of a committed run."""
-    data = {"samples": report.samples, "plots": [_plot_doc(p) for p in report.plots]}
+    """The report of a committed run; :class:`ReportError` names the section that could not be built."""
+    rid = report.run_id
+    figures = [section(f"plot-{p.id}", partial(_figure, p), rid) for p in report.plots]
+    plots = [section(f"plot-{p.id}", partial(_plot_doc, p), rid) for p in report.plots]
+    data = {"samples": report.samples, "plots": plots}
     options = "".join(f"<option>{escape(s)}</option>" for s in report.samples)
     nav = "".join(f"<a href=\"#plot-{p.id}\">{escape(p.title)}</a>" for p in report.plots)
+    summary = section("summary", lambda: (
+        "<section id=\"summary\"><h2>Samples</h2><p class=\"desc\">Per sample, both mates added up; click a row "
+        "to show that sample in the plots, a heading to sort.</p>"
+        f"<div class=\"table-wrap\">{_summary_table(report)}</div></section>\n"), rid)
+    trimming = section("trimming", lambda: _trimming_section(report), rid)
+    genomes = section("genomes", lambda: _genomes_section(report), rid)
+    verdicts = section("verdicts", lambda: verdict_section(report.verdicts), rid)
     body = (
         f"<header><h1>seqlake run {escape(report.run_id)} <span class=\"state SUCCEEDED\">SUCCEEDED</span></h1>"
         f"<div class=\"meta\">{_meta(_run_meta(report))}</div></header>\n"
@@ -195,12 +235,10 @@ def run_page(report: Report) -> str:
         "Trimming</a><span class=\"choose\">plots show <select id=\"sample-choice\" aria-label=\"sample\">"
         f"{options}</select> <input id=\"sample-filter\" type=\"search\" placeholder=\"filter samples\" "
         "aria-label=\"filter samples\"></span></nav>\n<main>\n"
-        + verdict_section(report.verdicts) +
-        "<section id=\"summary\"><h2>Samples</h2><p class=\"desc\">Per sample, both mates added up; click a row to "
-        "show that sample in the plots, a heading to sort.</p>"
-        f"<div class=\"table-wrap\">{_summary_table(report)}</div></section>\n"
-        + "\n".join(_figure(p) for p in report.plots)
-        + f"\n{_trimming_section(report)}\n{_genomes_section(report)}\n</main>\n"
+        + verdicts
+        + summary
+        + "\n".join(figures)
+        + f"\n{trimming}\n{genomes}\n</main>\n"
         "<noscript><p>The plots need JavaScript; the tables above do not.</p></noscript>\n"
         f"<script type=\"application/json\" id=\"report-data\">{_script_json(data)}</script>\n"
         f"<script>{_asset('report.js')}</script>"

@@ -22,7 +22,7 @@ from seqlake.base import storage
 from seqlake.base.layout import LakeLayout, RunLayout
 from seqlake.base.model import RunState
 from seqlake.report.data import build_report, load_run_tables
-from seqlake.report.html import failed_page, index_page, run_page
+from seqlake.report.html import failed_page, index_page, run_page, section
 from seqlake.report.multiqc import custom_content
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _entry(run_id: str, state: str, status: dict[str, Any], samples: int | None,
 def render_report(run_id: str, tables: dict[str, pa.Table], out_dir: str,
                   status: dict[str, Any] | None = None) -> list[str]:
     """Write a committed run's page, MultiQC files and index entry into ``out_dir``; their URIs, page first."""
-    report = build_report(run_id, tables)
+    report = section("tables", lambda: build_report(run_id, tables), run_id)
     reads = sum(r.reads for r in report.rows)
     files = itertools.chain([(PAGE, run_page(report).encode())], custom_content(report),
                             [(ENTRY, _entry(run_id, SUCCEEDED, status or {}, len(report.samples), reads))])
@@ -134,8 +134,9 @@ class Outcome:
 
 
 def try_render_run(root: str, run_id: str, status: dict[str, Any] | None = None) -> Outcome:
-    """:func:`render_run` for a caller that must not fail with it (the commit step: a report that
-    fails to render never fails the run; the run's status says why instead)."""
+    """:func:`render_run`, its failure returned as the reason (``Outcome.error``) rather than raised: the
+    caller fails its run with that reason (the commit step, ``seqlake process``: a run never says SUCCEEDED
+    without its report)."""
     try:
         return Outcome(render_run(root, run_id, status))
     except Exception as err:  # any failure, reported rather than raised
