@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
 
-.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants
+.PHONY: help setup demo test test-fast lint layer-size bench profile tools docs clean fuzz grants moto-check
 .PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 	@echo "make grants - each IAM grant needed: every role statement removed in turn on the local cloud (writes docs/GRANTS.md)"
+	@echo "make moto-check - which of the local cloud's moto patches the newest moto on PyPI still needs (a scratch venv)"
 
 $(STAMP):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
@@ -132,6 +133,12 @@ profile: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m seqlake.lake.tables --markdown > docs/TABLES.md
+	$(BIN)/python -m seqlake.localcloud.moto_check --write-upstream docs/moto-upstream.md
+
+# the newest moto on PyPI (MOTO_CHECK_VERSION=x.y.z for another) in a scratch virtualenv, unpatched: one line per
+# registered patch, needed / gone / review (src/seqlake/localcloud/patch_registry.py; docs/LOCAL_CLOUD.md)
+moto-check:
+	PYTHON=$(PYTHON) scripts/moto-check.sh
 
 clean:
 	rm -rf $(VENV) .seqlake .pytest_cache .mypy_cache .ruff_cache

@@ -39,6 +39,12 @@ _INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code", "mb
 RECLAIM_MARKER = "seqlake fault injection: reclaim this instance"
 
 
+class InjectedFaultError(RuntimeError):
+    """An error a test raises inside the local cloud on purpose (e.g. from a moto backend it replaced): answered as
+    the service's internal error like any other, but not counted among the emulator's own failures
+    (``seqlake.localcloud.emulator_errors``), which fail the test that meets them."""
+
+
 @dataclass(frozen=True)
 class Fault:
     action: str
