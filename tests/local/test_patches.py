@@ -606,6 +606,13 @@ def test_iam_authorization_decides_the_local_servers_requests(fixture_cloud: Any
     _put(fixture_cloud, "data/iam.txt", b"x")
     s3 = fixture_cloud.iam.client(role, "s3")
     assert s3.get_object(Bucket=fixture_cloud.bucket, Key="data/iam.txt")["Body"].read() == b"x"  # S3ReadPolicy
+    # S3's requests are judged by IAM's action names, not the API's (moto 5.2.6 names them by the API operation):
+    # a listing is s3:ListBucket, a HEAD s3:GetObject, a multipart upload's start s3:PutObject
+    listed = s3.list_objects_v2(Bucket=fixture_cloud.bucket, Prefix="data/iam")["Contents"]
+    assert [o["Key"] for o in listed] == ["data/iam.txt"]
+    assert s3.head_object(Bucket=fixture_cloud.bucket, Key="data/iam.txt")["ContentLength"] == 1
+    with pytest.raises(ClientError, match=r"not authorized to perform: s3:PutObject on resource"):
+        s3.create_multipart_upload(Bucket=fixture_cloud.bucket, Key="data/iam-multipart.bin")
     with pytest.raises(ClientError) as put:
         s3.put_object(Bucket=fixture_cloud.bucket, Key="data/iam.txt", Body=b"y")
     assert put.value.response["Error"] == {

@@ -251,8 +251,13 @@ def _s3_latency() -> tuple[bool, str]:
 def _iam_authorization() -> tuple[bool, str]:
     source = _source("moto.iam.access_control:IAMRequestBase._create_aws_request")
     signs_data = "self._data" in source
-    return signs_data, ("an empty body is signed " + ("from the parsed parameters" if signs_data else "as empty")
-                        + "; moto's evaluation of policies and conditions is replaced by the local cloud's policy.py")
+    # 5.2.5 took S3's IAM action from the Action its response set (data["Action"], IAM's names); 5.2.6's
+    # _get_action is the router's API operation (ListObjectsV2 where IAM says s3:ListBucket)
+    by_operation = "querystring" not in _source("moto.core.responses:BaseResponse._get_action")
+    return signs_data or by_operation, (
+        "an empty body is signed " + ("from the parsed parameters" if signs_data else "as empty")
+        + "; S3 actions are named " + ("by the API operation" if by_operation else "as IAM names them")
+        + "; moto's evaluation of policies and conditions is replaced by the local cloud's policy.py")
 
 
 def _sfn_credentials() -> tuple[bool, str]:

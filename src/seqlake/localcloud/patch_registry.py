@@ -257,14 +257,15 @@ which share the parent's overrides, grow together. Reproduce: submit a job with
                   "moto.iam.access_control:IAMRequestBase._create_aws_request"),
         why="IAM evaluates identity and resource policies against the request's resources, with conditions, and "
             "AccessDenied names caller, action and resource. moto checks identity policies against '*' for most "
-            "services, skips most conditions and every resource policy but S3's, and signs a GET's headers in "
-            "place of its empty body (a Lambda GET always fails its signature check).",
+            "services, skips most conditions and every resource policy but S3's, signs a GET's headers in "
+            "place of its empty body (a Lambda GET always fails its signature check), and since 5.2.6 names S3's "
+            "actions by the API operation (ListObjectsV2 for IAM's s3:ListBucket), so no S3 policy matches them.",
         source="https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html",
         upstream="",
         tests=("test_iam_authorization_decides_the_local_servers_requests",
                "test_iam_authorization_sees_a_policy_change_at_once"),
         report="""\
-IAM auth: a signed GET without a body fails the signature check (Lambda GetFunction, ListFunctions)
+IAM auth: a signed GET without a body fails the signature check; S3 actions named by API operation (5.2.6)
 
 moto 5.2.6 (and 5.2.5) with authentication on (INITIAL_NO_AUTH_ACTION_COUNT reached).
 `IAMRequestBase._create_aws_request` builds the request to sign from `self._data` when there is no body; for a
@@ -272,6 +273,12 @@ rest-json GET (Lambda's
 GetFunction) `_data` holds the parsed parameters/headers, so the signature moto computes is never the
 client's and every such request is refused with SignatureDoesNotMatch. Expected: an empty body is signed as
 empty, as SigV4 signs it (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
+Since 5.2.6, `ActionAuthenticatorMixin._authenticate_and_authorize_action` names the action by
+`_get_action()`, now the service router's operation name: for S3 that is the API's name (`ListObjectsV2`,
+`HeadObject`, `CreateMultipartUpload`), not the IAM action the S3 response sets in `data["Action"]` just before
+(`s3:ListBucket`, `s3:GetObject`, `s3:PutObject`; 5.2.5 took that one), so with authentication on a policy
+allowing s3:ListBucket no longer allows a listing
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
 Also: identity policies are checked against resource '*' for every service but S3/SQS/IAM/STS, so a
 statement naming an ARN never applies
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).

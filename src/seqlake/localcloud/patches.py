@@ -1055,10 +1055,24 @@ def _authenticate_and_authorize_action(self: Any, iam_request_cls: Any, resource
     query = urllib.parse.urlparse(self.uri).query
     iam_request = iam_request_cls(
         account_id=self.current_account, method=self.method, path=self.raw_path + (f"?{query}" if query else ""),
-        data=self.data, body=self.raw_body, headers=self.headers, action=self._get_action(),
+        data=self.data, body=self.raw_body, headers=self.headers, action=_iam_action_name(self, iam_request_cls),
     )
     iam_request.check_signature()
     authorize(iam_request, resource)
+
+
+def _iam_action_name(response: Any, iam_request_cls: Any) -> str:
+    """The action a request is authorized as. moto 5.2.6 names every request by its API operation (its service
+    router's match), where 5.2.5 took S3's from the ``Action`` its S3 response sets just before authorizing, from
+    its table of IAM's names: ``ListObjectsV2`` is IAM's ``s3:ListBucket``, ``HeadObject`` ``s3:GetObject``,
+    ``CreateMultipartUpload`` ``s3:PutObject`` (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+    data = getattr(response, "data", None)
+    if issubclass(iam_request_cls, _access_control.S3IAMRequest) and hasattr(data, "get"):
+        named = data.get("Action")
+        if isinstance(named, str) and named:
+            return named
+    action: str = response._get_action()
+    return action
 
 
 _original_aws_request = IAMRequestBase._create_aws_request
