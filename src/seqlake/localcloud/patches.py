@@ -1066,7 +1066,7 @@ def _iam_action_name(response: Any, iam_request_cls: Any) -> str:
     router's match), where 5.2.5 took S3's from the ``Action`` its S3 response sets just before authorizing, from
     its table of IAM's names: ``ListObjectsV2`` is IAM's ``s3:ListBucket``, ``HeadObject`` ``s3:GetObject``,
     ``CreateMultipartUpload`` ``s3:PutObject`` (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
-    data = getattr(response, "data", None)
+    data: Any = getattr(response, "data", None)
     if issubclass(iam_request_cls, _access_control.S3IAMRequest) and hasattr(data, "get"):
         named = data.get("Action")
         if isinstance(named, str) and named:
