@@ -11,7 +11,7 @@ HASH   := $(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' 
 STAMP  := $(VENV)/.installed-$(HASH)
 LOCAL_STAMP := $(VENV)/.installed-local-$(HASH)
 
-.PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants
+.PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants moto-check patch-removal
 .PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
 
 help:
@@ -24,6 +24,8 @@ help:
 	@echo "make profile - where each benchmark row's CPU goes, by library (perf; after make bench)"
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 	@echo "make grants - each IAM grant needed: every role statement removed in turn on the local cloud (writes docs/GRANTS.md)"
+	@echo "make moto-check - which of the local cloud's moto patches the newest moto on PyPI still needs (a scratch venv)"
+	@echo "make patch-removal - each moto patch removed in turn: its tests must fail (a pytest process per patch)"
 
 # $(1): the extra to install
 define install
@@ -141,6 +143,11 @@ lint: $(STAMP)
 	scripts/lint-aws.sh
 	$(BIN)/python scripts/layer_size.py $(BIN)/python
 
+# each moto patch removed in turn: its tests must fail without it (tests/local/test_patch_registry.py; a pytest
+# process per patch, too long for the suite: run it after a change to a patch or to moto's pin)
+patch-removal: $(STAMP)
+	SEQLAKE_PATCH_REMOVAL=1 $(BIN)/python -m pytest tests/local/test_patch_registry.py -q -n 2
+
 # Each grant needed: every statement of every role of the deployed template removed in turn on the local cloud
 # (IAM enforced) and the smallest runs that need it run; fails on a statement no run needs whose reason is not
 # written in seqlake/localcloud/grants.py. About 20 s per statement (too long for the suite): run it after a
@@ -162,6 +169,12 @@ profile: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m seqlake.lake.tables --markdown > docs/TABLES.md
+	$(BIN)/python -m seqlake.localcloud.moto_check --write-upstream docs/moto-upstream.md
+
+# the newest moto on PyPI (MOTO_CHECK_VERSION=x.y.z for another) in a scratch virtualenv, unpatched: one line per
+# registered patch, needed / gone / review (src/seqlake/localcloud/patch_registry.py; docs/LOCAL_CLOUD.md)
+moto-check:
+	PYTHON=$(PYTHON) scripts/moto-check.sh
 
 clean:
 	rm -rf $(VENV) .seqlake .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import pytest
 import slowest_tests
 from seqlake import demo_data
 from seqlake.base.cachedir import CACHE_VAR, REF_CACHE_VAR
+from seqlake.localcloud import emulator_errors
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -222,3 +224,19 @@ def minimap2() -> str:
 @pytest.fixture(scope="session")
 def samtools() -> str:
     return _tool("samtools")
+
+
+# ------------------------------------------- issue 38: the moto patches' removal test first; the emulator's own errors
+#: each moto patch's tests once more with that patch off (18 pytest processes; `make patch-removal`): first
+LONGEST_FIRST = ("tests/local/test_patch_registry.py", *LONGEST_FIRST)
+#: a ``seqlake`` command the tests run as a process fails at its cloud's stop if the emulator failed a request
+os.environ[emulator_errors.STRICT_VAR] = "1"
+
+
+@pytest.fixture(autouse=True)
+def no_emulator_errors() -> Iterator[None]:
+    """An exception inside the local cloud (answered as the service's internal error, which clients retry) fails
+    the test that met it; an error the test injected on purpose is a ``faults.InjectedFaultError``, not counted."""
+    yield  # (errors while a module's cloud started are its first test's)
+    errors = emulator_errors.take()
+    assert not errors, "the local cloud failed requests itself: " + "; ".join(map(str, errors))

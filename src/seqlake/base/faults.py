@@ -44,6 +44,13 @@ _INT_KEYS = ("shard", "attempt", "after_writes", "after_partitions", "code", "mb
 RECLAIM_MARKER = "seqlake fault injection: reclaim this instance"
 
 
+class InjectedFaultError(RuntimeError):
+    """What a ``fail`` fault raises (a report section), and an error a test raises inside the local cloud on
+    purpose (e.g. from a moto backend it replaced): there answered as
+    the service's internal error like any other, but not counted among the emulator's own failures
+    (``seqlake.localcloud.emulator_errors``), which fail the test that meets them."""
+
+
 @dataclass(frozen=True)
 class Fault:
     action: str
@@ -118,10 +125,6 @@ def allocate(fault: Fault | None) -> None:
     if fault is not None and fault.action == "allocate":
         held = b"\1" * (fault.number("mb", 0) << 20)
         del held
-
-
-class InjectedFaultError(RuntimeError):
-    """What a ``fail`` fault raises."""
 
 
 def fail_report_section(section: str, run_id: str | None = None) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from seqlake.localcloud import athena, deployment, hooks, iam, mirror
+from seqlake.localcloud import athena, deployment, emulator_errors, hooks, iam, mirror
 from seqlake.localcloud.appdir import app_dir
 from seqlake.localcloud.batch import BatchRunner
 from seqlake.localcloud.deployment import Deployment
@@ -116,6 +116,7 @@ class LocalCloud:
             # `kill` (SIGTERM) then unwinds like Ctrl-C: stop() kills the children this cloud started
             self._old_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.state.ensure()
+        emulator_errors.log_to(self.state.logs_dir / "emulator-errors.log")
         self.endpoint = self._moto.start()
         self._env.set(process_env(self.endpoint, self._moto.port))
         self._moto.reset()  # moto's backends are process-wide: a second cloud in this process starts empty
@@ -166,6 +167,8 @@ class LocalCloud:
         if self._old_sigterm is not None:
             signal.signal(signal.SIGTERM, self._old_sigterm)
             self._old_sigterm = None
+        emulator_errors.stop_logging(self.state.logs_dir / "emulator-errors.log")
+        emulator_errors.check_strict()  # the tests' setting: an internal error of the emulator fails the command
 
     def _say(self, text: str) -> None:
         if not self.quiet:

@@ -67,7 +67,7 @@ class Hooks:
             self.activity.set()
 
     def batch_changed(self, progress: ArrayProgress) -> None:
-        # a job that stops wakes the state machine's .sync wait at once (patch 7) instead of its next poll
+        # a job that stops wakes the state machine's .sync wait at once (the sync-wait patch) instead of its next poll
         patches.wake_sync_waiters()
         self.activity.set()
 

@@ -39,7 +39,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import ThreadedWSGIServer
 from werkzeug.wsgi import LimitedStream
 
-from seqlake.localcloud import patches
+from seqlake.localcloud import emulator_errors, patches
 
 _log = logging.getLogger("werkzeug")
 #: [second, its HTTP date]
@@ -108,7 +108,7 @@ class KeepAliveHandler(MotoRequestHandler):
         if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         direct = patches.answer_get_object(self.command, self.path, self.headers)
-        if direct is not None:  # a plain GetObject: answered without the web framework (patch 15)
+        if direct is not None:  # a plain GetObject: answered without the web framework (the s3-direct-get patch)
             self._answer(*direct)
             return
         self.environ = environ = self.make_environ()
@@ -125,6 +125,7 @@ class KeepAliveHandler(MotoRequestHandler):
             return
         except Exception as error:
             _log.exception("Error on request %s %s", self.command, self.path)
+            emulator_errors.record(f"{self.command} {self.path}", error)
             if response.sent:  # the response is broken: the client must see the connection end
                 self.close_connection = True
                 return
@@ -342,8 +343,9 @@ def _answer_whole(app: Any, environ: dict[str, Any], answers: Queue[tuple[str, l
             if close is not None:
                 close()
         answers.put((started[0], started[1], data))
-    except Exception:
+    except Exception as error:
         _log.exception("Error on CompleteMultipartUpload %s", environ.get("PATH_INFO"))
+        emulator_errors.record(f"POST {environ.get('PATH_INFO')} (CompleteMultipartUpload)", error)
         answers.put(None)
 
 

@@ -6,9 +6,9 @@ endpoint), the state machine's service integrations and the EventBridge target t
 assumes each role of the deployed template once (as the service principal would, straight through moto's
 STS backend, since the trust policies name services) and hands the session's keys to each Lambda
 invocation and Batch attempt in its environment; the state machine's calls are signed with its role's keys
-(patch 14). moto's IAM authorization is on (``INITIAL_NO_AUTH_ACTION_COUNT`` 0), and every request it
-authorizes is decided by :mod:`.policy` (patch 13): moto checks identity policies against ``*`` outside S3,
-SQS, IAM and STS and skips most conditions and every resource policy.
+(the sfn-credentials patch). moto's IAM authorization is on (``INITIAL_NO_AUTH_ACTION_COUNT`` 0), and every
+request it authorizes is decided by :mod:`.policy` (the iam-authorization patch): moto checks identity policies
+against ``*`` outside S3, SQS, IAM and STS and skips most conditions and every resource policy.
 
 The local cloud's own calls (deploying the template, mirroring the bucket, the hooks that stand in for AWS
 services) are made as the *platform* role, whose session has this process's fake keys and which may do
@@ -147,7 +147,7 @@ def materialize_managed_policies(cfn: Mapping[str, Any]) -> None:
 
 
 class LocalIam:
-    """The roles' sessions, the platform's and the user's, and the authorization hook (patch 13)."""
+    """The roles' sessions, the platform's and the user's, and the authorization hook (the iam-authorization patch)."""
 
     def __init__(self, enforce: bool) -> None:
         self.enforce = enforce
@@ -251,7 +251,7 @@ class LocalIam:
             return self._clients.setdefault(key, made)
 
     def state_machine_credentials(self) -> tuple[str, str, str] | None:
-        """The keys the state machine's service integrations sign with (patch 14): its role's."""
+        """The keys the state machine's service integrations sign with (the sfn-credentials patch): its role's."""
         from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
         machines = list(stepfunctions_parser_backends[ACCOUNT][REGION].state_machines)
@@ -260,7 +260,7 @@ class LocalIam:
         creds = self.credentials(machines[0].roleArn)
         return None if creds is None else (creds.access_key_id, creds.secret_access_key, creds.session_token)
 
-    # ---------------------------------------------------------------- authorization (patch 13)
+    # ---------------------------------------------------------------- authorization (the iam-authorization patch)
     def authorize(self, request: Any, moto_resource: str) -> None:
         """Decide a request moto authorizes; raise the service's AccessDenied in AWS's words."""
         service = request._service

@@ -1,107 +1,108 @@
 """The few changes moto needs to run this app, each small and pinned to one moto version.
 
 They touch moto's private internals, so importing this module fails on any other moto version
-(``pyproject.toml`` pins it); ``tests/local/test_patches.py`` covers every patch. Behaviour that is
-the project's own (how a Lambda or a Batch child runs, how Athena answers) lives in the runner
-modules and is reached through :data:`HOOKS`, so the patches stay mechanical. With its hook unset,
-each of patches 3-7 falls back to moto's own behaviour (1 and 2 only fix moto), so ``mock_aws`` tests
-in the same process are unaffected.
+(``pyproject.toml`` pins it). Each patch has a stable id, the key of :data:`PATCHES`; its entry in
+:mod:`.patch_registry` says what it replaces, why (with AWS's documentation), moto's upstream issue, the test
+that fails without it (``tests/local/test_patch_registry.py`` runs each with that one patch off) and the
+probe that says whether moto still needs it (``make moto-check``). Behaviour that is the project's own (how a
+Lambda or a Batch child runs, how Athena answers) lives in the runner modules and is reached through
+:data:`HOOKS`, so the patches stay mechanical. With its hook unset, each emulator patch (lambda-invoke,
+batch-submit, event-targets, athena-results, sync-wait) falls back to moto's own behaviour, so ``mock_aws``
+tests in the same process are unaffected.
 
-1. Step Functions service integrations: moto stubs the Pascal->camel request normalisation that its
-   interpreter (ported from LocalStack) needs, so ``batch:submitJob`` fails with ``States.Runtime``
-   (cause ``'JobName'``); responses carry ``datetime`` objects that break ``DescribeExecution``.
-2. S3 ranged GET reads the whole object and slices it: a shard's 8 MiB read of a 300 MB object
-   copied 300 MB, so ranged reads cost time in proportion to the object, not the range. Here the range
-   is read from the object's buffer, and a range over 1 MiB is
-   streamed to the client a MiB at a time, so an open-ended GET of a large object (a scan, a shard
-   read to its end) does not hold the rest of the object in the server's memory.
-3. Lambda without Docker echoes the payload: here it calls :attr:`Hooks.lambda_invoke`.
-4. Batch without Docker marks every job succeeded at once: here :attr:`Hooks.batch_run` runs it.
-   An array of size 1 is refused, as AWS Batch does (``size`` must be 2..10,000).
-5. EventBridge drops Step Functions and Lambda targets: here :attr:`Hooks.deliver` receives them.
-6. Athena returns no rows: here :attr:`Hooks.athena_query` answers.
-7. The interpreter polls ``DescribeJobs`` every 0.5 s while a ``batch:submitJob.sync`` task waits:
-   an HTTP round trip through moto each time, on the core the children need. Here the wait sleeps
-   until :func:`wake_sync_waiters` is called (the Batch runner calls it when a job changes) or
-   :data:`SYNC_POLL_SECONDS` pass, whichever is first.
-8. The server's per-request lookups: every request lists moto's package folder (``os.listdir`` and
-   ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads
-   makes a new model loader, which scans botocore's data folders again. Here the folder is listed
-   once and moto keeps one loader (the models themselves were already cached per service). Likewise
-   each request matched its service's host name against moto's ~180 URL patterns in turn (S3 is near
-   the end): here each host name is matched once; every backend lookup (``s3_backends[account]``, several a
-   request) tested whether its service's backends were registered for a reset by comparing them with
-   every other service's, as dictionaries: here a registered account's backends are returned at once;
-   and every response went through flask-cors, which adds browser headers no client here reads
-   (moto's ``MOTO_DISABLE_GLOBAL_CORS``).
-9. AWS's limits (:mod:`seqlake.base.limits`), which moto does not hold the app to: Step Functions refuses an
-   execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
-   ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and
-   each task's result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request
-   over 6 MB (synchronous) or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a
-   response over 6 MB (``Function.ResponseSizeTooLarge``; moto's own check already fails one over
-   6,000,000 bytes, slightly stricter); Batch refuses an array size outside
-   2..10,000 and a SubmitJob request over 30 KiB (``ClientException``). Always on: they are AWS's.
-10. S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the demo),
-    every S3 request the server answers waits that long first, so that the scale tests and bench see
-    the round trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
-11. Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to the
-    job's own ``containerOverrides.environment`` list each time it describes a job, and an array's
-    children share their parent's overrides: every describe made every later description longer (an
-    array job of 1,000 children failed with a ``Cause`` of 89 KB). Here a description is built on a
-    copy, as AWS describes a job without changing it.
-12. S3 bodies on disk: moto keeps an object in a ``SpooledTemporaryFile`` (on disk past 5 MiB), but
-    completing a multipart upload joins the parts in memory and holds the whole object about three
-    times (the join, its ``bytes``, the full-object checksum): the local cloud's own process grew by
-    2.4 GB while a child uploaded a 634 MB minimap2 index. Here the parts are copied into a spool a MiB
-    at a time (the checksum computed as they pass) that the new key adopts as its buffer; a GET of a
-    whole object is streamed a MiB at a time, as patch 2 streams a range; and a request's body is let go
-    when its response is ready: Flask keeps every request in a reference cycle (``request.files``'s
-    class holds the request), so each uploaded part stayed in memory until the garbage collector ran,
-    which a few large allocations do not make it do (a 600 MB upload held 465 MB of parts). A copy
-    (CopyObject, UploadPartCopy) read its source whole into memory and sliced it: here the source (or its
-    range) is copied into a spool a MiB at a time, which the new key or part adopts. Completing one upload
-    is one at a time: a client whose CompleteMultipartUpload outlasts its read timeout sends it again while
-    the first still copies the parts (AWS keeps such a connection open with whitespace; botocore retries
-    here), and the second read the parts the first had just closed (HTTP 500, a 10.9 GB upload failed
-    eight times). The second now waits for the first and is answered as AWS answers a repeated complete:
-    the completed object (moto's own check for a repeat, which a concurrent one slipped past).
-13. IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's requests only:
-    ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a request's identity
-    policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN never
-    applies), skips most conditions and all resource policies, and its AccessDenied names no resource. Here
-    :attr:`Hooks.authorize` decides each request moto authorizes (:mod:`.policy`) and raises the service's
-    AccessDenied with AWS's message (caller, action, resource, why). moto's signature check signs its
-    parsed parameters in place of an empty body (a Lambda GET's are its headers): with the hook, an empty
-    body is signed as the client signed it.
-14. Step Functions service integrations are signed with fixed fake keys (``ak``/``sk``): here with the keys
-    :attr:`Hooks.state_machine_credentials` gives (the state machine role's session).
-15. A plain ``GetObject`` (signed, path-style, no query, one byte range or none, of an object in a bucket
-    without a policy, CORS or logging) is answered by the local server without moto's web route (werkzeug's
-    environ, Flask, moto's dispatch and serializer: about 3 ms of the server's interpreter a request, when a
-    plan of 10,000 samples sends 20,000 of them), with what moto decides kept: the latency (10), the
-    signature and the caller's permission (13; a signature is confirmed with the day's signing key derived
-    once, moto's own check deciding whatever that does not confirm), the key's headers as moto builds them
-    and the range as 2 cuts it. Anything else (a missing key, another range, a refused caller) is moto's
-    to answer, as before; a refusal is raised once, by moto's route.
-16. Step Functions' ``Execution Status Change`` events, which moto does not emit: when an execution ends
-    (SUCCEEDED, FAILED, TIMED_OUT, ABORTED: the interpreter's ``terminated``), :attr:`Hooks.execution_ended`
-    is handed the execution and the step that records its end, so that the end and its event are one
-    step for a waiter (the hook puts the event on the default bus, :mod:`.hooks`).
-17. Every response of moto's generic dispatch ran a regex over its body to put the request id into an XML
-    ``<RequestId>`` element, JSON bodies too (Step Functions, Batch, Lambda, Glue: none has the element), its
-    lookbehind tried at every character. Here it runs only over a body that has the element; the headers get
-    their request id as before. moto drew each of a request id's 52 characters with its own ``choice`` call:
-    here in one ``choices`` call (the same pool and seedable generator). And moto listed a response class's
-    functions (``inspect.getmembers``) on every such request to see whether the action is one: here once per
-    class.
-18. Batch ``DescribeJobs`` walked the backend's whole job table (``for key, job in self._jobs.items()``) to find
-    the jobs asked for, while ``SubmitJob`` (patch 4) adds to that table: the server answers each request on
-    a thread of its own, so an execution's SubmitJob landing while another's ``.sync`` task polled
-    DescribeJobs failed the poll with ``RuntimeError: dictionary changed size during iteration`` (HTTP 500),
-    which ended the polling execution FAILED with ``States.Runtime`` before any ``Catch`` (see
-    :mod:`.http_server` on such errors). Here each job asked for is looked up by its id (an ARN through a copy
-    of the table), which also makes a poll cost the jobs asked for, not every job the cloud has run.
+The patches, by id:
+
+- ``sfn-normalisation``: Step Functions service integrations: moto stubs the Pascal->camel request normalisation
+  that its interpreter (ported from LocalStack) needs, so ``batch:submitJob`` fails with ``States.Runtime`` (cause
+  ``'JobName'``); responses carry ``datetime`` objects that break ``DescribeExecution``.
+- ``s3-ranged-get``: S3 ranged GET reads the whole object and slices it: a shard's 8 MiB read of a 300 MB object
+  copied 300 MB, so ranged reads cost time in proportion to the object, not the range. Here the range is read from
+  the object's buffer, and a range over 1 MiB is streamed to the client a MiB at a time, so an open-ended GET of a
+  large object (a scan, a shard read to its end) does not hold the rest of the object in the server's memory.
+- ``lambda-invoke``: Lambda without Docker echoes the payload: here it calls :attr:`Hooks.lambda_invoke`.
+- ``batch-submit``: Batch without Docker marks every job succeeded at once: here :attr:`Hooks.batch_run` runs it. An
+  array of size 1 is refused, as AWS Batch does (``size`` must be 2..10,000).
+- ``event-targets``: EventBridge drops Step Functions and Lambda targets: here :attr:`Hooks.deliver` receives them.
+- ``athena-results``: Athena returns no rows: here :attr:`Hooks.athena_query` answers.
+- ``sync-wait``: The interpreter polls ``DescribeJobs`` every 0.5 s while a ``batch:submitJob.sync`` task waits: an
+  HTTP round trip through moto each time, on the core the children need. Here the wait sleeps until
+  :func:`wake_sync_waiters` is called (the Batch runner calls it when a job changes) or :data:`SYNC_POLL_SECONDS`
+  pass, whichever is first.
+- ``server-lookups``: The server's per-request lookups: every request lists moto's package folder (``os.listdir``
+  and ~180 ``isdir`` calls) to see whether the host names a service, and every service model moto loads makes a new
+  model loader, which scans botocore's data folders again. Here the folder is listed once and moto keeps one loader
+  (the models themselves were already cached per service). Likewise each request matched its service's host name
+  against moto's ~180 URL patterns in turn (S3 is near the end): here each host name is matched once; every backend
+  lookup (``s3_backends[account]``, several a request) tested whether its service's backends were registered for a
+  reset by comparing them with every other service's, as dictionaries: here a registered account's backends are
+  returned at once; and every response went through flask-cors, which adds browser headers no client here reads
+  (moto's ``MOTO_DISABLE_GLOBAL_CORS``).
+- ``aws-limits``: AWS's limits (:mod:`seqlake.base.limits`), which moto does not hold the app to: Step Functions
+  refuses an execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
+  ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and each task's
+  result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request over 6 MB (synchronous)
+  or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a response over 6 MB
+  (``Function.ResponseSizeTooLarge``; moto's own check already fails one over 6,000,000 bytes, slightly stricter);
+  Batch refuses an array size outside 2..10,000 and a SubmitJob request over 30 KiB (``ClientException``). Always
+  on: they are AWS's.
+- ``s3-latency``: S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the
+  demo), every S3 request the server answers waits that long first, so that the scale tests and bench see the round
+  trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
+- ``batch-describe``: Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to
+  the job's own ``containerOverrides.environment`` list each time it describes a job, and an array's children share
+  their parent's overrides: every describe made every later description longer (an array job of 1,000 children
+  failed with a ``Cause`` of 89 KB). Here a description is built on a copy, as AWS describes a job without changing
+  it.
+- ``s3-spooled-bodies``: S3 bodies on disk: moto keeps an object in a ``SpooledTemporaryFile`` (on disk past 5 MiB),
+  but completing a multipart upload joins the parts in memory and holds the whole object about three times (the
+  join, its ``bytes``, the full-object checksum): the local cloud's own process grew by 2.4 GB while a child
+  uploaded a 634 MB minimap2 index. Here the parts are copied into a spool a MiB at a time (the checksum computed as
+  they pass) that the new key adopts as its buffer; a GET of a whole object is streamed a MiB at a time, as
+  s3-ranged-get streams a range; and a request's body is let go when its response is ready: Flask keeps every
+  request in a reference cycle (``request.files``'s class holds the request), so each uploaded part stayed in memory
+  until the garbage collector ran, which a few large allocations do not make it do (a 600 MB upload held 465 MB of
+  parts). A copy (CopyObject, UploadPartCopy) read its source whole into memory and sliced it: here the source (or
+  its range) is copied into a spool a MiB at a time, which the new key or part adopts. Completing one upload is one
+  at a time: a client whose CompleteMultipartUpload outlasts its read timeout sends it again while the first still
+  copies the parts (AWS keeps such a connection open with whitespace; botocore retries here), and the second read
+  the parts the first had just closed (HTTP 500, a 10.9 GB upload failed eight times). The second now waits for the
+  first and is answered as AWS answers a repeated complete: the completed object (moto's own check for a repeat,
+  which a concurrent one slipped past).
+- ``iam-authorization``: IAM authorization (on when the local cloud enforces IAM, :mod:`.iam`, for its server's
+  requests only: ``mock_aws`` in the same process keeps moto's ``INITIAL_NO_AUTH_ACTION_COUNT``): moto checks a
+  request's identity policies against ``*`` for every service but S3, SQS, IAM and STS (so a statement naming an ARN
+  never applies), skips most conditions and all resource policies, and its AccessDenied names no resource. Here
+  :attr:`Hooks.authorize` decides each request moto authorizes (:mod:`.policy`) and raises the service's
+  AccessDenied with AWS's message (caller, action, resource, why). moto's signature check signs its parsed
+  parameters in place of an empty body (a Lambda GET's are its headers): with the hook, an empty body is signed as
+  the client signed it.
+- ``sfn-credentials``: Step Functions service integrations are signed with fixed fake keys (``ak``/``sk``): here
+  with the keys :attr:`Hooks.state_machine_credentials` gives (the state machine role's session).
+- ``s3-direct-get``: A plain ``GetObject`` (signed, path-style, no query, one byte range or none, of an object in a
+  bucket without a policy, CORS or logging) is answered by the local server without moto's web route (werkzeug's
+  environ, Flask, moto's dispatch and serializer: about 3 ms of the server's interpreter a request, when a plan of
+  10,000 samples sends 20,000 of them), with what moto decides kept: the latency (s3-latency), the signature and the
+  caller's permission (iam-authorization; a signature is confirmed with the day's signing key derived once, moto's
+  own check deciding whatever that does not confirm), the key's headers as moto builds them and the range as
+  s3-ranged-get cuts it. Anything else (a missing key, another range, a refused caller) is moto's to answer, as
+  before; a refusal is raised once, by moto's route.
+- ``execution-events``: Step Functions' ``Execution Status Change`` events, which moto does not emit: when an
+  execution ends (SUCCEEDED, FAILED, TIMED_OUT, ABORTED: the interpreter's ``terminated``),
+  :attr:`Hooks.execution_ended` is handed the execution and the step that records its end, so that the end and its
+  event are one step for a waiter (the hook puts the event on the default bus, :mod:`.hooks`).
+- ``response-enrichment``: Every response of moto's generic dispatch ran a regex over its body to put the request id
+  into an XML ``<RequestId>`` element, JSON bodies too (Step Functions, Batch, Lambda, Glue: none has the element),
+  its lookbehind tried at every character. Here it runs only over a body that has the element; the headers get their
+  request id as before. moto drew each of a request id's 52 characters with its own ``choice`` call: here in one
+  ``choices`` call (the same pool and seedable generator). And moto listed a response class's functions
+  (``inspect.getmembers``) on every such request to see whether the action is one: here once per class.
+- ``batch-describe-jobs``: Batch ``DescribeJobs`` walked the backend's whole job table (``for key, job in
+  self._jobs.items()``) to find the jobs asked for, while ``SubmitJob`` (batch-submit) adds to that table: the
+  server answers each request on a thread of its own, so an execution's SubmitJob landing while another's ``.sync``
+  task polled DescribeJobs failed the poll with ``RuntimeError: dictionary changed size during iteration`` (HTTP
+  500), which ended the polling execution FAILED with ``States.Runtime`` before any ``Catch`` (see
+  :mod:`.http_server` on such errors). Here each job asked for is looked up by its id (an ARN through a copy of the
+  table), which also makes a poll cost the jobs asked for, not every job the cloud has run.
 """
 
 from __future__ import annotations
@@ -131,9 +132,9 @@ import botocore
 import botocore.session
 
 from seqlake.base import clients, limits
-from seqlake.localcloud import botocore_loader
+from seqlake.localcloud import botocore_loader, patch_registry
 
-MOTO_VERSION = "5.2.5"
+MOTO_VERSION = "5.2.6"
 
 
 def check_moto_version() -> None:
@@ -244,7 +245,7 @@ HOOKS = Hooks()
 _lock = threading.Lock()
 
 
-# ---------------------------------------------------------------- 1. Step Functions normalisation
+# ---------------------------------------------------------------- Step Functions normalisation
 _boto_models: dict[str, Any] = {}
 
 
@@ -296,7 +297,7 @@ def _patch_sfn_normalisation() -> None:
     StateTaskService._normalise_response = _normalise_response
 
 
-# ---------------------------------------------------------------- 2. S3 ranged GET
+# ---------------------------------------------------------------- S3 ranged GET
 _ranged = threading.local()
 
 
@@ -368,7 +369,7 @@ def _value(self: FakeKey) -> Any:
 
 def _get_object(self: S3Response) -> Any:
     rng = self.headers.get("range") or ""
-    # a single range, or the whole object (patch 12); moto answers several ranges from the whole value
+    # a single range, or the whole object (s3-spooled-bodies); moto answers several ranges from the whole value
     _ranged.on = (rng.startswith("bytes=") and "," not in rng) or not rng
     try:
         status, headers, body = _original_get_object(self)
@@ -397,7 +398,7 @@ def _patch_s3_ranged_get() -> None:
     S3Response._handle_range_header = _handle_range_header
 
 
-# ---------------------------------------------------------------- 12. S3 bodies spooled to disk
+# ---------------------------------------------------------------- S3 bodies spooled to disk
 class _Spool:
     """A completed multipart upload's body in a temporary file like moto's own key buffers (on disk past
     moto's buffer size), which the new key adopts instead of being given the whole object as ``bytes``."""
@@ -596,7 +597,7 @@ def _patch_s3_spooled_bodies() -> None:
     S3Response.key_response = _key_response
 
 
-# ---------------------------------------------------------------- 3. Lambda invoke
+# ---------------------------------------------------------------- Lambda invoke
 _original_invoke: Any = LambdaSimpleBackend.invoke
 
 
@@ -623,7 +624,7 @@ def _patch_lambda_invoke() -> None:
     LambdaSimpleBackend.invoke = _invoke
 
 
-# ---------------------------------------------------------------- 4. Batch submit
+# ---------------------------------------------------------------- Batch submit
 _original_submit: Any = BatchSimpleBackend.submit_job
 
 
@@ -700,7 +701,7 @@ def _patch_batch_submit() -> None:
     BatchSimpleBackend.submit_job = _submit_job
 
 
-# ---------------------------------------------------------------- 5. EventBridge targets
+# ---------------------------------------------------------------- EventBridge targets
 _original_send = Rule.send_to_targets
 _DELIVERED_SERVICES = ("states", "lambda")
 
@@ -723,7 +724,7 @@ def _patch_event_targets() -> None:
     Rule.send_to_targets = _send_to_targets
 
 
-# ---------------------------------------------------------------- 6. Athena results
+# ---------------------------------------------------------------- Athena results
 _original_results = AthenaBackend._store_predefined_query_results
 
 
@@ -750,7 +751,7 @@ def _patch_athena() -> None:
     AthenaBackend._store_predefined_query_results = _store_query_results
 
 
-# ---------------------------------------------------------------- 7. .sync waits woken by Batch
+# ---------------------------------------------------------------- .sync waits woken by Batch
 #: the longest a waiting ``.sync`` task sleeps without being woken (moto polls every 0.5 s)
 SYNC_POLL_SECONDS = 5.0
 _sync_cond = threading.Condition()
@@ -799,7 +800,7 @@ def _patch_sync_wait() -> None:
     SyncCallbackModule.time = _SyncTime()
 
 
-# ---------------------------------------------------------------- 8. per-request lookups
+# ---------------------------------------------------------------- per-request lookups
 _list_of_moto_modules = _backends.list_of_moto_modules
 _core_utils_module: Any = _core_utils  # its create_loader is imported from moto.core.loaders, not exported
 _create_moto_loader = _core_utils_module.create_loader
@@ -851,7 +852,7 @@ def _patch_server_lookups() -> None:
     _werkzeug_app_module.DISABLE_GLOBAL_CORS = True  # read when a service's application is made
 
 
-# ---------------------------------------------------------------- 9. AWS's limits
+# ---------------------------------------------------------------- AWS's limits
 _failure_mod: Any = _failure
 _states_error_mod: Any = _states_error
 _event_detail_mod: Any = _event_detail
@@ -958,7 +959,7 @@ def lambda_response_too_large(result: bytes) -> bytes | None:
     }).encode()
 
 
-_original_submitjob = BatchResponse.submitjob
+_original_submitjob = BatchResponse.submit_job
 
 
 def _submitjob(self: Any) -> Any:
@@ -975,10 +976,10 @@ def _patch_limits() -> None:
     StateTaskLambda._eval_parameters = _checked_parameters(StateTaskLambda._eval_parameters)
     ErrorEqualsDecl._eval_body = _error_equals_not_all_limit
     StepFunctionsParserBackend.start_execution = _start_execution
-    BatchResponse.submitjob = _submitjob
+    BatchResponse.submit_job = _submitjob
 
 
-# ---------------------------------------------------------------- 10. S3 latency
+# ---------------------------------------------------------------- S3 latency
 #: milliseconds every S3 request waits before it is answered (unset or 0: none)
 S3_LATENCY_ENV = "SEQLAKE_LOCAL_S3_LATENCY_MS"
 _original_s3_setup = S3Response.setup_class
@@ -1001,7 +1002,7 @@ def _patch_s3_latency() -> None:
     S3Response.setup_class = _s3_setup_class
 
 
-# ---------------------------------------------------------------- 11. Batch describe without mutation
+# ---------------------------------------------------------------- Batch describe without mutation
 _original_container_property = Job._get_container_property
 
 
@@ -1020,7 +1021,7 @@ def _patch_batch_describe() -> None:
     Job._get_container_property = _container_property
 
 
-# ---------------------------------------------------------------- 12. IAM authorization
+# ---------------------------------------------------------------- IAM authorization
 IAMRequestBase: Any = _access_control.IAMRequestBase
 ActionAuthenticatorMixin: Any = _authorization.ActionAuthenticatorMixin
 _original_authenticate = ActionAuthenticatorMixin._authenticate_and_authorize_action
@@ -1048,16 +1049,30 @@ def _authenticate_and_authorize_action(self: Any, iam_request_cls: Any, resource
     if self.headers.get("X-Amz-Target") in ActionAuthenticatorMixin.PUBLIC_OPERATIONS:
         return
     refused = getattr(_replayed, "error", None)
-    if refused is not None:  # the direct answer's check refused this request (patch 15): the same error, once
+    if refused is not None:  # the direct answer's check refused this request (s3-direct-get): the same error, once
         _replayed.error = None
         raise refused
     query = urllib.parse.urlparse(self.uri).query
     iam_request = iam_request_cls(
         account_id=self.current_account, method=self.method, path=self.raw_path + (f"?{query}" if query else ""),
-        data=self.data, body=self.raw_body, headers=self.headers, action=self._get_action(),
+        data=self.data, body=self.raw_body, headers=self.headers, action=_iam_action_name(self, iam_request_cls),
     )
     iam_request.check_signature()
     authorize(iam_request, resource)
+
+
+def _iam_action_name(response: Any, iam_request_cls: Any) -> str:
+    """The action a request is authorized as. moto 5.2.6 names every request by its API operation (its service
+    router's match), where 5.2.5 took S3's from the ``Action`` its S3 response sets just before authorizing, from
+    its table of IAM's names: ``ListObjectsV2`` is IAM's ``s3:ListBucket``, ``HeadObject`` ``s3:GetObject``,
+    ``CreateMultipartUpload`` ``s3:PutObject`` (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+    data: Any = getattr(response, "data", None)
+    if issubclass(iam_request_cls, _access_control.S3IAMRequest) and hasattr(data, "get"):
+        named = data.get("Action")
+        if isinstance(named, str) and named:
+            return named
+    action: str = response._get_action()
+    return action
 
 
 _original_aws_request = IAMRequestBase._create_aws_request
@@ -1081,7 +1096,7 @@ def _patch_iam_authorization() -> None:
     IAMRequestBase._create_aws_request = _create_aws_request
 
 
-# ---------------------------------------------------------------- 13. Step Functions' credentials
+# ---------------------------------------------------------------- Step Functions' credentials
 _boto_client_module: Any = _sfn_boto_client
 _real_boto3 = _boto_client_module.boto3
 
@@ -1106,7 +1121,7 @@ def _patch_sfn_credentials() -> None:
 
 
 
-# ---------------------------------------------------------------- 15. an object's GET answered directly
+# ---------------------------------------------------------------- an object's GET answered directly
 #: request headers a GET may carry and still be answered by :func:`answer_get_object` (anything else, such as a
 #: condition, a checksum mode, a customer key or a CORS origin, goes to moto)
 _PLAIN_GET_HEADERS = frozenset({
@@ -1120,12 +1135,12 @@ def answer_get_object(method: str, path: str, headers: Any) -> tuple[int, dict[s
     """The answer to a plain ``GetObject`` (one byte range or none, path-style, no query, signed), or None for
     moto to answer. What moto's route to the same answer costs (werkzeug's environ, Flask's routing and
     request context, moto's dispatch, its response serializer; about 3 ms of the server's one interpreter a
-    request) is skipped; what it decides is not: the latency (patch 10), the signature and the caller's
-    permission, as moto checks them with :attr:`Hooks.authorize` (patch 13), the key's headers as moto
-    builds them, and the range as patch 2 cuts it. An object moto would answer otherwise (a missing key, a
+    request) is skipped; what it decides is not: the latency (s3-latency), the signature and the caller's
+    permission, as moto checks them with :attr:`Hooks.authorize` (iam-authorization), the key's headers as moto
+    builds them, and the range as s3-ranged-get cuts it. An object moto would answer otherwise (a missing key, a
     bucket with a policy, CORS or logging, an archived or deleted version, a range it would refuse) goes to
     moto; so does a refused request, whose error moto then raises (once: :data:`_replayed`)."""
-    found = _plain_object(method, path, headers)
+    found = _plain_object(method, path, headers) if "s3-direct-get" in HOOKS.applied else None
     if found is None:
         return None
     account, resource, key, span = found
@@ -1232,7 +1247,7 @@ def _one_range(value: Any, size: int) -> tuple[int, int, bool] | None:
         return None
     return start, stop, True
 
-# ---------------------------------------------------------------- 16. execution status change events
+# ---------------------------------------------------------------- execution status change events
 _original_terminated = ExecutionWorkerCommunication.terminated
 
 
@@ -1247,7 +1262,7 @@ def _terminated(self: Any) -> None:
 def _patch_execution_events() -> None:
     ExecutionWorkerCommunication.terminated = _terminated
 
-# ---------------------------------------------------------------- 17. a response's request id put in once
+# ---------------------------------------------------------------- a response's request id put in once
 _core_responses_module: Any = _core_responses
 BaseResponse: Any = _core_responses.BaseResponse
 _original_enrich = BaseResponse._enrich_response
@@ -1299,7 +1314,7 @@ def _patch_response_enrichment() -> None:
     _core_responses_module.method_names_from_class = _method_names
 
 
-# ---------------------------------------------------------------- 18. Batch DescribeJobs looks its jobs up
+# ---------------------------------------------------------------- Batch DescribeJobs looks its jobs up
 BatchBackend: Any = _batch.BatchBackend
 
 
@@ -1344,16 +1359,22 @@ PATCHES: dict[str, Callable[[], None]] = {
     "execution-events": _patch_execution_events,
     "response-enrichment": _patch_response_enrichment,
     "batch-describe-jobs": _patch_batch_describe_jobs,
+    "s3-direct-get": lambda: None,  # applied means on: the local server asks answer_get_object first
 }
+# one table of patches: the registry's ids are these, no more and no fewer
+if set(PATCHES) != set(patch_registry.BY_ID):
+    raise RuntimeError(f"patches and patch_registry disagree on: {sorted(set(PATCHES) ^ set(patch_registry.BY_ID))}")
 
 
 def apply_all() -> None:
-    """Apply every patch once (idempotent) and switch moto to its Docker-free backends."""
+    """Apply every patch once (idempotent) and switch moto to its Docker-free backends. The patches
+    :data:`.patch_registry.DISABLED_VAR` names are left out (a test's switch, never set otherwise)."""
+    off = patch_registry.disabled()
     with _lock:
         _config.default_user_config["batch"] = {"use_docker": False}
         _config.default_user_config["lambda"] = {"use_docker": False}
         _config.default_user_config["stepfunctions"] = {"execute_state_machine": True}
         for name, patch in PATCHES.items():
-            if name not in HOOKS.applied:
+            if name not in HOOKS.applied and name not in off:
                 patch()
                 HOOKS.applied.add(name)

@@ -1,0 +1,15 @@
+#!/bin/sh
+# make moto-check: does the newest moto on PyPI still need each of the local cloud's patches?
+# A scratch virtualenv (kept between runs, upgraded each time) holds the newest moto (or MOTO_CHECK_VERSION) and
+# boto3, nothing of seqlake's pins; this checkout's src/ is on PYTHONPATH for the registry and its probes, which
+# import no other part of seqlake (src/seqlake/localcloud/patch_registry.py, moto_probes.py, moto_check.py).
+# Prints one line per patch (needed / gone / review); exits 1 if one needs review.
+set -eu
+PYTHON=${PYTHON:-python3}
+VENV=${MOTO_CHECK_VENV:-${TMPDIR:-/tmp}/seqlake-moto-check}
+EXTRAS="server,s3,stepfunctions,batch,glue,athena,events,iam,logs,sqs,ecr"
+test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade \
+    "moto[$EXTRAS]${MOTO_CHECK_VERSION:+==$MOTO_CHECK_VERSION}" boto3
+cd "$(dirname "$0")/.."
+PYTHONPATH=src exec "$VENV/bin/python" -m seqlake.localcloud.moto_check
