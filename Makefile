@@ -56,9 +56,9 @@ demo: $(LOCAL_STAMP)
 	$(BIN)/seqlake demo
 
 # seqkit, minimap2, samtools, ivar and fastp are the tools whose numbers the tests compare against (ivar: the
-# variants and consensus); tabix brings bgzip (the BGZF input tests) and tabix (the VCF index test); Chromium
-# opens the run reports in the browser tests. Tests skip without them.
-TOOLS := seqkit minimap2 samtools ivar fastp tabix chromium time
+# variants and consensus); tabix brings bgzip (the BGZF input tests) and tabix (the VCF index test); bcftools
+# reads the VCF index's record count; Chromium opens the run reports in the browser tests. Tests skip without them.
+TOOLS := seqkit minimap2 samtools ivar fastp tabix bcftools chromium time
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || \
