@@ -328,8 +328,9 @@ def apply() -> None:
     # Step Functions passes every SubmitJob parameter (docs: connect-batch.html), so a fair-share queue would
     # refuse every submission here that AWS accepts
     _sfn_batch._SUPPORTED_API_PARAM_BINDINGS["submitjob"] |= submit_job_parameters()
-    BatchResponse.submitjob = _checked(BatchResponse.submitjob, _check_submit)
-    BatchResponse.registerjobdefinition = _register_keeping_priority(BatchResponse.registerjobdefinition)
+    # moto 5.2.6 names its response handlers by the API operation (submit_job, not submitjob)
+    BatchResponse.submit_job = _checked(BatchResponse.submit_job, _check_submit)
+    BatchResponse.register_job_definition = _register_keeping_priority(BatchResponse.register_job_definition)
     _applied.append(True)
 
 
