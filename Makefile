@@ -5,14 +5,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-HASH   := $(shell cat pyproject.toml scripts/install_mappy.py | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml constraints.txt scripts/install_mappy.py | cksum | cut -d' ' -f1)
 # two installs: the `local` extra (what `make demo` needs: the app and its local cloud) and the `dev` extra (the
 # tests' and linters' packages besides); a dev install is a local one too, so it leaves both stamps
 STAMP  := $(VENV)/.installed-$(HASH)
 LOCAL_STAMP := $(VENV)/.installed-local-$(HASH)
 
 .PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants moto-check patch-removal
-.PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image
+.PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image lock
 
 help:
 	@echo "make demo   - set up the app and its local cloud (the local extra), then run it over bundled data"
@@ -25,6 +25,7 @@ help:
 	@echo "make image  - build the worker image with podman (Batch children as containers: --containers)"
 	@echo "make grants - each IAM grant needed: every role statement removed in turn on the local cloud (writes docs/GRANTS.md)"
 	@echo "make moto-check - which of the local cloud's moto patches the newest moto on PyPI still needs (a scratch venv)"
+	@echo "make lock   - rewrite constraints.txt (every installed version) from a fresh install of pyproject.toml's pins"
 	@echo "make patch-removal - each moto patch removed in turn: its tests must fail (a pytest process per patch)"
 
 # $(1): the extra to install
@@ -33,7 +34,7 @@ define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python scripts/install_mappy.py  # mappy without its paired-end leak (see the script)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(1)]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(1)]'
 endef
 
 $(STAMP):
@@ -175,6 +176,11 @@ docs: $(STAMP)
 # registered patch, needed / gone / review (src/seqlake/localcloud/patch_registry.py; docs/LOCAL_CLOUD.md)
 moto-check:
 	PYTHON=$(PYTHON) scripts/moto-check.sh
+
+# constraints.txt rewritten from a fresh install of pyproject.toml's pins (the newest releases they allow);
+# run make test after it
+lock:
+	$(PYTHON) scripts/lock.py
 
 clean:
 	rm -rf $(VENV) .seqlake .pytest_cache .mypy_cache .ruff_cache

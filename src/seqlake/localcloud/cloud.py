@@ -111,6 +111,17 @@ class LocalCloud:
         return self.iam.client(iam.role_arn(iam.USER_ROLE), service)
 
     def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            # a cloud that failed half-way stops what it started (the moto server's threads, the fork server,
+            # the environment it set): left running, they outlive the error in this process, and a later
+            # fork here refuses to fork beside the server's threads
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
+
+    def _start(self) -> None:
         t0 = time.monotonic()
         if threading.current_thread() is threading.main_thread():
             # `kill` (SIGTERM) then unwinds like Ctrl-C: stop() kills the children this cloud started

@@ -53,8 +53,9 @@ START_FAILURES = (125, 126, 127)
 #: the status reason ECS gives a task whose container did not start (with the runtime's message after it)
 CANNOT_START = "CannotStartContainerError"
 #: the files the image is built from (the Dockerfile's build context, as its .dockerignore leaves it)
-_IMAGE_FILES = ("pyproject.toml", "scripts/install_mappy.py", "README.md", "containers/worker/Dockerfile",
-                "containers/worker/Dockerfile.dockerignore", "containers/worker/entrypoint.py")
+_IMAGE_FILES = ("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "README.md",
+                "containers/worker/Dockerfile", "containers/worker/Dockerfile.dockerignore",
+                "containers/worker/entrypoint.py")
 _IMAGE_TREE = "src"
 #: kept out of the build context (Dockerfile.dockerignore): the local cloud, the demo data, bytecode, and
 #: the metadata of an editable install (``*.egg-info``)
