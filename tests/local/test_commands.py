@@ -173,7 +173,8 @@ def test_run_id_commands_find_a_run_by_the_start_of_its_id_alike(
 def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
     """``local run --worker-memory/--index-memory/--reducer-memory``: the template parameters the deployment
     gets (as ``sam deploy --parameter-overrides``), hence the worker job definition's MEMORY, which the local
-    Batch caps each attempt at, and the index job's and reducers' MEMORY in the state machine."""
+    Batch caps each attempt at; the plan Lambda's job sizes (what it raises each job from: the index job's
+    MEMORY comes from the plan); and the reducers' MEMORY in the state machine."""
     import boto3
 
     from seqlake.cli import build_parser
@@ -182,6 +183,7 @@ def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
     from seqlake.localcloud.containers import resources
     from seqlake.localcloud.deployer import Deployer, to_api
     from seqlake.localcloud.packaging import load_template
+    from seqlake.plan.sizing import Compute
 
     repo = Path(__file__).resolve().parents[2]
     template = load_template(repo / TEMPLATE)
@@ -199,5 +201,8 @@ def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
     registered = to_api(batch, "RegisterJobDefinition", props)["containerProperties"]
     assert resources(registered, {}).memory_mib == 12288  # what batch.py's cap is made from
     substitutions = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
-    jobs = {name: deployer.resolve(substitutions[name]) for name in ("IndexJobMemoryMiB", "ReducerMemoryMiB")}
-    assert jobs == {"IndexJobMemoryMiB": "20480", "ReducerMemoryMiB": "2048"}
+    assert deployer.resolve(substitutions["ReducerMemoryMiB"]) == "2048"
+    plan_env = deployer.resolve(template["Resources"]["PlanFunction"]["Properties"]["Environment"]["Variables"])
+    compute = Compute.from_env({k: str(v) for k, v in plan_env.items()})
+    assert (compute.worker_vcpus, compute.worker_memory_mib, compute.index_memory_mib,
+            compute.reducer_memory_mib) == (2, 12288, 20480, 2048)
