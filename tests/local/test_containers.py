@@ -103,6 +103,26 @@ def test_the_podman_command_line_carries_names_not_values(tmp_path: Path) -> Non
     assert argv[argv.index("--volume") + 1] == "/host/cache:/refcache"
 
 
+def test_the_jobs_tmpdir_reaches_the_container_not_podman(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job definition's TMPDIR is a container path (/scratch): given to podman's own environment, podman
+    put its temporary files there and no attempt started ("inspecting image: open /scratch/...")."""
+    started: dict[str, Any] = {}
+
+    class Recorded:
+        def __init__(self, argv: list[str], **kwargs: Any) -> None:
+            started.update(argv=argv, **kwargs)
+
+    monkeypatch.setattr(containers, "PodmanRun", Recorded)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    runner = containers.ContainerRunner("localhost/seqlake-worker:x")
+    attempt = containers.Attempt("seqlake-j-1", ["seqlake", "worker"], {"TMPDIR": "/scratch", "B": "2"},
+                                 containers.Resources(), {}, tmp_path / "a.log")
+    runner.start(attempt)
+    assert started["env"]["TMPDIR"] == str(tmp_path) and started["env"]["B"] == "2"
+    argv = started["argv"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--env"] == ["B", "TMPDIR=/scratch"]
+
+
 @pytest.mark.parametrize(
     ("controllers", "cpus", "expected"),
     [

@@ -91,6 +91,18 @@ def image_ref(repo: Path = REPO) -> str:
     return f"{IMAGE_NAME}:{image_digest(repo)}"
 
 
+#: variables podman itself reads (containers.conf(5), podman(1) ENVIRONMENT): a job's values of these (the
+#: job definition's TMPDIR=/scratch, a container path) must reach the container only, never podman's own
+#: environment, where podman would put its temporary files in a folder the host does not have
+PODMAN_READS = ("TMPDIR", "HOME", "PATH", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "STORAGE_DRIVER",
+                "STORAGE_OPTS", "REGISTRY_AUTH_FILE")
+_PODMAN_READS_PREFIX = "CONTAINERS_"
+
+
+def read_by_podman(name: str) -> bool:
+    return name in PODMAN_READS or name.startswith(_PODMAN_READS_PREFIX)
+
+
 def podman_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
@@ -253,14 +265,15 @@ class ContainerRunner:
 
     def argv(self, attempt: Attempt) -> list[str]:
         """The ``podman run`` command line (the environment's values are passed through podman's own
-        environment, by name, so that no credential is on a command line)."""
+        environment, by name, so that no credential is on a command line; but those podman itself reads go
+        by value: none of them is a secret)."""
         out = ["podman", "run", "--rm", "--name", attempt.name, "--network", "host",
                "--stop-timeout", str(STOP_TIMEOUT_SECONDS)]
         out += limit_options(attempt.resources, self._controllers, os.cpu_count() or 1)
         for container_path, host in attempt.volumes.items():
             out += ["--volume", f"{host}:{container_path}"]
         for name in sorted(attempt.env):
-            out += ["--env", name]
+            out += ["--env", f"{name}={attempt.env[name]}" if read_by_podman(name) else name]
         return [*out, self.image, *attempt.command]
 
     def start(self, attempt: Attempt) -> PodmanRun:
@@ -268,7 +281,7 @@ class ContainerRunner:
             # the image runs as a user of its own: a host volume is world-writable and sticky, as the launch
             # template makes the instances' /var/lib/seqlake/refcache
             Path(host).chmod(0o1777)
-        env = {**podman_env(), **attempt.env}
+        env = {**podman_env(), **{k: v for k, v in attempt.env.items() if not read_by_podman(k)}}
         return PodmanRun(self.argv(attempt), name=attempt.name, env=env, log_path=attempt.log_path)
 
 
