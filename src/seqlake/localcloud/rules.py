@@ -21,18 +21,17 @@ enforces them:
   ``JobStateTimeLimitActions`` cancel it (or for ever, without them). Here it fails at once with the status
   reason AWS gives when the action cancels it (:func:`unschedulable`, called by :mod:`.batch`).
 
-Instance types come from moto's copy of EC2's ``DescribeInstanceTypes`` (vCPUs, memory).
+Instance types (vCPUs, memory, the memory Batch gives jobs on each) come from :mod:`seqlake.base.instances`,
+the generated file the plan's job sizes read too.
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import moto.batch.exceptions as _batch_exc
@@ -40,7 +39,7 @@ import moto.batch.models as _batch_models
 import moto.batch.responses as _batch_responses
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_batch as _sfn_batch
 
-from seqlake.base import limits
+from seqlake.base import instances, limits
 from seqlake.localcloud import patches  # noqa: F401 - its import checks moto's version, which apply() relies on
 
 ClientException: Any = _batch_exc.ClientException
@@ -149,28 +148,20 @@ RULES: tuple[Rule, ...] = (
 
 
 # ---------------------------------------------------------------- instance types
-@functools.cache
 def instance_types() -> dict[str, tuple[int, int]]:
-    """Every EC2 instance type -> (vCPUs, memory MiB), from moto's copy of ``DescribeInstanceTypes``."""
-    path = Path(_batch_models.__file__).parents[1] / "ec2" / "resources" / "instance_types.json.gz"
-    with gzip.open(path) as f:
-        data = json.load(f)
-    return {name: (int(t["VCpuInfo"]["DefaultVCpus"]), int(t["MemoryInfo"]["SizeInMiB"])) for name, t in data.items()}
+    """Every instance type of :mod:`seqlake.base.instances` -> (vCPUs, installed memory MiB)."""
+    return {t.name: (t.vcpus, t.memory_mib) for t in instances.instance_types().values()}
 
 
 def expand(instance_types_given: Iterable[str]) -> list[str]:
     """A compute environment's ``instanceTypes`` as instance types: a family is all its sizes, ``optimal``
     the families Batch picks from."""
-    known = instance_types()
-    out: list[str] = []
-    for given in instance_types_given:
-        families = OPTIMAL_FAMILIES if given == "optimal" else (given,)
-        for family in families:
-            if "." in family:
-                out += [family] if family in known else []
-            else:
-                out += [t for t in known if t.split(".")[0] == family]
-    return out
+    return [t.name for t in _expand(instance_types_given)]
+
+
+def _expand(instance_types_given: Iterable[str]) -> list[instances.InstanceType]:
+    names = [f for given in instance_types_given for f in (OPTIMAL_FAMILIES if given == "optimal" else (given,))]
+    return instances.expand(names)
 
 
 # ---------------------------------------------------------------- the checks
@@ -228,9 +219,9 @@ def job_resources(job: Any) -> tuple[int, int]:
 
 @functools.cache
 def _sizes(given: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
-    """The (vCPUs, memory MiB) of a compute environment's instance types, once per list (an array of 10,000
-    children asks 10,000 times)."""
-    return tuple(sorted({instance_types()[t] for t in expand(given)}))
+    """The (vCPUs, memory MiB Batch gives jobs) of a compute environment's instance types, once per list (an
+    array of 10,000 children asks 10,000 times)."""
+    return tuple(sorted({(t.vcpus, t.job_memory_mib) for t in _expand(given)}))
 
 
 def unschedulable(job: Any) -> str | None:
