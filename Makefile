@@ -141,6 +141,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	$(BIN)/python -m seqlake.aws.permissions --check
+	$(BIN)/python -m seqlake.localcloud.instance_data --check
+	$(BIN)/python -m seqlake.localcloud.rules --check
 	scripts/lint-aws.sh
 	$(BIN)/python scripts/layer_size.py $(BIN)/python
 

@@ -12,7 +12,7 @@ import pytest
 
 from seqlake.aws import render_template
 from seqlake.base.cpus import THREADS_VAR
-from seqlake.base.layout import REFERENCE_INDEXES
+from seqlake.base.layout import REFERENCE_INDEXES, batch_job_writes
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 
 from .conftest import REPO, rendered
@@ -163,10 +163,13 @@ def test_worker_role_writes_only_under_runs_and_reference_indexes(template: dict
     for st in writes:
         assert set(as_list(st["Action"])) == {"s3:PutObject", "s3:AbortMultipartUpload"}
         targets = [r["Fn::Sub"] for r in as_list(st["Resource"])]
-        # the children's alignments and the reducers' regions are staged under runs/ (the commit publishes
-        # them into results/); the index job stores a reference's index in seqlake's own prefix, never beside
-        # the user's FASTA under references/
-        assert targets == ["${DataBucket.Arn}/runs/*", f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*"]
+        # what base/layout.py says a Batch job writes, no more: the children's alignments and the reducers'
+        # regions are staged under runs/ (the commit publishes them into results/); the index job stores a
+        # reference's index in seqlake's own prefix, never beside the user's FASTA under references/
+        assert targets == [f"${{DataBucket.Arn}}/{pattern}" for pattern, _ in batch_job_writes()]
+        assert f"${{DataBucket.Arn}}/{REFERENCE_INDEXES}/*" in targets
+        assert not any(t.startswith(("${DataBucket.Arn}/results", "${DataBucket.Arn}/incoming")) for t in targets)
+        assert "${DataBucket.Arn}/runs/*" not in targets  # a run's status.json and todo/ are the Lambdas'
 
 
 def test_failure_step_cannot_register_result_partitions(template: dict[str, Any]) -> None:

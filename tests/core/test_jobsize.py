@@ -131,8 +131,24 @@ def test_a_job_no_instance_can_hold_is_refused() -> None:
     compute = sizing.Compute(instance_types=("c5.large",))
     with pytest.raises(BadInputError, match=r"largest instance of InstanceTypes \(c5.large\)"):
         sizing.child_size(1_500_000_000, 1_000, True, compute, subject="ref.fa")
-    assert sizing.Compute(instance_types=("r5", "r7a")).largest() == (192, int(192 * 8 * 1024 * 0.95))
+    # the largest r7a (192 vCPUs, 1,536 GiB): the memory Batch registers for jobs (base/instance_types.json)
+    assert sizing.Compute(instance_types=("r5", "r7a")).largest() == (192, int(1_572_864 * 7_985 / 8_192) - 32)
     assert sizing.Compute(instance_types=("x99",)).largest() is None  # unknown: not capped here
+
+
+def test_the_templates_default_families_cap_the_jobs() -> None:
+    """The template's InstanceTypes default (empty: the region's r5d, r6id, r5ad, r5dn, r6idn) was unknown to
+    the plan's hand-written table, so nothing was capped there: a job only an r7a could hold was planned, and on
+    AWS it would wait RUNNABLE. The plan reads the generated instance file, and the region's default when
+    InstanceTypes is empty."""
+    for family in ("r5d", "r6id", "r5ad", "r5dn", "r6idn"):
+        assert sizing.Compute(instance_types=(family,)).largest() is not None, family
+    hong_kong = sizing.Compute.from_env({"INSTANCE_TYPES": "", "AWS_REGION": "ap-east-1"})
+    assert hong_kong.instance_types == ("r5d",)
+    largest = hong_kong.largest()
+    assert largest is not None and largest[0] == 96 and largest[1] < 768 * 1024
+    with pytest.raises(BadInputError, match="largest instance of InstanceTypes"):
+        sizing.child_size(120_000_000_000, 1_000, True, hong_kong, subject="ref.fa")
 
 
 def test_compute_from_the_environment() -> None:

@@ -167,3 +167,16 @@ def test_process_takes_a_params_file_over_its_options(reference: Path, tmp_path:
     ran = json.loads((tmp_path / "out" / "summary.json").read_text())["parameters"]
     assert ran["min_length"] == 33 and ran["primer_bed"] == str(tmp_path / "cfg" / "scheme.bed")
     assert ran["primer_bed_pin"] == content_pin(v3.read_bytes())
+
+
+def test_a_primer_bed_or_gff_that_is_not_text_names_its_byte_and_line() -> None:
+    """Both text inputs of the plan are decoded by one helper (seqlake.base.errors.decoded_text): a byte that is
+    not UTF-8 is bad input naming the file, its line and the byte."""
+    from seqlake.base.errors import BadInputError
+    from seqlake.plan import gff, primers
+
+    data = b"MN908947.3\t30\t54\tnCoV-2019_1_LEFT\t1\t+\n\xff\xfe\n"
+    with pytest.raises(BadInputError, match=r"x.bed:2: not a text BED file: byte \d+"):
+        primers.check_primer_bytes("x.bed", data, None)
+    with pytest.raises(BadInputError, match=r"x.gff3:2: not a text GFF3 file: byte \d+"):
+        gff.check_gff_bytes("x.gff3", b"##gff-version 3\n\xff\n", None)

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from seqlake.base.errors import access_denied
-from seqlake.base.layout import GENOMES, RunLayout, child_name
+from seqlake.base.layout import GENOMES, RunLayout, batch_job_writes, child_name
 from seqlake.lake.tables import RESULT_TABLES
 from seqlake.localcloud import iam
 from seqlake.localcloud.cloud import LocalCloud
@@ -73,6 +73,27 @@ def test_a_batch_child_never_writes_or_deletes_inputs_or_committed_results(enfor
     assert platform.get_object(Bucket=cloud.bucket, Key="incoming/lp/in.fastq")["Body"].read() == (
         b"@r\nACGT\n+\nIIII\n")
     assert {platform.get_object(Bucket=cloud.bucket, Key=k)["Body"].read() for k in committed} == {b"committed"}
+
+
+def test_a_batch_job_writes_only_what_the_layout_says_a_batch_job_writes(enforced: LocalCloud) -> None:
+    """The worker role's PutObject was all of ``runs/*``: a child could overwrite its run's ``status.json``,
+    the execution's ``todo/``, the reduce plan or the index job's ``index/job.json``, which the Lambdas write.
+    It is now each pattern of :func:`seqlake.base.layout.batch_job_writes` (template.yaml is rendered from it):
+    one key of each is written, and the Lambdas' records under ``runs/`` are refused."""
+    cloud = enforced
+    s3 = as_role(cloud, WORKER, "s3")
+    run = RunLayout.in_bucket(cloud.bucket, "lp-writes")
+    key = {"*": "lp-writes"}
+    for pattern, _ in batch_job_writes():
+        # a concrete key of the pattern: the run's id for its first '*', a name for any other
+        concrete = pattern.replace("*", key["*"], 1).replace("*", "child=00000/x.json")
+        s3.put_object(Bucket=cloud.bucket, Key=concrete, Body=b"job")
+    lambdas_own = [run.status, run.todo("exec-1"), run.reduce_plan, run.index_job, run.request, run.report,
+                   run.coverage_points]
+    for uri in lambdas_own:
+        k = uri.removeprefix(f"s3://{cloud.bucket}/")
+        assert refused(lambda k=k: s3.put_object(Bucket=cloud.bucket, Key=k, Body=b"x")) == (
+            "s3:PutObject", f"arn:aws:s3:::{cloud.bucket}/{k}")
 
 
 def test_the_commit_publishes_parts_by_copies_that_read_their_source(enforced: LocalCloud) -> None:

@@ -463,6 +463,66 @@ def test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib(fixture
         batch.submit_job(jobName="fat", jobQueue=queue, jobDefinition=jd, containerOverrides={"environment": env})
 
 
+# ---------------------------------------------------------------- Batch's service-side rules (seqlake.localcloud.rules)
+def _fair_share_queue(batch: Any, name: str) -> str:
+    fifo = batch.describe_job_queues()["jobQueues"][0]
+    policy = batch.create_scheduling_policy(name=f"{name}-policy", fairsharePolicy={"shareDecaySeconds": 600})
+    queue: str = batch.create_job_queue(jobQueueName=name, state="ENABLED", priority=1,
+                                        schedulingPolicyArn=policy["arn"],
+                                        computeEnvironmentOrder=fifo["computeEnvironmentOrder"])["jobQueueArn"]
+    return queue
+
+
+def _quick_definition(batch: Any, name: str, **extra: Any) -> str:
+    arn: str = batch.register_job_definition(
+        jobDefinitionName=name, type="container",
+        containerProperties={"image": "local/worker", "command": ["python", "-c", "pass"],
+                             "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                      {"type": "MEMORY", "value": "256"}]},
+        **extra)["jobDefinitionArn"]
+    return arn
+
+
+def test_batch_holds_a_fair_share_queue_to_its_share_identifier_and_priority(fixture_cloud: Any) -> None:
+    """moto took a fair-share queue's job with no share identifier and no priority (AWS refuses both) and dropped a
+    job definition's schedulingPriority, so the priority the template gives could not count."""
+    from seqlake.localcloud import rules
+
+    batch = fixture_cloud.client("batch")
+    queue = _fair_share_queue(batch, "patch-fair-share")
+    plain = _quick_definition(batch, "patch-unprioritised")
+    with pytest.raises(ClientError, match=rules.NO_SHARE_IDENTIFIER):
+        batch.submit_job(jobName="no-share", jobQueue=queue, jobDefinition=plain)
+    with pytest.raises(ClientError, match="Either schedulingPriority"):
+        batch.submit_job(jobName="no-priority", jobQueue=queue, jobDefinition=plain, shareIdentifier="a")
+    prioritised = _quick_definition(batch, "patch-prioritised", schedulingPriority=1)
+    assert batch.submit_job(jobName="kept", jobQueue=queue, jobDefinition=prioritised, shareIdentifier="a")["jobId"]
+
+
+def test_a_state_machines_submit_job_passes_every_parameter(fixture_cloud: Any) -> None:
+    """Step Functions passes a batch:submitJob task's ShareIdentifier and SchedulingPriorityOverride; moto's
+    interpreter dropped them, so the fair-share queue refused the submission AWS takes."""
+    batch = fixture_cloud.client("batch")
+    queue = _fair_share_queue(batch, "patch-sfn-fair-share")
+    plain = _quick_definition(batch, "patch-sfn-unprioritised")
+    definition = {"StartAt": "Submit", "States": {"Submit": {
+        "Type": "Task", "Resource": "arn:aws:states:::batch:submitJob",
+        "Parameters": {"JobName": "fair", "JobQueue": queue, "JobDefinition": plain, "ShareIdentifier": "a",
+                       "SchedulingPriorityOverride": 1},
+        "End": True}}}
+    sfn = fixture_cloud.client("stepfunctions")
+    # the fixture's state machine role (IAM is enforced) may submit to this queue too
+    role = sfn.describe_state_machine(stateMachineArn=fixture_cloud.state_machine_arn)["roleArn"]
+    grant = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "batch:SubmitJob",
+                                                     "Resource": queue}]}
+    fixture_cloud.client("iam").put_role_policy(RoleName=role.rsplit("/", 1)[1], PolicyName="patch-sfn-fair-share",
+                                                PolicyDocument=json.dumps(grant))
+    machine = sfn.create_state_machine(name="patch-sfn-fair-share", definition=json.dumps(definition),
+                                       roleArn=role)["stateMachineArn"]
+    ex = _finished(sfn, sfn.start_execution(stateMachineArn=machine)["executionArn"])
+    assert ex["status"] == "SUCCEEDED", ex.get("cause") or ex.get("error")
+
+
 # ---------------------------------------------------------------- 10. S3 latency
 def test_s3_latency_delays_every_request_when_set(fixture_cloud: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []

@@ -142,6 +142,34 @@ def test_instance_types_expand_families_and_optimal() -> None:
     assert rules.expand(["m5.xlarge"]) == ["m5.xlarge"]
 
 
+def test_the_instance_file_is_what_its_generator_writes() -> None:
+    """``src/seqlake/base/instance_types.json`` (the plan's and the rules' one source) is moto's copy of EC2's
+    DescribeInstanceTypes for the template's families: ``python -m seqlake.localcloud.instance_data --check``."""
+    from seqlake.base import instances
+    from seqlake.localcloud import instance_data
+
+    template = load_template(REPO / "template.yaml")
+    assert instances.DATA_PATH.read_text() == instance_data.render(template, instance_data.described_types())
+    assert set(instance_data.template_families(template)) <= set(instances.data()["families"])  # type: ignore[operator]
+
+
+def test_a_job_asking_an_instances_installed_memory_fits_no_instance() -> None:
+    """Batch gives jobs less than an instance's installed memory (the OS's share less the ECS agent's 32 MiB):
+    a job asking an r5.large's whole 16,384 MiB stays RUNNABLE on AWS. The rule compared installed memory and
+    let it through."""
+    from types import SimpleNamespace
+
+    environment = SimpleNamespace(compute_resources={"instanceTypes": ["r5.large"], "maxvCpus": 16})
+
+    def job(memory_mib: int) -> Any:
+        return SimpleNamespace(job_definition=SimpleNamespace(container_properties={"vcpus": 1, "memory": memory_mib}),
+                               container_overrides={}, job_queue=SimpleNamespace(environments=[environment]))
+
+    reason = rules.unschedulable(job(16_384))
+    assert reason is not None and rules.JOB_RESOURCE_REQUIREMENT in reason
+    assert rules.unschedulable(job(15_000)) is None
+
+
 def test_the_table_in_the_doc_equals_the_rules_module() -> None:
     doc = (REPO / "docs" / "LOCAL_CLOUD.md").read_text()
     template = load_template(REPO / "template.yaml")

@@ -62,6 +62,16 @@ class BadInputError(SeqlakeError):
                 "error": "BadInput", "text": str(self)}
 
 
+def decoded_text(path: str, data: bytes, kind: str) -> str:
+    """A text input's bytes as UTF-8, or bad input naming the first byte that is not and its line (``kind``
+    names the format: ``BED``, ``GFF3``)."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as err:
+        raise BadInputError(path, f"not a text {kind} file: byte {err.start} ({err.reason})",
+                            line=data[:err.start].count(b"\n") + 1) from None
+
+
 class UsageError(SeqlakeError):
     """Arguments that parse but do not go together (``R1`` and ``--samplesheet``): exit ``EXIT_USAGE``."""
 

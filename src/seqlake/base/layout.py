@@ -60,6 +60,10 @@ GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
 VCF_SUFFIX = ".vcf.gz"
 REFERENCE_INDEXES = "reference-indexes"
+#: the name of a run's gzip seek indexes and record checkpoints under ``runs/<id>/index/`` (``input<i>...``)
+INDEX_INPUT = "input"
+#: the folder of the run inputs the plan pins under ``runs/<id>/`` (:meth:`RunLayout.pinned_input`)
+PINNED_INPUTS = "inputs"
 _CHILD_NAME = re.compile(r"child=(\d+)")
 
 
@@ -73,8 +77,12 @@ def child_name(child: int) -> str:
     return f"child={child:0{CHILD_DIGITS}d}"
 
 
+#: what names a reducer's objects under ``runs/<id>/reduce/`` (``region=NNNNN.json``, ``region=NNNNN.genomes``)
+REGION_PREFIX = "region="
+
+
 def region_name(region: int) -> str:
-    return f"region={region:0{REGION_DIGITS}d}"
+    return f"{REGION_PREFIX}{region:0{REGION_DIGITS}d}"
 
 
 def child_of(name: str) -> int | None:
@@ -201,10 +209,10 @@ class RunLayout:
         return self._run("index")
 
     def index(self, input_number: int) -> str:
-        return self._run("index", f"input{input_number}.gztool")
+        return self._run("index", f"{INDEX_INPUT}{input_number}.gztool")
 
     def checkpoints(self, input_number: int) -> str:
-        return self._run("index", f"input{input_number}.checkpoints.json")
+        return self._run("index", f"{INDEX_INPUT}{input_number}.checkpoints.json")
 
     @property
     def index_job(self) -> str:
@@ -224,7 +232,7 @@ class RunLayout:
     def pinned_input(self, kind: str, digest: str, suffix: str) -> str:
         """A run input a later step reads (the primer BED), copied here by the plan and named by its content
         (SHA-256): every step after the plan reads ``runs/`` only, whatever bucket the original is in."""
-        return self._run("inputs", f"{kind}-{digest}{suffix}")
+        return self._run(PINNED_INPUTS, f"{kind}-{digest}{suffix}")
 
     @property
     def staging(self) -> str:
@@ -312,3 +320,26 @@ class RunLayout:
     @property
     def report(self) -> str:
         return _join(self.root, REPORTS, self.run_id, "index.html")
+
+
+# -- what a Batch job may write ------------------------------------------------------------------------------
+def batch_job_writes() -> tuple[tuple[str, str], ...]:
+    """Every key pattern a Batch job (a child, a reducer, the index job) writes, relative to the bucket, with who
+    writes it: the worker role's ``s3:PutObject`` (``template.yaml``'s ``WorkerJobRole``, rendered from this by
+    ``python -m seqlake.aws.render_template``). ``*`` stands for a run id, a child or region number, a table, an
+    index key. Anything else (``results/``, ``incoming/``, a run's ``status.json``, ``todo/``, the reduce plan,
+    the index job's own ``index/job.json``) is the Lambdas' to write, and a job's write there is refused. An
+    object a Batch job newly writes is added here, and the template follows."""
+    run = RunLayout("", "*")
+    return (
+        (run.plan, "the index job: the plan (seqlake.aws.index_job)"),
+        (run.child_plans, "the index job: each child's part of the plan"),
+        (run.jobs, "the index job: the job sizes it planned"),
+        (run._run("index", INDEX_INPUT + "*"), "the index job: the inputs' gzip seek indexes and checkpoints"),
+        (run.index_error, "the index job: its bad-input record"),
+        (run._run(PINNED_INPUTS, "*"), "the index job: the run inputs it pins (the primer BED)"),
+        (run.staging + "*", "the children: staging, manifests, bad-input records"),
+        (run._run(PARTS, "*"), "the children's alignments and the reducers' regions of the result tables"),
+        (run._run("reduce", REGION_PREFIX + "*"), "the reducers: their summaries and genome pieces"),
+        (_join("", REFERENCE_INDEXES, "*"), "the index job: a reference's minimap2 index, once"),
+    )

@@ -311,6 +311,29 @@ def _response_enrichment() -> tuple[bool, str]:
     return bool(searched), f"a JSON body without <RequestId> was searched {len(searched)} time(s)"
 
 
+def _batch_service_rules() -> tuple[bool, str]:
+    with _aws():
+        batch, fifo, jd = _batch_env()
+        ce = batch.describe_job_queues(jobQueues=[fifo])["jobQueues"][0]["computeEnvironmentOrder"]
+        policy = batch.create_scheduling_policy(name="probe-fair", fairsharePolicy={"shareDecaySeconds": 60})["arn"]
+        queue = batch.create_job_queue(jobQueueName="probe-fair", state="ENABLED", priority=1,
+                                       schedulingPolicyArn=policy, computeEnvironmentOrder=ce)["jobQueueArn"]
+        try:
+            batch.submit_job(jobName="no-share", jobQueue=queue, jobDefinition=jd)
+        except Exception as refused:
+            return False, f"a fair-share queue's job without a share identifier is refused: {refused}"
+    return True, "a fair-share queue takes a job with neither share identifier nor scheduling priority"
+
+
+def _sfn_batch_parameters() -> tuple[bool, str]:
+    module = importlib.import_module(
+        "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_batch")
+    passed = module._SUPPORTED_API_PARAM_BINDINGS.get("submitjob") or set()
+    dropped = {"ShareIdentifier", "SchedulingPriorityOverride"} - set(passed)
+    return bool(dropped), ("batch:submitJob drops " + ", ".join(sorted(dropped)) if dropped
+                           else "batch:submitJob passes ShareIdentifier and SchedulingPriorityOverride")
+
+
 PROBES: dict[str, Callable[[], tuple[bool, str]]] = {
     "sfn-normalisation": _sfn_normalisation,
     "s3-ranged-get": _s3_ranged_get,
@@ -330,6 +353,8 @@ PROBES: dict[str, Callable[[], tuple[bool, str]]] = {
     "execution-events": _execution_events,
     "response-enrichment": _response_enrichment,
     "batch-describe-jobs": _batch_describe_jobs,
+    "batch-service-rules": _batch_service_rules,
+    "sfn-batch-parameters": _sfn_batch_parameters,
 }
 
 

@@ -11,7 +11,7 @@ import urllib.request
 import warnings
 from typing import Any, ClassVar
 
-from seqlake.localcloud import patches, rules
+from seqlake.localcloud import patches
 
 
 class MotoServer:
@@ -34,7 +34,6 @@ class MotoServer:
         # the interpreter logs every state failure it handles (Catch) as an error: runs report their own
         logging.getLogger("moto").setLevel(logging.CRITICAL)
         patches.apply_all()
-        rules.apply()  # what AWS refuses and moto lets through (docs/LOCAL_CLOUD.md, the rules)
         self._server = LocalServer("127.0.0.1", 0)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()

@@ -201,25 +201,22 @@ thousands of small requests this is a few ms of CPU each. Suggested: cache the m
                   "StateTaskLambda._eval_parameters",
                   "moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl:"
                   "ErrorEqualsDecl._eval_body",
-                  "moto.stepfunctions.parser.models:StepFunctionsParserBackend.start_execution",
-                  "moto.batch.responses:BatchResponse.submit_job"),
+                  "moto.stepfunctions.parser.models:StepFunctionsParserBackend.start_execution"),
         why="AWS refuses an execution input over 262,144 bytes and fails a Task whose input after Parameters is "
             "over it with States.DataLimitExceeded (which States.ALL does not catch); Lambda refuses requests "
-            "over 6 MB / 1 MB; Batch refuses a SubmitJob over 30 KiB. moto holds none of these.",
+            "over 6 MB / 1 MB. moto holds none of these (Batch's SubmitJob size: batch-service-rules).",
         source="https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html",
         upstream="",
         tests=("test_step_functions_refuses_an_execution_input_over_the_limit",
-               "test_data_limit_is_caught_only_when_named",
-               "test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib"),
+               "test_data_limit_is_caught_only_when_named"),
         report="""\
-Step Functions / Batch: payload limits not enforced (execution input, task input, SubmitJob size)
+Step Functions: payload limits not enforced (execution input, task input)
 
 moto 5.2.6 (and 5.2.5). `start_execution` accepts an input of any size; AWS refuses one over 262,144 bytes with
 ValidationException (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html). A Task
 whose input after Parameters exceeds it runs; AWS fails it with States.DataLimitExceeded, which a
 `States.ALL` Catch does not catch (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
-Batch SubmitJob accepts any request size; AWS refuses a job payload over 30 KiB
-(https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html). Reproduce: start an execution with
+Reproduce: start an execution with
 `json.dumps({"pad": "x" * 300_000})` as input: it starts.
 """),
     Patch(
@@ -364,6 +361,57 @@ fails with `RuntimeError: dictionary changed size during iteration` (HTTP 500). 
 integration polls DescribeJobs, so two executions (one submitting, one polling) fail each other
 intermittently. Suggested: look each requested job up by id (`self._jobs.get(job_id)`), falling back to an
 ARN lookup over a copy of the table; this also makes a poll cost the jobs asked for.
+"""),
+    Patch(
+        id="batch-service-rules", kind="moto",
+        replaces=("moto.batch.responses:BatchResponse.submit_job",
+                  "moto.batch.responses:BatchResponse.register_job_definition"),
+        why="Batch refuses a fair-share queue's job without a share identifier or a scheduling priority, a timeout "
+            "under 60 s, container overrides it cannot run, a SubmitJob request over 30 KiB. moto drops "
+            "shareIdentifier, schedulingPriorityOverride and a job definition's schedulingPriority and accepts all "
+            "of these; no run of the app would have finished on AWS although every local run did (issue 34). The "
+            "checks are seqlake.localcloud.rules' (docs/LOCAL_CLOUD.md's table).",
+        source="https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html",
+        upstream="",
+        tests=("test_batch_holds_a_fair_share_queue_to_its_share_identifier_and_priority",
+               "test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib"),
+        report="""\
+Batch: fair-share scheduling fields dropped; SubmitJob without a share identifier or priority accepted
+
+moto 5.2.6 (and 5.2.5). `submit_job` ignores `shareIdentifier` and `schedulingPriorityOverride`, and
+`register_job_definition` drops `schedulingPriority`, so none of them appears in DescribeJobs /
+DescribeJobDefinitions. A job submitted to a queue with a scheduling policy (fair share) without a share
+identifier is accepted; AWS answers `ClientException: shareIdentifier must be specified.`, and without a
+priority anywhere `ClientException: Either schedulingPriority in job definition or schedulingPriorityOverride
+should be specified.` (https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html; the message as
+reported in https://github.com/nextflow-io/nextflow/pull/3505). moto also accepts a `timeout.attemptDurationSeconds`
+under 60 (https://docs.aws.amazon.com/batch/latest/APIReference/API_JobTimeout.html) and a request over the 30 KiB
+job payload limit (https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html). Reproduce: create a
+scheduling policy and a queue with it, register a job definition, submit a job without `shareIdentifier`: it
+is accepted.
+"""),
+    Patch(
+        id="sfn-batch-parameters", kind="moto",
+        replaces=("moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_batch:"
+                  "_SUPPORTED_API_PARAM_BINDINGS",),
+        why="Step Functions passes a batch:submitJob task every SubmitJob parameter. moto's interpreter filters "
+            "them through a short list of its own and drops the rest without a word (ShareIdentifier, "
+            "SchedulingPriorityOverride, PropagateTags, EcsPropertiesOverride...), so the state machine's "
+            "submission to a fair-share queue lost its share identifier and was refused.",
+        source="https://docs.aws.amazon.com/step-functions/latest/dg/connect-batch.html",
+        upstream="",
+        tests=("test_a_state_machines_submit_job_passes_every_parameter",),
+        report="""\
+Step Functions: batch:submitJob drops ShareIdentifier, SchedulingPriorityOverride and other SubmitJob parameters
+
+moto 5.2.6 (and 5.2.5). `state_task_service_batch._SUPPORTED_API_PARAM_BINDINGS["submitjob"]` lists ten parameters
+(ArrayProperties, ContainerOverrides, DependsOn, JobDefinition, JobName, JobQueue, Parameters, RetryStrategy,
+Timeout, Tags); every other parameter of a Task `arn:aws:states:::batch:submitJob(.sync)` is dropped before the
+call, silently. Step Functions passes the API's parameters
+(https://docs.aws.amazon.com/step-functions/latest/dg/connect-batch.html), so a state machine that submits to a
+fair-share queue with `ShareIdentifier` works on AWS. Suggested: take the members of botocore's SubmitJob input
+shape. Reproduce: a Task with `"ShareIdentifier": "a"` to a queue with a scheduling policy fails once moto checks
+share identifiers (or: the submitted job's `shareIdentifier` is absent).
 """),
 )
 

@@ -43,8 +43,7 @@ The patches, by id:
   result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request over 6 MB (synchronous)
   or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a response over 6 MB
   (``Function.ResponseSizeTooLarge``; moto's own check already fails one over 6,000,000 bytes, slightly stricter);
-  Batch refuses an array size outside 2..10,000 and a SubmitJob request over 30 KiB (``ClientException``). Always
-  on: they are AWS's.
+  Batch's array sizes are batch-submit's, its request size batch-service-rules'. Always on: they are AWS's.
 - ``s3-latency``: S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the
   demo), every S3 request the server answers waits that long first, so that the scale tests and bench see the round
   trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
@@ -96,6 +95,15 @@ The patches, by id:
   request id as before. moto drew each of a request id's 52 characters with its own ``choice`` call: here in one
   ``choices`` call (the same pool and seedable generator). And moto listed a response class's functions
   (``inspect.getmembers``) on every such request to see whether the action is one: here once per class.
+- ``batch-service-rules``: what Batch refuses that moto accepts (:mod:`.rules`, docs/LOCAL_CLOUD.md's table): a
+  SubmitJob request over 30 KiB, a fair-share queue's job without a share identifier or scheduling priority (moto
+  drops ``shareIdentifier``, ``schedulingPriorityOverride`` and a job definition's ``schedulingPriority``, kept
+  here on its job definition), a timeout under 60 s, container overrides Batch refuses. moto's ``SubmitJob``
+  handler is wrapped once, here, for all of them.
+- ``sfn-batch-parameters``: Step Functions passes a ``batch:submitJob`` task every SubmitJob parameter; moto's
+  interpreter passes only those of its own short list and drops the rest without a word (``ShareIdentifier``,
+  ``SchedulingPriorityOverride``, ``PropagateTags``...), so a fair-share queue refused every submission of the
+  state machine that AWS takes. Here the list is every member of botocore's SubmitJob model.
 - ``batch-describe-jobs``: Batch ``DescribeJobs`` walked the backend's whole job table (``for key, job in
   self._jobs.items()``) to find the jobs asked for, while ``SubmitJob`` (batch-submit) adds to that table: the
   server answers each request on a thread of its own, so an execution's SubmitJob landing while another's ``.sync``
@@ -178,6 +186,7 @@ import moto.stepfunctions.parser.asl.component.common.error_name.failure_event a
 import moto.stepfunctions.parser.asl.component.common.error_name.states_error_name as _states_error  # noqa: E402
 import moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type as _states_error_type  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service as _sts  # noqa: E402
+import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_batch as _sfn_batch  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback as _stc  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task as _state_task  # noqa: E402
 import moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda as _state_task_lambda  # noqa: E402
@@ -188,6 +197,8 @@ import moto.stepfunctions.parser.models as _sfn_models  # noqa: E402
 from moto.core.compat import HAS_CRT  # noqa: E402
 from moto.core.models import botocore_stubber as _botocore_stubber  # noqa: E402
 from moto.utilities.arns import parse_arn  # noqa: E402
+
+from seqlake.localcloud import rules  # noqa: E402 - it imports moto's Batch exceptions
 
 AthenaBackend: Any = _athena.AthenaBackend
 QueryResults: Any = _athena.QueryResults
@@ -959,24 +970,11 @@ def lambda_response_too_large(result: bytes) -> bytes | None:
     }).encode()
 
 
-_original_submitjob = BatchResponse.submit_job
-
-
-def _submitjob(self: Any) -> Any:
-    body = self.body if isinstance(self.body, bytes) else str(self.body or "").encode()
-    if len(body) > limits.BATCH_SUBMIT_JOB.value:
-        raise ClientException(
-            f"SubmitJob request of {len(body)} bytes is over the {limits.BATCH_SUBMIT_JOB.value}-byte job payload limit"
-        )
-    return _original_submitjob(self)
-
-
 def _patch_limits() -> None:
     StateTask._eval_parameters = _checked_parameters(StateTask._eval_parameters)
     StateTaskLambda._eval_parameters = _checked_parameters(StateTaskLambda._eval_parameters)
     ErrorEqualsDecl._eval_body = _error_equals_not_all_limit
     StepFunctionsParserBackend.start_execution = _start_execution
-    BatchResponse.submit_job = _submitjob
 
 
 # ---------------------------------------------------------------- S3 latency
@@ -1341,6 +1339,58 @@ def _patch_batch_describe_jobs() -> None:
     BatchBackend.describe_jobs = _describe_jobs
 
 
+# ---------------------------------------------------------------- Batch's service-side rules
+_original_submit_job = BatchResponse.submit_job
+_original_register_job_definition = BatchResponse.register_job_definition
+
+
+def _request_body(response: Any) -> tuple[bytes, dict[str, Any]]:
+    raw = response.body
+    data = raw if isinstance(raw, bytes) else str(raw or "").encode()
+    parsed = json.loads(data or b"{}")
+    return data, parsed if isinstance(parsed, dict) else {}
+
+
+def _batch_submit_job(self: Any) -> Any:
+    """moto's ``SubmitJob`` handler (moto 5.2.6 names it by the API operation), wrapped once: what Batch refuses
+    before it takes a job, the request's size (:data:`limits.BATCH_SUBMIT_JOB`) and the rules of
+    :mod:`.rules` (a fair-share queue's share identifier and priority, timeouts, container overrides)."""
+    data, body = _request_body(self)
+    if len(data) > limits.BATCH_SUBMIT_JOB.value:
+        raise ClientException(
+            f"SubmitJob request of {len(data)} bytes is over the {limits.BATCH_SUBMIT_JOB.value}-byte job payload limit"
+        )
+    rules.check_submit(self.batch_backend, body)
+    return _original_submit_job(self)
+
+
+def _batch_register_job_definition(self: Any) -> Any:
+    """moto's ``RegisterJobDefinition`` handler: the timeout rule first, and the ``schedulingPriority`` moto drops
+    kept on its job definition, which :func:`rules.check_fair_share` reads."""
+    _, body = _request_body(self)
+    rules.check_register(body)
+    answer = _original_register_job_definition(self)
+    rules.keep_scheduling_priority(self.batch_backend, answer, body)
+    return answer
+
+
+def _patch_batch_service_rules() -> None:
+    BatchResponse.submit_job = _batch_submit_job
+    BatchResponse.register_job_definition = _batch_register_job_definition
+
+
+# ---------------------------------------------------------------- Step Functions passes every SubmitJob parameter
+def submit_job_parameters() -> set[str]:
+    """Every parameter of Batch's ``SubmitJob`` as a state machine names it (PascalCase), from botocore's model."""
+    model = _operation_model("batch", "submit_job")
+    return {name[0].upper() + name[1:] for name in model.input_shape.members}
+
+
+def _patch_sfn_batch_parameters() -> None:
+    # a set moto's interpreter filters every batch:submitJob task's Parameters through
+    _sfn_batch._SUPPORTED_API_PARAM_BINDINGS["submitjob"] |= submit_job_parameters()
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -1359,6 +1409,8 @@ PATCHES: dict[str, Callable[[], None]] = {
     "execution-events": _patch_execution_events,
     "response-enrichment": _patch_response_enrichment,
     "batch-describe-jobs": _patch_batch_describe_jobs,
+    "batch-service-rules": _patch_batch_service_rules,
+    "sfn-batch-parameters": _patch_sfn_batch_parameters,
     "s3-direct-get": lambda: None,  # applied means on: the local server asks answer_get_object first
 }
 # one table of patches: the registry's ids are these, no more and no fewer

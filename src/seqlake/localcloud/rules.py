@@ -6,8 +6,9 @@ what AWS refuses, what the local cloud answers, the AWS page (or the field repor
 the test that shows the local cloud enforcing it. Some rules are enforced elsewhere (the payload limits of
 :mod:`.patches`, the memory of :mod:`.memory`): they are listed here so that the table is complete.
 
-The Batch rules moto does not keep are enforced here, on the server's side of the request, as AWS
-enforces them:
+The Batch rules moto does not keep are checked here, on the server's side of the request, as AWS enforces
+them; moto's handlers call these checks through the patch ``batch-service-rules`` (:mod:`.patches`, with its
+entry in :mod:`.patch_registry`: the one place moto is patched):
 
 - ``SubmitJob`` to a queue with a fair-share scheduling policy without a ``shareIdentifier``, or with no
   scheduling priority (neither ``schedulingPriorityOverride`` nor the job definition's
@@ -21,31 +22,24 @@ enforces them:
   ``JobStateTimeLimitActions`` cancel it (or for ever, without them). Here it fails at once with the status
   reason AWS gives when the action cancels it (:func:`unschedulable`, called by :mod:`.batch`).
 
-Instance types come from moto's copy of EC2's ``DescribeInstanceTypes`` (vCPUs, memory).
+Instance types (vCPUs, memory, the memory Batch gives jobs on each) come from :mod:`seqlake.base.instances`,
+the generated file the plan's job sizes read too.
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import moto.batch.exceptions as _batch_exc
-import moto.batch.models as _batch_models
-import moto.batch.responses as _batch_responses
-import moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_batch as _sfn_batch
 
-from seqlake.base import limits
-from seqlake.localcloud import patches  # noqa: F401 - its import checks moto's version, which apply() relies on
+from seqlake.base import instances, limits
 
 ClientException: Any = _batch_exc.ClientException
-BatchResponse: Any = _batch_responses.BatchResponse
-BatchBackend: Any = _batch_models.BatchBackend
 
 _BATCH_API = "https://docs.aws.amazon.com/batch/latest/APIReference/"
 _TESTS = "tests/local/test_rules.py::"
@@ -103,7 +97,7 @@ RULES: tuple[Rule, ...] = (
          limits.BATCH_ARRAY_MAX.source,
          "tests/local/test_patches.py::test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib"),
     Rule("batch:SubmitJob", f"a request over {limits.BATCH_SUBMIT_JOB.value:,} bytes",
-         "`ClientException` (patch `aws-limits`)", limits.BATCH_SUBMIT_JOB.source,
+         "`ClientException` (patch `batch-service-rules`)", limits.BATCH_SUBMIT_JOB.source,
          "tests/local/test_patches.py::test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib"),
     Rule("batch:SubmitJob", f"`timeout.attemptDurationSeconds` under {MIN_TIMEOUT_SECONDS}",
          "`ClientException`", _BATCH_API + "API_JobTimeout.html",
@@ -149,28 +143,20 @@ RULES: tuple[Rule, ...] = (
 
 
 # ---------------------------------------------------------------- instance types
-@functools.cache
 def instance_types() -> dict[str, tuple[int, int]]:
-    """Every EC2 instance type -> (vCPUs, memory MiB), from moto's copy of ``DescribeInstanceTypes``."""
-    path = Path(_batch_models.__file__).parents[1] / "ec2" / "resources" / "instance_types.json.gz"
-    with gzip.open(path) as f:
-        data = json.load(f)
-    return {name: (int(t["VCpuInfo"]["DefaultVCpus"]), int(t["MemoryInfo"]["SizeInMiB"])) for name, t in data.items()}
+    """Every instance type of :mod:`seqlake.base.instances` -> (vCPUs, installed memory MiB)."""
+    return {t.name: (t.vcpus, t.memory_mib) for t in instances.instance_types().values()}
 
 
 def expand(instance_types_given: Iterable[str]) -> list[str]:
     """A compute environment's ``instanceTypes`` as instance types: a family is all its sizes, ``optimal``
     the families Batch picks from."""
-    known = instance_types()
-    out: list[str] = []
-    for given in instance_types_given:
-        families = OPTIMAL_FAMILIES if given == "optimal" else (given,)
-        for family in families:
-            if "." in family:
-                out += [family] if family in known else []
-            else:
-                out += [t for t in known if t.split(".")[0] == family]
-    return out
+    return [t.name for t in _expand(instance_types_given)]
+
+
+def _expand(instance_types_given: Iterable[str]) -> list[instances.InstanceType]:
+    names = [f for given in instance_types_given for f in (OPTIMAL_FAMILIES if given == "optimal" else (given,))]
+    return instances.expand(names)
 
 
 # ---------------------------------------------------------------- the checks
@@ -228,9 +214,9 @@ def job_resources(job: Any) -> tuple[int, int]:
 
 @functools.cache
 def _sizes(given: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
-    """The (vCPUs, memory MiB) of a compute environment's instance types, once per list (an array of 10,000
-    children asks 10,000 times)."""
-    return tuple(sorted({instance_types()[t] for t in expand(given)}))
+    """The (vCPUs, memory MiB Batch gives jobs) of a compute environment's instance types, once per list (an
+    array of 10,000 children asks 10,000 times)."""
+    return tuple(sorted({(t.vcpus, t.job_memory_mib) for t in _expand(given)}))
 
 
 def unschedulable(job: Any) -> str | None:
@@ -262,25 +248,11 @@ def unschedulable(job: Any) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- moto's side of the requests
-def _body(response: Any) -> dict[str, Any]:
-    raw = response.body
-    text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
-    parsed = json.loads(text or "{}")
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def _checked(original: Callable[[Any], str], check: Callable[[Any, dict[str, Any]], None]) -> Callable[[Any], str]:
-    @functools.wraps(original)
-    def handler(self: Any) -> str:
-        check(self, _body(self))
-        return original(self)
-
-    return handler
-
-
-def _check_submit(response: Any, body: dict[str, Any]) -> None:
-    backend = response.batch_backend
+# ---------------------------------------------------------------- what moto's handlers call
+# The handlers are wrapped once, in the moto patch registry (patch ``batch-service-rules`` of
+# :mod:`.patches`, which also checks the request's size): these are the checks they run.
+def check_submit(backend: Any, body: dict[str, Any]) -> None:
+    """A ``SubmitJob`` request's body (camelCase, as Batch takes it) against the rules above."""
     check_timeout(body.get("timeout"))
     check_container_overrides(body.get("containerOverrides"))
     queue = backend.get_job_queue(str(body.get("jobQueue", "")))
@@ -288,50 +260,17 @@ def _check_submit(response: Any, body: dict[str, Any]) -> None:
     check_fair_share(queue, job_definition, body)
 
 
-def _check_register(response: Any, body: dict[str, Any]) -> None:
+def check_register(body: dict[str, Any]) -> None:
+    """A ``RegisterJobDefinition`` request's body against the rules above."""
     check_timeout(body.get("timeout"))
 
 
-def _register_keeping_priority(original: Callable[[Any], str]) -> Callable[[Any], str]:
-    """moto drops a job definition's ``schedulingPriority``: kept here on its job definition."""
-
-    @functools.wraps(original)
-    def handler(self: Any) -> str:
-        body = _body(self)
-        check_timeout(body.get("timeout"))
-        answer = original(self)
-        made = self.batch_backend.get_job_definition(json.loads(answer)["jobDefinitionArn"])
-        if made is not None:
-            made.seqlake_scheduling_priority = body.get("schedulingPriority")
-        return answer
-
-    return handler
-
-
-def submit_job_parameters() -> set[str]:
-    """Every parameter of Batch's ``SubmitJob`` as a state machine names it (PascalCase), from botocore's model."""
-    import botocore.session
-
-    model = botocore.session.get_session().get_service_model("batch").operation_model("SubmitJob")
-    return {name[0].upper() + name[1:] for name in model.input_shape.members}
-
-
-_applied: list[bool] = []
-
-
-def apply() -> None:
-    """Hold moto's Batch to the rules above (once per process)."""
-    if _applied:
-        return
-    # moto's Step Functions interpreter passes a batch:submitJob task only the parameters of its own short
-    # list and drops the rest without a word (ShareIdentifier, SchedulingPriorityOverride, PropagateTags...);
-    # Step Functions passes every SubmitJob parameter (docs: connect-batch.html), so a fair-share queue would
-    # refuse every submission here that AWS accepts
-    _sfn_batch._SUPPORTED_API_PARAM_BINDINGS["submitjob"] |= submit_job_parameters()
-    # moto 5.2.6 names its response handlers by the API operation (submit_job, not submitjob)
-    BatchResponse.submit_job = _checked(BatchResponse.submit_job, _check_submit)
-    BatchResponse.register_job_definition = _register_keeping_priority(BatchResponse.register_job_definition)
-    _applied.append(True)
+def keep_scheduling_priority(backend: Any, answer: str, body: dict[str, Any]) -> None:
+    """moto drops a job definition's ``schedulingPriority``: kept on moto's job definition that ``answer`` (moto's
+    response to the registration) names, for :func:`check_fair_share`."""
+    made = backend.get_job_definition(json.loads(answer)["jobDefinitionArn"])
+    if made is not None:
+        made.seqlake_scheduling_priority = body.get("schedulingPriority")
 
 
 # ---------------------------------------------------------------- the table in docs/LOCAL_CLOUD.md

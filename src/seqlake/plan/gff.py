@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from seqlake.base import storage
-from seqlake.base.errors import BadInputError
+from seqlake.base.errors import BadInputError, decoded_text
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,7 @@ def parse_gff(uri: str, text: str, contigs: Mapping[str, int] | None) -> tuple[C
 
 def check_gff_bytes(uri: str, data: bytes, contigs: Mapping[str, int] | None) -> tuple[Cds, ...]:
     """A GFF3's bytes decoded and checked against the reference's contigs (the plan checks the bytes it pins)."""
-    try:
-        text = data.decode()
-    except UnicodeDecodeError as err:
-        raise BadInputError(uri, f"not a text GFF3 file: byte {err.start} ({err.reason})",
-                            line=data[:err.start].count(b"\n") + 1) from None
-    return parse_gff(uri, text, contigs)
+    return parse_gff(uri, decoded_text(uri, data, "GFF3"), contigs)
 
 
 def load_gff(uri: str, contigs: Mapping[str, int] | None) -> tuple[Cds, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqlake.base import storage
-from seqlake.base.errors import BadInputError
+from seqlake.base.errors import BadInputError, decoded_text
 
 _NAME = re.compile(r"^(?P<amplicon>.+)_(?P<side>LEFT|RIGHT)(?P<alt>_alt\w*|_\d+)?$")
 #: the seventh column, where present: the primer's bases (IUPAC codes, either case)
@@ -193,12 +193,7 @@ def pin_primer_bed(uri: str, reference: str | None = None) -> str:
 
 
 def _parse_bytes(uri: str, data: bytes, reference: str | None) -> PrimerScheme:
-    try:
-        text = data.decode()
-    except UnicodeDecodeError as err:
-        raise BadInputError(uri, f"not a text BED file: byte {err.start} ({err.reason})",
-                            line=data[:err.start].count(b"\n") + 1) from None
-    return parse_primer_bed(uri, text, reference_contigs(reference) if reference else None)
+    return parse_primer_bed(uri, decoded_text(uri, data, "BED"), reference_contigs(reference) if reference else None)
 
 
 def load_primer_scheme(uri: str, reference: str | None, pin: str | None = None) -> PrimerScheme:

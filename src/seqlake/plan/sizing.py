@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from seqlake.base import instances
 from seqlake.base.errors import BadInputError
 from seqlake.base.limits import BATCH_TIMEOUT_MIN
 from seqlake.plan.planfile import Plan
@@ -87,18 +87,8 @@ SMALL_INDEX_VCPUS = 2
 LARGE_REFERENCE_BASES = 100_000_000
 
 # ------------------------------------------------------------------ what the compute environment offers
-#: vCPUs of the largest size of each instance family the template may name (the EC2 instance type pages)
-_LARGEST_VCPUS = {
-    "r5": 96, "r5a": 96, "r5b": 96, "r5n": 96, "r6i": 128, "r6a": 192, "r7i": 192, "r7a": 192,
-    "m5": 96, "m5a": 96, "m6i": 128, "m6a": 192, "m7i": 192, "m7a": 192,
-    "c5": 96, "c5a": 96, "c6i": 128, "c6a": 192, "c7i": 192, "c7a": 192,
-}
-#: GiB per vCPU of each family letter (r memory-optimised, m general purpose, c compute-optimised)
-_GIB_PER_VCPU = {"r": 8, "m": 4, "c": 2}
-#: the share of an instance's memory Batch can give jobs (the ECS agent and the OS keep the rest; "Compute
-#: resource memory management", AWS Batch user guide)
-JOB_MEMORY_SHARE = 0.95
-_SIZE = re.compile(r"^(?P<n>\d*)xlarge$")
+# The instance types' vCPUs and the memory Batch gives jobs on them are seqlake.base.instances' (one generated
+# file that the local cloud's rules read too).
 #: the plan Lambda's environment variable of each :class:`Compute` field (template.yaml sets them from its
 #: parameters)
 COMPUTE_ENV = {"worker_vcpus": "WORKER_VCPUS", "worker_memory_mib": "WORKER_MEMORY_MIB",
@@ -123,8 +113,12 @@ class Compute:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Compute:
         env = os.environ if env is None else env
         values: dict[str, Any] = {f: int(env[v]) for f, v in COMPUTE_ENV.items() if env.get(v)}
-        if env.get("INSTANCE_TYPES"):
-            values["instance_types"] = tuple(t.strip() for t in env["INSTANCE_TYPES"].split(",") if t.strip())
+        given = tuple(t.strip() for t in env.get("INSTANCE_TYPES", "").split(",") if t.strip())
+        # empty is the template's default: the compute environments take the region's families of its
+        # RegionInstanceTypes mapping, so the plan caps jobs by those, not by the class's default
+        given = given or instances.region_families(env.get("AWS_REGION", ""))
+        if given:
+            values["instance_types"] = given
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,20 +131,8 @@ class Compute:
     def largest(self) -> tuple[int, int] | None:
         """(vCPUs, MiB a job can have) of the largest instance the types allow; None when a type is not known
         here (then nothing is capped)."""
-        best: tuple[int, int] | None = None
-        for t in self.instance_types:
-            family, _, size = t.partition(".")
-            gib = _GIB_PER_VCPU.get(family[:1])
-            if gib is None or family not in _LARGEST_VCPUS:
-                return None
-            vcpus = _LARGEST_VCPUS[family]
-            if size:
-                m = _SIZE.match(size)
-                vcpus = 2 if size == "large" else 4 * int(m.group("n") or 1) if m else vcpus
-            mib = int(vcpus * gib * 1024 * JOB_MEMORY_SHARE)
-            if best is None or (vcpus, mib) > best:
-                best = (vcpus, mib)
-        return best
+        top = instances.largest(self.instance_types)
+        return None if top is None else (top.vcpus, top.job_memory_mib)
 
 
 @dataclass(frozen=True)
