@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from tests.core.test_pileup import CONTIGS, counted, random_batch, summed
 
 from seqlake.child.bamrows import counting_inputs, records_of
 from seqlake.child.pileup import AlignmentRows, BatchReads
 from seqlake.formats import bam, bgzf
-from tests.core.test_pileup import CONTIGS, counted, random_batch, summed
 
 
 def _real_like(rows: AlignmentRows, reads: BatchReads) -> tuple[AlignmentRows, BatchReads]:
