@@ -306,3 +306,23 @@ def concat_tags(*tags: Ragged) -> Ragged:
         out[_gather_index(at, t.lengths)] = t.data
         at = at + t.lengths
     return Ragged(out, offsets)
+
+
+def fixed_fields(data: bytes | memoryview, starts: I64) -> tuple[I64, I64, I64]:
+    """(tid, pos, flag) of the records at ``starts``: what the coordinate order needs, nothing else decoded."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    fixed = buf[_gather_index(starts, np.full(len(starts), FIXED_SIZE, dtype=np.int64))].view(_FIXED)
+    return fixed["tid"].astype(np.int64), fixed["pos"].astype(np.int64), fixed["flag"].astype(np.int64)
+
+
+def gather(data: bytes | memoryview, starts: I64, sizes: I64) -> tuple[bytes, I64]:
+    """The records of ``sizes`` bytes at ``starts``, in that order, end to end: the bytes and their starts."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    out = buf[_gather_index(starts, sizes)].tobytes()
+    return out, np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64) if len(sizes) else sizes
+
+
+def reorder(data: bytes | memoryview, starts: I64, order: I64) -> tuple[bytes, I64]:
+    """The records of ``data`` (at ``starts``) in ``order``: the bytes and the records' new starts."""
+    sizes = np.diff(np.append(starts, len(data))).astype(np.int64)
+    return gather(data, starts[order], sizes[order])
