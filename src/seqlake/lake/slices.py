@@ -36,6 +36,7 @@ from seqlake.formats import bam, bgzf
 from seqlake.formats.bam import Records
 from seqlake.lake.positions import WindowAxis, all_windows, run_digest
 from seqlake.lake.regions import Contigs, Region
+from seqlake.plan.childplan import PlanView
 
 I64 = npt.NDArray[np.int64]
 MAGIC = b"SQLKREAD"
@@ -99,6 +100,11 @@ class SliceLayout:
 
     def header(self, run_id: str, child: int) -> bytes:
         return _HEADER.pack(MAGIC, VERSION, self.count, self.samples, child, self.window, run_digest(run_id))
+
+
+def child_samples(plan: PlanView, child: int) -> list[str]:
+    """A child's samples in the order its shards hold them: the order of its object's entries."""
+    return list(dict.fromkeys(plan.shards[i].sample for i in plan.child_shards(child)))
 
 
 def parse_entries(data: bytes, samples: int) -> list[list[SliceEntry]]:

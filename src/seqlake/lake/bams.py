@@ -1,0 +1,158 @@
+"""Each sample's coordinate-sorted BAM and its ``.bai`` (docs/INTERNALS.md, "Read slices and the per-sample
+BAM"): the reducers' side (:func:`reduce_region_bams`: a region's BAM records of each sample, merged from the
+children's slices, as BGZF blocks with their index piece) and the commit's (:func:`write_bams`: the header,
+the regions' pieces in order, the unplaced reads, the EOF member, joined by
+:func:`seqlake.base.storage.concatenate`, server-side copies on S3; the ``.bai`` from the pieces' entries
+shifted by where each piece lands). :func:`write_bams` is one function the commit calls, whatever commits
+the tables.
+
+Duplicates are not marked. Read groups: one per sample (``ID`` and ``SM`` the sample).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from seqlake.base import storage
+from seqlake.base.layout import RunLayout
+from seqlake.formats import bai, bam, bgzf
+from seqlake.lake.parquet_io import put_file
+from seqlake.lake.regions import ReducePlan
+from seqlake.lake.slices import SliceEntry, SliceLayout, child_samples, merge_sorted, read_region_entries, read_runs
+from seqlake.plan.planfile import Plan
+
+BAM_SUFFIX = ".bam"
+BAI_SUFFIX = ".bai"
+#: minimap2's preset -> the read group's platform (@RG PL)
+PLATFORMS = {"sr": "ILLUMINA", "map-ont": "ONT", "map-hifi": "PACBIO", "map-pb": "PACBIO"}
+
+
+def _layouts(plan: Plan, rp: ReducePlan) -> list[tuple[str, int, SliceLayout, list[str]]]:
+    out = []
+    for c in range(plan.array_size):
+        samples = child_samples(plan, c)
+        out.append((plan.layout.reads_slices(c), c, SliceLayout(tuple(rp.regions), rp.window, len(samples)), samples))
+    return out
+
+
+def reduce_region_bams(plan: Plan, rp: ReducePlan, region: int, tmp: Path) -> None:
+    """Region ``region``'s BAM records of every sample, window by window: each sample's placed runs of its
+    children (child order) merged in ``samtools sort`` order, compressed into BGZF blocks (no EOF), with
+    their ``.bai`` piece; into ``region=NNNNN.bam`` and its offsets ``region=NNNNN.bam.json``."""
+    children = _layouts(plan, rp)
+    entries = read_region_entries([(u, c, lay) for u, c, lay, _ in children], region, plan.run_id)
+    first, stop = children[0][2].region_windows(region) if children else (0, 0)
+    blocks: dict[str, list[bytes]] = {}
+    pieces: dict[str, list[bai.IndexPiece]] = {}
+    sizes: dict[str, int] = {}
+    for w in range(stop - first):
+        spans = []
+        for (uri, _, _, _), ents in zip(children, entries, strict=True):
+            es = [e for e in ents[w] if e.end > e.offset]
+            spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
+        datas = list(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
+        got = iter(datas)
+        per_sample: dict[str, list[bytes]] = {}
+        for (uri, _, _, samples), ents, span in zip(children, entries, spans, strict=True):
+            if span[2] <= span[1]:
+                continue
+            data = next(got)
+            if data is None:
+                raise FileNotFoundError(uri)
+            for sample, e in zip(samples, ents[w], strict=True):
+                if e.placed:
+                    per_sample.setdefault(sample, []).append(read_runs(data, span[1], e)[0])
+        for sample in plan.samples:
+            runs = per_sample.pop(sample, None)
+            if not runs:
+                continue
+            merged, starts = merge_sorted(runs)
+            out, vs, ve = bgzf.compress_records(merged, starts)
+            at = sizes.get(sample, 0)
+            pieces.setdefault(sample, []).append(bai.piece(bam.decode(merged, starts), vs, ve).shifted(at))
+            blocks.setdefault(sample, []).append(out)
+            sizes[sample] = at + len(out)
+    local = tmp / "region.bam"
+    offsets: dict[str, list[int]] = {}
+    with local.open("wb") as f:
+        for sample in plan.samples:
+            if sample not in blocks:
+                continue
+            start = f.tell()
+            for b in blocks[sample]:
+                f.write(b)
+            index = bai.join(pieces[sample]).to_bytes()
+            index_at = f.tell()
+            f.write(index)
+            offsets[sample] = [start, index_at - start, index_at, len(index)]
+    put_file(local, plan.layout.region_bams(region))
+    storage.write_bytes(plan.layout.region_bams_offsets(region), json.dumps(offsets).encode())
+
+
+def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
+                software: Mapping[str, str]) -> str:
+    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read group, the
+    programs (minimap2 through mappy, then seqlake)."""
+    from seqlake import __version__
+
+    lines = ["@HD\tVN:1.6\tSO:coordinate"]
+    lines += [f"@SQ\tSN:{n}\tLN:{length}" + (f"\tM5:{md5[n]}" if n in md5 else "") for n, length in contigs]
+    preset = plan.params.preset
+    lines.append(f"@RG\tID:{sample}\tSM:{sample}\tLB:{sample}\tPL:{PLATFORMS.get(preset, 'ILLUMINA')}")
+    mm = software.get("mappy", "")
+    lines.append(f"@PG\tID:minimap2\tPN:minimap2\tVN:{mm}\tCL:minimap2 -ax {preset} (mappy {mm}, seqlake's pairing)")
+    lines.append(f"@PG\tID:seqlake\tPN:seqlake\tVN:{__version__}\tPP:minimap2")
+    return "\n".join(lines) + "\n"
+
+
+def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str]) -> None:
+    """Join every sample's BAM and write its ``.bai`` (see the module docstring)."""
+    layout: RunLayout = plan.layout
+    regions = range(len(rp.regions))
+    offsets = [json.loads(d) if d is not None else {} for _, d in storage.read_many(
+        [layout.region_bams_offsets(r) for r in regions])]
+    children = _layouts(plan, rp)
+    unplaced_window = children[0][2].count - 1 if children else 0
+    tails = _unplaced_entries(children, unplaced_window, plan.run_id)
+    for sample in plan.samples:
+        head = bgzf.compress(bam.header(header_text(plan, sample, rp.contigs, md5, software), rp.contigs), eof=False)
+        parts: list[storage.Source] = [head]
+        index: list[bai.IndexPiece] = []
+        at = len(head)
+        for r in regions:
+            o = offsets[r].get(sample)
+            if not o:
+                continue
+            uri = layout.region_bams(r)
+            parts.append((uri, o[0], o[0] + o[1]))
+            raw = storage.read_range(uri, o[2], o[2] + o[3])
+            index.append(bai.IndexPiece.from_bytes(raw).shifted(at))
+            at += o[1]
+        unplaced = 0
+        for (uri, _, _, samples), ents in zip(children, tails, strict=True):
+            for s, e in zip(samples, ents, strict=True):
+                if s == sample and e.placed:
+                    parts.append((uri, e.offset, e.offset + e.placed_bytes))
+                    unplaced += e.placed
+        parts.append(bgzf.EOF)
+        storage.concatenate(layout.sample_file(sample, BAM_SUFFIX), parts)
+        joined = bai.join(index)
+        joined = bai.IndexPiece(joined.chunks, joined.linear, joined.stats, joined.unplaced + unplaced)
+        storage.write_bytes(layout.sample_file(sample, BAM_SUFFIX + BAI_SUFFIX), bai.bai_bytes(joined, len(rp.contigs)))
+
+
+def _unplaced_entries(children: Sequence[tuple[str, int, SliceLayout, list[str]]], window: int,
+                      run_id: str) -> list[list[SliceEntry]]:
+    """Each child's entries of its unplaced reads' window (one ranged GET per child)."""
+    from seqlake.lake.slices import parse_entries
+
+    spans = [(u, *lay.index_span(window, window + 1)) for u, _, lay, _ in children]
+    out = []
+    for (u, _, lay, _), data in zip(children, storage.read_many_ranges(spans), strict=True):
+        if data is None:
+            raise FileNotFoundError(f"{u}: the child did not finish (no reads.slices)")
+        out.append(parse_entries(data, lay.samples)[0])
+    del run_id  # the headers were checked by the reducers
+    return out
