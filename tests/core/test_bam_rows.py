@@ -66,3 +66,14 @@ def test_records_of_a_batch_are_valid_bam(tmp_path: Path, samtools: str) -> None
     first = next(i for i in range(n) if records.tid[i] >= 0 and records.cigar.lengths[i] > 0)
     fields = lines[first].split("\t")
     assert int(fields[3]) == records.pos[first] + 1 and fields[11:] == [f"NM:i:{0}", "RG:Z:s"]
+    # SEQ is the read as sequenced on forward rows, its reverse complement on reverse ones (SAM's)
+    order = bam.coordinate_order(records_of(rows, reads, mapq=np.zeros(n, dtype=np.int64),
+                                            nm=np.zeros(n, dtype=np.int64), read_group="s"))
+    comp = bam.COMPLEMENT.tobytes()  # IUPAC codes too: R <-> Y
+    for line, i in zip(lines, order.tolist(), strict=True):
+        f = line.split("\t")
+        read = reads.data[reads.seq_start[i] : reads.seq_start[i] + reads.length[i]].tobytes()
+        qual = reads.data[reads.qual_start[i] : reads.qual_start[i] + reads.length[i]].tobytes()
+        if int(f[1]) & 0x10:
+            read, qual = read.translate(comp)[::-1], qual[::-1]
+        assert (f[9].encode(), f[10].encode()) == (read, qual), f[0]

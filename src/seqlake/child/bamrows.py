@@ -23,16 +23,18 @@ _PHRED_OFFSET = 33
 
 
 def _ragged(data: npt.NDArray[np.uint8], starts: I64, lengths: I64, reverse: npt.NDArray[np.bool_],
-            table: npt.NDArray[np.uint8] | None = None) -> Ragged:
-    """Each row's ``data[starts : starts + lengths]``, reversed on ``reverse`` rows, mapped through
-    ``table`` (a byte -> byte lookup) when given."""
+            table: npt.NDArray[np.uint8], *, complement: bool = False) -> Ragged:
+    """Each row's ``data[starts : starts + lengths]`` mapped through ``table`` (a byte -> byte lookup),
+    reversed on ``reverse`` rows, and there also complemented when ``complement``."""
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     within = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
     row_rev = np.repeat(reverse, lengths)
     row_len = np.repeat(lengths, lengths)
     src = np.repeat(starts, lengths) + np.where(row_rev, row_len - 1 - within, within)
-    out = data[src]
-    return Ragged(table[out] if table is not None else out, offsets)
+    out = table[data[src]]
+    if complement:
+        out = np.where(row_rev, bam.COMPLEMENT[out], out)
+    return Ragged(out, offsets)
 
 
 def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64, read_group: str) -> Records:
@@ -48,7 +50,7 @@ def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64, re
     row, op, length = parse_cigars(rows.cigar)
     counts = np.bincount(row, minlength=n).astype(np.int64)
     cigar = Ragged((length << 4 | op).astype(np.uint32), np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
-    seq = _ragged(reads.data, reads.seq_start, reads.length, rev, bam.COMPLEMENT)
+    seq = _ragged(reads.data, reads.seq_start, reads.length, rev, _SAME, complement=True)
     qual = _ragged(reads.data, reads.qual_start, reads.length, rev, _MINUS_33)
     names = _name_bytes(rows.names)
     tags = bam.concat_tags(bam.int_tag("NM", nm), bam.constant_tag("RG", read_group, n))
@@ -71,6 +73,7 @@ def _name_bytes(names: pa.Array | pa.ChunkedArray) -> Ragged:
     return Ragged(data, offsets - offsets[0])
 
 
+_SAME = np.arange(256, dtype=np.uint8)
 #: Phred+33 bytes -> Phred values, and back
 _MINUS_33 = ((np.arange(256) - _PHRED_OFFSET) % 256).astype(np.uint8)
 _PLUS_33 = ((np.arange(256) + _PHRED_OFFSET) % 256).astype(np.uint8)
@@ -87,7 +90,7 @@ def counting_inputs(records: Records) -> tuple[AlignmentRows, BatchReads]:
     rev = (flag & bam.FLAG_REVERSE) != 0
     unmapped = (flag & bam.FLAG_UNMAPPED) != 0
     lengths = records.seq.lengths
-    seq = _ragged(records.seq.data.astype(np.uint8), records.seq.offsets[:-1], lengths, rev, bam.COMPLEMENT)
+    seq = _ragged(records.seq.data.astype(np.uint8), records.seq.offsets[:-1], lengths, rev, _SAME, complement=True)
     qual = _ragged(records.qual.data.astype(np.uint8), records.qual.offsets[:-1], lengths, rev, _PLUS_33)
     data = np.concatenate((seq.data, qual.data))
     names = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(records.names.offsets.astype(np.int32)),
