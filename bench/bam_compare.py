@@ -80,10 +80,11 @@ def compare(bam: Path, reference: Path, regions: int, preset: str) -> dict[str, 
         ours_rows = _sam([samtools, "view", str(bam)])
         ours = _primaries(ours_rows)
         mates: dict[str, dict[int, tuple[str, str]]] = collections.OrderedDict()
-        for (name, mate), (flag, _, _, _, _, seq, qual) in ours.items():
+        for (name, mate), (flag, _, _, _, _, sam_seq, sam_qual) in ours.items():
+            seq, qual = str(sam_seq), str(sam_qual)
             if int(flag) & 0x10:  # type: ignore[call-overload]
-                seq, qual = str(seq).translate(_COMP)[::-1], str(qual)[::-1]
-            mates.setdefault(name, {})[mate] = (str(seq), str(qual))
+                seq, qual = seq.translate(_COMP)[::-1], qual[::-1]
+            mates.setdefault(name, {})[mate] = (seq, qual)
         paired = all(len(m) == 2 for m in mates.values())
         fastqs = [Path(tmp) / "r1.fq", Path(tmp) / "r2.fq"] if paired else [Path(tmp) / "r.fq"]
         handles = [p.open("w") for p in fastqs]
