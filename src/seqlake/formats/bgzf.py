@@ -93,3 +93,20 @@ def blocks(data: bytes | memoryview) -> Iterator[tuple[int, bytes]]:
 def decompress(data: bytes | memoryview) -> bytes:
     """The plain bytes of BGZF ``data``."""
     return b"".join(plain for _, plain in blocks(data))
+
+
+def virtual_offsets(data: bytes | memoryview, plain: I64) -> I64:
+    """The virtual offsets (from ``data``'s first byte) of plain offsets ``plain`` of BGZF ``data``; the plain
+    end of the data maps to the byte after its last block (``len(data) << 16``: where what follows starts)."""
+    coffsets, starts = [], []
+    total = 0
+    for at, block in blocks(data):
+        coffsets.append(at)
+        starts.append(total)
+        total += len(block)
+    co = np.array([*coffsets, len(data)], dtype=np.int64)
+    ps = np.array([*starts, total], dtype=np.int64)
+    k = np.searchsorted(ps, plain, side="right") - 1
+    k = np.minimum(k, len(ps) - 1)
+    out: I64 = (co[k] << 16) | (plain - ps[k])
+    return out

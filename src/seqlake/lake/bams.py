@@ -15,6 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from seqlake.base import storage
 from seqlake.base.layout import RunLayout
 from seqlake.formats import bai, bam, bgzf
@@ -37,56 +40,81 @@ def _layouts(plan: Plan, rp: ReducePlan) -> list[tuple[str, int, SliceLayout, li
     return out
 
 
+#: a child's placed run of one sample in one window: (its object, its entry, the bytes read, where they start)
+_Run = tuple[str, SliceEntry, bytes, int]
+Children = Sequence[tuple[str, int, SliceLayout, list[str]]]
+
+
+def _window_runs(children: Children, entries: Sequence[Sequence[Sequence[SliceEntry]]], w: int) -> dict[
+        str, list[_Run]]:
+    """Per sample, its children's placed runs of window ``w`` of the region (one ranged GET per child that has
+    any record there), in child order."""
+    spans = []
+    for (uri, _, _, _), ents in zip(children, entries, strict=True):
+        es = [e for e in ents[w] if e.end > e.offset]
+        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
+    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
+    out: dict[str, list[_Run]] = {}
+    for (uri, _, _, samples), ents, span in zip(children, entries, spans, strict=True):
+        if span[2] <= span[1]:
+            continue
+        data = next(got)
+        if data is None:
+            raise FileNotFoundError(uri)
+        for sample, e in zip(samples, ents[w], strict=True):
+            if e.placed:
+                out.setdefault(sample, []).append((uri, e, data, span[1]))
+    return out
+
+
+def _referenced(run: _Run) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One child's run as it is: its records and their virtual offsets in its blocks."""
+    _, e, data, start = run
+    compressed = memoryview(data)[e.offset - start : e.offset - start + e.placed_bytes]
+    plain = bgzf.decompress(compressed)
+    starts = bam.record_starts(plain)
+    ends = np.append(starts[1:], len(plain)).astype(np.int64)
+    return plain, starts, bgzf.virtual_offsets(compressed, starts), bgzf.virtual_offsets(compressed, ends)
+
+
 def reduce_region_bams(plan: Plan, rp: ReducePlan, region: int, tmp: Path) -> None:
     """Region ``region``'s BAM records of every sample, window by window: each sample's placed runs of its
-    children (child order) merged in ``samtools sort`` order, compressed into BGZF blocks (no EOF), with
-    their ``.bai`` piece; into ``region=NNNNN.bam`` and its offsets ``region=NNNNN.bam.json``."""
+    children (child order) merged in ``samtools sort`` order and compressed into BGZF blocks (no EOF) with
+    their ``.bai`` piece, into ``region=NNNNN.bam``; a window only one child has records of is that child's run
+    as it is, referenced, not rewritten (the commit copies it). What is where: ``region=NNNNN.bam.json``."""
     children = _layouts(plan, rp)
     entries = read_region_entries([(u, c, lay) for u, c, lay, _ in children], region, plan.run_id)
     first, stop = children[0][2].region_windows(region) if children else (0, 0)
-    blocks: dict[str, list[bytes]] = {}
+    # per sample, its body's segments in this region, in order: ("", start, stop) of this reducer's object,
+    # or (a child's object, start, stop)
+    segments: dict[str, list[tuple[str, int, int]]] = {}
     pieces: dict[str, list[bai.IndexPiece]] = {}
     sizes: dict[str, int] = {}
-    for w in range(stop - first):
-        spans = []
-        for (uri, _, _, _), ents in zip(children, entries, strict=True):
-            es = [e for e in ents[w] if e.end > e.offset]
-            spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
-        datas = list(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
-        got = iter(datas)
-        per_sample: dict[str, list[bytes]] = {}
-        for (uri, _, _, samples), ents, span in zip(children, entries, spans, strict=True):
-            if span[2] <= span[1]:
-                continue
-            data = next(got)
-            if data is None:
-                raise FileNotFoundError(uri)
-            for sample, e in zip(samples, ents[w], strict=True):
-                if e.placed:
-                    per_sample.setdefault(sample, []).append(read_runs(data, span[1], e)[0])
-        for sample in plan.samples:
-            runs = per_sample.pop(sample, None)
-            if not runs:
-                continue
-            merged, starts = merge_sorted(runs)
-            out, vs, ve = bgzf.compress_records(merged, starts)
-            at = sizes.get(sample, 0)
-            pieces.setdefault(sample, []).append(bai.piece(bam.decode(merged, starts), vs, ve).shifted(at))
-            blocks.setdefault(sample, []).append(out)
-            sizes[sample] = at + len(out)
     local = tmp / "region.bam"
-    offsets: dict[str, list[int]] = {}
     with local.open("wb") as f:
-        for sample in plan.samples:
-            if sample not in blocks:
-                continue
-            start = f.tell()
-            for b in blocks[sample]:
-                f.write(b)
+        for w in range(stop - first):
+            runs = _window_runs(children, entries, w)
+            for sample in plan.samples:
+                if sample not in runs:
+                    continue
+                if len(runs[sample]) == 1:
+                    plain, starts, vs, ve = _referenced(runs[sample][0])
+                    uri, e, _, _ = runs[sample][0]
+                    segment = (uri, e.offset, e.offset + e.placed_bytes)
+                else:
+                    plain, starts = merge_sorted([read_runs(d, s, e)[0] for _, e, d, s in runs[sample]])
+                    out, vs, ve = bgzf.compress_records(plain, starts)
+                    segment = ("", f.tell(), f.tell() + len(out))
+                    f.write(out)
+                at = sizes.get(sample, 0)
+                pieces.setdefault(sample, []).append(bai.piece(bam.decode(plain, starts), vs, ve).shifted(at))
+                segments.setdefault(sample, []).append(segment)
+                sizes[sample] = at + segment[2] - segment[1]
+        offsets: dict[str, dict[str, object]] = {}
+        for sample, segs in segments.items():
             index = bai.join(pieces[sample]).to_bytes()
-            index_at = f.tell()
+            offsets[sample] = {"segments": segs, "index": [f.tell(), len(index)]}
             f.write(index)
-            offsets[sample] = [start, index_at - start, index_at, len(index)]
     put_file(local, plan.layout.region_bams(region))
     storage.write_bytes(plan.layout.region_bams_offsets(region), json.dumps(offsets).encode())
 
@@ -126,10 +154,11 @@ def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Map
             if not o:
                 continue
             uri = layout.region_bams(r)
-            parts.append((uri, o[0], o[0] + o[1]))
-            raw = storage.read_range(uri, o[2], o[2] + o[3])
+            raw = storage.read_range(uri, o["index"][0], o["index"][0] + o["index"][1])
             index.append(bai.IndexPiece.from_bytes(raw).shifted(at))
-            at += o[1]
+            for src, start, stop in o["segments"]:
+                parts.append((src or uri, int(start), int(stop)))
+                at += int(stop) - int(start)
         unplaced = 0
         for (uri, _, _, samples), ents in zip(children, tails, strict=True):
             for s, e in zip(samples, ents, strict=True):
