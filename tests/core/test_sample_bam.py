@@ -32,7 +32,8 @@ def test_one_child_or_several_give_the_same_bam(tmp_path: Path, samtools: str) -
     views = []
     for bam in (one, several):
         subprocess.run([samtools, "quickcheck", "-v", str(bam)], check=True)
-        views.append(subprocess.run([samtools, "view", "-h", "--no-PG", str(bam)], capture_output=True, check=True).stdout)
+        view = subprocess.run([samtools, "view", "-h", "--no-PG", str(bam)], capture_output=True, check=True)
+        views.append(view.stdout)
     assert views[0] == views[1] and views[0].count(b"\n") > 30_000
     assert b"@HD\tVN:1.6\tSO:coordinate" in views[0] and b"M5:" in views[0] and b"@RG\tID:" in views[0]
     theirs = tmp_path / "theirs.bam"
