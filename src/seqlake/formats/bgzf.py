@@ -17,20 +17,22 @@ from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
-from isal import isal_zlib
+
+#: zlib's level 6, htslib's default. The standard library's zlib, not ISA-L: the commit Lambda joins BAMs and
+#: its layers have no isal (tests/aws/test_layers.py); ISA-L's level 2 for the children is a measured next step
+LEVEL = 6
+_deflate = zlib
 
 #: htslib ``BGZF_BLOCK_SIZE``: plain bytes per member
 BLOCK = 0xFF00
 EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
-#: ISA-L's level 2 (of 0..3): about zlib 6's size (htslib's default) at several times its speed
-LEVEL = 2
 _HEADER = struct.Struct("<BBBBIBBHBBHH")
 I64 = npt.NDArray[np.int64]
 
 
 def member(plain: bytes | memoryview) -> bytes:
     """One BGZF member holding ``plain`` (at most :data:`BLOCK` bytes)."""
-    deflate = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, -15)
+    deflate = _deflate.compressobj(LEVEL, zlib.DEFLATED, -15)
     data = deflate.compress(plain) + deflate.flush()
     return (_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, len(data) + 25) + data
             + struct.pack("<II", zlib.crc32(plain), len(plain)))
@@ -86,7 +88,7 @@ def blocks(data: bytes | memoryview) -> Iterator[tuple[int, bytes]]:
         if view[at] != 31 or view[at + 1] != 139 or at + 18 > len(view):
             raise ValueError(f"not a BGZF block at byte {at}")
         (bsize,) = struct.unpack_from("<H", view, at + 16)
-        yield at, isal_zlib.decompress(view[at + 18 : at + bsize + 1 - 8], -15)
+        yield at, _deflate.decompress(view[at + 18 : at + bsize + 1 - 8], -15)
         at += bsize + 1
 
 
