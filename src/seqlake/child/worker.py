@@ -156,7 +156,10 @@ class _Aligning:
         samples = child_samples(plan, child)
         self.slice_layout = SliceLayout(tuple(regions(self.contigs, plan.params.region_size)),
                                         window_size(self.bin_width), len(samples))
-        self.slices = SliceSorter(self.contigs, self.slice_layout, samples, Path(tmp) / "reads-runs")
+        from isal import isal_zlib  # the worker image has it; the Lambdas that import lake/slices do not
+
+        self.slices = SliceSorter(self.contigs, self.slice_layout, samples, Path(tmp) / "reads-runs",
+                                  codec=(isal_zlib, 2))
 
     def __enter__(self) -> _Aligning:
         return self

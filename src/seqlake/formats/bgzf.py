@@ -14,14 +14,17 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
-#: zlib's level 6, htslib's default. The standard library's zlib, not ISA-L: the commit Lambda joins BAMs and
-#: its layers have no isal (tests/aws/test_layers.py); ISA-L's level 2 for the children is a measured next step
-LEVEL = 6
-_deflate = zlib
+#: a deflate module (``zlib``'s interface: ``compressobj``, ``decompress``) and its level
+Codec = tuple[ModuleType, int]
+#: the standard library's zlib at level 6, htslib's default: what every stage has (the commit Lambda's layers
+#: have no isal, tests/aws/test_layers.py); the children pass ISA-L's (``child/worker``: about zlib 6's size at
+#: several times its speed: the child's CPU was 1.62x its base with zlib 6, 1.19x with ISA-L 2)
+ZLIB: Codec = (zlib, 6)
 
 #: htslib ``BGZF_BLOCK_SIZE``: plain bytes per member
 BLOCK = 0xFF00
@@ -30,22 +33,22 @@ _HEADER = struct.Struct("<BBBBIBBHBBHH")
 I64 = npt.NDArray[np.int64]
 
 
-def member(plain: bytes | memoryview) -> bytes:
+def member(plain: bytes | memoryview, codec: Codec = ZLIB) -> bytes:
     """One BGZF member holding ``plain`` (at most :data:`BLOCK` bytes)."""
-    deflate = _deflate.compressobj(LEVEL, zlib.DEFLATED, -15)
-    data = deflate.compress(plain) + deflate.flush()
+    deflate = codec[0].compressobj(codec[1], zlib.DEFLATED, -15)
+    data: bytes = deflate.compress(plain) + deflate.flush()
     return (_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, len(data) + 25) + data
             + struct.pack("<II", zlib.crc32(plain), len(plain)))
 
 
-def compress(plain: bytes, *, eof: bool = True) -> bytes:
+def compress(plain: bytes, *, eof: bool = True, codec: Codec = ZLIB) -> bytes:
     """``plain`` as BGZF cut every :data:`BLOCK` bytes, ending with the EOF member unless ``eof=False``."""
     view = memoryview(plain)
-    blocks = b"".join(member(view[i : i + BLOCK]) for i in range(0, len(plain), BLOCK))
+    blocks = b"".join(member(view[i : i + BLOCK], codec) for i in range(0, len(plain), BLOCK))
     return blocks + EOF if eof else blocks
 
 
-def compress_records(plain: bytes | memoryview, starts: I64) -> tuple[bytes, I64, I64]:
+def compress_records(plain: bytes | memoryview, starts: I64, codec: Codec = ZLIB) -> tuple[bytes, I64, I64]:
     """Records laid end to end in ``plain`` (record k at byte ``starts[k]``) as BGZF blocks cut at record
     boundaries (no EOF member): the bytes, each record's start and end as virtual offsets from the first
     byte (an end is where the next record starts: the next block's start when a block ends there)."""
@@ -63,14 +66,14 @@ def compress_records(plain: bytes | memoryview, starts: I64) -> tuple[bytes, I64
         last = max(int(np.searchsorted(ends, lo + BLOCK, side="right")), first + 1)
         hi = int(ends[last - 1])
         if hi - lo > BLOCK:  # one record larger than a block: its blocks, its end where the last one ends
-            blocks = [member(view[i : min(i + BLOCK, hi)]) for i in range(lo, hi, BLOCK)]
+            blocks = [member(view[i : min(i + BLOCK, hi)], codec) for i in range(lo, hi, BLOCK)]
             vstart[first] = at << 16
             size = sum(map(len, blocks))
             vend[first] = (at + size) << 16
             out += blocks
             at += size
         else:
-            block = member(view[lo:hi])
+            block = member(view[lo:hi], codec)
             vstart[first:last] = at << 16 | (starts[first:last] - lo)
             vend[first:last] = at << 16 | (ends[first:last] - lo)
             at += len(block)
@@ -88,7 +91,7 @@ def blocks(data: bytes | memoryview) -> Iterator[tuple[int, bytes]]:
         if view[at] != 31 or view[at + 1] != 139 or at + 18 > len(view):
             raise ValueError(f"not a BGZF block at byte {at}")
         (bsize,) = struct.unpack_from("<H", view, at + 16)
-        yield at, _deflate.decompress(view[at + 18 : at + bsize + 1 - 8], -15)
+        yield at, zlib.decompress(view[at + 18 : at + bsize + 1 - 8], -15)
         at += bsize + 1
 
 

@@ -156,14 +156,15 @@ class _Run:
 class SliceSorter:
     """A child's records, sorted and cut by window (see the module docstring)."""
 
-    def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path,
-                 budget: int = SORT_BUDGET_BYTES) -> None:
+    def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path, *,
+                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB) -> None:
         self.layout = layout
         self.axis = WindowAxis(contigs, all_windows(layout.regions, layout.window)[0])
         self.unplaced = layout.count - 1
         self.sample_code = {s: k for k, s in enumerate(samples)}
         self.scratch = scratch
         self.budget = budget
+        self.codec = codec
         #: per batch: its encoded records, each record's start and size, the copies' rows and keys
         self._pending: list[tuple[bytes, I64, I64, I64, npt.NDArray[np.uint64]]] = []
         self._pending_bytes = 0
@@ -226,7 +227,7 @@ class SliceSorter:
         with run.path.open("wb") as out:
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
                 plain, _ = bam.gather(data, at[a:b], size_of[a:b])
-                blocks = bgzf.compress(plain, eof=False)
+                blocks = bgzf.compress(plain, eof=False, codec=self.codec)
                 g = int(group[a])
                 run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks))
                 out.write(blocks)
@@ -252,8 +253,8 @@ class SliceSorter:
                 offset = out.tell()
                 placed, n_placed = merge_sorted(list(self._group(w, s, 0)))
                 carried, n_carried = merge_sorted(list(self._group(w, s, 1)))
-                a = bgzf.compress(placed, eof=False) if placed else b""
-                b = bgzf.compress(carried, eof=False) if carried else b""
+                a = bgzf.compress(placed, eof=False, codec=self.codec) if placed else b""
+                b = bgzf.compress(carried, eof=False, codec=self.codec) if carried else b""
                 out.write(a)
                 out.write(b)
                 index[w, s] = offset, len(a), len(n_placed), len(b), len(n_carried)
