@@ -64,6 +64,9 @@ PARTS = "parts"
 GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
 VCF_SUFFIX = ".vcf.gz"
+#: each sample's coordinate-sorted BAM and its index (``<sample>.bam.bai``: BAM_SUFFIX + BAI_SUFFIX)
+BAM_SUFFIX = ".bam"
+BAI_SUFFIX = ".bai"
 REFERENCE_INDEXES = "reference-indexes"
 _CHILD_NAME = re.compile(r"child=(\d+)")
 

@@ -19,22 +19,22 @@ import numpy as np
 import numpy.typing as npt
 
 from seqlake.base import storage
-from seqlake.base.layout import RunLayout
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.regions import ReducePlan
 from seqlake.lake.slices import SliceEntry, SliceLayout, child_samples, merge_sorted, read_region_entries, read_runs
 from seqlake.plan.planfile import Plan
 
-BAM_SUFFIX = ".bam"
-BAI_SUFFIX = ".bai"
 #: minimap2's preset -> the read group's platform (@RG PL)
 PLATFORMS = {"sr": "ILLUMINA", "map-ont": "ONT", "map-hifi": "PACBIO", "map-pb": "PACBIO"}
 
 
-def _layouts(plan: Plan, rp: ReducePlan) -> list[tuple[str, int, SliceLayout, list[str]]]:
+def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
+        tuple[str, int, SliceLayout, list[str]]]:
+    """Each of ``children``'s (default: every child's) slices object, index, layout and samples."""
     out = []
-    for c in range(plan.array_size):
+    for c in range(plan.array_size) if children is None else children:
         samples = child_samples(plan, c)
         out.append((plan.layout.reads_slices(c), c, SliceLayout(tuple(rp.regions), rp.window, len(samples)), samples))
     return out
@@ -77,12 +77,15 @@ def _referenced(run: _Run) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np
     return plain, starts, bgzf.virtual_offsets(compressed, starts), bgzf.virtual_offsets(compressed, ends)
 
 
-def reduce_region_bams(plan: Plan, rp: ReducePlan, region: int, tmp: Path) -> None:
-    """Region ``region``'s BAM records of every sample, window by window: each sample's placed runs of its
-    children (child order) merged in ``samtools sort`` order and compressed into BGZF blocks (no EOF) with
-    their ``.bai`` piece, into ``region=NNNNN.bam``; a window only one child has records of is that child's run
-    as it is, referenced, not rewritten (the commit copies it). What is where: ``region=NNNNN.bam.json``."""
-    children = _layouts(plan, rp)
+def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> None:
+    """Reducer ``reducer``'s BAM records (its region, the samples of its group), window by window: each
+    sample's placed runs of its children (child order) merged in ``samtools sort`` order and compressed into
+    BGZF blocks (no EOF) with their ``.bai`` piece, into ``region=NNNNN.bam`` (NNNNN the reducer's index); a
+    window only one child has records of is that child's run as it is, referenced, not rewritten (the commit
+    copies it). What is where: ``region=NNNNN.bam.json``."""
+    red = rp.reducer(reducer)
+    region = red.region
+    children = _layouts(plan, rp, red.children if rp.groups else None)
     entries = read_region_entries([(u, c, lay) for u, c, lay, _ in children], region, plan.run_id)
     first, stop = children[0][2].region_windows(region) if children else (0, 0)
     # per sample, its body's segments in this region, in order: ("", start, stop) of this reducer's object,
@@ -115,8 +118,8 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, region: int, tmp: Path) -> No
             index = bai.join(pieces[sample]).to_bytes()
             offsets[sample] = {"segments": segs, "index": [f.tell(), len(index)]}
             f.write(index)
-    put_file(local, plan.layout.region_bams(region))
-    storage.write_bytes(plan.layout.region_bams_offsets(region), json.dumps(offsets).encode())
+    put_file(local, plan.layout.region_bams(reducer))
+    storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
 
 
 def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
@@ -138,7 +141,9 @@ def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5
 def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str]) -> None:
     """Join every sample's BAM and write its ``.bai`` (see the module docstring)."""
     layout: RunLayout = plan.layout
-    regions = range(len(rp.regions))
+    # the reducers in array order: region by region, so each sample's pieces (in its group's reducers) come in
+    # reference order
+    regions = range(len(rp.reducers))
     offsets = [json.loads(d) if d is not None else {} for _, d in storage.read_many(
         [layout.region_bams_offsets(r) for r in regions])]
     children = _layouts(plan, rp)
