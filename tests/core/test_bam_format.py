@@ -87,6 +87,10 @@ def test_records_round_trip_through_samtools(sorted_sam: tuple[str, list[str]], 
     for name in ("names", "cigar", "seq", "qual", "tags"):
         assert getattr(again, name).rows() == getattr(records, name).rows(), name
     assert bam.encode(again)[0] == data
+    placed = bam.decode_placement(data, starts)  # what an index reads: the same fields, CIGARs and ends
+    for name in ("tid", "pos", "mapq", "flag", "next_tid", "next_pos", "tlen"):
+        assert np.array_equal(getattr(placed, name), getattr(records, name)), name
+    assert placed.cigar.rows() == records.cigar.rows() and np.array_equal(placed.end(), records.end())
 
 
 @pytest.mark.parametrize("pieces", [1, 3])

@@ -204,6 +204,23 @@ def record_starts(data: bytes | memoryview) -> I64:
     return np.array(out, dtype=np.int64)
 
 
+def decode_placement(data: bytes | memoryview, starts: I64) -> Records:
+    """The records' fixed fields and CIGARs only (names, bases, qualities and tags left empty): what an index
+    needs (:func:`seqlake.formats.bai.piece`), without the per-byte work and memory of :func:`decode` (a
+    30 kb window of 116,000 records: ~600 MB decoded whole)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n = len(starts)
+    fixed = buf[_gather_index(starts, np.full(n, FIXED_SIZE, dtype=np.int64))].view(_FIXED)
+    l_name = fixed["l_name"].astype(np.int64)
+    n_cigar = fixed["n_cigar"].astype(np.int64)
+    cigar = buf[_gather_index(starts + FIXED_SIZE + l_name, 4 * n_cigar)].view("<u4").astype(np.uint32)
+    none = Ragged(np.zeros(0, dtype=np.uint8), np.zeros(n + 1, dtype=np.int64))
+    return Records(fixed["tid"].astype(np.int64), fixed["pos"].astype(np.int64), fixed["mapq"].astype(np.int64),
+                   fixed["flag"].astype(np.int64), fixed["next_tid"].astype(np.int64),
+                   fixed["next_pos"].astype(np.int64), fixed["tlen"].astype(np.int64), none,
+                   Ragged(cigar, np.concatenate(([0], np.cumsum(n_cigar))).astype(np.int64)), none, none, none)
+
+
 def decode(data: bytes | memoryview, starts: I64 | None = None) -> Records:
     """The records of BAM record bytes (no header)."""
     buf = np.frombuffer(data, dtype=np.uint8)

@@ -110,7 +110,7 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
                     segment = ("", f.tell(), f.tell() + len(out))
                     f.write(out)
                 at = sizes.get(sample, 0)
-                pieces.setdefault(sample, []).append(bai.piece(bam.decode(plain, starts), vs, ve).shifted(at))
+                pieces.setdefault(sample, []).append(bai.piece(bam.decode_placement(plain, starts), vs, ve).shifted(at))
                 segments.setdefault(sample, []).append(segment)
                 sizes[sample] = at + segment[2] - segment[1]
         offsets: dict[str, dict[str, object]] = {}
