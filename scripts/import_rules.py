@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (0, "seqlake.base"),  # the shared vocabulary: model, errors, params, storage, layout...
     (0, "seqlake.schemas"),  # JSON Schemas, data
     (0, "seqlake.demo_data"),  # the bundled demo and its simulator
+    (0, "seqlake.formats"),  # BGZF, BAM, CIGAR, BAI: pure formats over bytes and arrays (imports no seqlake)
     (1, "seqlake.reads"),  # FASTQ formats and random access
     (2, "seqlake.plan"),  # the plan, its files, samplesheets, what a child reads of it
     (3, "seqlake.lake"),  # tables, the staging contract, Parquet, the exact aggregates, the merge

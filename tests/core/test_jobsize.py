@@ -4,6 +4,7 @@ reduce keyed by region and group of samples; run inputs a later step reads pinne
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import shutil
 import sys
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.errors import BadInputError
-from seqlake.base.layout import CONSENSUS_SUFFIX, RunLayout
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CONSENSUS_SUFFIX, RunLayout
 from seqlake.base.limits import BATCH_ARRAY_MAX, BATCH_TIMEOUT_MIN
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
@@ -217,11 +218,20 @@ def test_groups_of_samples_give_the_tables_of_one_reducer(tmp_path: Path,
             process_child(plan, child)
         totals = merge_run(plan)
         assert totals.regions == (1 if name == "one" else 3)
+        for reducer in range(totals.regions):  # each reducer wrote BAM records of its group's samples only
+            pieces = json.loads(Path(plan.layout.region_bams_offsets(reducer)).read_bytes())
+            assert sorted(pieces) == (["s0", "s1", "s2"] if name == "one" else [f"s{reducer}"])
         results[name] = {t: pq.read_table(plan.layout.partition(t)) for t in COMPARED}
     for sample in ("s0", "s1", "s2"):  # each sample's files joined from its own group's reducers
         files = [Path(RunLayout(str(tmp_path / n), n).sample_file(sample, CONSENSUS_SUFFIX)).read_bytes()
                  for n in ("one", "three")]
         assert files[0] == files[1] and files[0].startswith(f">{sample} ".encode())
+        bams = [Path(RunLayout(str(tmp_path / n), n).sample_file(sample, BAM_SUFFIX)).read_bytes()
+                for n in ("one", "three")]  # and its BAM from its group's reducers' pieces (lake/bams)
+        assert bams[0] == bams[1] and bams[0].startswith(b"\x1f\x8b")
+        bais = [Path(RunLayout(str(tmp_path / n), n).sample_file(sample, BAM_SUFFIX + BAI_SUFFIX)).read_bytes()
+                for n in ("one", "three")]
+        assert bais[0] == bais[1]
     for table, one in results["one"].items():
         three = results["three"][table]
         key = [c for c in ("sample", "contig", "threshold", "pos", "bin") if c in one.column_names]

@@ -12,16 +12,21 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
     runs/<run_id>/index/job.json            what the Batch index job plans (inputs too large for Lambda)
     runs/<run_id>/index/_error.json         the index job's bad-input record
     runs/<run_id>/staging/child=NNNNN/      what child NNNNN wrote: manifest.json (last), positions.arrows
-                                            (its per-position tables cut by region, seqlake.lake.positions)
+                                            (its per-position tables cut by region, seqlake.lake.positions),
+                                            reads.slices (its reads as sorted BAM records cut by reduce window,
+                                            seqlake.lake.slices)
     runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
     runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
+    runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
+                                            each is: region=NNNNN.bam.json (seqlake.lake.bams)
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
                                             alignments (child=NNNNN), a reducer's region (region=NNNNN)
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
-    results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi)
+    results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi),
+                                            <sample>.bam (+ .bai): coordinate-sorted, primer-clipped in amplicon mode
     reports/<run_id>/                       the run's report
     reference-indexes/<key>/index.mmi       a reference's minimap2 index, keyed by its content and preset
     reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s, and where each one's bases
@@ -59,6 +64,9 @@ PARTS = "parts"
 GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
 VCF_SUFFIX = ".vcf.gz"
+#: each sample's coordinate-sorted BAM and its index (``<sample>.bam.bai``: BAM_SUFFIX + BAI_SUFFIX)
+BAM_SUFFIX = ".bam"
+BAI_SUFFIX = ".bai"
 REFERENCE_INDEXES = "reference-indexes"
 #: the name of a run's gzip seek indexes and record checkpoints under ``runs/<id>/index/`` (``input<i>...``)
 INDEX_INPUT = "input"
@@ -248,6 +256,10 @@ class RunLayout:
         """The child's per-position staging tables, cut by region (:mod:`seqlake.lake.positions`)."""
         return self._run("staging", child_name(child), "positions.arrows")
 
+    def reads_slices(self, child: int) -> str:
+        """The child's reads as sorted BAM records cut by reduce window (:mod:`seqlake.lake.slices`)."""
+        return self._run("staging", child_name(child), "reads.slices")
+
     @property
     def reduce_prefix(self) -> str:
         return self._run("reduce") + "/"
@@ -266,6 +278,14 @@ class RunLayout:
         """Region ``region``'s pieces of every sample's consensus FASTA and VCF (BGZF blocks, no EOF) and of its
         tabix index, one after the other (offsets in the region's summary); the commit joins them per sample."""
         return self._run("reduce", f"{region_name(region)}.genomes")
+
+    def region_bams(self, region: int) -> str:
+        """The region's BAM records of each sample (BGZF blocks, no EOF) and their .bai pieces (lake/bams)."""
+        return self._run("reduce", f"{region_name(region)}.bam")
+
+    def region_bams_offsets(self, region: int) -> str:
+        """Where each sample's blocks and index piece are in :meth:`region_bams` (JSON)."""
+        return self._run("reduce", f"{region_name(region)}.bam.json")
 
     def region_summary(self, region: int) -> str:
         """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""

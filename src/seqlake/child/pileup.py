@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
 from seqlake.child.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
+from seqlake.formats import cigar as cigar_format
 from seqlake.lake.positions import dictionary_column
 from seqlake.lake.regions import Region
 from seqlake.lake.tables import ALLELE_BASES, ALLELE_COUNT_COLUMNS, ALLELES, INDELS
@@ -101,19 +102,9 @@ class AlignmentRows:
 
 
 def parse_cigars(cigars: list[str]) -> tuple[I64, I64, I64]:
-    """(row, op code, length) of every CIGAR operation of ``cigars``, in order, parsed at once."""
-    text = "".join(cigars).encode("ascii")
-    arr = np.frombuffer(text, dtype=np.uint8)
-    lens = np.fromiter(map(len, cigars), dtype=np.int64, count=len(cigars))
-    offsets = np.concatenate(([0], np.cumsum(lens)))
-    is_op = arr >= 61  # '=' and the letters; digits are 48..57
-    op_at = np.flatnonzero(is_op)
-    digit_at = np.flatnonzero(~is_op)
-    owner = np.cumsum(is_op)[digit_at]  # the op each digit belongs to: the ops before it
-    power = op_at[owner] - digit_at - 1
-    length = np.bincount(owner, weights=(arr[digit_at] - 48) * 10.0 ** power, minlength=len(op_at))
-    row = np.searchsorted(offsets, op_at, side="right") - 1
-    return row.astype(np.int64), _OP[arr[op_at]], np.rint(length).astype(np.int64)
+    """(row, op code, length) of every CIGAR operation of ``cigars``, in order, parsed at once
+    (:func:`seqlake.formats.cigar.parse`, the one home of CIGAR parsing)."""
+    return cigar_format.parse(cigars)
 
 
 def x31_wang_parity(names: list[str]) -> npt.NDArray[np.bool_]:

@@ -36,6 +36,7 @@ from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
+from seqlake.child.bamrows import records_of
 from seqlake.child.pileup import AlleleAccumulator, AlleleRows, ChunkReads, batch_inputs
 from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
@@ -45,6 +46,7 @@ from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
 from seqlake.lake.positions import RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
 from seqlake.lake.regions import reference_length, regions, window_size
+from seqlake.lake.slices import SliceLayout, SliceSorter, child_samples
 from seqlake.lake.staging import (
     STAGES,
     AlignQC,
@@ -150,6 +152,14 @@ class _Aligning:
         self.bin_width = coverage_bin_width(plan.params, reference_length(self.contigs))
         self.min_base_quality = plan.params.min_base_quality
         self.count = plan.params.allele_counts
+        #: the child's reads as BAM records, sorted and cut by the reducers' windows (lake/slices)
+        samples = child_samples(plan, child)
+        self.slice_layout = SliceLayout(tuple(regions(self.contigs, plan.params.region_size)),
+                                        window_size(self.bin_width), len(samples))
+        from isal import isal_zlib  # the worker image has it; the Lambdas that import lake/slices do not
+
+        self.slices = SliceSorter(self.contigs, self.slice_layout, samples, Path(tmp) / "reads-runs",
+                                  codec=(isal_zlib, 2))
 
     def __enter__(self) -> _Aligning:
         return self
@@ -163,8 +173,14 @@ class _Aligning:
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
-    def count_alleles(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
-        """One aligned chunk's rows and reads into the sample's allele counts (seqlake.child.pileup)."""
+    def take_chunk(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
+        """One aligned chunk's rows and reads into the sample's sorted BAM records (as the BAM holds them:
+        primer-clipped in amplicon mode) and its allele counts (seqlake.child.pileup)."""
+        rows, bases = batch_inputs(table, reads, self.contigs)
+        if self.primers is not None:
+            rows = self.primers.clip(sample, rows)
+        self.slices.add(sample, records_of(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
+                                           read_group=sample))
         if not self.count:
             return
         if sample not in self.alleles:
@@ -172,9 +188,6 @@ class _Aligning:
                                                      spill=self.spill / f"sample-{len(self.alleles):05d}",
                                                      row_budget=self.budget.allele_rows,
                                                      batch_bases=self.budget.batch_bases)
-        rows, bases = batch_inputs(table, reads, self.contigs)
-        if self.primers is not None:
-            rows = self.primers.clip(sample, rows)
         self.alleles[sample].add(rows, bases)
         # the budget is the child's: a child of several samples spills the others' rows before passing it
         if len(self.alleles) > 1 and sum(a.rows_held for a in self.alleles.values()) > self.budget.allele_rows:
@@ -325,7 +338,7 @@ class _ShardRun:
                 pass
             batch = self.aligning_chunks.popleft().result()
             assert self.aligning is not None  # chunks align only with a reference
-            self.aligning.count_alleles(self.sample, batch.rows, self.chunk_reads.popleft())
+            self.aligning.take_chunk(self.sample, batch.rows, self.chunk_reads.popleft())
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows
             for m, counts in zip(self.mates, batch.stats, strict=True):
@@ -353,6 +366,11 @@ class _ShardRun:
         self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
         return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
                            self.align_qc, header)
+
+
+def _ints(table: pa.Table, column: str) -> I64:
+    """A column of integers (nulls as 0) as int64."""
+    return np.asarray(table.column(column).fill_null(0), dtype=np.int64)
 
 
 def _chunk_reads(recs: list[ChunkRecords], index: I64, trims: list[MateTrim] | None,
@@ -402,6 +420,10 @@ def write_child_positions(plan: PlanView, child: int, aligning: _Aligning, conti
     finally:
         aligning.close_counts()
     put_file(local, plan.layout.positions(child))
+    reads = Path(tmp) / "reads.slices"
+    with reads.open("wb") as out:
+        aligning.slices.write(out, plan.run_id, child)
+    put_file(reads, plan.layout.reads_slices(child))
     return window
 
 

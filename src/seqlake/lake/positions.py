@@ -273,7 +273,7 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[npt.NDArray[np.int32], l
     return arr.indices.to_numpy(zero_copy_only=False).astype(np.int32), arr.dictionary.to_pylist()
 
 
-class _Windows:
+class WindowAxis:
     """The windows of every contig on one axis (contigs laid end to end in reference order)."""
 
     def __init__(self, contigs: Contigs, all_regions: Sequence[Region]) -> None:
@@ -300,7 +300,7 @@ def cut_by_region(spec: Table, table: pa.Table, contigs: Contigs, all_regions: S
     region's contigs."""
     if table.num_rows == 0:
         return
-    windows = _Windows(contigs, all_regions)
+    windows = WindowAxis(contigs, all_regions)
     code_of = {name: i for i, name in enumerate(windows.names)}
     contig_codes, contig_names = _codes(table.column("contig"))
     ref_codes = np.array([code_of[n] for n in contig_names], dtype=np.int64)[contig_codes]
@@ -378,7 +378,7 @@ def _write_stream(out: BinaryIO, schema: pa.Schema, batches: Iterator[pa.RecordB
     return rows
 
 
-def _all_windows(all_regions: Sequence[Region], window: int) -> tuple[list[Region], list[tuple[int, int]]]:
+def all_windows(all_regions: Sequence[Region], window: int) -> tuple[list[Region], list[tuple[int, int]]]:
     """Every window of every region, numbered along the reference (the cut's unit), and where each belongs:
     ``(region, its number in the region)``."""
     cut_at: list[Region] = []
@@ -403,7 +403,7 @@ def write_positions(path: Path, tables: Mapping[str, pa.Table], contigs: Contigs
     unknown = (set(tables) | set(streams)) - set(STAGING_BY_NAME)
     if unknown:
         raise ValueError(f"not staging tables: {sorted(unknown)}")
-    cut_at, where = _all_windows(all_regions, window)
+    cut_at, where = all_windows(all_regions, window)
     cuts: dict[int, Tables] = {}
     for spec in POSITION_STAGING:
         if spec.name not in tables:

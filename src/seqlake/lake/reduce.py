@@ -57,6 +57,7 @@ from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row
 from seqlake.lake.annotate import CdsIndex
+from seqlake.lake.bams import reduce_region_bams
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, to_arrow
@@ -707,6 +708,7 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
         if ctx.genomes is not None:
             ctx.genomes.finish(summary.samples)
             put_file(ctx.genomes.path, plan.layout.region_genomes(region))
+        reduce_region_bams(plan, rp, region, Path(tmp))
     summary.seconds = round(time.perf_counter() - t0, 3)
     storage.write_bytes(plan.layout.region_summary(region), summary.to_json())
     return summary

@@ -653,6 +653,16 @@ VARIANT_NAMES = """## `variants` in other tools' names
 
 The per-sample VCF (`results/genomes/run_id=<id>/<sample>.vcf.gz`, with its `.tbi`) holds the same rows;
 the consensus FASTA is beside it (`<sample>.consensus.fasta`).
+
+## Each sample's BAM
+
+Beside them, `<sample>.bam` with its `.bam.bai`: the sample's alignments, coordinate-sorted (`@HD SO:coordinate`,
+as `samtools sort` orders them), the bases and qualities of the trimmed reads, `NM` and the read group (`RG`)
+on every record; `@SQ` lines with each contig's `M5`, an `@RG` for the sample, `@PG` lines for minimap2 (mappy's
+version) and seqlake. The records are the `alignments` table's rows (primary, supplementary as soft-clipped,
+unmapped reads: placed at their mate's position, or at the end of the file when both are unmapped); in amplicon
+mode they are primer-clipped (soft clips, as viralrecon's trimmed BAM) where the table keeps the unclipped
+rows. Duplicates are not marked. Open it in IGV, or query a region with `samtools view <sample>.bam chr:1-1000`.
 """
 
 

@@ -1,0 +1,192 @@
+"""Each sample's coordinate-sorted BAM and its ``.bai`` (docs/INTERNALS.md, "Read slices and the per-sample
+BAM"): the reducers' side (:func:`reduce_region_bams`: a region's BAM records of each sample, merged from the
+children's slices, as BGZF blocks with their index piece) and the commit's (:func:`write_bams`: the header,
+the regions' pieces in order, the unplaced reads, the EOF member, joined by
+:func:`seqlake.base.storage.concatenate`, server-side copies on S3; the ``.bai`` from the pieces' entries
+shifted by where each piece lands). :func:`write_bams` is one function the commit calls, whatever commits
+the tables.
+
+Duplicates are not marked. Read groups: one per sample (``ID`` and ``SM`` the sample).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from seqlake.base import storage
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, RunLayout
+from seqlake.formats import bai, bam, bgzf
+from seqlake.lake.parquet_io import put_file
+from seqlake.lake.regions import ReducePlan
+from seqlake.lake.slices import SliceEntry, SliceLayout, child_samples, merge_sorted, read_region_entries, read_runs
+from seqlake.plan.planfile import Plan
+
+#: minimap2's preset -> the read group's platform (@RG PL)
+PLATFORMS = {"sr": "ILLUMINA", "map-ont": "ONT", "map-hifi": "PACBIO", "map-pb": "PACBIO"}
+
+
+def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
+        tuple[str, int, SliceLayout, list[str]]]:
+    """Each of ``children``'s (default: every child's) slices object, index, layout and samples."""
+    out = []
+    for c in range(plan.array_size) if children is None else children:
+        samples = child_samples(plan, c)
+        out.append((plan.layout.reads_slices(c), c, SliceLayout(tuple(rp.regions), rp.window, len(samples)), samples))
+    return out
+
+
+#: a child's placed run of one sample in one window: (its object, its entry, the bytes read, where they start)
+_Run = tuple[str, SliceEntry, bytes, int]
+Children = Sequence[tuple[str, int, SliceLayout, list[str]]]
+
+
+def _window_runs(children: Children, entries: Sequence[Sequence[Sequence[SliceEntry]]], w: int) -> dict[
+        str, list[_Run]]:
+    """Per sample, its children's placed runs of window ``w`` of the region (one ranged GET per child that has
+    any record there), in child order."""
+    spans = []
+    for (uri, _, _, _), ents in zip(children, entries, strict=True):
+        es = [e for e in ents[w] if e.end > e.offset]
+        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
+    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
+    out: dict[str, list[_Run]] = {}
+    for (uri, _, _, samples), ents, span in zip(children, entries, spans, strict=True):
+        if span[2] <= span[1]:
+            continue
+        data = next(got)
+        if data is None:
+            raise FileNotFoundError(uri)
+        for sample, e in zip(samples, ents[w], strict=True):
+            if e.placed:
+                out.setdefault(sample, []).append((uri, e, data, span[1]))
+    return out
+
+
+def _referenced(run: _Run) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One child's run as it is: its records and their virtual offsets in its blocks."""
+    _, e, data, start = run
+    compressed = memoryview(data)[e.offset - start : e.offset - start + e.placed_bytes]
+    plain = bgzf.decompress(compressed)
+    starts = bam.record_starts(plain)
+    ends = np.append(starts[1:], len(plain)).astype(np.int64)
+    return plain, starts, bgzf.virtual_offsets(compressed, starts), bgzf.virtual_offsets(compressed, ends)
+
+
+def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> None:
+    """Reducer ``reducer``'s BAM records (its region, the samples of its group), window by window: each
+    sample's placed runs of its children (child order) merged in ``samtools sort`` order and compressed into
+    BGZF blocks (no EOF) with their ``.bai`` piece, into ``region=NNNNN.bam`` (NNNNN the reducer's index); a
+    window only one child has records of is that child's run as it is, referenced, not rewritten (the commit
+    copies it). What is where: ``region=NNNNN.bam.json``."""
+    red = rp.reducer(reducer)
+    region = red.region
+    children = _layouts(plan, rp, red.children if rp.groups else None)
+    entries = read_region_entries([(u, c, lay) for u, c, lay, _ in children], region, plan.run_id)
+    first, stop = children[0][2].region_windows(region) if children else (0, 0)
+    # per sample, its body's segments in this region, in order: ("", start, stop) of this reducer's object,
+    # or (a child's object, start, stop)
+    segments: dict[str, list[tuple[str, int, int]]] = {}
+    pieces: dict[str, list[bai.IndexPiece]] = {}
+    sizes: dict[str, int] = {}
+    local = tmp / "region.bam"
+    with local.open("wb") as f:
+        for w in range(stop - first):
+            runs = _window_runs(children, entries, w)
+            for sample in plan.samples:
+                if sample not in runs:
+                    continue
+                if len(runs[sample]) == 1:
+                    plain, starts, vs, ve = _referenced(runs[sample][0])
+                    uri, e, _, _ = runs[sample][0]
+                    segment = (uri, e.offset, e.offset + e.placed_bytes)
+                else:
+                    plain, starts = merge_sorted([read_runs(d, s, e)[0] for _, e, d, s in runs[sample]])
+                    out, vs, ve = bgzf.compress_records(plain, starts)
+                    segment = ("", f.tell(), f.tell() + len(out))
+                    f.write(out)
+                at = sizes.get(sample, 0)
+                pieces.setdefault(sample, []).append(bai.piece(bam.decode_placement(plain, starts), vs, ve).shifted(at))
+                segments.setdefault(sample, []).append(segment)
+                sizes[sample] = at + segment[2] - segment[1]
+        offsets: dict[str, dict[str, object]] = {}
+        for sample, segs in segments.items():
+            index = bai.join(pieces[sample]).to_bytes()
+            offsets[sample] = {"segments": segs, "index": [f.tell(), len(index)]}
+            f.write(index)
+    put_file(local, plan.layout.region_bams(reducer))
+    storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
+
+
+def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
+                software: Mapping[str, str]) -> str:
+    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read group, the
+    programs (minimap2 through mappy, then seqlake)."""
+    from seqlake import __version__
+
+    lines = ["@HD\tVN:1.6\tSO:coordinate"]
+    lines += [f"@SQ\tSN:{n}\tLN:{length}" + (f"\tM5:{md5[n]}" if n in md5 else "") for n, length in contigs]
+    preset = plan.params.preset
+    lines.append(f"@RG\tID:{sample}\tSM:{sample}\tLB:{sample}\tPL:{PLATFORMS.get(preset, 'ILLUMINA')}")
+    mm = software.get("mappy", "")
+    lines.append(f"@PG\tID:minimap2\tPN:minimap2\tVN:{mm}\tCL:minimap2 -ax {preset} (mappy {mm}, seqlake's pairing)")
+    lines.append(f"@PG\tID:seqlake\tPN:seqlake\tVN:{__version__}\tPP:minimap2")
+    return "\n".join(lines) + "\n"
+
+
+def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str]) -> None:
+    """Join every sample's BAM and write its ``.bai`` (see the module docstring)."""
+    layout: RunLayout = plan.layout
+    # the reducers in array order: region by region, so each sample's pieces (in its group's reducers) come in
+    # reference order
+    regions = range(len(rp.reducers))
+    offsets = [json.loads(d) if d is not None else {} for _, d in storage.read_many(
+        [layout.region_bams_offsets(r) for r in regions])]
+    children = _layouts(plan, rp)
+    unplaced_window = children[0][2].count - 1 if children else 0
+    tails = _unplaced_entries(children, unplaced_window, plan.run_id)
+    for sample in plan.samples:
+        head = bgzf.compress(bam.header(header_text(plan, sample, rp.contigs, md5, software), rp.contigs), eof=False)
+        parts: list[storage.Source] = [head]
+        index: list[bai.IndexPiece] = []
+        at = len(head)
+        for r in regions:
+            o = offsets[r].get(sample)
+            if not o:
+                continue
+            uri = layout.region_bams(r)
+            raw = storage.read_range(uri, o["index"][0], o["index"][0] + o["index"][1])
+            index.append(bai.IndexPiece.from_bytes(raw).shifted(at))
+            for src, start, stop in o["segments"]:
+                parts.append((src or uri, int(start), int(stop)))
+                at += int(stop) - int(start)
+        unplaced = 0
+        for (uri, _, _, samples), ents in zip(children, tails, strict=True):
+            for s, e in zip(samples, ents, strict=True):
+                if s == sample and e.placed:
+                    parts.append((uri, e.offset, e.offset + e.placed_bytes))
+                    unplaced += e.placed
+        parts.append(bgzf.EOF)
+        storage.concatenate(layout.sample_file(sample, BAM_SUFFIX), parts)
+        joined = bai.join(index)
+        joined = bai.IndexPiece(joined.chunks, joined.linear, joined.stats, joined.unplaced + unplaced)
+        storage.write_bytes(layout.sample_file(sample, BAM_SUFFIX + BAI_SUFFIX), bai.bai_bytes(joined, len(rp.contigs)))
+
+
+def _unplaced_entries(children: Sequence[tuple[str, int, SliceLayout, list[str]]], window: int,
+                      run_id: str) -> list[list[SliceEntry]]:
+    """Each child's entries of its unplaced reads' window (one ranged GET per child)."""
+    from seqlake.lake.slices import parse_entries
+
+    spans = [(u, *lay.index_span(window, window + 1)) for u, _, lay, _ in children]
+    out = []
+    for (u, _, lay, _), data in zip(children, storage.read_many_ranges(spans), strict=True):
+        if data is None:
+            raise FileNotFoundError(f"{u}: the child did not finish (no reads.slices)")
+        out.append(parse_entries(data, lay.samples)[0])
+    del run_id  # the headers were checked by the reducers
+    return out

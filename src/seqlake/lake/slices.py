@@ -1,0 +1,283 @@
+"""A child's reads as sorted BAM records cut by the reduce plan's windows, in one object beside its positions
+object (``staging/child=NNNNN/reads.slices``; docs/INTERNALS.md, "Read slices and the per-sample BAM")::
+
+    [header: magic, version, windows + 1, samples, child, window size, run digest]
+    [index: per window (along the reference, then one for the unplaced reads), per sample of the child:
+            offset, placed bytes, placed records, carried bytes, carried records]   little-endian uint64
+    [window 0: sample 0: placed BGZF blocks | carried BGZF blocks, sample 1: ...][window 1: ...] ... [unplaced]
+
+A window's placed records are those whose POS is in it (unmapped reads placed at their mate's position
+included), in ``samtools sort`` order; its carried records are copies of mapped records of the same
+contig that start in an earlier window and reach into it (for the counting only: a BAM holds the placed
+ones). Each run of records starts a BGZF block of its own, so a reducer decompresses just the runs it needs.
+The index is at a place computed from the plan alone (:class:`SliceLayout`): the reducer of a region reads
+its windows' entries of every child with one ranged GET each, then a window of a child with one more.
+
+:class:`SliceSorter` is the child's side: batches of records go in as they are aligned, sorted runs are
+spilled to the scratch disk (BGZF, a block run per window, sample and kind) past a byte budget, and
+:meth:`SliceSorter.write` merges the runs window by window into the object: memory is the budget plus one
+window of one sample's records, scratch the compressed records once.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+
+from seqlake.base import storage
+from seqlake.formats import bam, bgzf
+from seqlake.formats.bam import Records
+from seqlake.lake.positions import WindowAxis, all_windows, run_digest
+from seqlake.lake.regions import Contigs, Region
+from seqlake.plan.childplan import PlanView
+
+I64 = npt.NDArray[np.int64]
+MAGIC = b"SQLKREAD"
+VERSION = 1
+_HEADER = struct.Struct("<8sIIIIQ16s")
+_ENTRY_FIELDS = 5
+_ENTRY = 8 * _ENTRY_FIELDS
+#: the records a child holds before it sorts and spills them (encoded bytes, copies for carried records included)
+SORT_BUDGET_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class SliceEntry:
+    """One sample's records of one window in a child's object: the placed run at ``offset``, the carried
+    run right after it."""
+
+    offset: int
+    placed_bytes: int
+    placed: int
+    carried_bytes: int
+    carried: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.placed_bytes + self.carried_bytes
+
+
+@dataclass(frozen=True)
+class SliceLayout:
+    """Where everything of a child's object is, from the plan alone: its windows along the reference (the
+    reduce plan's regions cut at ``window``), then one for the unplaced reads; its samples."""
+
+    regions: tuple[Region, ...]
+    window: int
+    samples: int
+
+    @property
+    def windows(self) -> list[tuple[int, int]]:
+        """``(region, its number in the region)`` of each window along the reference."""
+        return all_windows(self.regions, self.window)[1]
+
+    @property
+    def count(self) -> int:
+        """Windows in the index: the reference's, and the unplaced reads' last."""
+        return len(self.windows) + 1
+
+    def index_span(self, first: int, stop: int) -> tuple[int, int]:
+        """Bytes of the index entries of windows ``[first, stop)`` (every sample's)."""
+        row = _ENTRY * self.samples
+        return _HEADER.size + first * row, _HEADER.size + stop * row
+
+    @property
+    def data_start(self) -> int:
+        return self.index_span(0, self.count)[1]
+
+    def region_windows(self, region: int) -> tuple[int, int]:
+        """The windows ``[first, stop)`` along the reference of region ``region``."""
+        ws = self.windows
+        at = [k for k, (r, _) in enumerate(ws) if r == region]
+        return (at[0], at[-1] + 1) if at else (0, 0)
+
+    def header(self, run_id: str, child: int) -> bytes:
+        return _HEADER.pack(MAGIC, VERSION, self.count, self.samples, child, self.window, run_digest(run_id))
+
+
+def child_samples(plan: PlanView, child: int) -> list[str]:
+    """A child's samples in the order its shards hold them: the order of its object's entries."""
+    return list(dict.fromkeys(plan.shards[i].sample for i in plan.child_shards(child)))
+
+
+def parse_entries(data: bytes, samples: int) -> list[list[SliceEntry]]:
+    """Per window, per sample, the entries of index bytes (:meth:`SliceLayout.index_span`)."""
+    words = np.frombuffer(data, dtype="<u8").astype(np.int64).reshape(-1, samples, _ENTRY_FIELDS)
+    return [[SliceEntry(*map(int, e)) for e in w] for w in words]
+
+
+def check_header(data: bytes, uri: str, layout: SliceLayout, run_id: str, child: int) -> None:
+    """Fail naming the object when its header is not the one this run's child would write."""
+    want = layout.header(run_id, child)
+    if data[: len(want)] != want:
+        got = data[:8]
+        why = ("not a slices object" if got != MAGIC else
+               "another format version, run, child, window or sample count than the plan's")
+        raise ValueError(f"{uri}: {why}: re-run the children")
+
+
+def read_runs(data: bytes, start: int, entry: SliceEntry) -> tuple[bytes, bytes]:
+    """The plain record bytes of an entry's placed and carried runs, from bytes read at ``start``."""
+    at = entry.offset - start
+    placed = bgzf.decompress(memoryview(data)[at : at + entry.placed_bytes])
+    carried = bgzf.decompress(memoryview(data)[at + entry.placed_bytes : at + entry.placed_bytes + entry.carried_bytes])
+    return placed, carried
+
+
+def merge_sorted(parts: Sequence[bytes]) -> tuple[bytes, I64]:
+    """Record bytes of sorted runs, merged into one run in ``samtools sort`` order (ties: the earlier run
+    first, as a stable sort of their concatenation): the bytes and each record's start."""
+    data = b"".join(parts)
+    if not data:
+        return b"", np.zeros(0, dtype=np.int64)
+    starts = bam.record_starts(data)
+    if sum(1 for p in parts if p) == 1:
+        return data, starts
+    tid, pos, flag = bam.fixed_fields(data, starts)
+    order = np.lexsort(((flag & bam.FLAG_REVERSE) != 0, pos, tid.astype(np.uint32))).astype(np.int64)
+    return bam.reorder(data, starts, order)
+
+
+@dataclass
+class _Run:
+    """One sorted run on the scratch disk: per (window, sample, carried) its BGZF bytes."""
+
+    path: Path
+    groups: dict[tuple[int, int, int], tuple[int, int]] = field(default_factory=dict)
+
+
+class SliceSorter:
+    """A child's records, sorted and cut by window (see the module docstring)."""
+
+    def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path, *,
+                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB) -> None:
+        self.layout = layout
+        self.axis = WindowAxis(contigs, all_windows(layout.regions, layout.window)[0])
+        self.unplaced = layout.count - 1
+        self.sample_code = {s: k for k, s in enumerate(samples)}
+        self.scratch = scratch
+        self.budget = budget
+        self.codec = codec
+        #: per batch: its encoded records, each record's start and size, the copies' rows and keys
+        self._pending: list[tuple[bytes, I64, I64, I64, npt.NDArray[np.uint64]]] = []
+        self._pending_bytes = 0
+        self._seq = 0
+        self.runs: list[_Run] = []
+
+    def add(self, sample: str, records: Records) -> None:
+        """A batch of one sample's records (in the child's output order)."""
+        n = len(records)
+        if n == 0:
+            return
+        data, starts = bam.encode(records)
+        placed = records.tid >= 0
+        first = np.full(n, self.unplaced, dtype=np.int64)
+        last = first.copy()
+        if placed.any():
+            tid = records.tid[placed]
+            first[placed] = self.axis.region[self.axis.window(tid, records.pos[placed])]
+            mapped = placed & ((records.flag & bam.FLAG_UNMAPPED) == 0)
+            last[placed] = first[placed]
+            last[mapped] = self.axis.region[self.axis.window(records.tid[mapped], records.end()[mapped] - 1)]
+        copies = last - first + 1
+        row = np.repeat(np.arange(n, dtype=np.int64), copies)
+        within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(copies) - copies, copies)
+        window = first[row] + within
+        # one uint64 key per copy, and the output order as a tie-break: sample, window, carried; then samtools'
+        key = (np.uint64(self.sample_code[sample]) << np.uint64(48) | window.astype(np.uint64) << np.uint64(1)
+               | (within > 0).astype(np.uint64))
+        coord = (records.tid.astype(np.uint32).astype(np.uint64) << np.uint64(33)
+                 | (records.pos + 1).astype(np.uint64) << np.uint64(1)
+                 | ((records.flag & bam.FLAG_REVERSE) != 0).astype(np.uint64))[row]
+        seq = self._seq + row
+        self._seq += n
+        sizes = np.diff(np.append(starts, len(data))).astype(np.int64)
+        self._pending.append((data, starts, sizes, row, np.stack([key, coord, seq.astype(np.uint64)], axis=1)))
+        self._pending_bytes += len(data) * len(row) // n
+        if self._pending_bytes > self.budget:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._pending:
+            return
+        datas, at_parts, size_parts, keys = [], [], [], []
+        base = 0
+        for data, starts, sizes, row, key in self._pending:
+            datas.append(data)
+            at_parts.append(starts[row] + base)
+            size_parts.append(sizes[row])
+            keys.append(key)
+            base += len(data)
+        data = b"".join(datas)
+        at, size_of, key = np.concatenate(at_parts), np.concatenate(size_parts), np.concatenate(keys)
+        self._pending, self._pending_bytes = [], 0
+        order = np.lexsort((key[:, 2], key[:, 1], key[:, 0]))
+        at, size_of, key = at[order], size_of[order], key[order]
+        run = _Run(self.scratch / f"reads-run-{len(self.runs):05d}.bgzf")
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        group = key[:, 0]
+        bounds = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1], [True])))
+        with run.path.open("wb") as out:
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                plain, _ = bam.gather(data, at[a:b], size_of[a:b])
+                blocks = bgzf.compress(plain, eof=False, codec=self.codec)
+                g = int(group[a])
+                run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks))
+                out.write(blocks)
+        self.runs.append(run)
+
+    def _group(self, window: int, sample: int, carried: int) -> Iterator[bytes]:
+        for run in self.runs:
+            where = run.groups.get((window, sample, carried))
+            if where is not None:
+                with run.path.open("rb") as f:
+                    yield bgzf.decompress(os.pread(f.fileno(), where[1], where[0]))
+
+    def write(self, out: BinaryIO, run_id: str, child: int) -> list[list[SliceEntry]]:
+        """Merge the runs into the object (see the module docstring); the index it wrote. The runs are
+        deleted."""
+        self._spill()
+        samples = self.layout.samples
+        index = np.zeros((self.layout.count, samples, _ENTRY_FIELDS), dtype="<u8")
+        out.write(self.layout.header(run_id, child))
+        out.write(index.tobytes())
+        for w in range(self.layout.count):
+            for s in range(samples):
+                offset = out.tell()
+                placed, n_placed = merge_sorted(list(self._group(w, s, 0)))
+                carried, n_carried = merge_sorted(list(self._group(w, s, 1)))
+                a = bgzf.compress(placed, eof=False, codec=self.codec) if placed else b""
+                b = bgzf.compress(carried, eof=False, codec=self.codec) if carried else b""
+                out.write(a)
+                out.write(b)
+                index[w, s] = offset, len(a), len(n_placed), len(b), len(n_carried)
+        out.seek(_HEADER.size)
+        out.write(index.tobytes())
+        out.seek(0, os.SEEK_END)
+        for run in self.runs:
+            run.path.unlink(missing_ok=True)
+        self.runs = []
+        return [[SliceEntry(*map(int, e)) for e in w] for w in index]
+
+
+def read_region_entries(children: Sequence[tuple[str, int, SliceLayout]], region: int, run_id: str) -> list[
+        list[list[SliceEntry]]]:
+    """Per child (``(uri, child, its layout)`` in child order), per window of region ``region``, per sample of
+    the child: its entries (two ranged GETs per child: the header, the region's entries)."""
+    heads = storage.read_many_ranges([(u, 0, _HEADER.size) for u, _, _ in children])
+    bodies = storage.read_many_ranges([(u, *layout.index_span(*layout.region_windows(region)))
+                                       for u, _, layout in children])
+    out = []
+    for (uri, child, layout), head, body in zip(children, heads, bodies, strict=True):
+        if head is None or body is None:
+            raise FileNotFoundError(f"{uri}: the child did not finish (no reads.slices)")
+        check_header(head, uri, layout, run_id, child)
+        out.append(parse_entries(body, layout.samples))
+    return out

@@ -1,0 +1,128 @@
+"""seqlake.formats against samtools: BAM records encoded with NumPy read back by ``samtools view`` as the
+SAM they came from, ``samtools quickcheck`` passes, decoding gives the records back, and a ``.bai`` built
+from the records' virtual offsets (whole, or joined from pieces compressed apart) answers region queries as
+``samtools index``'s does."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from seqlake import demo_data
+from seqlake.formats import bai, bam, bgzf, sam
+
+PAIRS = 3_000
+REGIONS = ["MN908947.3", "MN908947.3:1-1", "MN908947.3:100-200", "MN908947.3:16000-16400", "MN908947.3:16384-16385",
+           "MN908947.3:29000-29903", "MN908947.3:5000-21000", "*"]
+
+
+@pytest.fixture(scope="module")
+def sorted_sam(tmp_path_factory: pytest.TempPathFactory, minimap2: str, samtools: str) -> tuple[str, list[str]]:
+    """The first demo pairs through ``minimap2 -ax sr | samtools sort``, as SAM text, with some reads
+    unmapped (their bases scrambled) so the file has placed-unmapped and unplaced records."""
+    tmp = tmp_path_factory.mktemp("bam")
+    r1, r2, ref = demo_data.paths()
+    fastqs = []
+    for k, src in enumerate((r1, r2)):
+        out = subprocess.run(["zcat", str(src)], capture_output=True, check=True).stdout.decode().splitlines()
+        out = out[: 4 * PAIRS]
+        for i in range(0, len(out), 4):
+            if (i // 4) % 97 == 0 or ((i // 4) % 89 == 0 and k == 1):  # random bases: unmapped
+                out[i + 1] = "".join("ACGT"[(j * 7 + i) % 4] for j in range(len(out[i + 1])))
+        path = tmp / f"r{k + 1}.fastq"
+        path.write_text("\n".join(out) + "\n")
+        fastqs.append(str(path))
+    aligned = subprocess.run([minimap2, "-ax", "sr", "-t1", str(ref), *fastqs], capture_output=True, check=True).stdout
+    text = subprocess.run([samtools, "sort", "-O", "sam", "-"], input=aligned, capture_output=True, check=True).stdout
+    lines = text.decode().splitlines()
+    return "\n".join(line for line in lines if line.startswith("@")) + "\n", [x for x in lines if not x.startswith("@")]
+
+
+def _keep(line: str) -> str:
+    """The SAM fields a record holds that seqlake writes: the 11 columns and NM (the tags it writes)."""
+    f = line.split("\t")
+    return "\t".join(f[:11] + [t for t in f[11:] if t.startswith("NM:i:")])
+
+
+def _write(path: Path, head: str, records: bam.Records, pieces: int = 1) -> None:
+    """A BAM of ``records`` whose body is compressed in ``pieces`` parts apart, and its ``.bai`` joined from
+    the parts' index pieces."""
+    header = bgzf.compress(bam.header(head, [("MN908947.3", 29903)]), eof=False)
+    data, _ = bam.encode(records)
+    cuts = np.linspace(0, len(records), pieces + 1).astype(np.int64)
+    body, index_pieces = [header], []
+    at = len(header)
+    for lo, hi in itertools.pairwise(cuts.tolist()):
+        part = records.take(np.arange(lo, hi, dtype=np.int64))
+        raw, st = bam.encode(part)
+        blocks, vs, ve = bgzf.compress_records(raw, st)
+        index_pieces.append(bai.piece(part, vs, ve).shifted(at))
+        body.append(blocks)
+        at += len(blocks)
+    path.write_bytes(b"".join(body) + bgzf.EOF)
+    Path(f"{path}.bai").write_bytes(bai.bai_bytes(bai.join(index_pieces), 1))
+    assert data  # the whole batch encodes too
+
+
+def test_records_round_trip_through_samtools(sorted_sam: tuple[str, list[str]], samtools: str, tmp_path: Path) -> None:
+    head, lines = sorted_sam
+    lines = [_keep(x) for x in lines]
+    records = sam.records(lines, {"MN908947.3": 0})
+    assert (records.flag & 0x4).any() and (records.tid < 0).any()  # unmapped reads, placed and unplaced
+    out = tmp_path / "x.bam"
+    _write(out, head, records)
+    subprocess.run([samtools, "quickcheck", "-v", str(out)], check=True)
+    back = subprocess.run([samtools, "view", str(out)], capture_output=True, check=True, text=True).stdout.splitlines()
+    assert back == lines
+    data, starts = bam.encode(records)
+    again = bam.decode(data)
+    assert np.array_equal(bam.record_starts(data), starts)
+    for name in ("tid", "pos", "mapq", "flag", "next_tid", "next_pos", "tlen"):
+        assert np.array_equal(getattr(again, name), getattr(records, name)), name
+    for name in ("names", "cigar", "seq", "qual", "tags"):
+        assert getattr(again, name).rows() == getattr(records, name).rows(), name
+    assert bam.encode(again)[0] == data
+    placed = bam.decode_placement(data, starts)  # what an index reads: the same fields, CIGARs and ends
+    for name in ("tid", "pos", "mapq", "flag", "next_tid", "next_pos", "tlen"):
+        assert np.array_equal(getattr(placed, name), getattr(records, name)), name
+    assert placed.cigar.rows() == records.cigar.rows() and np.array_equal(placed.end(), records.end())
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_index_answers_as_samtools_index(sorted_sam: tuple[str, list[str]], samtools: str, tmp_path: Path,
+                                         pieces: int) -> None:
+    head, lines = sorted_sam
+    records = sam.records([_keep(x) for x in lines], {"MN908947.3": 0})
+    ours = tmp_path / "ours.bam"
+    _write(ours, head, records, pieces)
+    theirs = tmp_path / "theirs.bam"
+    shutil.copyfile(ours, theirs)
+    subprocess.run([samtools, "index", str(theirs)], check=True)
+    answered = 0
+    for region in REGIONS:
+        want = subprocess.run([samtools, "view", str(theirs), region], capture_output=True, check=True).stdout
+        got = subprocess.run([samtools, "view", str(ours), region], capture_output=True, check=True).stdout
+        assert got == want, region
+        answered += bool(want)
+    assert answered >= len(REGIONS) - 2  # the queries are not all empty
+    stats = [subprocess.run([samtools, "idxstats", str(p)], capture_output=True, check=True).stdout
+             for p in (ours, theirs)]
+    assert stats[0] == stats[1]
+
+
+def test_a_record_larger_than_a_block(tmp_path: Path, samtools: str) -> None:
+    """A 100 kb read spans blocks; the records after it start in a new block (their offsets as htslib's)."""
+    long_seq = ("ACGTTGCA" * 12_500).encode()
+    lines = [f"long\t0\tMN908947.3\t1\t60\t{len(long_seq)}S\t*\t0\t0\t{long_seq.decode()}\t{'I' * len(long_seq)}",
+             "short\t0\tMN908947.3\t20000\t60\t4M\t*\t0\t0\tACGT\tIIII"]
+    records = sam.records(lines, {"MN908947.3": 0})
+    out = tmp_path / "long.bam"
+    _write(out, "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:MN908947.3\tLN:29903\n", records)
+    subprocess.run([samtools, "quickcheck", "-v", str(out)], check=True)
+    assert subprocess.run([samtools, "view", str(out), "MN908947.3:20000-20001"], capture_output=True, check=True,
+                          text=True).stdout.split("\t")[0] == "short"
