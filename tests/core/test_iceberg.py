@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
 
@@ -223,3 +224,27 @@ def test_time_travel_reads_the_table_as_of_a_run(catalog: Any, tmp_path: Path) -
     assert iceberg.scan(catalog, DB, "sample_summary").num_rows == 2
     assert iceberg.scan(catalog, DB, "sample_summary", snapshot_id=first).column("run_id").to_pylist() == ["r1"]
 
+
+
+def test_a_deleted_sample_leaves_no_row_no_snapshot_and_no_file(catalog: Any, tmp_path: Path) -> None:
+    iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"))
+    shared = summary_rows(tmp_path, "r1", ["gone", "kept"], 1)  # a file with both samples' rows
+    alone = summary_rows(tmp_path, "r2", ["gone"], 2)  # a file of its rows alone
+    other = summary_rows(tmp_path, "r3", ["kept"], 3)
+    for run, path in (("r1", shared), ("r2", alone), ("r3", other)):
+        iceberg.commit_run(catalog, DB, run, {"sample_summary": [path]})
+    kept_before = iceberg.scan(catalog, DB, "sample_summary").filter(
+        pa.compute.equal(pa.compute.field("sample"), "kept")).sort_by("run_id")
+    done = iceberg.delete_sample(catalog, DB, "sample_summary", "gone")
+    after = iceberg.scan(catalog, DB, "sample_summary").sort_by("run_id")
+    assert "gone" not in after.column("sample").to_pylist()
+    assert after.equals(kept_before)  # every other row identical
+    assert set(done.removed_files) == {shared, alone} and not exists(shared) and not exists(alone)
+    # no snapshot left to time-travel to reads the sample
+    tbl = catalog.load_table((DB, "sample_summary"))
+    for snap in tbl.snapshots():
+        assert "gone" not in tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column("sample").to_pylist()
+    # and no file in the table's folder holds a row of it
+    files = [u for u in storage.list_uris(_storage_uri(_root(tmp_path, "sample_summary"))) if u.endswith(".parquet")]
+    for uri in files:
+        assert "gone" not in pq.read_table(io.BytesIO(storage.read_bytes(uri))).column("sample").to_pylist(), uri

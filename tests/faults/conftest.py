@@ -76,10 +76,21 @@ def status_of(cloud: LocalCloud, run_id: str) -> dict[str, Any]:
 
 
 def partitions_of(cloud: LocalCloud, run_id: str) -> frozenset[str]:
-    """The tables in which ``run_id`` has a registered partition."""
+    """The tables that show ``run_id``: a registered partition (Hive: ``runs``), a committed run (Iceberg)."""
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    from seqlake.lake import iceberg
+    from seqlake.lake.iceberg_io import FILE_IO
+    from seqlake.lake.tables import BY_NAME
+
     glue = cloud.client("glue")
     out = set()
+    catalog = GlueCatalog("glue", client=glue, **{"py-io-impl": FILE_IO})
     for table in (*RESULT_TABLES, "runs"):
+        if BY_NAME[table].is_iceberg:
+            if run_id in iceberg.committed_runs(catalog, cloud.database, table):
+                out.add(table)
+            continue
         parts = glue.get_partitions(DatabaseName=cloud.database, TableName=table)["Partitions"]
         if any(p["Values"] == [run_id] for p in parts):
             out.add(table)

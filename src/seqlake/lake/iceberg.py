@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from seqlake.lake.tables import PARTITION_KEYS, TABLES, Table
+from seqlake.lake.tables import ICEBERG_FORMAT_VERSION, PARTITION_KEYS, TABLES, Table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
     from pyiceberg.types import PrimitiveType
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = ICEBERG_FORMAT_VERSION
 #: the snapshot summary property naming the run a snapshot added (its audit trail and the commit's idempotence)
 RUN_ID_PROPERTY = "seqlake.run-id"
 #: what a snapshot did beyond the append: ``delete-sample``, ``rollback``, ``compact``
@@ -93,6 +93,23 @@ def iceberg_schema(table: Table) -> Schema:
     return Schema(*fields)
 
 
+#: Glue (Hive DDL) column types -> Iceberg types, as Glue reads a table's columns when it creates its Iceberg table
+_GLUE_TO_ARROW: dict[str, pa.DataType] = {
+    "string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "smallint": pa.int16(), "tinyint": pa.int8(),
+    "double": pa.float64(), "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC"),
+}
+
+
+def schema_from_glue_columns(columns: Sequence[Mapping[str, Any]]) -> Schema:
+    """An Iceberg schema of Glue columns (``[{"Name", "Type", "Comment"}]``), ids 1..n in order, all optional."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField
+
+    return Schema(*[NestedField(i, str(c["Name"]), iceberg_type(_GLUE_TO_ARROW[str(c["Type"])]), required=False,
+                                doc=c.get("Comment"))
+                    for i, c in enumerate(columns, start=1)])
+
+
 def partition_spec(schema: Schema) -> PartitionSpec:
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import IdentityTransform
@@ -105,15 +122,18 @@ def identifier(database: str, table: str) -> tuple[str, str]:
     return (database, table)
 
 
-def ensure_table(catalog: Catalog, database: str, table: Table, location: str) -> IcebergTable:
-    """The table, created (format 2, partitioned by ``run_id``) when the catalog has none. A table created
-    without the partition (Glue's ``OpenTableFormatInput`` makes an unpartitioned one) gets it added once."""
+def ensure_table(catalog: Catalog, database: str, table: Table, location: str, *, create: bool = True) -> IcebergTable:
+    """The table, created (format 2, partitioned by ``run_id``) when the catalog has none and ``create``
+    (else ``NoSuchTableError``: the commit never makes a table the template owns). A table created without
+    the partition (Glue's ``OpenTableFormatInput`` makes an unpartitioned one) gets it added once."""
     from pyiceberg.exceptions import NoSuchTableError
 
     ident = identifier(database, table.name)
     try:
         tbl = catalog.load_table(ident)
     except NoSuchTableError:
+        if not create:
+            raise
         schema = iceberg_schema(table)
         return catalog.create_table(ident, schema, location=location.rstrip("/"),
                                     partition_spec=partition_spec(schema), properties=TABLE_PROPERTIES)
@@ -324,3 +344,67 @@ def catalog_files(catalog: Catalog, database: str, table: str) -> set[str]:
     tbl = catalog.load_table(identifier(database, table))
     snap = tbl.current_snapshot()
     return _snapshot_files(tbl, snap.snapshot_id) if snap is not None else set()
+
+
+def committed_runs(catalog: Catalog, database: str, table: str) -> list[str]:
+    """The runs the table's current state holds, in commit order: those whose append is in the current
+    snapshot's ancestry and was not rolled back since (a run with no rows counts: its commit is there)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    tbl = catalog.load_table(identifier(database, table))
+    current = tbl.current_snapshot()
+    if current is None:
+        return []
+    added: list[str] = []
+    gone: set[str] = set()
+    for snap in ancestors_of(current, tbl.metadata):  # newest first
+        if snap.summary is None or snap.summary.get(RUN_ID_PROPERTY) is None:
+            continue
+        run = str(snap.summary.get(RUN_ID_PROPERTY))
+        if snap.summary.get(ACTION_PROPERTY) == "rollback":
+            gone.add(run)
+        elif run not in gone:
+            added.append(run)
+    return added[::-1]
+
+
+def sample_filter(sample: str) -> str:
+    """The row filter of one sample (quoted as pyiceberg's filter grammar quotes a string: '' for ')."""
+    return "sample == '" + sample.replace("'", "''") + "'"
+
+
+@dataclass
+class SampleDeletion:
+    """What :func:`delete_sample` did to one table."""
+
+    table: str
+    #: the data files that held the sample's rows (rewritten without them, or dropped whole), now removed
+    removed_files: list[str] = field(default_factory=list)
+    #: the snapshots expired because they still listed one of those files
+    expired_snapshots: list[int] = field(default_factory=list)
+    #: the delete's snapshot (None: the table held no row of the sample)
+    snapshot: int | None = None
+
+
+def delete_sample(catalog: Catalog, database: str, table: str, sample: str) -> SampleDeletion:
+    """Remove every row of ``sample`` from ``table`` so that no byte of it stays reachable or stored: an Iceberg
+    delete (files with other samples' rows rewritten without it, files of its rows alone dropped), then every
+    older snapshot that still lists one of the replaced files expired, then those files removed. Other rows are
+    untouched (copied as they were into the rewritten files)."""
+    ident = identifier(database, table)
+    before = catalog_files(catalog, database, table)
+    outcome = SampleDeletion(table)
+
+    def delete() -> None:
+        catalog.load_table(ident).delete(sample_filter(sample),
+                                          snapshot_properties={ACTION_PROPERTY: "delete-sample"})
+
+    _with_retries(f"delete {sample} from {table}", delete)
+    replaced = before - catalog_files(catalog, database, table)
+    if not replaced:
+        return outcome
+    current = catalog.load_table(ident).current_snapshot()
+    outcome.snapshot = current.snapshot_id if current is not None else None
+    outcome.expired_snapshots = expire_referencing(catalog, ident, replaced)
+    outcome.removed_files = remove_unreferenced(catalog.load_table(ident), replaced)
+    return outcome

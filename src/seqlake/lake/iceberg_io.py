@@ -110,3 +110,19 @@ class StorageFileIO(PyArrowFileIO):
         if scheme in _S3_SCHEMES:
             return pafs.PyFileSystem(StorageFileSystem())
         return super()._initialize_fs(scheme, netloc)
+
+
+#: the ``py-io-impl`` of :class:`MirrorFileIO`
+MIRROR_FILE_IO = "seqlake.lake.iceberg_io.MirrorFileIO"
+
+
+class MirrorFileIO(PyArrowFileIO):
+    """Read-only use: ``s3://bucket/key`` read from ``<seqlake.objects-root>/bucket/key``, a folder mirroring
+    the buckets (the local cloud's state folder, which local queries read as they read Hive partitions)."""
+
+    ROOT = "seqlake.objects-root"
+
+    def _initialize_fs(self, scheme: str, netloc: str | None = None) -> pafs.FileSystem:
+        if scheme in _S3_SCHEMES:
+            return pafs.SubTreeFileSystem(str(self.properties[self.ROOT]), pafs.LocalFileSystem())
+        return super()._initialize_fs(scheme, netloc)
