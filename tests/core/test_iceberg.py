@@ -248,3 +248,23 @@ def test_a_deleted_sample_leaves_no_row_no_snapshot_and_no_file(catalog: Any, tm
     files = [u for u in storage.list_uris(_storage_uri(_root(tmp_path, "sample_summary"))) if u.endswith(".parquet")]
     for uri in files:
         assert "gone" not in pq.read_table(io.BytesIO(storage.read_bytes(uri))).column("sample").to_pylist(), uri
+
+
+def test_compaction_rewrites_a_runs_parts_into_one_file_and_retention_removes_them(catalog: Any,
+                                                                                    tmp_path: Path) -> None:
+    import time
+
+    iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"))
+    parts = [write_part(tmp_path, "sample_summary", "r1", {"sample": [f"s{i}"], "read_pairs_raw": [i]},
+                        name=f"child={i:05d}") for i in range(4)]
+    iceberg.commit_run(catalog, DB, "r1", {"sample_summary": parts})
+    before = iceberg.scan(catalog, DB, "sample_summary").sort_by("sample")
+    done = iceberg.compact_run(catalog, DB, "sample_summary", "r1")
+    assert done.files_before == 4 and sorted(done.replaced) == sorted(parts)
+    assert len(iceberg.catalog_files(catalog, DB, "sample_summary")) == 1
+    assert iceberg.scan(catalog, DB, "sample_summary").sort_by("sample").equals(before)
+    # the small files stay for time travel until retention expires the snapshots listing them
+    assert all(exists(p) for p in parts)
+    expired, removed = iceberg.expire_older_than(catalog, DB, "sample_summary", int(time.time() * 1000) + 1)
+    assert expired and sorted(removed) == sorted(parts) and not any(exists(p) for p in parts)
+    assert iceberg.scan(catalog, DB, "sample_summary").sort_by("sample").equals(before)

@@ -408,3 +408,57 @@ def delete_sample(catalog: Catalog, database: str, table: str, sample: str) -> S
     outcome.expired_snapshots = expire_referencing(catalog, ident, replaced)
     outcome.removed_files = remove_unreferenced(catalog.load_table(ident), replaced)
     return outcome
+
+
+@dataclass
+class Compaction:
+    """What :func:`compact_run` did to one run's partition of a table."""
+
+    table: str
+    run_id: str
+    files_before: int = 0
+    #: the files rewritten into one (removed once no snapshot lists them: :func:`expire_older_than`)
+    replaced: list[str] = field(default_factory=list)
+
+
+def compact_run(catalog: Catalog, database: str, table: str, run_id: str, *, min_files: int = 2) -> Compaction:
+    """Rewrite a run's partition of ``table`` into one file when it has at least ``min_files`` (a run's many
+    small parts: one per child or region); the rows are the same, the commit one Iceberg overwrite. Memory: the
+    partition's rows (a run's share of one table, read into Arrow once)."""
+    ident = identifier(database, table)
+    tbl = catalog.load_table(ident)
+    outcome = Compaction(table, run_id)
+    snap = tbl.current_snapshot()
+    if snap is None:
+        return outcome
+    files = [e.data_file.file_path for m in snap.manifests(tbl.io)
+             for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)
+             if e.data_file.partition[0] == run_id]
+    outcome.files_before = len(files)
+    if len(files) < min_files:
+        return outcome
+
+    def rewrite() -> None:
+        current = catalog.load_table(ident)
+        rows = current.scan(row_filter=run_filter(run_id)).to_arrow()
+        current.overwrite(rows, overwrite_filter=run_filter(run_id),
+                          snapshot_properties={RUN_ID_PROPERTY: run_id, ACTION_PROPERTY: "compact"})
+
+    _with_retries(f"compact {table} {run_id}", rewrite)
+    outcome.replaced = files
+    return outcome
+
+
+def expire_older_than(catalog: Catalog, database: str, table: str, older_than_ms: int) -> tuple[list[int], list[str]]:
+    """Retention: expire the snapshots committed before ``older_than_ms`` (never the current one), then remove
+    the data files no remaining snapshot lists. Returns the expired snapshots and the removed files."""
+    ident = identifier(database, table)
+    tbl = catalog.load_table(ident)
+    current = tbl.current_snapshot()
+    doomed = [s.snapshot_id for s in tbl.snapshots()
+              if s.timestamp_ms < older_than_ms and (current is None or s.snapshot_id != current.snapshot_id)]
+    if not doomed:
+        return [], []
+    files = set().union(*(_snapshot_files(tbl, s) for s in doomed))
+    tbl.maintenance.expire_snapshots().by_ids(doomed).commit()
+    return doomed, remove_unreferenced(catalog.load_table(ident), files)
