@@ -268,3 +268,32 @@ def test_compaction_rewrites_a_runs_parts_into_one_file_and_retention_removes_th
     expired, removed = iceberg.expire_older_than(catalog, DB, "sample_summary", int(time.time() * 1000) + 1)
     assert expired and sorted(removed) == sorted(parts) and not any(exists(p) for p in parts)
     assert iceberg.scan(catalog, DB, "sample_summary").sort_by("sample").equals(before)
+
+
+def test_first_commits_racing_on_a_table_glue_made_unpartitioned_all_land(catalog: Any, tmp_path: Path) -> None:
+    """Glue's OpenTableFormatInput makes the table unpartitioned: each run's commit adds the run_id partition
+    if it is missing, and runs doing it at once conflicted (a faults test's concurrent runs failed one with
+    'Glue detected concurrent update') until the spec update was retried like the append."""
+    columns = BY_NAME["sample_summary"].glue_table_input("X")["StorageDescriptor"]["Columns"]
+    catalog.create_table((DB, "sample_summary"), iceberg.schema_from_glue_columns(columns),
+                         location=_root(tmp_path, "sample_summary"), properties=iceberg.TABLE_PROPERTIES)
+    runs = [f"r{i}" for i in range(4)]
+    paths = {r: summary_rows(tmp_path, r, [f"s-{r}"], 1) for r in runs}
+    barrier = threading.Barrier(len(runs))
+    errors: list[BaseException] = []
+
+    def commit(run: str) -> None:
+        try:
+            barrier.wait()
+            iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"), create=False)
+            iceberg.commit_run(catalog, DB, run, {"sample_summary": [paths[run]]})
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=commit, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(iceberg.scan(catalog, DB, "sample_summary").column("run_id").to_pylist()) == runs

@@ -140,9 +140,14 @@ def ensure_table(catalog: Catalog, database: str, table: Table, location: str, *
         schema = iceberg_schema(table)
         return catalog.create_table(ident, schema, location=location.rstrip("/"),
                                     partition_spec=partition_spec(schema), properties=TABLE_PROPERTIES)
+    def add_partition() -> None:
+        current = catalog.load_table(ident)  # re-read: another run's first commit may have added it meanwhile
+        if not any(f.name == RUN_ID for f in current.spec().fields):
+            with current.update_spec() as spec:
+                spec.add_identity(RUN_ID)
+
     if not any(f.name == RUN_ID for f in tbl.spec().fields):
-        with tbl.update_spec() as spec:
-            spec.add_identity(RUN_ID)
+        _with_retries(f"partition {table.name}", add_partition)  # two runs' first commits race here too
         tbl = catalog.load_table(ident)
     return tbl
 
