@@ -92,3 +92,20 @@ def rollback_results(database: str, run_id: str, tables: Iterable[str]) -> list[
     from seqlake.lake import iceberg
 
     return iceberg.rollback_run(iceberg_catalog(), database, run_id, tables)
+
+
+def discard_run_files(database: str, bucket: str, run_id: str, tables: Iterable[str]) -> list[str]:
+    """Remove what a failed commit published under ``results/<table>/run_id=<id>/`` that no snapshot of the
+    table lists (after :func:`rollback_results`: all of it): the files of the tables its commit never reached
+    are in no table, but a crawler, a Hive table over ``results/`` or a repair would still find them. Their
+    staged copies under ``runs/`` stay, so a re-run publishes them again. Returns the removed URIs."""
+    from seqlake.lake import iceberg
+
+    catalog = iceberg_catalog()
+    removed: list[str] = []
+    for table in tables:
+        published = run_files(bucket, run_id, table)
+        if published:
+            tbl = catalog.load_table(iceberg.identifier(database, table))
+            removed += iceberg.remove_unreferenced(tbl, published)
+    return removed

@@ -153,14 +153,17 @@ def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[s
         raise
 
 
-def unregister_results(database: str, run_id: str) -> list[str]:
+def unregister_results(database: str, bucket: str, run_id: str) -> list[str]:
     """Take the run out of every result table (a commit that died halfway reached some): the Iceberg
-    tables rolled back, a Hive table's partition deleted; returns the tables that had it. Best effort:
-    recording the failure matters more."""
+    tables rolled back and the files it published that no table lists removed, a Hive table's partition
+    deleted; returns the tables that had it. Best effort: recording the failure matters more."""
     removed: list[str] = []
     iceberg_tables = [t for t in RESULT_TABLES if BY_NAME[t].is_iceberg]
     try:
         removed += catalog.rollback_results(database, run_id, iceberg_tables)
+        discarded = catalog.discard_run_files(database, bucket, run_id, iceberg_tables)
+        if discarded:
+            logger.info("removed the files a failed commit published", extra={"files": len(discarded)})
     except Exception as err:
         logger.warning("could not roll the failed run back out of the Iceberg tables",
                        extra={"run_id": run_id, "error": repr(err)})
@@ -378,7 +381,7 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         status.reason = f"{status.reason}; {NEW_UPLOAD_ADVICE}"
     status.finish()
     if step is Step.COMMIT:
-        unregister_results(database, request.run_id)
+        unregister_results(database, request.bucket, request.run_id)
     _render_report(status, request, required=False)
     record_unsuccessful(status, database)
     return status
