@@ -297,3 +297,18 @@ def test_first_commits_racing_on_a_table_glue_made_unpartitioned_all_land(catalo
         t.join()
     assert errors == []
     assert sorted(iceberg.scan(catalog, DB, "sample_summary").column("run_id").to_pylist()) == runs
+
+
+def test_a_rollback_keeps_the_runs_committed_after_the_failed_one(catalog: Any, tmp_path: Path) -> None:
+    """A run that commits while another's commit has died (before its rollback) is in every snapshot the rollback
+    expires (they all list the failed run's file): it must still count as committed, once, after the rollback."""
+    iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"))
+    iceberg.commit_run(catalog, DB, "before", {"sample_summary": [summary_rows(tmp_path, "before", ["a"], 1)]})
+    iceberg.commit_run(catalog, DB, "failed", {"sample_summary": [summary_rows(tmp_path, "failed", ["a"], 2)]})
+    later = summary_rows(tmp_path, "later", ["b"], 3)
+    iceberg.commit_run(catalog, DB, "later", {"sample_summary": [later]})
+    assert iceberg.rollback_run(catalog, DB, "failed", ["sample_summary"]) == ["sample_summary"]
+    assert iceberg.committed_runs(catalog, DB, "sample_summary") == ["before", "later"]
+    # a commit of the later run made again (a retried step) adds nothing twice
+    iceberg.commit_run(catalog, DB, "later", {"sample_summary": [later]})
+    assert sorted(iceberg.scan(catalog, DB, "sample_summary").column("run_id").to_pylist()) == ["before", "later"]

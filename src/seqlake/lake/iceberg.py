@@ -225,6 +225,9 @@ def append_run(catalog: Catalog, database: str, table: str, run_id: str, paths: 
         done = run_snapshot(tbl, run_id)
         if done is not None:
             return done
+        current = tbl.current_snapshot()
+        if current is not None and run_id in _current_runs(tbl):  # its append expired by another run's rollback
+            return current.snapshot_id
         if len(entries) != len(paths):  # each file's footer read once, in parallel (a 1,000-child run's parts)
             with ThreadPoolExecutor(max(1, min(FOOTER_READERS, len(paths)))) as pool:
                 entries[:] = pool.map(lambda path: data_file(tbl, path, run_id), paths)
@@ -358,26 +361,34 @@ def catalog_files(catalog: Catalog, database: str, table: str) -> set[str]:
     return _snapshot_files(tbl, snap.snapshot_id) if snap is not None else set()
 
 
-def committed_runs(catalog: Catalog, database: str, table: str) -> list[str]:
-    """The runs the table's current state holds, in commit order: those whose append is in the current
-    snapshot's ancestry and was not rolled back since (a run with no rows counts: its commit is there)."""
-    from pyiceberg.table.snapshots import ancestors_of
+def _current_runs(tbl: IcebergTable) -> set[str]:
+    """The runs whose rows the table's current snapshot reads (the ``run_id`` partition of its files)."""
+    snap = tbl.current_snapshot()
+    if snap is None:
+        return set()
+    return {str(e.data_file.partition[0]) for m in snap.manifests(tbl.io)
+            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
 
+
+def committed_runs(catalog: Catalog, database: str, table: str) -> list[str]:
+    """The runs the table's current state holds, in commit order: those whose append is in the table's history
+    and was not rolled back since (a run with no rows counts: its commit is there), and those whose rows the
+    current snapshot reads although their append snapshot was expired (a rollback expires every snapshot that
+    lists the failed run's files, those of runs committed after it too): after the others, by run id."""
     tbl = catalog.load_table(identifier(database, table))
-    current = tbl.current_snapshot()
-    if current is None:
+    if tbl.current_snapshot() is None:
         return []
-    added: list[str] = []
-    gone: set[str] = set()
-    for snap in ancestors_of(current, tbl.metadata):  # newest first
+    added: dict[str, None] = {}
+    for snap in sorted(tbl.snapshots(), key=lambda s: (s.timestamp_ms, s.sequence_number or 0)):
         if snap.summary is None or snap.summary.get(RUN_ID_PROPERTY) is None:
             continue
         run = str(snap.summary.get(RUN_ID_PROPERTY))
-        if snap.summary.get(ACTION_PROPERTY) == "rollback":
-            gone.add(run)
-        elif run not in gone:
-            added.append(run)
-    return added[::-1]
+        action = snap.summary.get(ACTION_PROPERTY)
+        if action == "rollback":
+            added.pop(run, None)
+        elif action is None:
+            added[run] = None
+    return [*added, *sorted(_current_runs(tbl) - added.keys())]
 
 
 def sample_filter(sample: str) -> str:
