@@ -83,19 +83,20 @@ class CountingClock:
 
 @contextlib.contextmanager
 def counting_clock() -> Iterator[CountingClock]:
-    """The child's counting calls clocked while inside: each aligned chunk into the counts
-    (``count_alleles``), the staging tables (``allele_tables``); and the write of the positions object apart
-    (its allele share is the difference between runs with and without counting)."""
+    """The child's counting calls clocked while inside: each aligned chunk into a sample's counts
+    (``AlleleAccumulator.add``: the chunk's BAM records, which the child makes counting or not, are not
+    counting), the staging tables (``allele_tables``); and the write of the positions object apart (its
+    allele share is the difference between runs with and without counting)."""
     clock = CountingClock()
     aligning = worker._Aligning  # the calls the child makes only when it counts
-    saved = aligning.count_alleles, aligning.allele_tables, worker.write_positions
-    aligning.count_alleles = clock.timed(saved[0])  # type: ignore[method-assign]
+    saved = worker.AlleleAccumulator.add, aligning.allele_tables, worker.write_positions
+    worker.AlleleAccumulator.add = clock.timed(saved[0])  # type: ignore[method-assign]
     aligning.allele_tables = clock.timed(saved[1])  # type: ignore[method-assign]
     worker.write_positions = clock.timed(saved[2], "positions")
     try:
         yield clock
     finally:
-        aligning.count_alleles, aligning.allele_tables = saved[:2]  # type: ignore[method-assign]
+        worker.AlleleAccumulator.add, aligning.allele_tables = saved[:2]  # type: ignore[method-assign]
         worker.write_positions = saved[2]
 
 
