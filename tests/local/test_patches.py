@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from batch_queues import fair_share_queue, quick_definition
 from botocore.exceptions import ClientError
 
 from seqlake.base import limits
@@ -464,38 +465,19 @@ def test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib(fixture
 
 
 # ---------------------------------------------------------------- Batch's service-side rules (seqlake.localcloud.rules)
-def _fair_share_queue(batch: Any, name: str) -> str:
-    fifo = batch.describe_job_queues()["jobQueues"][0]
-    policy = batch.create_scheduling_policy(name=f"{name}-policy", fairsharePolicy={"shareDecaySeconds": 600})
-    queue: str = batch.create_job_queue(jobQueueName=name, state="ENABLED", priority=1,
-                                        schedulingPolicyArn=policy["arn"],
-                                        computeEnvironmentOrder=fifo["computeEnvironmentOrder"])["jobQueueArn"]
-    return queue
-
-
-def _quick_definition(batch: Any, name: str, **extra: Any) -> str:
-    arn: str = batch.register_job_definition(
-        jobDefinitionName=name, type="container",
-        containerProperties={"image": "local/worker", "command": ["python", "-c", "pass"],
-                             "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                                      {"type": "MEMORY", "value": "256"}]},
-        **extra)["jobDefinitionArn"]
-    return arn
-
-
 def test_batch_holds_a_fair_share_queue_to_its_share_identifier_and_priority(fixture_cloud: Any) -> None:
     """moto took a fair-share queue's job with no share identifier and no priority (AWS refuses both) and dropped a
     job definition's schedulingPriority, so the priority the template gives could not count."""
     from seqlake.localcloud import rules
 
     batch = fixture_cloud.client("batch")
-    queue = _fair_share_queue(batch, "patch-fair-share")
-    plain = _quick_definition(batch, "patch-unprioritised")
+    queue = fair_share_queue(batch, "patch-fair-share")
+    plain = quick_definition(batch, "patch-unprioritised")
     with pytest.raises(ClientError, match=rules.NO_SHARE_IDENTIFIER):
         batch.submit_job(jobName="no-share", jobQueue=queue, jobDefinition=plain)
     with pytest.raises(ClientError, match="Either schedulingPriority"):
         batch.submit_job(jobName="no-priority", jobQueue=queue, jobDefinition=plain, shareIdentifier="a")
-    prioritised = _quick_definition(batch, "patch-prioritised", schedulingPriority=1)
+    prioritised = quick_definition(batch, "patch-prioritised", schedulingPriority=1)
     assert batch.submit_job(jobName="kept", jobQueue=queue, jobDefinition=prioritised, shareIdentifier="a")["jobId"]
 
 
@@ -503,8 +485,8 @@ def test_a_state_machines_submit_job_passes_every_parameter(fixture_cloud: Any) 
     """Step Functions passes a batch:submitJob task's ShareIdentifier and SchedulingPriorityOverride; moto's
     interpreter dropped them, so the fair-share queue refused the submission AWS takes."""
     batch = fixture_cloud.client("batch")
-    queue = _fair_share_queue(batch, "patch-sfn-fair-share")
-    plain = _quick_definition(batch, "patch-sfn-unprioritised")
+    queue = fair_share_queue(batch, "patch-sfn-fair-share")
+    plain = quick_definition(batch, "patch-sfn-unprioritised")
     definition = {"StartAt": "Submit", "States": {"Submit": {
         "Type": "Task", "Resource": "arn:aws:states:::batch:submitJob",
         "Parameters": {"JobName": "fair", "JobQueue": queue, "JobDefinition": plain, "ShareIdentifier": "a",

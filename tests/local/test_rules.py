@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_queues import fair_share_queue, quick_definition
 from botocore.exceptions import ClientError
 
 from seqlake import demo_data
@@ -47,30 +48,10 @@ def _queue_and_definition(cloud: Any) -> tuple[Any, str, dict[str, Any]]:
     return batch, queue["jobQueueArn"], queue
 
 
-def _fair_share_queue(batch: Any, fifo: dict[str, Any], name: str) -> str:
-    policy = batch.create_scheduling_policy(name=f"{name}-policy", fairsharePolicy={"shareDecaySeconds": 600})
-    queue: str = batch.create_job_queue(
-        jobQueueName=name, state="ENABLED", priority=1, schedulingPolicyArn=policy["arn"],
-        computeEnvironmentOrder=fifo["computeEnvironmentOrder"],
-    )["jobQueueArn"]
-    return queue
-
-
-def _definition(batch: Any, name: str, **extra: Any) -> str:
-    arn: str = batch.register_job_definition(
-        jobDefinitionName=name, type="container",
-        containerProperties={"image": "local/worker", "command": ["python", "-c", "pass"],
-                             "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                                      {"type": "MEMORY", "value": "256"}]},
-        **extra,
-    )["jobDefinitionArn"]
-    return arn
-
-
 def test_fair_share_queue_refuses_a_job_without_a_share_identifier(fixture_cloud: Any) -> None:
-    batch, _, fifo = _queue_and_definition(fixture_cloud)
-    queue = _fair_share_queue(batch, fifo, "fair-share-1")
-    jd = _definition(batch, "prioritised-1", schedulingPriority=5)
+    batch, _, _ = _queue_and_definition(fixture_cloud)
+    queue = fair_share_queue(batch, "fair-share-1")
+    jd = quick_definition(batch, "prioritised-1", schedulingPriority=5)
     with pytest.raises(ClientError, match=re.escape(rules.NO_SHARE_IDENTIFIER)) as refused:
         batch.submit_job(jobName="no-share", jobQueue=queue, jobDefinition=jd)
     assert refused.value.response["Error"]["Code"] == "ClientException"
@@ -79,15 +60,15 @@ def test_fair_share_queue_refuses_a_job_without_a_share_identifier(fixture_cloud
 
 
 def test_fair_share_queue_refuses_a_job_without_a_scheduling_priority(fixture_cloud: Any) -> None:
-    batch, fifo_queue, fifo = _queue_and_definition(fixture_cloud)
-    queue = _fair_share_queue(batch, fifo, "fair-share-2")
-    plain = _definition(batch, "unprioritised")
+    batch, fifo_queue, _ = _queue_and_definition(fixture_cloud)
+    queue = fair_share_queue(batch, "fair-share-2")
+    plain = quick_definition(batch, "unprioritised")
     with pytest.raises(ClientError, match=re.escape(rules.NO_SCHEDULING_PRIORITY)):
         batch.submit_job(jobName="no-priority", jobQueue=queue, jobDefinition=plain, shareIdentifier="run1")
     # the override alone, or the job definition's priority alone, is enough; a FIFO queue needs neither
     overridden = batch.submit_job(jobName="override", jobQueue=queue, jobDefinition=plain, shareIdentifier="run1",
                                   schedulingPriorityOverride=1)["jobId"]
-    prioritised = _definition(batch, "prioritised-2", schedulingPriority=0)
+    prioritised = quick_definition(batch, "prioritised-2", schedulingPriority=0)
     defined = batch.submit_job(jobName="defined", jobQueue=queue, jobDefinition=prioritised,
                                shareIdentifier="run1")["jobId"]
     fifo_job = batch.submit_job(jobName="fifo", jobQueue=fifo_queue, jobDefinition=plain)["jobId"]
@@ -98,15 +79,15 @@ def test_fair_share_queue_refuses_a_job_without_a_scheduling_priority(fixture_cl
 def test_timeouts_under_a_minute_are_refused(fixture_cloud: Any) -> None:
     batch, queue, _ = _queue_and_definition(fixture_cloud)
     with pytest.raises(ClientError, match="under the minimum of 60 seconds"):
-        _definition(batch, "hasty", timeout={"attemptDurationSeconds": 59})
-    jd = _definition(batch, "patient", timeout={"attemptDurationSeconds": 60})
+        quick_definition(batch, "hasty", timeout={"attemptDurationSeconds": 59})
+    jd = quick_definition(batch, "patient", timeout={"attemptDurationSeconds": 60})
     with pytest.raises(ClientError, match="under the minimum of 60 seconds"):
         batch.submit_job(jobName="hasty", jobQueue=queue, jobDefinition=jd, timeout={"attemptDurationSeconds": 30})
 
 
 def test_container_overrides_batch_refuses_are_refused(fixture_cloud: Any) -> None:
     batch, queue, _ = _queue_and_definition(fixture_cloud)
-    jd = _definition(batch, "overridden")
+    jd = quick_definition(batch, "overridden")
     bad: list[dict[str, Any]] = [
         {"environment": [{"name": "AWS_BATCH_JOB_ID", "value": "mine"}]},
         {"resourceRequirements": [{"type": "VCPU", "value": "0.5"}]},
@@ -122,7 +103,7 @@ def test_a_job_no_instance_type_can_hold_fails_with_the_reason(fixture_cloud: An
     """The fixture's compute environment is ``optimal`` (c4, m4, r4: at most 64 vCPUs, 488 GiB) with
     ``maxvCpus`` 16: a job of 1 TiB fits no instance, a job of 32 vCPUs exceeds the maximum."""
     batch, queue, _ = _queue_and_definition(fixture_cloud)
-    jd = _definition(batch, "sized")
+    jd = quick_definition(batch, "sized")
     huge = batch.submit_job(jobName="huge", jobQueue=queue, jobDefinition=jd, containerOverrides={
         "resourceRequirements": [{"type": "MEMORY", "value": str(1 << 20)}]})["jobId"]
     wide = batch.submit_job(jobName="wide", jobQueue=queue, jobDefinition=jd, containerOverrides={
