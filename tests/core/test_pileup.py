@@ -1,4 +1,4 @@
-"""The child's allele counts (seqlake.child.pileup) against a slow, obvious reference: each row's CIGAR
+"""The child's allele counts (seqlake.lake.pileup) against a slow, obvious reference: each row's CIGAR
 walked base by base in Python, htslib's overlapping-mates rule applied pair by pair, on random batches
 (both strands, soft clips, insertions, deletions, skips, IUPAC and lower-case bases, qualities around the
 threshold, overlapping and wild pairs, skipped flags, two contigs far apart)."""
@@ -14,8 +14,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
-from seqlake.child import pileup
-from seqlake.child.pileup import (
+from seqlake.lake import pileup
+from seqlake.lake.pileup import (
     COUNT_COLUMNS,
     SKIP_FLAGS,
     AlignmentRows,

@@ -22,11 +22,11 @@ from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
-from seqlake.child.pileup import x31_wang_parity
 from seqlake.child.trim import Trimmer
 from seqlake.demo_data.simulate import Reference, SimConfig, format_fastq, read_reference, simulate_chunk
 from seqlake.lake import merge
 from seqlake.lake.alleles import CallParams, Indel, consensus_segment, fisher_left, ivar_pvalue
+from seqlake.lake.pileup import x31_wang_parity
 from seqlake.lake.positions import IndexLayout, read_index, read_region
 from seqlake.lake.reduce import merger
 from seqlake.lake.regions import load_reduce_plan

@@ -36,10 +36,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
-from seqlake.child.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
 from seqlake.formats import cigar as cigar_format
 from seqlake.lake.positions import dictionary_column
 from seqlake.lake.regions import Region
+from seqlake.lake.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
 from seqlake.lake.tables import ALLELE_BASES, ALLELE_COUNT_COLUMNS, ALLELES, INDELS
 
 I64 = npt.NDArray[np.int64]
@@ -747,7 +747,7 @@ class AlleleAccumulator:
     deletion. Batches are added up lazily (once the pending rows outnumber the summed ones), so adding
     costs O(n log n) over the child whatever the genome's size; once the rows held pass ``row_budget``
     (:data:`seqlake.base.limits.CHILD_ALLELE_ROWS`) the summed rows are spilled to a sorted run in ``spill``
-    (a folder of the child's scratch) and the sums start again (:mod:`seqlake.child.spill`), so memory is
+    (a folder of the child's scratch) and the sums start again (:mod:`seqlake.lake.spill`), so memory is
     bounded whatever the positions the reads touch. ``spill=None``: never spilled."""
 
     def __init__(self, contigs: list[tuple[str, int]], min_quality: int, *, spill: Path | None = None,

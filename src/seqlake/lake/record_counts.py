@@ -1,0 +1,95 @@
+"""The allele and indel counts of one window, counted by the reducer from the children's sorted records
+(docs/INTERNALS.md, "Read slices and the per-sample BAM", "Counting from records").
+
+A window's records of a sample are its children's placed and carried runs (:mod:`seqlake.lake.slices`):
+every record whose alignment covers a base of the window, the mates of an overlapping pair both among them.
+They are decoded back into what the child counted (:func:`seqlake.lake.bamrows.counting_inputs`) and counted
+by the same code (:class:`seqlake.lake.pileup.AlleleAccumulator`); of its rows only the window's positions
+are kept (a carried record also counts the bases it has in earlier windows, which those windows count; an
+indel is kept where its anchor is). The result is the ``alleles`` and ``indels`` staging tables the
+reducer merged from the children's per-position rows, row for row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from seqlake.base import storage
+from seqlake.formats import bam
+from seqlake.lake.bamrows import counting_inputs
+from seqlake.lake.pileup import AlleleAccumulator
+from seqlake.lake.positions import dictionary_column
+from seqlake.lake.regions import Contigs, Region
+from seqlake.lake.slices import SliceEntry, read_runs
+from seqlake.lake.tables import ALLELES, INDELS
+
+#: a child's bytes of one window (every sample's entries) and where they start in its object
+ChildWindow = tuple[bytes, int]
+
+
+def window_reads(children: Sequence[tuple[str, Sequence[str]]], entries: Sequence[Sequence[Sequence[SliceEntry]]],
+                 w: int) -> dict[str, list[tuple[ChildWindow, SliceEntry]]]:
+    """Per sample, its children's entries of window ``w`` of a region with the bytes they are in (one ranged GET
+    per child holding any record there, in parallel), in child order. ``children``: each child's slices object
+    and samples; ``entries``: :func:`seqlake.lake.slices.read_region_entries`'s."""
+    spans = []
+    for (uri, _), ents in zip(children, entries, strict=True):
+        es = [e for e in ents[w] if e.end > e.offset]
+        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
+    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
+    out: dict[str, list[tuple[ChildWindow, SliceEntry]]] = {}
+    for (uri, samples), ents, span in zip(children, entries, spans, strict=True):
+        if span[2] <= span[1]:
+            continue
+        data = next(got)
+        if data is None:
+            raise FileNotFoundError(uri)
+        for sample, e in zip(samples, ents[w], strict=True):
+            if e.placed or e.carried:
+                out.setdefault(sample, []).append(((data, span[1]), e))
+    return out
+
+
+def sample_records(reads: Sequence[tuple[ChildWindow, SliceEntry]]) -> bam.Records:
+    """A sample's placed and carried records of one window, from each of its children's entries (child order);
+    their order does not change a count."""
+    plain = []
+    for (data, start), entry in reads:
+        placed, carried = read_runs(data, start, entry)
+        plain += [placed, carried]
+    joined = b"".join(plain)
+    return bam.decode(joined, bam.record_starts(joined))
+
+
+def _in_window(table: pa.Table, window: Region) -> pa.Table:
+    """The rows of ``table`` whose (contig, pos) is in one of the window's pieces, their contig coded as the
+    reducer's staging rows are: into the window's contigs, in piece order."""
+    names = [p.contig for p in window.pieces]
+    if table.num_rows:
+        contig = table.column("contig").cast(pa.string())
+        pos = table.column("pos")
+        keep = None
+        for p in window.pieces:
+            here = pc.and_(pc.equal(contig, p.contig), pc.and_(pc.greater_equal(pos, p.start), pc.less(pos, p.end)))
+            keep = here if keep is None else pc.or_(keep, here)
+        assert keep is not None
+        table = table.filter(keep)
+    codes = pc.index_in(table.column("contig").cast(pa.string()), value_set=pa.array(names, pa.string()))
+    recoded = dictionary_column(np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int32), names)
+    return table.set_column(table.schema.get_field_index("contig"), "contig", recoded)
+
+
+def window_allele_tables(records: bam.Records, window: Region, contigs: Contigs, min_quality: int,
+                         sample: str) -> dict[str, pa.Table]:
+    """The ``alleles`` and ``indels`` staging rows of one sample in one window, from its records."""
+    acc = AlleleAccumulator(list(contigs), min_quality)
+    if len(records):
+        rows, reads = counting_inputs(records)
+        acc.add(rows, reads)
+    alleles, indels = acc.tables(sample)
+    return {ALLELES.name: _in_window(alleles, window).cast(ALLELES.schema),
+            INDELS.name: _in_window(indels, window).cast(INDELS.schema)}
