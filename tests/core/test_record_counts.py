@@ -16,6 +16,7 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.formats import bam
+from seqlake.lake import record_counts
 from seqlake.lake.bamrows import counting_inputs
 from seqlake.lake.pileup import AlleleAccumulator
 from seqlake.lake.record_counts import sample_records, window_allele_tables, window_reads
@@ -50,6 +51,7 @@ def test_window_counts_from_records_add_up_to_one_count_of_every_record(tmp_path
     from seqlake.child import worker
 
     monkeypatch.setattr(worker, "window_size", lambda _bin_width: 4_000)  # many reads cross a window's edge
+    monkeypatch.setattr(record_counts, "RECORDS_PER_BATCH", 700)  # a window's records counted in several batches
     reference = _reference(tmp_path, contigs)
     samples = []
     for i in range(2):

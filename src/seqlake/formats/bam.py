@@ -221,6 +221,15 @@ def decode_placement(data: bytes | memoryview, starts: I64) -> Records:
                    Ragged(cigar, np.concatenate(([0], np.cumsum(n_cigar))).astype(np.int64)), none, none, none)
 
 
+def read_names(data: bytes | memoryview, starts: I64) -> list[bytes]:
+    """The read name of each record starting at ``starts`` (without decoding the rest)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    l_name = buf[starts + 12].astype(np.int64)  # l_read_name: after block_size, refID and pos
+    names = buf[_gather_index(starts + FIXED_SIZE, l_name - 1)].tobytes()
+    o = np.concatenate(([0], np.cumsum(l_name - 1))).tolist()
+    return [names[a:b] for a, b in itertools.pairwise(o)]
+
+
 def decode(data: bytes | memoryview, starts: I64 | None = None) -> Records:
     """The records of BAM record bytes (no header)."""
     buf = np.frombuffer(data, dtype=np.uint8)
