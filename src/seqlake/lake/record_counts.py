@@ -19,13 +19,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from seqlake.base import storage
 from seqlake.formats import bam
 from seqlake.lake.bamrows import counting_inputs
 from seqlake.lake.pileup import AlleleAccumulator
 from seqlake.lake.positions import dictionary_column
 from seqlake.lake.regions import Contigs, Region
-from seqlake.lake.slices import SliceEntry, read_runs
+from seqlake.lake.slices import SliceEntry, read_runs, read_window_bytes
 from seqlake.lake.tables import ALLELES, INDELS
 
 I64 = npt.NDArray[np.int64]
@@ -40,21 +39,14 @@ def window_reads(children: Sequence[tuple[str, Sequence[str]]], entries: Sequenc
     """Per sample, its children's entries of window ``w`` of a region with the bytes they are in (one ranged GET
     per child holding any record there, in parallel), in child order. ``children``: each child's slices object
     and samples; ``entries``: :func:`seqlake.lake.slices.read_region_entries`'s."""
-    spans = []
-    for (uri, _), ents in zip(children, entries, strict=True):
-        es = [e for e in ents[w] if e.end > e.offset]
-        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
-    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
     out: dict[str, list[tuple[ChildWindow, SliceEntry]]] = {}
-    for (uri, samples), ents, span in zip(children, entries, spans, strict=True):
-        if span[2] <= span[1]:
+    got = read_window_bytes([uri for uri, _ in children], entries, w)
+    for (_, samples), ents, read in zip(children, entries, got, strict=True):
+        if read is None:
             continue
-        data = next(got)
-        if data is None:
-            raise FileNotFoundError(uri)
         for sample, e in zip(samples, ents[w], strict=True):
             if e.placed or e.carried:
-                out.setdefault(sample, []).append(((data, span[1]), e))
+                out.setdefault(sample, []).append((read, e))
     return out
 
 
