@@ -82,15 +82,18 @@ def _in_window(table: pa.Table, window: Region) -> pa.Table:
 
 def _batches_of_whole_names(data: bytes, starts: I64, size: int) -> list[I64]:
     """The records in batches of about ``size``, each holding every record of its read names (the
-    overlapping-mates rule needs both mates in one batch, as a child's chunk held them): a name goes with the
-    batch of its first record. Decoding and counting a window's 116,000 records at once took 2.2 GB."""
+    overlapping-mates rule needs both mates in one batch, as a child's chunk held them). Decoding and counting
+    a window's 116,000 records at once took 2.2 GB."""
     n = len(starts)
     if n <= size:
         return [np.arange(n, dtype=np.int64)] if n else []
     _, name = np.unique(np.asarray(bam.read_names(data, starts), dtype=object), return_inverse=True)
     first = np.full(int(name.max()) + 1, n, dtype=np.int64)
     np.minimum.at(first, name, np.arange(n, dtype=np.int64))
-    batch = first[name] // size
+    # names dealt round the batches by their first record: each batch spans the window at a fraction of its
+    # depth, as a child's chunk of reads in read order did (batches of consecutive records, each deep over a
+    # short span, cost 1.5x the counting: 5.1 s against 3.3 s for the MiSeq pair x10's 116,290 records)
+    batch = np.searchsorted(np.unique(first[name]), first[name]) % -(-n // size)
     order = np.argsort(batch, kind="stable")
     bounds = np.flatnonzero(np.diff(batch[order])) + 1
     return [part.astype(np.int64) for part in np.split(order, bounds)]
