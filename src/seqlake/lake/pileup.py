@@ -595,6 +595,11 @@ def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: 
     # a is the leftmost mate (the forward one at one position, as samtools sort orders them), b the other
     order = idx[np.lexsort((flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
     same = rows.pair[order[1:]] == rows.pair[order[:-1]]
+    # records of one name taken two by two in coordinate order, as htslib's hash of names pairs them: a name
+    # on more than two records (reads copied under one name) is not a chain of overlaps
+    group = np.flatnonzero(np.r_[True, ~same])
+    rank = np.arange(len(order)) - np.repeat(group, np.diff(np.r_[group, len(order)]))
+    same &= rank[:-1] % 2 == 0
     a_rows, b_rows = order[:-1][same], order[1:][same]
     lo = np.maximum(rows.start[a_rows], rows.start[b_rows])
     hi = np.minimum(row_end[a_rows], row_end[b_rows])
