@@ -592,15 +592,7 @@ def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: 
     idx = np.flatnonzero(pairable)
     if len(idx) < 2:
         return
-    # a is the leftmost mate (the forward one at one position, as samtools sort orders them), b the other
-    order = idx[np.lexsort((flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
-    same = rows.pair[order[1:]] == rows.pair[order[:-1]]
-    # records of one name taken two by two in coordinate order, as htslib's hash of names pairs them: a name
-    # on more than two records (reads copied under one name) is not a chain of overlaps
-    group = np.flatnonzero(np.r_[True, ~same])
-    rank = np.arange(len(order)) - np.repeat(group, np.diff(np.r_[group, len(order)]))
-    same &= rank[:-1] % 2 == 0
-    a_rows, b_rows = order[:-1][same], order[1:][same]
+    a_rows, b_rows = _mates(rows, idx)
     lo = np.maximum(rows.start[a_rows], rows.start[b_rows])
     hi = np.minimum(row_end[a_rows], row_end[b_rows])
     overlapping = hi > lo
@@ -635,6 +627,31 @@ def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: 
                        np.where(qa > qb, 0, np.where(qa < qb, b80, np.where(keeps, 0, b80)))) >= min_quality
     state[ea] = (state[ea] & 0xFE) | after_a
     state[eb] = (state[eb] & 0xFE) | after_b
+
+
+def _mates(rows: AlignmentRows, idx: I64) -> tuple[I64, I64]:
+    """The pairs among rows ``idx`` whose overlap htslib tweaks: ``a`` the row its hash of read names holds, ``b``
+    the next row of that name. In coordinate order (the forward row first at one position, as samtools sort
+    orders them), a row is held if its mate starts at or after it, and the next row of its name takes it out:
+    so the two mates of a pair, and a name on more than two rows (reads copied under one name) paired two by
+    two, never as a chain of every row with the next."""
+    order = idx[np.lexsort((rows.flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
+    key = rows.pair[order]
+    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+    first, size = bounds[:-1], np.diff(bounds)
+    a, b = order[first[size == 2]], order[first[size == 2] + 1]
+    held = rows.mate_start[a] >= rows.start[a]
+    a_rows, b_rows = [a[held]], [b[held]]
+    for at, n in zip(first[size > 2].tolist(), size[size > 2].tolist(), strict=True):  # rare: copied names
+        waiting = -1
+        for r in order[at : at + n].tolist():
+            if waiting >= 0:
+                a_rows.append(np.array([waiting]))
+                b_rows.append(np.array([r]))
+                waiting = -1
+            elif rows.mate_start[r] >= rows.start[r]:
+                waiting = r
+    return np.concatenate(a_rows).astype(np.int64), np.concatenate(b_rows).astype(np.int64)
 
 
 def _cut(aligned: _Aligned, n_rows: int, mates: I64, lo: I64, hi: I64) -> tuple[I64, I64, I64, I64]:
