@@ -109,7 +109,7 @@ def counting_inputs(records: Records) -> tuple[AlignmentRows, BatchReads]:
     data = np.concatenate((seq.data, qual.data))
     names = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(records.names.offsets.astype(np.int32)),
                                                    pa.py_buffer(records.names.data.astype(np.uint8))])
-    _, pair = np.unique(records.names.rows(), return_inverse=True)
+    pair = bam.name_ids(records.names)
     packed = records.cigar.data.astype(np.int64)
     text = cigars.to_text(records.cigar.lengths, packed & 0xF, packed >> 4)
     rows = AlignmentRows(

@@ -87,7 +87,7 @@ def _batches_of_whole_names(data: bytes, starts: I64, size: int) -> list[I64]:
     n = len(starts)
     if n <= size:
         return [np.arange(n, dtype=np.int64)] if n else []
-    _, name = np.unique(np.asarray(bam.read_names(data, starts), dtype=object), return_inverse=True)
+    name = bam.name_ids(bam.read_names(data, starts))
     first = np.full(int(name.max()) + 1, n, dtype=np.int64)
     np.minimum.at(first, name, np.arange(n, dtype=np.int64))
     # names dealt round the batches by their first record: each batch spans the window at a fraction of its
