@@ -1,19 +1,19 @@
 """Bench rows of issue 23 (allele counts, variants, consensus), side by side as ratios of CPU seconds.
 
-1. The child with allele counting against the same child without (``Params.allele_counts``): the full
-   worker (QC, trimming, alignment, coverage, parts) over one shard, one alignment process; target:
-   counting adds <= 15 % of the child's CPU. Counting's CPU is clocked inside the child itself (every call
-   that exists only to count: the chunks' rows and reads into the counts, the staging tables made and
-   written), as a share of that same run's CPU, the median over ``--child-repeat`` runs: a loaded machine
-   slows both alike, where the difference of two whole runs measured its neighbours more than counting.
-   The children without counting are run interleaved, and their best CPU seconds shown beside.
-2. seqlake's path from aligned reads to variants (the counting the child adds, then the region reducer that
-   merges the counts and calls them, with its depth and coverage work too) against ``samtools sort |
-   samtools mpileup -aa -A -x -B -d 0 -Q 0 | ivar variants``
-   over the same reads aligned by ``minimap2 -ax sr`` (its SAM written beforehand, not timed); target >= 5x.
+The reducers count alleles from the children's sorted records (docs/INTERNALS.md, "Counting from records"):
+the child makes the same BAM records whether a run counts or not, so the counting's cost is the reducer's.
 
-CPU seconds (user + system of this process and its children), best of ``--repeat`` runs: on a shared
-machine the wall clock measures the neighbours. Usage::
+1. Where counting costs: the child with allele counts against the same child without (``Params.allele_counts``;
+   the full worker over one shard, one alignment process, interleaved ``--child-repeat`` times, best of each),
+   and the region's reducer with and without (best of ``--repeat``). Counting's CPU is the reducer's difference
+   plus the child's (each floored at 0), as a share of child + reducer with counting; target: <= 15 %.
+2. seqlake's path from aligned reads to variants (the reducer with counting: it counts from the records, merges,
+   calls, and finishes depth and coverage, an upper bound; plus the child's difference) against ``samtools
+   sort | samtools mpileup -aa -A -x -B -d 0 -Q 0 | ivar variants`` over the same reads aligned by ``minimap2
+   -ax sr`` (its SAM written beforehand, not timed); target >= 5x.
+
+CPU seconds (user + system of this process and its children): on a shared machine the wall clock measures the
+neighbours. Usage::
 
     python bench/variants.py R1.fastq.gz R2.fastq.gz REFERENCE.fasta [--repeat 3] [--json OUT.json]
 
@@ -23,17 +23,14 @@ machine the wall clock measures the neighbours. Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,65 +60,16 @@ def best(repeat: int, run: Callable[[], object]) -> float:
     return min(times)
 
 
-class CountingClock:
-    """CPU seconds spent counting inside a child run (see the module docstring), and in the write of the
-    child's positions object (which holds the allele tables beside depth and coverage)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.positions = 0.0
-
-    def timed(self, call: Callable[..., Any], bucket: str = "seconds") -> Callable[..., Any]:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.process_time()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                setattr(self, bucket, getattr(self, bucket) + time.process_time() - t0)
-        return run
-
-
-@contextlib.contextmanager
-def counting_clock() -> Iterator[CountingClock]:
-    """The child's counting calls clocked while inside: each aligned chunk into a sample's counts
-    (``AlleleAccumulator.add``: the chunk's BAM records, which the child makes counting or not, are not
-    counting), the staging tables (``allele_tables``); and the write of the positions object apart (its
-    allele share is the difference between runs with and without counting)."""
-    clock = CountingClock()
-    aligning = worker._Aligning  # the calls the child makes only when it counts
-    saved = worker.AlleleAccumulator.add, aligning.allele_tables, worker.write_positions
-    worker.AlleleAccumulator.add = clock.timed(saved[0])  # type: ignore[method-assign]
-    aligning.allele_tables = clock.timed(saved[1])  # type: ignore[method-assign]
-    worker.write_positions = clock.timed(saved[2], "positions")
-    try:
-        yield clock
-    finally:
-        worker.AlleleAccumulator.add, aligning.allele_tables = saved[:2]  # type: ignore[method-assign]
-        worker.write_positions = saved[2]
-
-
-def child_runs(plans: dict[bool, Any], repeat: int) -> dict[str, Any]:
-    """The child without and with counting, interleaved ``repeat`` times: CPU seconds of each run (this
-    process: one alignment process runs in it) and, with counting, the counting's seconds inside it (the
-    calls that only count, plus the positions object's write beyond its median without counting)."""
+def child_runs(plans: dict[bool, Any], repeat: int) -> dict[str, float]:
+    """The child without and with counting, interleaved ``repeat`` times: the best CPU seconds of each (this
+    process: one alignment process runs in it)."""
     runs: dict[bool, list[float]] = {False: [], True: []}
-    inside: list[float] = []
-    writes: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(repeat):
         for on in (False, True):
-            with counting_clock() as clock:
-                t0 = time.process_time()
-                worker.process_child(plans[on], 0)
-                runs[on].append(time.process_time() - t0)
-            writes[on].append(clock.positions)
-            if on:
-                inside.append(clock.seconds)
-    extra_write = max(0.0, statistics.median(writes[True]) - statistics.median(writes[False]))
-    counting = [c + extra_write for c in inside]
-    shares = [c / t for c, t in zip(counting, runs[True], strict=True)]
-    return {"child_without": min(runs[False]), "child_with": min(runs[True]), "counting": statistics.median(counting),
-            "counting_share": statistics.median(shares), "shares": shares, "positions_write_extra": extra_write,
-            "subtracted_share": (min(runs[True]) - min(runs[False])) / min(runs[True])}
+            t0 = cpu()
+            worker.process_child(plans[on], 0)
+            runs[on].append(cpu() - t0)
+    return {"child_without": min(runs[False]), "child_with": min(runs[True])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,12 +90,13 @@ def main(argv: list[str] | None = None) -> int:
                                shards=1, params=Params(allele_counts=on)) for on in (False, True)}
         worker.process_child(plans[False], 0)  # a first child (its imports and caches), not timed
         child = child_runs(plans, args.child_repeat)
-        plan = plans[True]
-        rp = plan_reduce(plan)
-        # the reducer of the genome's one region: it calls the variants and the consensus (and finishes the
-        # depth and coverage, which the path without calling would do too: an upper bound on calling's cost)
-        calling = best(args.repeat, lambda: reduce_region(plan, 0, rp))
-        ours = child["counting"] + calling
+        # the reducer of the genome's one region on each run's child output: with counting it counts from the
+        # records and calls the variants and the consensus; both finish the depth and coverage
+        reducer = {on: best(args.repeat, lambda on=on: reduce_region(plans[on], 0, plan_reduce(plans[on])))
+                   for on in (False, True)}
+        in_child = max(0.0, child["child_with"] - child["child_without"])
+        counting = in_child + max(0.0, reducer[True] - reducer[False])
+        ours = in_child + reducer[True]
         sam = work / "aligned.sam"
         with sam.open("wb") as out:
             subprocess.run(["minimap2", "-t", "1", "-ax", "sr", args.reference, args.r1, args.r2], stdout=out,
@@ -158,18 +107,20 @@ def main(argv: list[str] | None = None) -> int:
         theirs = best(args.repeat, lambda: subprocess.run(["bash", "-c", pipeline], check=True))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    share = child["counting_share"]
+    share = counting / (child["child_with"] + reducer[True])
     if args.json is not None:
-        args.json.write_text(json.dumps({**child, "ours": ours, "theirs": theirs, "child_repeat": args.child_repeat,
+        args.json.write_text(json.dumps({**child, "reducer_without": reducer[False], "reducer_with": reducer[True],
+                                         "counting": counting, "counting_share": share, "shares": [share],
+                                         "ours": ours, "theirs": theirs, "child_repeat": args.child_repeat,
                                          "counting_target": COUNTING_TARGET, "path_target": PATH_TARGET}))
     print("| row | CPU s | ratio | target | met |\n|---|---|---|---|---|")
     print(f"| child without allele counts (best) | {child['child_without']:.2f} | | | |")
     print(f"| child with allele counts (best) | {child['child_with']:.2f} | | | |")
-    print(f"| counting inside the child (median) | {child['counting']:.3f} | counting adds {100 * share:.1f} % of "
-          f"the child's CPU (runs: {', '.join(f'{100 * x:.1f}' for x in child['shares'])}; the difference of the "
-          f"best runs: {100 * child['subtracted_share']:.1f} %) | <= {100 * COUNTING_TARGET:.0f} % | "
-          f"{share <= COUNTING_TARGET} |")
-    print(f"| seqlake: counting + the region's reducer (calling, depth, coverage) | {ours:.2f} | | | |")
+    print(f"| the region's reducer without / with allele counts (best) | {reducer[False]:.2f} / "
+          f"{reducer[True]:.2f} | | | |")
+    print(f"| counting: the reducer's and the child's differences | {counting:.3f} | counting adds "
+          f"{100 * share:.1f} % of child + reducer | <= {100 * COUNTING_TARGET:.0f} % | {share <= COUNTING_TARGET} |")
+    print(f"| seqlake: the reducer counting and calling (with the child's difference) | {ours:.2f} | | | |")
     print(f"| samtools sort, mpileup, ivar variants (same aligned reads) | {theirs:.2f} | {theirs / ours:.1f}x | "
           f">= {PATH_TARGET:.0f}x | {theirs / ours >= PATH_TARGET} |")
     return 0

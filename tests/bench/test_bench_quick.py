@@ -29,7 +29,7 @@ SECTIONS = (
     "## A child: its fixed cost, and its vCPUs (full worker, paired)",
     "## Many tiny shards: planning and merging",
     "## Long reads: one 1 Mb read among short reads, and a Nanopore-like library (map-ont)",
-    "## Allele counts and variants: the child's counting, and seqlake vs samtools | ivar",
+    "## Allele counts and variants: the counting's cost, and seqlake vs samtools | ivar",
     "## Ratios",
     "## Machine",
 )

@@ -126,3 +126,15 @@ def test_a_record_larger_than_a_block(tmp_path: Path, samtools: str) -> None:
     subprocess.run([samtools, "quickcheck", "-v", str(out)], check=True)
     assert subprocess.run([samtools, "view", str(out), "MN908947.3:20000-20001"], capture_output=True, check=True,
                           text=True).stdout.split("\t")[0] == "short"
+
+
+def test_name_ids_are_equal_where_the_names_are() -> None:
+    """bam.name_ids (the reducers' pair key and batching) numbers names as np.unique of the names would, a name
+    that is another's prefix included; read_names reads them from record bytes as decode does."""
+    names = [b"r1", b"r10", b"r1", b"", b"a:b:c/1", b"r10", b"r"]
+    expected = np.unique(np.array(names, dtype=object), return_inverse=True)[1]
+    assert bam.name_ids(bam.Ragged.of(names)).tolist() == expected.tolist()
+    assert bam.name_ids(bam.Ragged.of([])).tolist() == []
+    lines = [f"{n}\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII" for n in ("q2", "q10", "q2")]
+    data, starts = bam.encode(sam.records(lines, {}))
+    assert bam.read_names(data, starts).rows() == bam.decode(data, starts).names.rows() == [b"q2", b"q10", b"q2"]

@@ -1,4 +1,4 @@
-"""The bridge of issue 35 (seqlake.child.bamrows): a batch's rows and reads become BAM records and back, and
+"""The bridge of issue 35 (seqlake.lake.bamrows): a batch's rows and reads become BAM records and back, and
 the allele and indel counts of the records, in coordinate order as a reducer merges them, are those of the
 original batch; samtools reads the records as valid BAM."""
 
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from tests.core.test_pileup import CONTIGS, counted, random_batch, summed
 
-from seqlake.child.bamrows import counting_inputs, records_of
-from seqlake.child.pileup import AlignmentRows, BatchReads
 from seqlake.formats import bam, bgzf
+from seqlake.lake.bamrows import counting_inputs, records_of
+from seqlake.lake.pileup import AlignmentRows, BatchReads
 
 
 def _real_like(rows: AlignmentRows, reads: BatchReads) -> tuple[AlignmentRows, BatchReads]:

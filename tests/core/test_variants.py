@@ -22,14 +22,14 @@ from seqlake.base.layout import CONSENSUS_SUFFIX, VCF_SUFFIX
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
-from seqlake.child.pileup import x31_wang_parity
 from seqlake.child.trim import Trimmer
 from seqlake.demo_data.simulate import Reference, SimConfig, format_fastq, read_reference, simulate_chunk
 from seqlake.lake import merge
 from seqlake.lake.alleles import CallParams, Indel, consensus_segment, fisher_left, ivar_pvalue
-from seqlake.lake.positions import IndexLayout, read_index, read_region
-from seqlake.lake.reduce import merger
-from seqlake.lake.regions import load_reduce_plan
+from seqlake.lake.pileup import x31_wang_parity
+from seqlake.lake.record_counts import sample_records, window_allele_tables, window_reads
+from seqlake.lake.regions import load_reduce_plan, windows
+from seqlake.lake.slices import SliceLayout, child_samples, read_region_entries
 from seqlake.lake.vcf import bgzf_compress, tabix_index
 from seqlake.plan.gff import parse_gff
 from seqlake.plan.planfile import Plan
@@ -460,16 +460,22 @@ def test_annotation_columns_equal_ivar_variants_g(tools: dict[str, str], referen
 
 # ---------------------------------------------------------------------------------- shard invariance
 def staging_sums(plan: Plan) -> list[pa.Table]:
-    """Every child's allele counts and indels, region by region, added up as the reducers add them."""
+    """Every sample's allele counts and indels, window by window, as the reducers count them from the children's
+    records (lake/record_counts)."""
     rp = load_reduce_plan(plan)
-    layout = IndexLayout.of(rp.regions, rp.window)
-    entries = [read_index(plan.layout.positions(c), layout, plan.run_id, c) for c in range(plan.array_size)]
-    out = []
-    for name in ("alleles", "indels"):
-        per_region = [merger(name)([read_region(plan.layout.positions(c), entries[c].get(r, {}))[name]
-                                    for c in range(plan.array_size)]) for r in range(len(rp.regions))]
-        out.append(pa.concat_tables(per_region))
-    return out
+    children = [(plan.layout.reads_slices(c), child_samples(plan, c)) for c in range(plan.array_size)]
+    layouts = [(u, c, SliceLayout(tuple(rp.regions), rp.window, len(s))) for c, (u, s) in enumerate(children)]
+    out: dict[str, list[pa.Table]] = {"alleles": [], "indels": []}
+    for r, region in enumerate(rp.regions):
+        entries = read_region_entries(layouts, r, plan.run_id)
+        for w, win in enumerate(windows(region, rp.window)):
+            reads = window_reads(children, entries, w)
+            for sample in plan.samples:
+                got = window_allele_tables(sample_records(reads.get(sample, [])), win, rp.contigs,
+                                           plan.params.min_base_quality, sample)
+                for name, parts in out.items():
+                    parts.append(got[name])
+    return [pa.concat_tables(out["alleles"]), pa.concat_tables(out["indels"])]
 
 
 def test_counts_variants_and_consensus_are_shard_invariant(miseq: tuple[Path, Path], reference: Path,

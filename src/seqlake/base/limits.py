@@ -85,12 +85,12 @@ _BATCH_JOB_MEMORY = (
     "https://docs.aws.amazon.com/batch/latest/APIReference/API_ResourceRequirement.html",
 )
 #: allele count rows (one per sample and touched reference position, ~264 bytes each while counted) a child
-#: holds before it spills them, sorted, to a run on its local disk (:mod:`seqlake.child.spill`): with the
+#: holds before it spills them, sorted, to a run on its local disk (:mod:`seqlake.lake.spill`): with the
 #: batch being added and a fold's copies, the counts then take ~0.4 GB at their peak, far under the child
 #: job's memory (7,680 MiB by default), whatever the genome and the shard; a hard limit: a job over its
 #: memory is killed
 CHILD_ALLELE_ROWS = Limit(1 << 19, *_BATCH_JOB_MEMORY)
-#: positions one counting of alignment rows spans at most (:meth:`seqlake.child.pileup.AlleleAccumulator.add`):
+#: positions one counting of alignment rows spans at most (:meth:`seqlake.lake.pileup.AlleleAccumulator.add`):
 #: a chunk whose rows reach more is counted in pieces of whole pairs; its histogram costs ~384 bytes per
 #: position (~100 MB), where a 4 MB chunk's could reach 3 M positions (1.2 GB)
 CHILD_BATCH_BASES = Limit(1 << 18, *_BATCH_JOB_MEMORY)

@@ -29,7 +29,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base import storage
-from seqlake.child.pileup import AlignmentRows, parse_cigars
+from seqlake.lake.pileup import AlignmentRows, parse_cigars
 from seqlake.lake.positions import dictionary_column
 from seqlake.lake.tables import AMPLICON_READS
 from seqlake.plan.primers import PrimerScheme, parse_primer_bed
@@ -243,7 +243,7 @@ class AmpliconCounts:
         read or changed): what the depth and coverage of amplicon mode count, as viralrecon measures them
         after primer trimming (``samtools depth -a`` over ``samtools ampliconclip --both-ends --strand``). A
         row clipped whole keeps no reference base (its span is empty)."""
-        import pyarrow.compute as pc  # here, not at the top: as in seqlake.child.pileup
+        import pyarrow.compute as pc  # here, not at the top: as in seqlake.lake.pileup
 
         names = pa.array([n for n, _ in self.contigs], pa.string())
         n = table.num_rows

@@ -36,13 +36,13 @@ from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
-from seqlake.child.bamrows import records_of
-from seqlake.child.pileup import AlleleAccumulator, AlleleRows, ChunkReads, batch_inputs
 from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
+from seqlake.lake.bamrows import records_of
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
+from seqlake.lake.pileup import ChunkReads, batch_inputs
 from seqlake.lake.positions import RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
 from seqlake.lake.regions import reference_length, regions, window_size
@@ -57,7 +57,6 @@ from seqlake.lake.staging import (
     TrimStats,
     staging_tables,
 )
-from seqlake.lake.tables import ALLELE_STAGING
 from seqlake.plan import shards
 from seqlake.plan.childplan import PlanView
 from seqlake.plan.reference import check_unchanged, load_contigs, local_index
@@ -78,7 +77,7 @@ ALIGN_ROW_GROUP_ROWS = 100_000
 @dataclass(frozen=True)
 class MemoryBudget:
     """What a child holds of its per-position counts: allele rows summed in memory before they are spilled
-    to its local disk, and rows merged at once when they are written (:mod:`seqlake.child.spill`). The
+    to its local disk, and rows merged at once when they are written (:mod:`seqlake.lake.spill`). The
     output is the same whatever the budget; only memory, disk and time change."""
 
     allele_rows: int = CHILD_ALLELE_ROWS.value
@@ -148,7 +147,8 @@ class _Aligning:
             self._resources = stack.pop_all()
         self.coverage: dict[str, CoverageAccumulator] = {}
         self.depth: dict[str, DepthAccumulator] = {}
-        self.alleles: dict[str, AlleleAccumulator] = {}
+        #: the samples whose records the reducers count alleles from (allele counts on)
+        self.counted: dict[str, None] = {}
         self.bin_width = coverage_bin_width(plan.params, reference_length(self.contigs))
         self.min_base_quality = plan.params.min_base_quality
         self.count = plan.params.allele_counts
@@ -175,48 +175,27 @@ class _Aligning:
 
     def take_chunk(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
         """One aligned chunk's rows and reads into the sample's sorted BAM records (as the BAM holds them:
-        primer-clipped in amplicon mode) and its allele counts (seqlake.child.pileup)."""
+        primer-clipped in amplicon mode), which the reducers count alleles from."""
         rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.slices.add(sample, records_of(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
                                            read_group=sample))
-        if not self.count:
-            return
-        if sample not in self.alleles:
-            self.alleles[sample] = AlleleAccumulator(self.contigs, self.min_base_quality,
-                                                     spill=self.spill / f"sample-{len(self.alleles):05d}",
-                                                     row_budget=self.budget.allele_rows,
-                                                     batch_bases=self.budget.batch_bases)
-        self.alleles[sample].add(rows, bases)
-        # the budget is the child's: a child of several samples spills the others' rows before passing it
-        if len(self.alleles) > 1 and sum(a.rows_held for a in self.alleles.values()) > self.budget.allele_rows:
-            for other, acc in self.alleles.items():
-                if other != sample:
-                    acc.spill_all()
+        if self.count:  # its alleles and indels: counted by the reducers from these records (lake/record_counts)
+            self.counted.setdefault(sample, None)
 
     def allele_tables(self) -> dict[str, pa.Table]:
-        """The ``indels`` (and in amplicon mode ``amplicon_reads``) staging tables: every sample's rows,
-        sample after sample, each sorted by (contig, position). The ``alleles`` table is streamed
-        (:meth:`allele_streams`)."""
-        per_sample = {"indels": [self.alleles[s].indel_table(s) for s in sorted(self.alleles)],
-                      "amplicon_reads": [self.primers.table(s) if self.primers else None for s in sorted(self.alleles)]}
-        out = {}
-        for spec in ALLELE_STAGING:
-            parts = [p for p in per_sample.get(spec.name, []) if p is not None]
-            if parts:  # one table of the samples' single-word dictionaries, unified
-                out[spec.name] = pa.concat_tables(parts).combine_chunks()
-        return out
+        """In amplicon mode the ``amplicon_reads`` staging table: every sample's rows, sample after sample. (The
+        ``alleles`` and ``indels`` are the reducers' now, counted from the records.)"""
+        parts = [self.primers.table(s) for s in sorted(self.counted)] if self.primers else []
+        return {"amplicon_reads": pa.concat_tables(parts).combine_chunks()} if parts else {}
 
     def allele_streams(self) -> dict[str, RegionStream]:
-        """The ``alleles`` staging table, merged from each sample's sorted runs region by region while it is
-        written."""
-        return {"alleles": AlleleRows(self.alleles, self.contigs, self.budget.merge_rows)} if self.alleles else {}
+        """No streamed staging table any more: the ``alleles`` are counted by the reducers."""
+        return {}
 
     def close_counts(self) -> None:
-        """Delete the spilled runs of the allele counts."""
-        for acc in self.alleles.values():
-            acc.close()
+        """Nothing to delete: the child no longer spills allele counts."""
 
     def add_batch(self, sample: str, table: pa.Table, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """One batch of a sample's alignment rows (and their aligned blocks) into its coverage bins and

@@ -221,6 +221,26 @@ def decode_placement(data: bytes | memoryview, starts: I64) -> Records:
                    Ragged(cigar, np.concatenate(([0], np.cumsum(n_cigar))).astype(np.int64)), none, none, none)
 
 
+def read_names(data: bytes | memoryview, starts: I64) -> Ragged:
+    """The read name of each record starting at ``starts`` (without decoding the rest)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    l_name = buf[starts + 12].astype(np.int64) - 1  # l_read_name (its NUL counted): after block_size, refID and pos
+    return Ragged(buf[_gather_index(starts + FIXED_SIZE, l_name)], np.concatenate(([0], np.cumsum(l_name))))
+
+
+def name_ids(names: Ragged) -> I64:
+    """One id per row of ``names``, equal where the names are: the names as fixed-width byte strings (NUL
+    padded: a read name holds no NUL) through one ``np.unique``, not as Python objects."""
+    lengths = names.lengths
+    if len(lengths) == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = max(int(lengths.max()), 1)
+    padded = np.zeros((len(lengths), width), dtype=np.uint8)
+    padded[np.arange(width) < lengths[:, None]] = names.data[int(names.offsets[0]) : int(names.offsets[-1])]
+    _, ids = np.unique(padded.view(f"S{width}").ravel(), return_inverse=True)
+    return ids.astype(np.int64)
+
+
 def decode(data: bytes | memoryview, starts: I64 | None = None) -> Records:
     """The records of BAM record bytes (no header)."""
     buf = np.frombuffer(data, dtype=np.uint8)

@@ -23,7 +23,15 @@ from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.regions import ReducePlan
-from seqlake.lake.slices import SliceEntry, SliceLayout, child_samples, merge_sorted, read_region_entries, read_runs
+from seqlake.lake.slices import (
+    SliceEntry,
+    SliceLayout,
+    child_samples,
+    merge_sorted,
+    read_region_entries,
+    read_runs,
+    read_window_bytes,
+)
 from seqlake.plan.planfile import Plan
 
 #: minimap2's preset -> the read group's platform (@RG PL)
@@ -49,21 +57,14 @@ def _window_runs(children: Children, entries: Sequence[Sequence[Sequence[SliceEn
         str, list[_Run]]:
     """Per sample, its children's placed runs of window ``w`` of the region (one ranged GET per child that has
     any record there), in child order."""
-    spans = []
-    for (uri, _, _, _), ents in zip(children, entries, strict=True):
-        es = [e for e in ents[w] if e.end > e.offset]
-        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
-    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
     out: dict[str, list[_Run]] = {}
-    for (uri, _, _, samples), ents, span in zip(children, entries, spans, strict=True):
-        if span[2] <= span[1]:
+    got = read_window_bytes([uri for uri, _, _, _ in children], entries, w)
+    for (uri, _, _, samples), ents, read in zip(children, entries, got, strict=True):
+        if read is None:
             continue
-        data = next(got)
-        if data is None:
-            raise FileNotFoundError(uri)
         for sample, e in zip(samples, ents[w], strict=True):
             if e.placed:
-                out.setdefault(sample, []).append((uri, e, data, span[1]))
+                out.setdefault(sample, []).append((uri, e, read[0], read[1]))
     return out
 
 

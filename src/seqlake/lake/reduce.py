@@ -71,6 +71,7 @@ from seqlake.lake.positions import (
     read_windows,
     sample_groups,
 )
+from seqlake.lake.record_counts import ChildWindow, sample_records, window_allele_tables, window_reads
 from seqlake.lake.regioncalls import RegionReference, call_region
 from seqlake.lake.regions import (
     Piece,
@@ -80,6 +81,7 @@ from seqlake.lake.regions import (
     plan_reduce,
     windows,
 )
+from seqlake.lake.slices import SliceEntry, SliceLayout, child_samples, read_region_entries
 from seqlake.lake.tables import BY_NAME, INTERVAL_END, POSITION_STAGING, STAGING_BY_NAME, THRESHOLDS, position_column
 from seqlake.lake.vcf import bgzf_compress, tabix_entries
 from seqlake.lake.verdict import VerdictParams
@@ -651,7 +653,7 @@ def _fold_early(name: str, pieces: list[pa.Table]) -> None:
 
 def _reduce_window(ctx: RegionContext, stream: Iterator[Mapping[str, pa.Table]], ending: Mapping[int, list[str]],
                    summary: RegionSummary, *, join: WindowJoin, write: Callable[[Mapping[str, list[pa.Table]]], None],
-                   children: range) -> None:
+                   children: range, reads: Mapping[str, list[tuple[ChildWindow, SliceEntry]]] | None = None) -> None:
     """One window of each of ``children`` (``stream``, in child order): each sample merged once its last child
     is read, finished, and its window's sums folded into the region's."""
     pending: dict[str, dict[str, list[pa.Table]]] = {}
@@ -665,6 +667,9 @@ def _reduce_window(ctx: RegionContext, stream: Iterator[Mapping[str, pa.Table]],
             read = pending.pop(sample, {})
             merged = {spec.name: merger(spec.name)(read.get(spec.name, [])) for spec in POSITION_STAGING}
             del read
+            if reads is not None:  # the alleles and indels: counted here from the window's records
+                merged.update(window_allele_tables(sample_records(reads.get(sample, [])), ctx.region,
+                                                   ctx.reduce_plan.contigs, ctx.plan.params.min_base_quality, sample))
             part = SampleSums()
             for f in FINISHERS:
                 write(f.finish(ctx, sample, merged, part))
@@ -697,9 +702,18 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
                     writers[table].write_arrow(part)
 
         join = WindowJoin(the_region, ctx.amplicons)
+        counting = ctx.reference is not None  # allele counts on: from the children's records (lake/record_counts)
+        slices = [(plan.layout.reads_slices(c), child_samples(plan, c)) for c in children] if counting else []
+        slice_entries = read_region_entries(
+            [(u, c, SliceLayout(tuple(rp.regions), rp.window, len(s))) for c, (u, s) in zip(children, slices,
+                                                                                          strict=True)],
+            reducer.region, plan.run_id) if counting else []
         for w, win in enumerate(windows(the_region, rp.window)):
             stream = read_windows((plan.layout.positions(c), entries[k].get(w, {})) for k, c in enumerate(children))
-            _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write, children=children)
+            reads = window_reads(slices, slice_entries, w) if counting else None
+            _reduce_window(ctx.in_window(win), stream, ending, summary, join=join, write=write, children=children,
+                           reads=reads)
+            del reads
         for sample, sums in summary.samples.items():
             write(join.close(sample, sums))
         for table, writer in writers.items():

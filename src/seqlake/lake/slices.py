@@ -267,6 +267,25 @@ class SliceSorter:
         return [[SliceEntry(*map(int, e)) for e in w] for w in index]
 
 
+def read_window_bytes(uris: Sequence[str], entries: Sequence[Sequence[Sequence[SliceEntry]]], w: int) -> list[
+        tuple[bytes, int] | None]:
+    """Each child's bytes of window ``w`` of a region (every entry of its samples there) and where they start in
+    its object: one ranged GET per child holding any record there, in parallel; None for a child without.
+    ``entries``: :func:`read_region_entries`'s, child by child."""
+    spans = []
+    for uri, ents in zip(uris, entries, strict=True):
+        es = [e for e in ents[w] if e.end > e.offset]
+        spans.append((uri, min(e.offset for e in es), max(e.end for e in es)) if es else (uri, 0, 0))
+    got = iter(storage.read_many_ranges([s for s in spans if s[2] > s[1]]))
+    out: list[tuple[bytes, int] | None] = []
+    for uri, start, stop in spans:
+        data = next(got) if stop > start else b""
+        if data is None:
+            raise FileNotFoundError(uri)
+        out.append((data, start) if stop > start else None)
+    return out
+
+
 def read_region_entries(children: Sequence[tuple[str, int, SliceLayout]], region: int, run_id: str) -> list[
         list[list[SliceEntry]]]:
     """Per child (``(uri, child, its layout)`` in child order), per window of region ``region``, per sample of

@@ -571,7 +571,7 @@ ALLELE_COUNT_COLUMNS: tuple[Column, ...] = (
 ALLELES = Table(
     "alleles",
     "Staging only: a child's allele counts per sample, contig and 0-based position (samtools mpileup -A -B "
-    "-d 0 -Q 0 entries; see seqlake.child.pileup); rows only where a read has a base or a deletion.",
+    "-d 0 -Q 0 entries; see seqlake.lake.pileup); rows only where a read has a base or a deletion.",
     (STAGING_SAMPLE, STAGING_CONTIG, _c("pos", _I64, "0-based position", False), *ALLELE_COUNT_COLUMNS),
     key=("sample", "contig", "pos"),
 )

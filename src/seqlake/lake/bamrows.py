@@ -2,7 +2,7 @@
 per-sample BAM"): a batch's alignment rows, as the counting sees them (primer-clipped in amplicon mode), and
 the reads they came from become :class:`seqlake.formats.bam.Records` exactly as the per-sample BAM holds
 them (:func:`records_of`); records become the counting's inputs again (:func:`counting_inputs`), so the
-reducers count from merged records with the same functions (:func:`seqlake.child.pileup.count_batch`).
+reducers count from merged records with the same functions (:func:`seqlake.lake.pileup.count_batch`).
 
 :func:`counting_inputs` of :func:`records_of` gives rows and reads that count the same as the originals (a
 pair keyed by its read name instead of its read index: both mates of a pair share it either way;
@@ -14,9 +14,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seqlake.child.pileup import AlignmentRows, BatchReads, parse_cigars
 from seqlake.formats import bam
 from seqlake.formats.bam import Ragged, Records
+from seqlake.lake.pileup import AlignmentRows, BatchReads, parse_cigars
 
 I64 = npt.NDArray[np.int64]
 _PHRED_OFFSET = 33
@@ -93,7 +93,7 @@ _PLUS_33 = ((np.arange(256) + _PHRED_OFFSET) % 256).astype(np.uint8)
 
 
 def counting_inputs(records: Records) -> tuple[AlignmentRows, BatchReads]:
-    """What :func:`seqlake.child.pileup.count_batch` takes, from records: the read as sequenced again (the
+    """What :func:`seqlake.lake.pileup.count_batch` takes, from records: the read as sequenced again (the
     reverse rows' bases complemented back and reversed), its qualities as Phred+33, the two mates of a pair
     under one key (their read name)."""
     from seqlake.formats import cigar as cigars  # the text form the counting parses
@@ -109,7 +109,7 @@ def counting_inputs(records: Records) -> tuple[AlignmentRows, BatchReads]:
     data = np.concatenate((seq.data, qual.data))
     names = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(records.names.offsets.astype(np.int32)),
                                                    pa.py_buffer(records.names.data.astype(np.uint8))])
-    _, pair = np.unique(records.names.rows(), return_inverse=True)
+    pair = bam.name_ids(records.names)
     packed = records.cigar.data.astype(np.int64)
     text = cigars.to_text(records.cigar.lengths, packed & 0xF, packed >> 4)
     rows = AlignmentRows(

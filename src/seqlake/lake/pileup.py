@@ -36,10 +36,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
-from seqlake.child.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
 from seqlake.formats import cigar as cigar_format
 from seqlake.lake.positions import dictionary_column
 from seqlake.lake.regions import Region
+from seqlake.lake.spill import Counts, FileRun, MemoryRun, Run, merged, sum_sorted
 from seqlake.lake.tables import ALLELE_BASES, ALLELE_COUNT_COLUMNS, ALLELES, INDELS
 
 I64 = npt.NDArray[np.int64]
@@ -592,10 +592,7 @@ def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: 
     idx = np.flatnonzero(pairable)
     if len(idx) < 2:
         return
-    # a is the leftmost mate (the forward one at one position, as samtools sort orders them), b the other
-    order = idx[np.lexsort((flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
-    same = rows.pair[order[1:]] == rows.pair[order[:-1]]
-    a_rows, b_rows = order[:-1][same], order[1:][same]
+    a_rows, b_rows = _mates(rows, idx)
     lo = np.maximum(rows.start[a_rows], rows.start[b_rows])
     hi = np.minimum(row_end[a_rows], row_end[b_rows])
     overlapping = hi > lo
@@ -630,6 +627,31 @@ def _overlap_rule(rows: AlignmentRows, read_len: I64, row_end: I64, *, aligned: 
                        np.where(qa > qb, 0, np.where(qa < qb, b80, np.where(keeps, 0, b80)))) >= min_quality
     state[ea] = (state[ea] & 0xFE) | after_a
     state[eb] = (state[eb] & 0xFE) | after_b
+
+
+def _mates(rows: AlignmentRows, idx: I64) -> tuple[I64, I64]:
+    """The pairs among rows ``idx`` whose overlap htslib tweaks: ``a`` the row its hash of read names holds, ``b``
+    the next row of that name. In coordinate order (the forward row first at one position, as samtools sort
+    orders them), a row is held if its mate starts at or after it, and the next row of its name takes it out:
+    so the two mates of a pair, and a name on more than two rows (reads copied under one name) paired two by
+    two, never as a chain of every row with the next."""
+    order = idx[np.lexsort((rows.flag[idx] & 0x10, rows.start[idx], rows.pair[idx]))]
+    key = rows.pair[order]
+    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+    first, size = bounds[:-1], np.diff(bounds)
+    a, b = order[first[size == 2]], order[first[size == 2] + 1]
+    held = rows.mate_start[a] >= rows.start[a]
+    a_rows, b_rows = [a[held]], [b[held]]
+    for at, n in zip(first[size > 2].tolist(), size[size > 2].tolist(), strict=True):  # rare: copied names
+        waiting = -1
+        for r in order[at : at + n].tolist():
+            if waiting >= 0:
+                a_rows.append(np.array([waiting]))
+                b_rows.append(np.array([r]))
+                waiting = -1
+            elif rows.mate_start[r] >= rows.start[r]:
+                waiting = r
+    return np.concatenate(a_rows).astype(np.int64), np.concatenate(b_rows).astype(np.int64)
 
 
 def _cut(aligned: _Aligned, n_rows: int, mates: I64, lo: I64, hi: I64) -> tuple[I64, I64, I64, I64]:
@@ -747,7 +769,7 @@ class AlleleAccumulator:
     deletion. Batches are added up lazily (once the pending rows outnumber the summed ones), so adding
     costs O(n log n) over the child whatever the genome's size; once the rows held pass ``row_budget``
     (:data:`seqlake.base.limits.CHILD_ALLELE_ROWS`) the summed rows are spilled to a sorted run in ``spill``
-    (a folder of the child's scratch) and the sums start again (:mod:`seqlake.child.spill`), so memory is
+    (a folder of the child's scratch) and the sums start again (:mod:`seqlake.lake.spill`), so memory is
     bounded whatever the positions the reads touch. ``spill=None``: never spilled."""
 
     def __init__(self, contigs: list[tuple[str, int]], min_quality: int, *, spill: Path | None = None,
