@@ -345,6 +345,9 @@ def _add_local_commands(sub: Any) -> None:
                        help="run a named query instead, e.g. qc_overview (an unknown name lists the known ones)")
     query.add_argument("--format", choices=("table", "csv", "json"), default="table",
                        help="how the rows are printed (default: %(default)s)")
+    query.add_argument("--as-of-run", default=None, metavar="RUN_ID",
+                       help="time travel: read the result tables as they were when run RUN_ID committed (Athena: "
+                            "FOR VERSION AS OF that run's snapshot id)")
     _add_home(query)
     query.set_defaults(func=_cmd_local_query)
     runs = lsub.add_parser(

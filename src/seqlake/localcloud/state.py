@@ -35,6 +35,14 @@ METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ()
 #: restored into moto on start: everything mirrored except the committed results, which only the
 #: local Athena reads and it reads them from this folder
 NOT_RESTORED_PREFIXES: tuple[str, ...] = (f"{RESULTS}/",)
+#: ... but the Iceberg tables' own metadata under them (``results/<table>/metadata/``: metadata files, manifest
+#: lists, manifests) is restored: the next commit reads and extends it in the bucket
+ICEBERG_METADATA_FOLDER = "/metadata/"
+
+
+def restored(key: str) -> bool:
+    """Whether a mirrored object goes back into moto on start."""
+    return not key.startswith(NOT_RESTORED_PREFIXES) or ICEBERG_METADATA_FOLDER in key
 
 
 def md5_file(path: Path) -> str:
