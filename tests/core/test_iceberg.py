@@ -179,8 +179,9 @@ def test_a_commit_failing_between_two_tables_leaves_nothing_reachable(catalog: A
     # no query, no time travel, no listing reaches the failed run's file: it is gone
     assert iceberg.scan(catalog, DB, "sample_summary").column("run_id").to_pylist() == ["good"]
     tbl = catalog.load_table((DB, "sample_summary"))
-    for snap in tbl.snapshots():
-        assert "failed" not in tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column("run_id").to_pylist()
+    with iceberg.no_threads_left():  # pyiceberg used directly: its threads joined after (as seqlake's own uses)
+        for snap in tbl.snapshots():
+            assert "failed" not in tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column("run_id").to_pylist()
     assert not exists(failed)
     assert iceberg.scan(catalog, DB, "qc_summary").num_rows == 0
 
@@ -208,7 +209,7 @@ def test_a_new_column_is_a_schema_update_old_rows_read_null(catalog: Any, tmp_pa
     old = summary_rows(tmp_path, "old", ["a"], 1)
     iceberg.commit_run(catalog, DB, "old", {"sample_summary": [old]})
     tbl = catalog.load_table((DB, "sample_summary"))
-    with tbl.update_schema() as update:
+    with iceberg.no_threads_left(), tbl.update_schema() as update:
         update.add_column("lab_note", StringType(), doc="a column added after the first run")
     rows = iceberg.scan(catalog, DB, "sample_summary").select(["sample", "lab_note"]).to_pylist()
     assert rows == [{"sample": "a", "lab_note": None}]
@@ -242,8 +243,9 @@ def test_a_deleted_sample_leaves_no_row_no_snapshot_and_no_file(catalog: Any, tm
     assert set(done.removed_files) == {shared, alone} and not exists(shared) and not exists(alone)
     # no snapshot left to time-travel to reads the sample
     tbl = catalog.load_table((DB, "sample_summary"))
-    for snap in tbl.snapshots():
-        assert "gone" not in tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column("sample").to_pylist()
+    with iceberg.no_threads_left():
+        for snap in tbl.snapshots():
+            assert "gone" not in tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column("sample").to_pylist()
     # and no file in the table's folder holds a row of it
     files = [u for u in storage.list_uris(_storage_uri(_root(tmp_path, "sample_summary"))) if u.endswith(".parquet")]
     for uri in files:
@@ -312,3 +314,19 @@ def test_a_rollback_keeps_the_runs_committed_after_the_failed_one(catalog: Any, 
     # a commit of the later run made again (a retried step) adds nothing twice
     iceberg.commit_run(catalog, DB, "later", {"sample_summary": [later]})
     assert sorted(iceberg.scan(catalog, DB, "sample_summary").column("run_id").to_pylist()) == ["before", "later"]
+
+
+def test_no_thread_of_pyiceberg_outlives_a_scan_or_a_commit(catalog: Any, tmp_path: Path) -> None:
+    """pyiceberg keeps one process-wide thread pool (``ExecutorFactory``) once a scan or a commit used it; a
+    thread left running makes every later fork of the process refuse (``seqlake.base.forked``: the aligner's
+    processes, the counting helpers), so every in-process use of pyiceberg here joins its threads when done."""
+    from seqlake.base import forked
+
+    before = threading.active_count()
+    iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"))
+    iceberg.commit_run(catalog, DB, "r1", {"sample_summary": [summary_rows(tmp_path, "r1", ["a", "b"], 10)]})
+    assert iceberg.scan(catalog, DB, "sample_summary").num_rows == 2
+    iceberg.delete_sample(catalog, DB, "sample_summary", "a")
+    assert threading.active_count() == before, forked.other_threads()
+    if before == 1:  # no other thread of the test process: the fork guard lets a helper fork
+        forked.fork_helper("a helper after pyiceberg", lambda: None).join()

@@ -1,6 +1,7 @@
 """The result tables as Iceberg tables on the local cloud (issue 36), end to end through the command line:
 a sample sequenced twice has two rows in ``sample_summary`` and one, the newer run's, in
-``sample_summary_latest``; ``--as-of-run`` reads the tables as the first run left them (time travel); the
+``sample_summary_latest``; ``--as-of-run`` reads the tables as the first run left them (time travel), as
+Athena's ``FOR VERSION AS OF`` the run's snapshot (from ``"<table>$snapshots"``) does; the
 tables' metadata survives the local cloud's restart (the second run commits on top of the first)."""
 
 from __future__ import annotations
@@ -71,3 +72,11 @@ def test_a_sample_sequenced_twice(tmp_path: Path) -> None:
     assert _query("SELECT run_id FROM sample_summary_latest", home, "--as-of-run", older) == [{"run_id": older}]
     bad = _seqlake("local", "query", "--as-of-run", "no-such-run", "SELECT 1", home=home)
     assert bad.returncode == 65 and "no-such-run" in bad.stderr
+    # and in Athena's own words (docs/DEPLOY.md): the run's snapshot from the table's "$snapshots", then the table
+    # FOR VERSION AS OF it
+    (snap,) = _query(f"""SELECT snapshot_id FROM "sample_summary$snapshots"
+                         WHERE summary['seqlake.run-id'] = '{older}'""", home)
+    version = f"SELECT run_id, read_pairs_raw FROM sample_summary FOR VERSION AS OF {snap['snapshot_id']}"
+    assert _query(version, home) == [{"run_id": older, "read_pairs_raw": 4000}]
+    missing = _seqlake("local", "query", "SELECT 1 FROM sample_summary FOR VERSION AS OF 42", home=home)
+    assert missing.returncode == 65 and "no snapshot 42" in missing.stderr

@@ -16,16 +16,25 @@ run's snapshot is skipped, so a re-run of the commit adds nothing twice. If a ta
 metadata-only delete: the partition's files are dropped whole), the snapshots that still list the
 files expired, and the files removed, so that no query, time travel or repair reaches them.
 
+pyiceberg runs its scans and commits on one process-wide thread pool (``ExecutorFactory``) that it never shuts
+down; a thread left running makes every later fork of the process refuse (:mod:`seqlake.base.forked`: the
+aligner's processes, the counting helpers), and tests, the local cloud and ``seqlake local query`` call
+pyiceberg in processes that fork afterwards. So every public function here runs inside
+:func:`no_threads_left`, which joins that pool's threads when the last in-process user of pyiceberg is done.
+
 This module takes a pyiceberg catalog and never makes one: the AWS steps and the local cloud make it
 (Glue, with their own clients), so the lake stays free of boto3.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +72,35 @@ TABLE_PROPERTIES: dict[str, str] = {
     # what pyiceberg writes itself (deletes' rewrites, compaction) is compressed as the merge's files are
     "write.parquet.compression-codec": "zstd",
 }
+
+
+#: callers inside :func:`no_threads_left` now, in any thread (the pool is shut down when the last one leaves)
+_pool_users = [0]
+_pool_lock = threading.Lock()
+
+
+@contextmanager
+def no_threads_left() -> Iterator[None]:
+    """Use pyiceberg inside; on leaving (when no other thread of the process is inside too) pyiceberg's
+    process-wide thread pool is shut down, its threads joined, and the factory reset, so the next use starts a
+    new pool and the process is left with no thread of pyiceberg's. Nests; usable as a decorator."""
+    with _pool_lock:
+        _pool_users[0] += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:  # held while joining: a new user waits and then gets a new pool, never the dying one
+            _pool_users[0] -= 1
+            if _pool_users[0] == 0:
+                _shut_down_pool()
+
+
+def _shut_down_pool() -> None:
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    pool, ExecutorFactory._instance = ExecutorFactory._instance, None
+    if pool is not None and ExecutorFactory._instance_pid == os.getpid():  # a forked child's copy has no threads
+        pool.shutdown(wait=True)
 
 
 def iceberg_type(arrow_type: pa.DataType) -> PrimitiveType:
@@ -125,6 +163,7 @@ def identifier(database: str, table: str) -> tuple[str, str]:
     return (database, table)
 
 
+@no_threads_left()
 def ensure_table(catalog: Catalog, database: str, table: Table, location: str, *, create: bool = True) -> IcebergTable:
     """The table, created (format 2, partitioned by ``run_id``) when the catalog has none and ``create``
     (else ``NoSuchTableError``: the commit never makes a table the template owns). A table created without
@@ -152,6 +191,7 @@ def ensure_table(catalog: Catalog, database: str, table: Table, location: str, *
     return tbl
 
 
+@no_threads_left()
 def ensure_tables(catalog: Catalog, database: str, table_root: Callable[[str], str],
                   tables: Iterable[Table] = TABLES) -> None:
     for table in tables:
@@ -214,6 +254,7 @@ def _with_retries(what: str, attempt: Callable[[], Any], attempts: int = COMMIT_
     raise AssertionError(what)  # pragma: no cover - the loop returns or raises
 
 
+@no_threads_left()
 def append_run(catalog: Catalog, database: str, table: str, run_id: str, paths: Sequence[str]) -> int:
     """One Iceberg commit adding the run's files to ``table``; returns its snapshot id (the one already
     there when the table holds the run: a commit run twice adds nothing twice)."""
@@ -252,6 +293,7 @@ class CommitOutcome:
     snapshots: dict[str, int] = field(default_factory=dict)
 
 
+@no_threads_left()
 def commit_run(catalog: Catalog, database: str, run_id: str, files: Mapping[str, Sequence[str]], *,
                before_table: Callable[[str, int], None] | None = None) -> CommitOutcome:
     """Add the run's files to each table (``files``: table -> file URIs, in commit order), one Iceberg commit
@@ -287,6 +329,7 @@ def _snapshot_files(tbl: IcebergTable, snapshot_id: int) -> set[str]:
             for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
 
 
+@no_threads_left()
 def expire_referencing(catalog: Catalog, ident: tuple[str, str], paths: set[str]) -> list[int]:
     """Expire every snapshot (but the current one) that lists one of ``paths``; returns their ids."""
     def attempt() -> list[int]:
@@ -302,6 +345,7 @@ def expire_referencing(catalog: Catalog, ident: tuple[str, str], paths: set[str]
     return list(_with_retries(f"expire {ident}", attempt))
 
 
+@no_threads_left()
 def remove_unreferenced(tbl: IcebergTable, candidates: Iterable[str]) -> list[str]:
     """Delete those of ``candidates`` no snapshot references any more; returns them."""
     live = _live_files(tbl)
@@ -312,6 +356,7 @@ def remove_unreferenced(tbl: IcebergTable, candidates: Iterable[str]) -> list[st
     return removed
 
 
+@no_threads_left()
 def rollback_run(catalog: Catalog, database: str, run_id: str, tables: Iterable[str]) -> list[str]:
     """Take ``run_id`` out of ``tables``: its rows deleted (whole files: the partition), the snapshots that
     list its files expired, the files removed. Returns the tables it was in. Idempotent."""
@@ -348,12 +393,14 @@ def _parent(tbl: IcebergTable, snapshot_id: int | None) -> int:
     return snap.parent_snapshot_id if snap is not None and snap.parent_snapshot_id is not None else -1
 
 
+@no_threads_left()
 def scan(catalog: Catalog, database: str, table: str, snapshot_id: int | None = None) -> pa.Table:
     """The table's rows at its current snapshot (or at ``snapshot_id``: time travel), as Arrow."""
     tbl = catalog.load_table(identifier(database, table))
     return tbl.scan(snapshot_id=snapshot_id).to_arrow()
 
 
+@no_threads_left()
 def catalog_files(catalog: Catalog, database: str, table: str) -> set[str]:
     """The data files the table's current snapshot reads."""
     tbl = catalog.load_table(identifier(database, table))
@@ -370,6 +417,7 @@ def _current_runs(tbl: IcebergTable) -> set[str]:
             for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
 
 
+@no_threads_left()
 def committed_runs(catalog: Catalog, database: str, table: str) -> list[str]:
     """The runs the table's current state holds, in commit order: those whose append is in the table's history
     and was not rolled back since (a run with no rows counts: its commit is there), and those whose rows the
@@ -409,6 +457,7 @@ class SampleDeletion:
     snapshot: int | None = None
 
 
+@no_threads_left()
 def delete_sample(catalog: Catalog, database: str, table: str, sample: str) -> SampleDeletion:
     """Remove every row of ``sample`` from ``table`` so that no byte of it stays reachable or stored: an Iceberg
     delete (files with other samples' rows rewritten without it, files of its rows alone dropped), then every
@@ -444,6 +493,7 @@ class Compaction:
     replaced: list[str] = field(default_factory=list)
 
 
+@no_threads_left()
 def compact_run(catalog: Catalog, database: str, table: str, run_id: str, *, min_files: int = 2) -> Compaction:
     """Rewrite a run's partition of ``table`` into one file when it has at least ``min_files`` (a run's many
     small parts: one per child or region); the rows are the same, the commit one Iceberg overwrite. Memory: the
@@ -472,6 +522,7 @@ def compact_run(catalog: Catalog, database: str, table: str, run_id: str, *, min
     return outcome
 
 
+@no_threads_left()
 def expire_older_than(catalog: Catalog, database: str, table: str, older_than_ms: int) -> tuple[list[int], list[str]]:
     """Retention: expire the snapshots committed before ``older_than_ms`` (never the current one), then remove
     the data files no remaining snapshot lists. Returns the expired snapshots and the removed files."""

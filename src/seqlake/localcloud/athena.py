@@ -146,6 +146,13 @@ def _static_table(metadata_location: str, objects_root: Path) -> Any:
 def iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | None = None) -> Any:
     """An Iceberg table's rows at its current snapshot, or as of ``as_of_ms`` (time travel: its newest
     snapshot committed then or before; none: no rows), as an Arrow table."""
+    from seqlake.lake.iceberg import no_threads_left
+
+    with no_threads_left():  # the query's process may fork afterwards (a test's, the local cloud's)
+        return _iceberg_arrow(metadata_location, objects_root, as_of_ms)
+
+
+def _iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | None) -> Any:
     table = _static_table(metadata_location, objects_root)
     if as_of_ms is None:
         return table.scan().to_arrow()
@@ -220,15 +227,93 @@ def connect(
 
 def translate(sql: str) -> str:
     """Athena (Trino) SQL -> DuckDB SQL. Raises ``ValueError`` with the parser's message."""
+    return str(_parse(sql).sql("duckdb"))
+
+
+def _parse(sql: str) -> Any:
+    """The one statement of an Athena (Trino) query, parsed by sqlglot (``ValueError``: none, several, or bad)."""
     import sqlglot
 
     try:
-        statements = sqlglot.transpile(sql, read="trino", write="duckdb")
+        statements = [s for s in sqlglot.parse(sql, read="trino") if s is not None]
     except sqlglot.errors.ParseError as err:
         raise ValueError(f"cannot parse the query: {err}") from None
     if len(statements) != 1:
         raise ValueError(f"expected one SQL statement, got {len(statements)}")
     return statements[0]
+
+
+#: Athena's metadata table of an Iceberg table's snapshots: ``"<table>$snapshots"``
+SNAPSHOTS_SUFFIX = "$snapshots"
+
+
+@dataclass(frozen=True)
+class IcebergRelation:
+    """A relation a query names beyond the catalog's tables: an Iceberg table as of a snapshot (Athena's
+    ``FOR VERSION AS OF <snapshot id>``), or its snapshots (``"<table>$snapshots"``)."""
+
+    table: TableDef
+    #: the snapshot read; None: the table's snapshots themselves
+    snapshot_id: int | None
+
+    @property
+    def name(self) -> str:
+        what = "snapshots" if self.snapshot_id is None else f"v{self.snapshot_id}"
+        return f"__iceberg__{self.table.database}__{self.table.name}__{what}"
+
+
+def iceberg_relations(statement: Any, tables: Sequence[TableDef], default_database: str) -> list[IcebergRelation]:
+    """Rewrite ``statement`` (sqlglot, Trino) in place so that each ``t FOR VERSION AS OF n`` and each
+    ``"t$snapshots"`` names a relation :func:`register_relations` makes; returns those relations."""
+    from sqlglot import exp
+
+    by_name = {(t.database, t.name): t for t in tables if t.metadata_location is not None}
+    out: dict[str, IcebergRelation] = {}
+    for node in list(statement.find_all(exp.Table)):
+        version, name = node.args.get("version"), node.name
+        database = node.db or default_database
+        if version is None and not name.endswith(SNAPSHOTS_SUFFIX):
+            continue
+        base = name.removesuffix(SNAPSHOTS_SUFFIX) if version is None else name
+        table = by_name.get((database, base))
+        if table is None:
+            raise ValueError(f"{database}.{base} is not an Iceberg table: no snapshots to read")
+        if version is None:
+            relation = IcebergRelation(table, None)
+        else:
+            if str(version.this).upper() != "VERSION" or not isinstance(version.expression, exp.Literal) \
+                    or version.expression.is_string:
+                raise ValueError(f"{database}.{base}: only FOR VERSION AS OF <snapshot id> is read locally")
+            relation = IcebergRelation(table, int(version.expression.this))
+        out[relation.name] = relation
+        alias = node.alias or name  # columns qualified by the table's own name still resolve
+        node.replace(exp.Table(this=exp.to_identifier(relation.name, quoted=True),
+                               db=exp.to_identifier(database, quoted=True),
+                               alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+    return list(out.values())
+
+
+def register_relations(con: duckdb.DuckDBPyConnection, relations: Iterable[IcebergRelation],
+                       objects_root: Path) -> None:
+    """Each relation as a view in its table's database (a snapshot typed by the catalog, as the table)."""
+    from seqlake.lake.iceberg import no_threads_left
+
+    for r in relations:
+        with no_threads_left():
+            table = _static_table(str(r.table.metadata_location), objects_root)
+            if r.snapshot_id is None:
+                arrow = table.inspect.snapshots()
+            elif table.snapshot_by_id(r.snapshot_id) is None:
+                listing = f'"{r.table.name}{SNAPSHOTS_SUFFIX}"'
+                raise ValueError(f"{r.table.database}.{r.table.name} has no snapshot {r.snapshot_id} "
+                                 f"(its snapshots are in {listing})")
+            else:
+                arrow = table.scan(snapshot_id=r.snapshot_id).to_arrow()
+        raw = f"{r.name}__arrow"
+        con.register(raw, arrow)
+        select = (f"SELECT * FROM {_quote(raw)}" if r.snapshot_id is None  # noqa: S608 - names of ours, quoted
+                  else iceberg_view_sql(r.table, raw))
+        con.execute(f"CREATE OR REPLACE VIEW {_quote(r.table.database)}.{_quote(r.name)} AS {select}")
 
 
 @dataclass(frozen=True)
@@ -255,12 +340,20 @@ def query(
     tables: Sequence[TableDef], files_under: FilesUnder, sql: str, default_database: str = DEFAULT_DATABASE, *,
     objects_root: Path | None = None, as_of_run: str | None = None,
 ) -> Result:
-    """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run."""
+    """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run. Iceberg's time travel
+    (``FOR VERSION AS OF <snapshot id>``) and metadata table ``"<table>$snapshots"`` are read as Athena reads
+    them."""
     import duckdb
 
-    duck_sql = translate(sql)
+    statement = _parse(sql)
+    relations = iceberg_relations(statement, tables, default_database)
+    duck_sql = statement.sql("duckdb")
     con = connect(tables, files_under, default_database, objects_root=objects_root, as_of_run=as_of_run)
     try:
+        if relations:
+            if objects_root is None:
+                raise ValueError("time travel reads the Iceberg tables: no local copy of the bucket to read")
+            register_relations(con, relations, objects_root)
         cur = con.execute(duck_sql)
         columns = [d[0] for d in cur.description or []]
         return Result(columns, [tuple(r) for r in cur.fetchall()])

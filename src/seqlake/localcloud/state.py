@@ -25,7 +25,8 @@ from typing import Any
 
 from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RESULTS
-from seqlake.localcloud.athena import TableDef
+from seqlake.localcloud import athena
+from seqlake.localcloud.athena import DEFAULT_DATABASE, Result, TableDef
 
 #: key prefixes whose bodies are not mirrored (their metadata is)
 METADATA_ONLY_PREFIXES: tuple[str, ...] = ("incoming/",)
@@ -130,6 +131,14 @@ class StateDir:
         if not root.is_dir():
             return []
         return sorted(p for p in root.rglob("*.parquet") if p.is_file())
+
+    # -------------------------------------------------------------- queries
+    def query(self, sql: str, database: str = DEFAULT_DATABASE, *, as_of_run: str | None = None) -> Result:
+        """One Athena query over this folder's committed tables: the Hive partitions' files and the Iceberg
+        tables' snapshots both read from the folder's copy of the bucket (every caller reads it the same way:
+        a query given the catalog but not the copy could not read an Iceberg table)."""
+        return athena.query(self.catalog(), self.files_under, sql, database, objects_root=self.objects_dir,
+                            as_of_run=as_of_run)
 
     # -------------------------------------------------------------- catalog
     def catalog(self) -> list[TableDef]:
