@@ -8,6 +8,7 @@ catalog protocol (metadata location swapped by UpdateTable), the real manifests 
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,3 +331,28 @@ def test_no_thread_of_pyiceberg_outlives_a_scan_or_a_commit(catalog: Any, tmp_pa
     assert threading.active_count() == before, forked.other_threads()
     if before == 1:  # no other thread of the test process: the fork guard lets a helper fork
         forked.fork_helper("a helper after pyiceberg", lambda: None).join()
+
+
+def test_compaction_rewrites_a_runs_files_into_one_and_the_retention_removes_the_small_ones(
+        catalog: Any, tmp_path: Path) -> None:
+    import datetime as dt
+
+    from seqlake.lake import compaction
+
+    iceberg.ensure_table(catalog, DB, SAMPLE_SUMMARY, _root(tmp_path, "sample_summary"))
+    parts = [write_part(tmp_path, "sample_summary", "r1", {"sample": [f"s{i}"], "read_pairs_raw": [i]}, f"part-{i}")
+             for i in range(3)]
+    iceberg.commit_run(catalog, DB, "r1", {"sample_summary": parts})
+    alone = summary_rows(tmp_path, "r2", ["x"], 9)  # a run of one file: nothing to compact
+    iceberg.commit_run(catalog, DB, "r2", {"sample_summary": [alone]})
+    before = iceberg.scan(catalog, DB, "sample_summary").sort_by("sample")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    record = compaction.compact(catalog, DB, _storage_uri(_LAKE["root"]), keep_days=0, tables=["sample_summary"],
+                                now=lambda: later)
+    assert record.compacted == {"sample_summary": ["r1"]} and record.files_replaced == 3
+    assert iceberg.scan(catalog, DB, "sample_summary").sort_by("sample").equals(before)  # the same rows
+    files = iceberg.catalog_files(catalog, DB, "sample_summary")
+    assert len(files) == 2 and alone in files  # r1's three files are one now
+    assert record.expired_snapshots and not any(exists(p) for p in parts)  # retention 0: the small files gone
+    written = storage.list_uris(_storage_uri(f"{_LAKE['root']}/compactions"))
+    assert len(written) == 1 and json.loads(read(written[0]))["files_replaced"] == 3

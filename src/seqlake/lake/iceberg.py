@@ -311,7 +311,7 @@ def commit_run(catalog: Catalog, database: str, run_id: str, files: Mapping[str,
     return outcome
 
 
-def _live_files(tbl: IcebergTable) -> set[str]:
+def live_files(tbl: IcebergTable) -> set[str]:
     """Every data file any snapshot still in the table's history references."""
     live: set[str] = set()
     for snap in tbl.snapshots():
@@ -348,7 +348,7 @@ def expire_referencing(catalog: Catalog, ident: tuple[str, str], paths: set[str]
 @no_threads_left()
 def remove_unreferenced(tbl: IcebergTable, candidates: Iterable[str]) -> list[str]:
     """Delete those of ``candidates`` no snapshot references any more; returns them."""
-    live = _live_files(tbl)
+    live = live_files(tbl)
     removed = []
     for path in sorted(set(candidates) - live):
         tbl.io.delete(path)

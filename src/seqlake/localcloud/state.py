@@ -160,6 +160,12 @@ class StateDir:
             sources[uri] = str(path)
             self._write("sources.json", sources)
 
+    def forget_sources(self, uris: set[str]) -> None:
+        """Drop the uploads of ``uris`` (objects deleted since) from the sources."""
+        sources = self.sources()
+        if uris & sources.keys():
+            self._write("sources.json", {u: p for u, p in sources.items() if u not in uris})
+
     def runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self._read("runs.json", [])
         return runs
