@@ -41,6 +41,8 @@ def delete_sample_command(args: argparse.Namespace) -> int:
     state = _state(args)
     catalog = StateCatalog(state)
     bucket = bucket_of(state)
+    if bucket is None:
+        raise BadInputError(args.sample, "no table holds a sample of that name: this local cloud has no tables yet")
     bucket_root = f"s3://{bucket}"
     local_root = str(state.bucket_dir(bucket))
     try:
@@ -68,6 +70,9 @@ def compact_command(args: argparse.Namespace) -> int:
     state = _state(args)
     catalog = StateCatalog(state)
     bucket = bucket_of(state)
+    if bucket is None:
+        Console(stderr=True).print("no tables yet: nothing to compact")
+        return EXIT_OK
     keep_days = KEEP_DAYS if args.keep_days is None else args.keep_days
     record = compact(catalog, DEFAULT_DATABASE, str(state.bucket_dir(bucket)), keep_days=keep_days)
     catalog.sync_objects(bucket, CHANGED_PREFIXES)

@@ -115,9 +115,10 @@ def _response(metadata: Any, location: str) -> CommitTableResponse:
     return CommitTableResponse.model_validate({"metadata": metadata, "metadata-location": location})
 
 
-def bucket_of(state: StateDir) -> str:
-    """The data bucket of the state folder's tables (the bucket of their locations)."""
+def bucket_of(state: StateDir) -> str | None:
+    """The data bucket of the state folder's Iceberg tables (the bucket of their locations); None before the
+    first run deployed them."""
     buckets = {t.location.removeprefix("s3://").split("/", 1)[0] for t in state.catalog() if t.metadata_location}
-    if len(buckets) != 1:
-        raise ValueError(f"{state.root}: expected the Iceberg tables of one bucket, found {sorted(buckets) or 'none'}")
-    return buckets.pop()
+    if len(buckets) > 1:
+        raise ValueError(f"{state.root}: expected the Iceberg tables of one bucket, found {sorted(buckets)}")
+    return buckets.pop() if buckets else None
