@@ -1,4 +1,4 @@
--- Consensus genomes per run and sample (ivar consensus semantics): length, N and ambiguous bases, share of the genome called, with the PASS variants and the genome at >= 10x beside them.
+-- Each sample's current consensus genome, from its latest run (ivar consensus semantics): length, N and ambiguous bases, share of the genome called, with the PASS variants and the genome at >= 10x beside them.
 SELECT
   c.run_id,
   c.sample,
@@ -11,6 +11,6 @@ SELECT
   (SELECT count(*) FROM variants v
    WHERE v.run_id = c.run_id AND v.sample = c.sample AND v.contig = c.contig AND v.pass) AS pass_variants,
   c.fasta_uri
-FROM consensus c
-JOIN sample_summary s ON s.run_id = c.run_id AND s.sample = c.sample
+FROM consensus_latest c
+JOIN sample_summary_latest s ON s.run_id = c.run_id AND s.sample = c.sample
 ORDER BY c.run_id, c.sample, c.contig

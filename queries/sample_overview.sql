@@ -1,4 +1,4 @@
--- One row per sample, from its latest run (the run that committed last): the figures a lab reads first.
+-- One row per sample, from its latest run (the run that committed last; sample_summary_latest): the figures a lab reads first.
 SELECT
   run_id,
   sample,
@@ -16,9 +16,5 @@ SELECT
   median_insert_size,
   round(pct_error, 3) AS pct_error,
   control
-FROM (
-  SELECT *, row_number() OVER (PARTITION BY sample ORDER BY committed_at DESC, run_id DESC) AS newest
-  FROM sample_summary
-)
-WHERE newest = 1
+FROM sample_summary_latest
 ORDER BY sample

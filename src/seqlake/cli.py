@@ -89,6 +89,18 @@ def _cmd_local_status(args: argparse.Namespace) -> int:
     return status_command(args)
 
 
+def _cmd_local_delete_sample(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.maintenance import delete_sample_command
+
+    return delete_sample_command(args)
+
+
+def _cmd_local_compact(args: argparse.Namespace) -> int:
+    from seqlake.localcloud.maintenance import compact_command
+
+    return compact_command(args)
+
+
 def _cmd_local_rerun(args: argparse.Namespace) -> int:
     from seqlake.localcloud.rerun import rerun_command
 
@@ -345,6 +357,9 @@ def _add_local_commands(sub: Any) -> None:
                        help="run a named query instead, e.g. qc_overview (an unknown name lists the known ones)")
     query.add_argument("--format", choices=("table", "csv", "json"), default="table",
                        help="how the rows are printed (default: %(default)s)")
+    query.add_argument("--as-of-run", default=None, metavar="RUN_ID",
+                       help="time travel: read the result tables as they were when run RUN_ID committed (Athena: "
+                            "FOR VERSION AS OF that run's snapshot id)")
     _add_home(query)
     query.set_defaults(func=_cmd_local_query)
     runs = lsub.add_parser(
@@ -379,6 +394,25 @@ def _add_local_commands(sub: Any) -> None:
     _add_run_id(status)
     _add_home(status)
     status.set_defaults(func=_cmd_local_status)
+    delete = lsub.add_parser(
+        "delete-sample", help="delete a sample everywhere: its rows in every table, its files and objects",
+        description="Remove every row of the sample from every table (older snapshots that still hold them "
+                    "expired, their files removed), its uploads, its BAM, VCF and consensus, what its runs "
+                    "staged and their reports; other samples' rows are unchanged. An audit record (who, when, "
+                    "what; not the data) is written under deletions/. Run it while no local run is running.")
+    delete.add_argument("sample", metavar="NAME", help="the sample's name, as in sample_summary")
+    delete.add_argument("--yes", action="store_true", help="yes, remove it for good (required)")
+    _add_home(delete)
+    delete.set_defaults(func=_cmd_local_delete_sample)
+    compact = lsub.add_parser(
+        "compact", help="compact the tables: each run's small files into one, old snapshots expired",
+        description="Rewrite each run's files of each table into one file (partitions up to 256 MiB), then "
+                    "expire the snapshots older than --keep-days and remove the files only they listed. Run it "
+                    "while no local run is running.")
+    compact.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
+                         help="keep the snapshots of the last DAYS days for time travel (default: 7)")
+    _add_home(compact)
+    compact.set_defaults(func=_cmd_local_compact)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

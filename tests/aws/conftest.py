@@ -23,6 +23,7 @@ from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
 from seqlake.base import clients
+from seqlake.localcloud.deployer import iceberg_table_input
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
@@ -140,7 +141,14 @@ class Deployed:
 
 
 def partitions(deployed: Deployed, table: str) -> list[list[str]]:
-    """The registered partitions of ``table`` (their values: ``[run_id]``)."""
+    """The runs ``table`` shows, as partition values (``[run_id]``): a Hive table's registered partitions, an
+    Iceberg table's committed runs (its current snapshot's)."""
+    from seqlake.aws.catalog import iceberg_catalog
+    from seqlake.lake import iceberg
+    from seqlake.lake.tables import BY_NAME
+
+    if BY_NAME[table].is_iceberg:
+        return [[run] for run in iceberg.committed_runs(iceberg_catalog(), deployed.database, table)]
     glue = boto3.client("glue", region_name=REGION)
     return [p["Values"] for p in glue.get_partitions(DatabaseName=deployed.database, TableName=table)["Partitions"]]
 
@@ -210,6 +218,21 @@ def aws_stack(template: dict[str, Any]) -> Iterator[Deployed]:
         clients.reset()
 
 
+def _create_tables(template: dict[str, Any], resolve: Any, s3: Any, glue: Any, iceberg_only: bool = False) -> None:
+    """The template's Glue tables; an Iceberg one with its first metadata, as Glue (and the local cloud's
+    deployer) makes it from ``OpenTableFormatInput``. ``iceberg_only``: (re)make just those, empty."""
+    for r in template["Resources"].values():
+        if r["Type"] != "AWS::Glue::Table" or (iceberg_only and "OpenTableFormatInput" not in r["Properties"]):
+            continue
+        p = resolve(r["Properties"])
+        table_input = p["TableInput"]
+        if "OpenTableFormatInput" in p:
+            table_input = iceberg_table_input(s3, table_input, p["OpenTableFormatInput"]["IcebergInput"])
+        if iceberg_only:
+            glue.delete_table(DatabaseName=p["DatabaseName"], Name=table_input["Name"])
+        glue.create_table(DatabaseName=p["DatabaseName"], TableInput=table_input)
+
+
 def _create(template: dict[str, Any]) -> Deployed:
     res = template["Resources"]
     resolve = Resolver(template)
@@ -221,10 +244,7 @@ def _create(template: dict[str, Any]) -> Deployed:
     db_input = resolve(res["GlueDatabase"]["Properties"]["DatabaseInput"])
     glue.create_database(DatabaseInput=db_input)
     resolve.values.update(DataBucket=bucket, GlueDatabase=db_input["Name"])
-    for r in res.values():
-        if r["Type"] == "AWS::Glue::Table":
-            p = resolve(r["Properties"])
-            glue.create_table(DatabaseName=p["DatabaseName"], TableInput=p["TableInput"])
+    _create_tables(template, resolve, s3, glue)
     trust = {
         "Version": "2012-10-17",
         "Statement": [
@@ -247,6 +267,7 @@ def deployed(aws_stack: Deployed) -> Deployed:
         if objs:
             s3.delete_objects(Bucket=aws_stack.bucket, Delete={"Objects": objs})
     glue = boto3.client("glue", region_name=REGION)
+    _create_tables(aws_stack.template, aws_stack.resolve, s3, glue, iceberg_only=True)  # their metadata went
     for table in glue.get_tables(DatabaseName=aws_stack.database)["TableList"]:
         parts = glue.get_partitions(DatabaseName=aws_stack.database, TableName=table["Name"])["Partitions"]
         if parts:

@@ -79,8 +79,42 @@ def test_glue_tables_equal_tables_py(template: dict[str, Any]) -> None:
         expected = t.glue_table_input(location="X")
         got = glue[t.name]
         assert got["StorageDescriptor"]["Columns"] == expected["StorageDescriptor"]["Columns"]
-        assert got["PartitionKeys"] == expected["PartitionKeys"] == [{"Name": "run_id", "Type": "string"}]
+        if t.is_iceberg:  # run_id a column (the Iceberg partition), no Hive partition key
+            assert "PartitionKeys" not in got and got["StorageDescriptor"]["Columns"][-1]["Name"] == "run_id"
+        else:
+            assert got["PartitionKeys"] == expected["PartitionKeys"] == [{"Name": "run_id", "Type": "string"}]
         assert got["StorageDescriptor"]["Location"] == {"Fn::Sub": f"s3://${{DataBucket}}/results/{t.name}/"}
+
+
+#: what Athena requires of an Iceberg table in the Glue catalog, and how CloudFormation declares one:
+#: https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg-creating-tables.html (the table property
+#: table_type = ICEBERG; Athena creates and reads Iceberg format version 2),
+#: https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-glue-table-opentableformatinput.html
+#: and .../aws-properties-glue-table-iceberginput.html (MetadataOperation CREATE: Glue writes the table's first
+#: metadata file and its metadata_location; Version "2")
+ICEBERG_DOCS = "https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg-creating-tables.html"
+#: Iceberg's primitive types as Athena names them in Glue (no tinyint or smallint in Iceberg)
+ICEBERG_GLUE_TYPES = {"string", "int", "bigint", "double", "boolean", "timestamp", "float", "date", "binary"}
+
+
+def test_every_result_table_is_an_iceberg_v2_table_athena_can_read(template: dict[str, Any]) -> None:
+    """The requirements of ICEBERG_DOCS, over the rendered template (table type, metadata location created by
+    Glue, format version 2), for every result table; ``runs`` stays a Hive table (docs/TABLES.md)."""
+    resources = {r["Properties"]["TableInput"]["Name"]: r["Properties"] for r in template["Resources"].values()
+                 if r["Type"] == "AWS::Glue::Table"}
+    iceberg = {t.name for t in TABLES if t.is_iceberg}
+    assert iceberg == set(RESULT_TABLES), ICEBERG_DOCS
+    for name in iceberg:
+        props = resources[name]
+        table_input = props["TableInput"]
+        assert table_input["Parameters"]["table_type"] == "ICEBERG", (name, ICEBERG_DOCS)
+        # Glue writes the metadata (and the metadata_location parameter) from this, at deploy
+        assert props["OpenTableFormatInput"] == {"IcebergInput": {"MetadataOperation": "CREATE", "Version": "2"}}, name
+        assert "metadata_location" not in table_input["Parameters"], "Glue sets it; a fixed one would point nowhere"
+        assert table_input["TableType"] == "EXTERNAL_TABLE" and "PartitionKeys" not in table_input, name
+        assert {c["Type"] for c in table_input["StorageDescriptor"]["Columns"]} <= ICEBERG_GLUE_TYPES, name
+        assert "SerdeInfo" not in table_input["StorageDescriptor"], "a Hive SerDe on an Iceberg table"
+    assert "OpenTableFormatInput" not in resources["runs"] and resources["runs"]["TableInput"]["PartitionKeys"]
 
 
 def test_drift_is_detected(tmp_path: Any) -> None:

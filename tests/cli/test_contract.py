@@ -119,6 +119,9 @@ BAD_INPUT: dict[str, Any] = {
     "local report": lambda t, h: (["local", "report", "zz-no-such-run", "--home", str(h)], "zz-no-such-run"),
     "local status": lambda t, h: (["local", "status", "zz-no-such-run", "--home", str(h)], "zz-no-such-run"),
     "local rerun": lambda t, h: (["local", "rerun", "zz-no-such-run", "--home", str(h)], "zz-no-such-run"),
+    "local delete-sample": lambda t, h: (["local", "delete-sample", "zz-no-such-sample", "--yes", "--home", str(h)],
+                                         "zz-no-such-sample"),
+    "local compact": None,  # rewrites the state folder's tables: no input of the user's to be wrong
     "worker": None,  # test_worker_exits_65_on_bad_input_of_its_shard below
     "reduce": None,  # reads only what the run's children wrote: no input of the user's to be wrong
     "demo": None,  # its input is bundled
@@ -158,7 +161,7 @@ def test_worker_exits_65_on_bad_input_of_its_shard(tmp_path: Path) -> None:
 
 def test_a_missing_state_folder_is_bad_input_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["local", "query", "--named", "qc_overview"], ["local", "report", "x"], ["local", "status", "x"],
-                 ["local", "rerun", "x"]):
+                 ["local", "rerun", "x"], ["local", "delete-sample", "x", "--yes"], ["local", "compact"]):
         code, err = seqlake([*argv, "--home", str(tmp_path / "nowhere")], capsys)
         assert code == EXIT_BAD_INPUT and "nowhere: no local cloud here" in one_bad_input_line(err)
 

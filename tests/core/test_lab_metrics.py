@@ -19,11 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
+from seqlake.aws.render_template import latest_view
 from seqlake.base.model import Sample
 from seqlake.child import worker
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.lake import merge
-from seqlake.lake.tables import TABLES, THRESHOLDS
+from seqlake.lake.tables import BY_NAME, LATEST_TABLES, TABLES, THRESHOLDS
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
@@ -229,6 +230,10 @@ def run_named_query(plan: Plan, name: str) -> list[dict[str, object]]:
         if (results / t.name).is_dir():
             con.execute(f"CREATE VIEW {t.name} AS SELECT * FROM read_parquet('{results / t.name}/**/*.parquet', "
                         "hive_partitioning = true, hive_types = {'run_id': VARCHAR})")
+    for view in (latest_view(BY_NAME[name]) for name in LATEST_TABLES):  # the template's `<table>_latest`
+        if (results / view.name.removesuffix("_latest")).is_dir():
+            [view_sql] = sqlglot.transpile(view.sql, read="trino", write="duckdb")
+            con.execute(f"CREATE VIEW {view.name} AS {view_sql}")
     [sql] = sqlglot.transpile((REPO / "queries" / f"{name}.sql").read_text(), read="trino", write="duckdb")
     rows: list[dict[str, object]] = con.sql(sql).to_arrow_table().to_pylist()
     return rows

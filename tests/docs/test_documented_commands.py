@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from doc_commands import DOCS, REPO, Command, blocks, commands, options_in_help, untagged_command_blocks
+from doc_commands import DOCS, REPO, Block, Command, blocks, commands, options_in_help, untagged_command_blocks
 
 import seqlake
 from seqlake.cli import build_parser
@@ -316,10 +316,33 @@ def test_documented_command(command: Command, workdir: Workdir) -> None:
 SQL_BLOCKS = [b for doc in DOCS for b in blocks(doc) if b.tag == "sql"]
 
 
+#: the placeholders a documented query may hold, each a value the reader takes from an earlier step: RUN_ID a
+#: run's id (this folder's run), SNAPSHOT_ID the ``snapshot_id`` an earlier query of the same page returned
+#: (Athena's ``FOR VERSION AS OF`` takes a literal only, so time travel to a run is two queries)
+_SQL_PLACEHOLDER = re.compile(r"\b(RUN_ID|SNAPSHOT_ID)\b")
+
+
+def documented_sql(block: Block, workdir: Workdir) -> str:
+    """The block's query with its placeholders filled in as a reader of the page fills them."""
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) == "RUN_ID":
+            return workdir.run_id
+        earlier = [b for b in SQL_BLOCKS if b.doc == block.doc and b.line < block.line]
+        for b in reversed(earlier):
+            proc = workdir.seqlake_once("local", "query", "--format", "json", documented_sql(b, workdir))
+            rows = json.loads(proc.stdout) if proc.returncode == 0 else []
+            if rows and "snapshot_id" in rows[0]:
+                return str(rows[0]["snapshot_id"])
+        raise AssertionError(f"{block.doc}:{block.line}: SNAPSHOT_ID, but no earlier query of the page returns one")
+
+    return _SQL_PLACEHOLDER.sub(value, block.text)
+
+
 @pytest.mark.parametrize("block", SQL_BLOCKS, ids=lambda b: f"{b.doc}:{b.line}")
-def test_documented_sql_runs(block: object, workdir: Workdir) -> None:
-    proc = workdir.seqlake("local", "query", block.text)  # type: ignore[attr-defined]
+def test_documented_sql_runs(block: Block, workdir: Workdir) -> None:
+    proc = workdir.seqlake_once("local", "query", "--format", "json", documented_sql(block, workdir))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SNAPSHOT_ID" not in block.text or json.loads(proc.stdout), "the run's snapshot reads no row"
 
 
 def test_the_recorded_sam_options_are_the_installed_sam_clis() -> None:

@@ -47,6 +47,8 @@ class Outcome:
     execution: Execution
     status: dict[str, Any]
     partitions: frozenset[str]
+    #: the objects under ``results/<result table>/run_id=<id>/`` (what a crawler or a repair would find)
+    result_files: frozenset[str] = frozenset()
 
     @property
     def run_id(self) -> str:
@@ -76,19 +78,39 @@ def status_of(cloud: LocalCloud, run_id: str) -> dict[str, Any]:
 
 
 def partitions_of(cloud: LocalCloud, run_id: str) -> frozenset[str]:
-    """The tables in which ``run_id`` has a registered partition."""
+    """The tables that show ``run_id``: a registered partition (Hive: ``runs``), a committed run (Iceberg)."""
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    from seqlake.lake import iceberg
+    from seqlake.lake.iceberg_io import FILE_IO
+    from seqlake.lake.tables import BY_NAME
+
     glue = cloud.client("glue")
     out = set()
+    catalog = GlueCatalog("glue", client=glue, **{"py-io-impl": FILE_IO})
     for table in (*RESULT_TABLES, "runs"):
+        if BY_NAME[table].is_iceberg:
+            if run_id in iceberg.committed_runs(catalog, cloud.database, table):
+                out.add(table)
+            continue
         parts = glue.get_partitions(DatabaseName=cloud.database, TableName=table)["Partitions"]
         if any(p["Values"] == [run_id] for p in parts):
             out.add(table)
     return frozenset(out)
 
 
+def result_files_of(cloud: LocalCloud, run_id: str) -> frozenset[str]:
+    """The keys under each result table's ``run_id=<id>/`` folder."""
+    pages = cloud.client("s3").get_paginator("list_objects_v2")
+    return frozenset(o["Key"] for table in RESULT_TABLES
+                     for page in pages.paginate(Bucket=cloud.bucket, Prefix=f"results/{table}/run_id={run_id}/")
+                     for o in page.get("Contents", []))
+
+
 def outcomes(cloud: LocalCloud, executions: list[Execution]) -> dict[str, Outcome]:
     """Per run id, after ``cloud.wait()``."""
-    return {e.name: Outcome(e, status_of(cloud, run_id_of(e)), partitions_of(cloud, run_id_of(e))) for e in executions}
+    return {e.name: Outcome(e, status_of(cloud, run_id_of(e)), partitions_of(cloud, run_id_of(e)),
+                            result_files_of(cloud, run_id_of(e))) for e in executions}
 
 
 def by_folder(results: dict[str, Outcome]) -> dict[str, Outcome]:

@@ -257,6 +257,9 @@ def test_commit_past_its_memory_size_fails_the_run_with_runtime_out_of_memory(cl
 def test_commit_crash_partitions_were_removed_before_the_rerun(scenario: Scenario) -> None:
     # partitions as seen right after the first wait (before the re-run)
     assert scenario.first["commit-crash"].partitions == frozenset({"runs"})
+    # and no file the crashed commit had published is left under results/ (a crawler or a repair finds none)
+    assert scenario.first["commit-crash"].result_files == frozenset()
+    assert scenario.rerun.result_files  # the re-run published them again from runs/
 
 
 def test_same_event_three_times_starts_one_run(scenario: Scenario) -> None:

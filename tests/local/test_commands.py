@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.base.errors import EXIT_BAD_INPUT, BadInputError, SeqlakeError
+from seqlake.cli import build_parser
 from seqlake.localcloud.athena import Partition, TableDef
 from seqlake.localcloud.commands import (
     plan_reads,
@@ -92,8 +93,12 @@ def test_previous_run_matches_the_same_objects_and_reference(tmp_path: Path) -> 
     assert previous_run(state, uploads, "references/ref/ref.fa") is None
 
 
-def _args(home: Path, sql: str | None = None, named: str | None = None, fmt: str = "json") -> argparse.Namespace:
-    return argparse.Namespace(home=str(home), sql=sql, named=named, format=fmt)
+def _args(home: Path, sql: str | None = None, named: str | None = None, fmt: str = "json",
+          as_of_run: str | None = None) -> argparse.Namespace:
+    """The arguments as the command line's own parser makes them (so every option it has is there)."""
+    argv = ["local", "query", "--home", str(home), "--format", fmt, *([sql] if sql else []),
+            *(["--named", named] if named else []), *(["--as-of-run", as_of_run] if as_of_run else [])]
+    return build_parser().parse_args(argv)
 
 
 def test_query_command_reads_the_state_folder_without_moto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

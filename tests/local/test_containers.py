@@ -406,7 +406,7 @@ def test_local_run_with_containers_equals_local_run_without(image: str, miseq_lo
         assert run["status"] == "SUCCEEDED"
 
         def query(sql: str, state: StateDir = state) -> athena.Result:
-            return athena.query(state.catalog(), state.files_under, sql)
+            return state.query(sql)  # the Iceberg tables read from the state folder's copy of the bucket
 
         tables.append(_tables(query, run["run_id"]))
     processes, in_containers = tables

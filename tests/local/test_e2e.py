@@ -113,10 +113,17 @@ def test_real_paired_reads_through_the_local_cloud(
 
     # a later local cloud restores the catalog and the run's files, and starts no run again
     with LocalCloud(state=StateDir(home), quiet=True) as cloud:
+        from pyiceberg.catalog.glue import GlueCatalog
+
+        from seqlake.lake import iceberg
+        from seqlake.lake.iceberg_io import FILE_IO
+
         glue = cloud.client("glue")
-        parts = glue.get_partitions(DatabaseName=cloud.database, TableName="qc_summary")["Partitions"]
-        assert len(parts) == 1
-        run_id = parts[0]["Values"][0]
+        # qc_summary is an Iceberg table: the restored metadata holds the run's commit; runs (Hive) its partition
+        catalog = GlueCatalog("glue", client=glue, **{"py-io-impl": FILE_IO})
+        (run_id,) = iceberg.committed_runs(catalog, cloud.database, "qc_summary")
+        parts = glue.get_partitions(DatabaseName=cloud.database, TableName="runs")["Partitions"]
+        assert [p["Values"] for p in parts] == [[run_id]]
         status = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=f"runs/{run_id}/status.json")
         assert json.loads(status["Body"].read())
         result = athena_query(cloud, "SELECT sum(reads) AS n FROM qc_summary WHERE stage = 'raw'")

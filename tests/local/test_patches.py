@@ -1042,3 +1042,32 @@ def test_an_emulator_error_is_counted_and_an_injected_one_is_not(fixture_cloud: 
     with pytest.raises(emulator_errors.EmulatorFailedError, match="RuntimeError: boom"):
         emulator_errors.check_strict()
     assert emulator_errors.take() == []
+
+
+def test_glue_update_table_is_refused_at_a_version_that_is_not_the_current_one(fixture_cloud: Any) -> None:
+    """An Iceberg commit through Glue reads the table, writes new metadata and swaps the table's metadata
+    location under the VersionId it read: Glue refuses the swap when another commit moved the table meanwhile
+    (ConcurrentModificationException), which is what makes Iceberg's commits optimistic. moto replaced the table
+    whatever version was named: the second of two racing commits "succeeded" and the first one's snapshot was lost."""
+    glue = _never_retrying(fixture_cloud, "glue")
+    database = "patch_glue_version"
+    glue.create_database(DatabaseInput={"Name": database})
+    try:
+        glue.create_table(DatabaseName=database, TableInput={"Name": "t", "Parameters": {"metadata_location": "m0"}})
+        read = glue.get_table(DatabaseName=database, Name="t")["Table"]["VersionId"]
+        glue.update_table(DatabaseName=database, VersionId=read,
+                          TableInput={"Name": "t", "Parameters": {"metadata_location": "m1"}})
+        with pytest.raises(ClientError) as refused:  # a second commit that read the same version
+            glue.update_table(DatabaseName=database, VersionId=read,
+                              TableInput={"Name": "t", "Parameters": {"metadata_location": "m2"}})
+        assert refused.value.response["Error"]["Code"] == "ConcurrentModificationException"
+        table = glue.get_table(DatabaseName=database, Name="t")["Table"]
+        assert table["Parameters"]["metadata_location"] == "m1"
+        # the current version is accepted, and an update without VersionId stays unconditional, as on AWS
+        glue.update_table(DatabaseName=database, VersionId=table["VersionId"],
+                          TableInput={"Name": "t", "Parameters": {"metadata_location": "m3"}})
+        glue.update_table(DatabaseName=database, TableInput={"Name": "t", "Parameters": {"metadata_location": "m4"}})
+        assert glue.get_table(DatabaseName=database, Name="t")["Table"]["Parameters"]["metadata_location"] == "m4"
+    finally:
+        glue.delete_table(DatabaseName=database, Name="t")
+        glue.delete_database(Name=database)

@@ -7,15 +7,16 @@ every payload these steps return is a few fields, whatever the run's size. The p
 other layers).
 
 - :func:`commit_step`: merge (:func:`seqlake.lake.merge.merge_run`) -> ``status.json`` and the ``runs``
-  row -> Glue partitions, last. If registering fails halfway, the partitions already made are
-  removed again, so a reader sees all of a run or none of it. A commit that dies without unwinding
-  (a timeout, memory) is unwound by :func:`record_failure`.
+  row -> one Iceberg commit per result table (:func:`seqlake.aws.catalog.commit_results`) -> the ``runs``
+  partition, last. If a table's commit fails, the tables already committed are rolled back (rows, snapshots
+  and files), so a reader sees all of a run or none of it. A commit that dies without unwinding (a
+  timeout, memory) is unwound by :func:`record_failure`.
 - :func:`record_failure`: which state failed (the state machine says so: each ``Catch`` passes
   through a state that names it), which children, why (each failed child's one-line error from
   ``_errors/child=NNNNN.json``, else its last log line), written to ``status.json`` and the ``runs``
   table. Only failed children are listed and only the first few described, so the step's work does
   not grow with the array. Never a partition in the result tables: after a commit that died halfway
-  it removes the ones that commit registered.
+  it takes the run out of the Iceberg tables that commit reached.
 
 Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.base.faults`) makes the commit die halfway.
 """
@@ -35,7 +36,7 @@ from seqlake.base import clients, faults, storage
 from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
 from seqlake.base.model import REDUCE_STEPS, RunState, Step
-from seqlake.lake.tables import RESULT_TABLES, RUNS
+from seqlake.lake.tables import BY_NAME, RESULT_TABLES, RUNS
 
 #: failed children described in a failure's reason (the rest are counted)
 REASON_CHILDREN = 3
@@ -82,8 +83,29 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     write_status(status)
     write_runs_row(status)
     crash_after = fault.number("after_partitions", 0) if fault is not None and fault.action == "crash" else None
-    register_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
+    commit_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
     return status
+
+
+def commit_all_or_none(database: str, bucket: str, run_id: str, tables: list[str], *,
+                       crash_after: int | None = None) -> None:
+    """The run into every table: the Iceberg tables one commit each (rolled back together on an error), then
+    the Hive tables' partitions (``runs``), last. ``crash_after`` (tests only) ends the process without
+    unwinding after that many tables."""
+    iceberg_tables = [t for t in tables if BY_NAME[t].is_iceberg]
+    hive_tables = [t for t in tables if not BY_NAME[t].is_iceberg]
+
+    def crash_point(table: str, committed: int) -> None:
+        if crash_after is not None and committed >= crash_after:
+            faults.crash()
+
+    outcome = catalog.commit_results(database, bucket, run_id, iceberg_tables, before_table=crash_point)
+    try:
+        register_all_or_none(database, bucket, run_id, hive_tables,
+                             crash_after=None if crash_after is None else max(0, crash_after - len(iceberg_tables)))
+    except Exception:
+        catalog.rollback_results(database, run_id, list(outcome.snapshots))
+        raise
 
 
 class ReportFailedError(RuntimeError):
@@ -131,12 +153,22 @@ def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[s
         raise
 
 
-def unregister_results(database: str, run_id: str) -> list[str]:
-    """Delete the run's partitions from every result table (a commit that died halfway left some);
-    returns the tables that had one. Best effort: recording the failure matters more."""
-    glue = clients.client("glue")
+def unregister_results(database: str, bucket: str, run_id: str) -> list[str]:
+    """Take the run out of every result table (a commit that died halfway reached some): the Iceberg
+    tables rolled back and the files it published that no table lists removed, a Hive table's partition
+    deleted; returns the tables that had it. Best effort: recording the failure matters more."""
     removed: list[str] = []
-    for table in RESULT_TABLES:
+    iceberg_tables = [t for t in RESULT_TABLES if BY_NAME[t].is_iceberg]
+    try:
+        removed += catalog.rollback_results(database, run_id, iceberg_tables)
+        discarded = catalog.discard_run_files(database, bucket, run_id, iceberg_tables)
+        if discarded:
+            logger.info("removed the files a failed commit published", extra={"files": len(discarded)})
+    except Exception as err:
+        logger.warning("could not roll the failed run back out of the Iceberg tables",
+                       extra={"run_id": run_id, "error": repr(err)})
+    glue = clients.client("glue")
+    for table in (t for t in RESULT_TABLES if not BY_NAME[t].is_iceberg):
         try:
             r = glue.batch_delete_partition(DatabaseName=database, TableName=table,
                                             PartitionsToDelete=[{"Values": [run_id]}])
@@ -349,7 +381,7 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         status.reason = f"{status.reason}; {NEW_UPLOAD_ADVICE}"
     status.finish()
     if step is Step.COMMIT:
-        unregister_results(database, request.run_id)
+        unregister_results(database, request.bucket, request.run_id)
     _render_report(status, request, required=False)
     record_unsuccessful(status, database)
     return status

@@ -58,6 +58,10 @@ REGION_DIGITS = 5
 RESULTS = "results"
 RUNS = "runs"
 REPORTS = "reports"
+#: the audit records of samples deleted everywhere (who, when, what; never their data)
+DELETIONS = "deletions"
+#: the records of the tables' compactions (what was rewritten, expired, removed)
+COMPACTIONS = "compactions"
 #: the folder of the Batch jobs' parts of result tables under ``runs/<run_id>/``
 PARTS = "parts"
 #: the folder of per-sample files under ``results/`` (no table has this name)
@@ -133,6 +137,15 @@ class LakeLayout:
 
     def run(self, run_id: str) -> RunLayout:
         return RunLayout(self.root, run_id)
+
+    def deletion(self, when: str, digest: str) -> str:
+        """The audit record of a sample's deletion (:mod:`seqlake.lake.deletion`): its time, then a digest of
+        the name (the key never spells the sample; the record names it inside)."""
+        return _join(self.root, DELETIONS, f"{when.replace(':', '')}-{digest}.json")
+
+    def compaction(self, when: str) -> str:
+        """The record of one compaction of the tables (:mod:`seqlake.lake.compaction`)."""
+        return _join(self.root, COMPACTIONS, f"{when.replace(':', '')}.json")
 
     def reference_index(self, key: str) -> str:
         """The minimap2 index of the reference and preset ``key`` names (:mod:`seqlake.plan.reference`)."""

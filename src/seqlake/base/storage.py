@@ -386,6 +386,15 @@ def write_bytes(uri: str, data: bytes) -> None:
         raise
 
 
+def delete(uri: str) -> None:
+    """Remove the object or file; one that does not exist is not an error (S3's DeleteObject says nothing)."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().delete_object(Bucket=bucket, Key=key)
+        return
+    Path(uri).unlink(missing_ok=True)
+
+
 #: below this size a file is sent in one PUT; from it on, by the transfer manager's multipart upload
 #: (its default threshold). A child's parts are mostly small: one PUT each spares the manager's threads.
 SINGLE_PUT_BYTES = 8 << 20

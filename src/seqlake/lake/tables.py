@@ -4,8 +4,11 @@ Everything else is generated from here: the Parquet schemas the worker and the c
 the Glue table definitions in ``template.yaml`` (checked by a test), the local catalog, and the
 table reference in ``docs/TABLES.md`` (``python -m seqlake.lake.tables --markdown``).
 
-Every table is Hive-partitioned by ``run_id`` (``results/<table>/run_id=<id>/part-*.parquet``):
-a run is committed, registered and dropped as one unit, and queries that name a run prune all others.
+Every result table is an Apache Iceberg table (format version 2, :mod:`seqlake.lake.iceberg`) partitioned
+by ``run_id`` (identity), its files where a run's commit put them (``results/<table>/run_id=<id>/``): a run is
+committed, rolled back and deleted as one unit, and queries that name a run prune all others. ``runs``, the
+run log every step writes a row of (a rejected upload's too), stays a Hive table with a ``run_id`` partition
+per row: a failure is recorded by one partition, without an Iceberg commit.
 ``sample`` is a column, not a partition key: a run holds one sample or a small samplesheet, and a
 partition per sample would multiply tiny files without pruning anything useful.
 """
@@ -38,6 +41,9 @@ _GLUE_TYPES: dict[pa.DataType, str] = {
     pa.timestamp("ms", tz="UTC"): "timestamp",
 }
 
+#: Hive types Iceberg has no type of: read as ``int`` (the Parquet files keep their narrow types)
+_ICEBERG_NARROW: dict[str, str] = {"tinyint": "int", "smallint": "int"}
+
 PARTITION_KEYS: tuple[tuple[str, str], ...] = (("run_id", "string"),)
 
 
@@ -51,6 +57,11 @@ class Column:
     @property
     def glue_type(self) -> str:
         return _GLUE_TYPES[self.type]
+
+    @property
+    def iceberg_glue_type(self) -> str:
+        """The Glue type of the column in an Iceberg table: Iceberg has no 8- or 16-bit integers (``int``)."""
+        return _ICEBERG_NARROW.get(self.glue_type, self.glue_type)
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,27 @@ class Table:
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
 
+    @property
+    def is_iceberg(self) -> bool:
+        """An Iceberg table (every result table); ``runs`` is a Hive table."""
+        return self.name in ICEBERG_TABLES
+
     def glue_table_input(self, location: str) -> dict[str, Any]:
-        """The ``TableInput`` of Glue's CreateTable (and of AWS::Glue::Table) for this table."""
+        """The ``TableInput`` of Glue's CreateTable (and of AWS::Glue::Table) for this table: for an Iceberg
+        table, what Athena requires of one in Glue (``table_type`` ``ICEBERG``; Glue writes its metadata and
+        ``metadata_location`` from the template's ``OpenTableFormatInput``), ``run_id`` a column, not a Hive
+        partition key (Iceberg partitions hide in its metadata)."""
+        if self.is_iceberg:
+            columns = [{"Name": c.name, "Type": c.iceberg_glue_type, "Comment": c.doc[:255]} for c in self.columns]
+            columns += [{"Name": n, "Type": t, "Comment": "the run's id (the Iceberg partition)"}
+                        for n, t in PARTITION_KEYS]
+            return {
+                "Name": self.name,
+                "Description": self.doc,
+                "TableType": "EXTERNAL_TABLE",
+                "Parameters": {"table_type": "ICEBERG"},
+                "StorageDescriptor": {"Columns": columns, "Location": location},
+            }
         return {
             "Name": self.name,
             "Description": self.doc,
@@ -471,6 +501,13 @@ COMMIT_TIME_COLUMNS: tuple[str, ...] = ("committed_at",)
 AMPLICON_TABLES: tuple[str, ...] = ("amplicon_depth",)
 #: the tables a failed run never gets a partition in (``runs`` records the failure itself)
 RESULT_TABLES: tuple[str, ...] = tuple(t.name for t in TABLES if t.name != "runs")
+#: the Iceberg tables (format version 2, seqlake.lake.iceberg): every result table
+ICEBERG_TABLES: frozenset[str] = frozenset(RESULT_TABLES)
+#: Iceberg's table format version of every Iceberg table here
+ICEBERG_FORMAT_VERSION = 2
+#: the tables with a ``<table>_latest`` view: each sample's rows from its newest committed run (the run whose
+#: ``sample_summary`` row has the latest ``committed_at``), older runs kept in the table for history
+LATEST_TABLES: tuple[str, ...] = ("sample_summary", "qc_summary", "variants", "consensus", "amplicon_depth")
 
 
 #: the key of every per-position staging table (docs/INTERNALS.md, "Per-position data"): the sample and the
@@ -686,15 +723,29 @@ A negative control is held to its own check only (it should have no genome). The
 and negative-control checks are seqlake's: ncov-tools' mixture report compares samples, and its negative
 control report gives the covered fraction without a cut.
 """
+ICEBERG_NOTE = (
+    "Every result table is an Apache Iceberg table (format version 2) in the Glue catalog, partitioned by "
+    "`run_id` (a column of type string: the Iceberg partition, projected from the manifests into the files the "
+    "commit added as they were written). Each run is one Iceberg commit per table (its snapshot's summary "
+    "names the run: `seqlake.run-id`), so a table's history is its runs: query one as of a snapshot with "
+    "Athena's `FOR VERSION AS OF <snapshot id>` (the ids and their runs are in the metadata table "
+    "`\"<table>$snapshots\"`), locally `seqlake local query --as-of-run RUN_ID`. "
+    "`runs` is a Hive table, one `run_id` partition per run (every step writes its row, a rejected upload's "
+    "too). Each sample's rows of its newest committed run are the views `<table>_latest` ("
+    + ", ".join(f"`{t}_latest`" for t in LATEST_TABLES)
+    + "): the same columns, older runs kept in the tables for history; the named queries read them where a lab "
+    "means \"now\"."
+)
 
 
 def markdown() -> str:
     """The table reference for docs/TABLES.md."""
     out = ["# Tables", "", "Generated by `python -m seqlake.lake.tables --markdown` from `src/seqlake/lake/tables.py`.",
-           "Every table is partitioned by `run_id` (string).", "", COORDINATES, "", PERCENTAGES, ""]
+           "", ICEBERG_NOTE, "", COORDINATES, "", PERCENTAGES, ""]
     for t in TABLES:
         out += [f"## `{t.name}`", "", t.doc, "", "| column | type | description |", "|---|---|---|"]
-        out += [f"| `{c.name}` | {c.glue_type} | {c.doc} |" for c in t.columns]
+        out += [f"| `{c.name}` | {c.iceberg_glue_type if t.is_iceberg else c.glue_type} | {c.doc} |"
+                for c in t.columns]
         out.append("")
     out.append(VARIANT_NAMES)
     out.append(VERDICT)

@@ -1,4 +1,5 @@
-"""Athena, locally: DuckDB over the Parquet of the *registered* Glue partitions only.
+"""Athena, locally: DuckDB over the Parquet of the *registered* Glue partitions and the *committed*
+snapshots of Iceberg tables only.
 
 Each Glue table becomes a DuckDB view that reads exactly the files under its registered partitions'
 locations, with the columns cast to the Glue types (as Athena reads by the catalog's schema, not the
@@ -7,6 +8,11 @@ partitions is invisible, as on AWS. The SQL is Athena's dialect (Trino) translat
 ``SET integer_division`` makes ``7 / 2`` equal 3 as in Trino. Unqualified table names resolve to the
 database ``seqlake`` (the template's default Glue database), so the named queries in ``queries/`` run
 unchanged here and on Athena.
+
+An Iceberg table (Glue ``table_type`` ``ICEBERG``) is read as Athena reads it: its current snapshot from its
+``metadata_location``, scanned by pyiceberg into Arrow (deletes applied, ``run_id`` projected from the
+partition) and registered in DuckDB, with no DuckDB extension (this machine has no internet to fetch one).
+The files are the state folder's mirror of the bucket (``lake.iceberg_io.MirrorFileIO``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class TableDef:
     partitions: tuple[Partition, ...] = field(default=())
     #: an Athena view's query (Athena's dialect), decoded from the Glue table's ``ViewOriginalText``
     view: str | None = None
+    #: an Iceberg table's current metadata file (Glue's ``metadata_location`` parameter); None for Hive tables
+    metadata_location: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +63,7 @@ class TableDef:
             "partition_keys": [list(k) for k in self.partition_keys],
             "partitions": [{"values": list(p.values), "location": p.location} for p in self.partitions],
             "view": self.view,
+            "metadata_location": self.metadata_location,
         }
 
     @classmethod
@@ -67,6 +76,7 @@ class TableDef:
             partition_keys=tuple((k[0], k[1]) for k in d["partition_keys"]),
             partitions=tuple(Partition(tuple(p["values"]), p["location"]) for p in d["partitions"]),
             view=d.get("view"),
+            metadata_location=d.get("metadata_location"),
         )
 
 
@@ -124,20 +134,87 @@ def view_sql(table: TableDef, files_under: FilesUnder) -> str:
     return "\nUNION ALL BY NAME\n".join(selects)
 
 
+def _static_table(metadata_location: str, objects_root: Path) -> Any:
+    from pyiceberg.table import StaticTable
+
+    from seqlake.lake.iceberg_io import MIRROR_FILE_IO, MirrorFileIO
+
+    io_props = {"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(objects_root)}
+    return StaticTable.from_metadata(metadata_location, properties=io_props)
+
+
+def iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | None = None) -> Any:
+    """An Iceberg table's rows at its current snapshot, or as of ``as_of_ms`` (time travel: its newest
+    snapshot committed then or before; none: no rows), as an Arrow table."""
+    from seqlake.lake.iceberg import no_threads_left
+
+    with no_threads_left():  # the query's process may fork afterwards (a test's, the local cloud's)
+        return _iceberg_arrow(metadata_location, objects_root, as_of_ms)
+
+
+def _iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | None) -> Any:
+    table = _static_table(metadata_location, objects_root)
+    if as_of_ms is None:
+        return table.scan().to_arrow()
+    then = [s for s in table.snapshots() if s.timestamp_ms <= as_of_ms]
+    if not then:
+        return table.schema().as_arrow().empty_table()
+    return table.scan(snapshot_id=max(then, key=lambda s: s.timestamp_ms).snapshot_id).to_arrow()
+
+
+def run_commit_ms(tables: Iterable[TableDef], objects_root: Path, run_id: str) -> int:
+    """When ``run_id`` was committed: its newest append snapshot in any Iceberg table (``ValueError``: none)."""
+    from seqlake.lake.iceberg import run_snapshot
+
+    times: list[int] = []
+    for t in tables:
+        if t.metadata_location is None:
+            continue
+        table = _static_table(t.metadata_location, objects_root)
+        snapshot_id = run_snapshot(table, run_id)
+        snap = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+        if snap is not None:
+            times.append(int(snap.timestamp_ms))
+    if not times:
+        raise ValueError(f"no table holds a commit of run {run_id!r} (seqlake local runs lists them)")
+    return max(times)
+
+
+def iceberg_view_sql(table: TableDef, relation: str) -> str:
+    """``SELECT`` over a registered Arrow relation, typed by the catalog as :func:`view_sql` types Hive's."""
+    cols = [f"CAST({_quote(n)} AS {duckdb_type(t)}) AS {_quote(n)}" for n, t in table.columns]
+    return f"SELECT {', '.join(cols)} FROM {_quote(relation)}"  # noqa: S608 - catalog names, quoted
+
+
 def connect(
-    tables: Iterable[TableDef], files_under: FilesUnder, default_database: str = DEFAULT_DATABASE
+    tables: Iterable[TableDef], files_under: FilesUnder, default_database: str = DEFAULT_DATABASE, *,
+    objects_root: Path | None = None, as_of_run: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with one schema per Glue database and one view per table."""
+    """An in-memory DuckDB with one schema per Glue database and one view per table (an Iceberg table's rows
+    read from ``objects_root``, the mirror of the bucket; with ``as_of_run``, as they were when that run
+    committed: Athena's ``FOR VERSION AS OF`` the run's snapshot, applied to every Iceberg table)."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")
     tables = list(tables)
+    as_of_ms = None
+    if as_of_run is not None:
+        if objects_root is None:
+            raise ValueError("time travel reads the Iceberg tables: no local copy of the bucket to read")
+        as_of_ms = run_commit_ms(tables, objects_root, as_of_run)
     for db in sorted({default_database} | {t.database for t in tables}):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
     for t in tables:
-        if t.view is None:
+        if t.view is None and t.metadata_location is not None:
+            if objects_root is None:
+                raise ValueError(f"{t.database}.{t.name} is an Iceberg table: no local copy of the bucket to read")
+            relation = f"__iceberg__{t.database}__{t.name}"
+            con.register(relation, iceberg_arrow(t.metadata_location, objects_root, as_of_ms))
+            name = f"{_quote(t.database)}.{_quote(t.name)}"
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {iceberg_view_sql(t, relation)}")
+        elif t.view is None:
             con.execute(f"CREATE OR REPLACE VIEW {_quote(t.database)}.{_quote(t.name)} AS {view_sql(t, files_under)}")
     # Athena's views after the tables they read, each resolved in its own database as Athena resolves it
     for t in tables:
@@ -150,15 +227,93 @@ def connect(
 
 def translate(sql: str) -> str:
     """Athena (Trino) SQL -> DuckDB SQL. Raises ``ValueError`` with the parser's message."""
+    return str(_parse(sql).sql("duckdb"))
+
+
+def _parse(sql: str) -> Any:
+    """The one statement of an Athena (Trino) query, parsed by sqlglot (``ValueError``: none, several, or bad)."""
     import sqlglot
 
     try:
-        statements = sqlglot.transpile(sql, read="trino", write="duckdb")
+        statements = [s for s in sqlglot.parse(sql, read="trino") if s is not None]
     except sqlglot.errors.ParseError as err:
         raise ValueError(f"cannot parse the query: {err}") from None
     if len(statements) != 1:
         raise ValueError(f"expected one SQL statement, got {len(statements)}")
     return statements[0]
+
+
+#: Athena's metadata table of an Iceberg table's snapshots: ``"<table>$snapshots"``
+SNAPSHOTS_SUFFIX = "$snapshots"
+
+
+@dataclass(frozen=True)
+class IcebergRelation:
+    """A relation a query names beyond the catalog's tables: an Iceberg table as of a snapshot (Athena's
+    ``FOR VERSION AS OF <snapshot id>``), or its snapshots (``"<table>$snapshots"``)."""
+
+    table: TableDef
+    #: the snapshot read; None: the table's snapshots themselves
+    snapshot_id: int | None
+
+    @property
+    def name(self) -> str:
+        what = "snapshots" if self.snapshot_id is None else f"v{self.snapshot_id}"
+        return f"__iceberg__{self.table.database}__{self.table.name}__{what}"
+
+
+def iceberg_relations(statement: Any, tables: Sequence[TableDef], default_database: str) -> list[IcebergRelation]:
+    """Rewrite ``statement`` (sqlglot, Trino) in place so that each ``t FOR VERSION AS OF n`` and each
+    ``"t$snapshots"`` names a relation :func:`register_relations` makes; returns those relations."""
+    from sqlglot import exp
+
+    by_name = {(t.database, t.name): t for t in tables if t.metadata_location is not None}
+    out: dict[str, IcebergRelation] = {}
+    for node in list(statement.find_all(exp.Table)):
+        version, name = node.args.get("version"), node.name
+        database = node.db or default_database
+        if version is None and not name.endswith(SNAPSHOTS_SUFFIX):
+            continue
+        base = name.removesuffix(SNAPSHOTS_SUFFIX) if version is None else name
+        table = by_name.get((database, base))
+        if table is None:
+            raise ValueError(f"{database}.{base} is not an Iceberg table: no snapshots to read")
+        if version is None:
+            relation = IcebergRelation(table, None)
+        else:
+            if str(version.this).upper() != "VERSION" or not isinstance(version.expression, exp.Literal) \
+                    or version.expression.is_string:
+                raise ValueError(f"{database}.{base}: only FOR VERSION AS OF <snapshot id> is read locally")
+            relation = IcebergRelation(table, int(version.expression.this))
+        out[relation.name] = relation
+        alias = node.alias or name  # columns qualified by the table's own name still resolve
+        node.replace(exp.Table(this=exp.to_identifier(relation.name, quoted=True),
+                               db=exp.to_identifier(database, quoted=True),
+                               alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+    return list(out.values())
+
+
+def register_relations(con: duckdb.DuckDBPyConnection, relations: Iterable[IcebergRelation],
+                       objects_root: Path) -> None:
+    """Each relation as a view in its table's database (a snapshot typed by the catalog, as the table)."""
+    from seqlake.lake.iceberg import no_threads_left
+
+    for r in relations:
+        with no_threads_left():
+            table = _static_table(str(r.table.metadata_location), objects_root)
+            if r.snapshot_id is None:
+                arrow = table.inspect.snapshots()
+            elif table.snapshot_by_id(r.snapshot_id) is None:
+                listing = f'"{r.table.name}{SNAPSHOTS_SUFFIX}"'
+                raise ValueError(f"{r.table.database}.{r.table.name} has no snapshot {r.snapshot_id} "
+                                 f"(its snapshots are in {listing})")
+            else:
+                arrow = table.scan(snapshot_id=r.snapshot_id).to_arrow()
+        raw = f"{r.name}__arrow"
+        con.register(raw, arrow)
+        select = (f"SELECT * FROM {_quote(raw)}" if r.snapshot_id is None  # noqa: S608 - names of ours, quoted
+                  else iceberg_view_sql(r.table, raw))
+        con.execute(f"CREATE OR REPLACE VIEW {_quote(r.table.database)}.{_quote(r.name)} AS {select}")
 
 
 @dataclass(frozen=True)
@@ -182,14 +337,23 @@ def text(value: Any) -> str:
 
 
 def query(
-    tables: Sequence[TableDef], files_under: FilesUnder, sql: str, default_database: str = DEFAULT_DATABASE
+    tables: Sequence[TableDef], files_under: FilesUnder, sql: str, default_database: str = DEFAULT_DATABASE, *,
+    objects_root: Path | None = None, as_of_run: str | None = None,
 ) -> Result:
-    """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run."""
+    """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run. Iceberg's time travel
+    (``FOR VERSION AS OF <snapshot id>``) and metadata table ``"<table>$snapshots"`` are read as Athena reads
+    them."""
     import duckdb
 
-    duck_sql = translate(sql)
-    con = connect(tables, files_under, default_database)
+    statement = _parse(sql)
+    relations = iceberg_relations(statement, tables, default_database)
+    duck_sql = statement.sql("duckdb")
+    con = connect(tables, files_under, default_database, objects_root=objects_root, as_of_run=as_of_run)
     try:
+        if relations:
+            if objects_root is None:
+                raise ValueError("time travel reads the Iceberg tables: no local copy of the bucket to read")
+            register_relations(con, relations, objects_root)
         cur = con.execute(duck_sql)
         columns = [d[0] for d in cur.description or []]
         return Result(columns, [tuple(r) for r in cur.fetchall()])

@@ -247,7 +247,7 @@ class LocalCloud:
 
     def _athena_query(self, sql: str, database: str) -> tuple[list[str], list[list[str | None]]]:
         self.persist()
-        result = athena.query(self.state.catalog(), self.state.files_under, sql, database)
+        result = self.state.query(sql, database)
         return result.columns, result.as_text()
 
     # ---------------------------------------------------------------- runs

@@ -166,7 +166,7 @@ def rejected_runs(state: StateDir) -> list[dict[str, Any]]:
     if not state.exists():
         return []
     try:
-        result = athena.query(state.catalog(), state.files_under, _REJECTED_SQL)
+        result = state.query(_REJECTED_SQL)
     except ValueError:  # no runs table yet
         return []
     return [
@@ -437,7 +437,7 @@ def query_command(args: argparse.Namespace) -> int:
     state = _state(args)
     state.require()
     try:
-        result = athena.query(state.catalog(), state.files_under, sql)
+        result = state.query(sql, as_of_run=args.as_of_run)
     except ValueError as err:  # the SQL does not parse, or names a table or column that is not there
         raise BadInputError("SQL", " ".join(str(err).split())) from None
     print_result(result, args.format)

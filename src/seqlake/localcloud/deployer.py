@@ -492,8 +492,40 @@ def glue_database(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
 
 
 def glue_table(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
-    d.client("glue").create_table(DatabaseName=p["DatabaseName"], TableInput=p["TableInput"])
-    return p["TableInput"]["Name"], {}
+    table_input = p["TableInput"]
+    iceberg_input = (p.get("OpenTableFormatInput") or {}).get("IcebergInput")
+    if iceberg_input is not None:
+        table_input = iceberg_table_input(d.client("s3"), table_input, iceberg_input)
+    d.client("glue").create_table(DatabaseName=p["DatabaseName"], TableInput=table_input)
+    return table_input["Name"], {}
+
+
+def iceberg_table_input(s3: Any, table_input: dict[str, Any], iceberg_input: dict[str, Any]) -> dict[str, Any]:
+    """What Glue does for ``OpenTableFormatInput.IcebergInput`` (``MetadataOperation: CREATE``), which moto does
+    not: an empty Iceberg table of the given format version (2 by default), unpartitioned, its schema the
+    storage descriptor's columns, its first metadata file written under ``<Location>metadata/`` and named by
+    the table's ``metadata_location``."""
+    import uuid
+
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    from seqlake.lake.iceberg import schema_from_glue_columns
+
+    if iceberg_input.get("MetadataOperation", "CREATE") != "CREATE":
+        raise ValueError(f"IcebergInput.MetadataOperation must be CREATE, not {iceberg_input['MetadataOperation']}")
+    sd = table_input["StorageDescriptor"]
+    location = str(sd["Location"]).rstrip("/")
+    metadata = new_table_metadata(
+        schema_from_glue_columns(sd.get("Columns", [])), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
+        location, properties={"format-version": str(iceberg_input.get("Version", "2"))})
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    key = f"{prefix}/metadata/00000-{uuid.uuid4()}.metadata.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=metadata.model_dump_json().encode())
+    params = {**table_input.get("Parameters", {}), "table_type": "ICEBERG",
+              "metadata_location": f"s3://{bucket}/{key}"}
+    return {**table_input, "Parameters": params}
 
 
 def athena_workgroup(d: Deployer, lid: str, p: dict[str, Any]) -> Created:

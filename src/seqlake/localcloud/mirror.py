@@ -13,7 +13,7 @@ from boto3.s3.transfer import TransferConfig
 from seqlake.localcloud import athena, patches
 from seqlake.localcloud.deployer import ACCOUNT, PARTITION
 from seqlake.localcloud.hooks import events_paused
-from seqlake.localcloud.state import NOT_RESTORED_PREFIXES, ObjectMeta, StateDir, keeps_body
+from seqlake.localcloud.state import ObjectMeta, StateDir, keeps_body, restored
 
 #: service name -> a client of the local cloud
 Clients = Callable[[str], Any]
@@ -29,7 +29,7 @@ def restore(state: StateDir, clients: Clients) -> None:
                 continue
             for key, meta in keys.items():
                 path = state.local_path(bucket, key)
-                if meta.body and not key.startswith(NOT_RESTORED_PREFIXES) and path.is_file():
+                if meta.body and restored(key) and path.is_file():
                     _put_back(s3, bucket, key, path, meta)
         tables = {
             (t["DatabaseName"], t["Name"])
@@ -37,6 +37,8 @@ def restore(state: StateDir, clients: Clients) -> None:
             for t in glue.get_tables(DatabaseName=db["Name"])["TableList"]
         }
         for t in state.catalog():
+            if (t.database, t.name) in tables and t.metadata_location:
+                _restore_metadata_location(glue, t.database, t.name, t.metadata_location)
             if (t.database, t.name) not in tables or not t.partitions:
                 continue
             parts = [{"Values": list(p.values), "StorageDescriptor": {"Location": p.location}} for p in t.partitions]
@@ -44,6 +46,16 @@ def restore(state: StateDir, clients: Clients) -> None:
                 glue.batch_create_partition(
                     DatabaseName=t.database, TableName=t.name, PartitionInputList=parts[i : i + 100]
                 )
+
+
+def _restore_metadata_location(glue: Any, database: str, name: str, location: str) -> None:
+    """An Iceberg table redeployed at start points at its new empty metadata: point it back at the saved one
+    (its files were put back with the bucket), as Glue kept it."""
+    table = glue.get_table(DatabaseName=database, Name=name)["Table"]
+    keep = ("Name", "Description", "TableType", "Parameters", "StorageDescriptor", "PartitionKeys")
+    table_input = {k: table[k] for k in keep if k in table}
+    table_input["Parameters"] = {**table.get("Parameters", {}), "metadata_location": location}
+    glue.update_table(DatabaseName=database, TableInput=table_input)
 
 
 def _put_back(s3: Any, bucket: str, key: str, path: Path, meta: ObjectMeta) -> None:
@@ -87,9 +99,19 @@ def catalog(clients: Clients) -> list[athena.TableDef]:
                         for p in sorted(parts, key=lambda p: p["Values"])
                     ),
                     view=athena.view_query(t["ViewOriginalText"]) if t.get("TableType") == "VIRTUAL_VIEW" else None,
+                    metadata_location=iceberg_metadata(t),
                 )
             )
     return out
+
+
+def iceberg_metadata(table: dict[str, Any]) -> str | None:
+    """An Iceberg table's current metadata file (Glue's ``metadata_location``); None for any other table."""
+    params = table.get("Parameters") or {}
+    if str(params.get("table_type", "")).upper() != "ICEBERG":
+        return None
+    location = params.get("metadata_location")
+    return str(location) if location else None
 
 
 def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], Iterator[bytes]]]]:

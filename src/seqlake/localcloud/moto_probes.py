@@ -188,6 +188,12 @@ def _batch_describe_jobs() -> tuple[bool, str]:
     return walks, "describe_jobs " + ("iterates the live job table" if walks else "does not iterate the job table")
 
 
+def _glue_version_id() -> tuple[bool, str]:
+    source = _source("moto.glue.responses:GlueResponse.update_table")
+    ignored = "VersionId" not in source
+    return ignored, "update_table " + ("ignores VersionId" if ignored else "reads VersionId")
+
+
 def _event_targets() -> tuple[bool, str]:
     source = _source("moto.events.models:Rule.send_to_targets")
     return True, ("moto delivers to targets itself without the Lambda permission or the retries and dead-letter "
@@ -355,6 +361,7 @@ PROBES: dict[str, Callable[[], tuple[bool, str]]] = {
     "batch-describe-jobs": _batch_describe_jobs,
     "batch-service-rules": _batch_service_rules,
     "sfn-batch-parameters": _sfn_batch_parameters,
+    "glue-version-id": _glue_version_id,
 }
 
 

@@ -413,6 +413,27 @@ fair-share queue with `ShareIdentifier` works on AWS. Suggested: take the member
 shape. Reproduce: a Task with `"ShareIdentifier": "a"` to a queue with a scheduling policy fails once moto checks
 share identifiers (or: the submitted job's `shareIdentifier` is absent).
 """),
+    Patch(
+        id="glue-version-id", kind="moto",
+        replaces=("moto.glue.models:GlueBackend.update_table", "moto.glue.responses:GlueResponse.update_table"),
+        why="Glue's UpdateTable with a VersionId succeeds only while that version is the table's current one "
+            "(ConcurrentModificationException otherwise): an Iceberg commit through Glue swaps the table's "
+            "metadata_location under the version it read. moto ignores VersionId, so two racing commits both "
+            "succeed and one run's snapshot is lost (6 runs committed at once: 2 landed).",
+        source="https://docs.aws.amazon.com/glue/latest/webapi/API_UpdateTable.html",
+        upstream="",
+        tests=("test_glue_update_table_is_refused_at_a_version_that_is_not_the_current_one",),
+        report="""\
+Glue: update_table ignores VersionId (no optimistic concurrency; Iceberg commits through Glue lose snapshots)
+
+moto 5.2.6. `GlueResponse.update_table` drops the request's `VersionId` and `GlueBackend.update_table` replaces the
+table whatever version the caller read. On AWS, UpdateTable with a `VersionId` that is not the table's current
+version fails with `ConcurrentModificationException`
+(https://docs.aws.amazon.com/glue/latest/webapi/API_UpdateTable.html). Iceberg catalogs (pyiceberg's and Iceberg's
+GlueCatalog) rely on it for their optimistic commit: with moto, two commits racing on one table both succeed and
+the first one's snapshot is lost. Suggested: pass `VersionId` to the backend and compare it with the table's
+`_current_version` under a lock before `table.update`.
+"""),
 )
 
 BY_ID: dict[str, Patch] = {p.id: p for p in PATCHES}

@@ -111,6 +111,12 @@ The patches, by id:
   500), which ended the polling execution FAILED with ``States.Runtime`` before any ``Catch`` (see
   :mod:`.http_server` on such errors). Here each job asked for is looked up by its id (an ARN through a copy of the
   table), which also makes a poll cost the jobs asked for, not every job the cloud has run.
+- ``glue-version-id``: Glue ``UpdateTable`` ignored ``VersionId``: moto replaced the table whatever version the
+  caller read, so two Iceberg commits (pyiceberg's Glue catalog: read the table, write new metadata, swap the table's
+  ``metadata_location`` under the version read) racing on one table both "succeeded" and one run's snapshot was
+  lost. Glue refuses an update whose ``VersionId`` is not the table's current one
+  (``ConcurrentModificationException``), which is what makes an Iceberg commit optimistic: here the check and the
+  update are one step under a lock, as on AWS.
 """
 
 from __future__ import annotations
@@ -172,6 +178,8 @@ import moto.core.exceptions as _exc  # noqa: E402
 import moto.core.responses as _core_responses  # noqa: E402
 import moto.core.utils as _core_utils  # noqa: E402
 import moto.events.models as _events  # noqa: E402
+import moto.glue.models as _glue  # noqa: E402
+import moto.glue.responses as _glue_responses  # noqa: E402
 import moto.iam.access_control as _access_control  # noqa: E402
 import moto.moto_api._internal.moto_random as _moto_random  # noqa: E402
 import moto.moto_server.werkzeug_app as _werkzeug_app  # noqa: E402
@@ -1391,6 +1399,37 @@ def _patch_sfn_batch_parameters() -> None:
     _sfn_batch._SUPPORTED_API_PARAM_BINDINGS["submitjob"] |= submit_job_parameters()
 
 
+# ---------------------------------------------------------------- glue-version-id: Glue UpdateTable's VersionId
+_glue_update_lock = threading.Lock()
+GlueBackend: Any = _glue.GlueBackend
+GlueResponse: Any = _glue_responses.GlueResponse
+_original_glue_update = GlueBackend.update_table
+
+
+def _update_table_at_version(self: Any, database_name: str, table_name: str, table_input: dict[str, Any],
+                             version_id: str | None = None) -> None:
+    with _glue_update_lock:
+        if version_id is not None:
+            current = str(self.get_table(database_name, table_name)._current_version)
+            if version_id != current:
+                raise JsonRESTError("ConcurrentModificationException",
+                                    f"Table {database_name}.{table_name} was updated: version {version_id} is not "
+                                    f"the current version {current}")
+        _original_glue_update(self, database_name, table_name, table_input)
+
+
+def _glue_update_table_response(self: Any) -> Any:
+    table_input = self._get_param("TableInput")
+    self.glue_backend.update_table(self._get_param("DatabaseName"), table_input.get("Name"), table_input,
+                                   version_id=self._get_param("VersionId"))
+    return _core_responses.EmptyResult()
+
+
+def _patch_glue_version_id() -> None:
+    GlueBackend.update_table = _update_table_at_version
+    GlueResponse.update_table = _glue_update_table_response
+
+
 PATCHES: dict[str, Callable[[], None]] = {
     "sfn-normalisation": _patch_sfn_normalisation,
     "s3-ranged-get": _patch_s3_ranged_get,
@@ -1411,6 +1450,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "batch-describe-jobs": _patch_batch_describe_jobs,
     "batch-service-rules": _patch_batch_service_rules,
     "sfn-batch-parameters": _patch_sfn_batch_parameters,
+    "glue-version-id": _patch_glue_version_id,
     "s3-direct-get": lambda: None,  # applied means on: the local server asks answer_get_object first
 }
 # one table of patches: the registry's ids are these, no more and no fewer

@@ -25,7 +25,8 @@ from typing import Any
 
 from seqlake.base.errors import BadInputError
 from seqlake.base.layout import RESULTS
-from seqlake.localcloud.athena import TableDef
+from seqlake.localcloud import athena
+from seqlake.localcloud.athena import DEFAULT_DATABASE, Result, TableDef
 
 #: key prefixes whose bodies are not mirrored (their metadata is)
 METADATA_ONLY_PREFIXES: tuple[str, ...] = ("incoming/",)
@@ -35,6 +36,14 @@ METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ()
 #: restored into moto on start: everything mirrored except the committed results, which only the
 #: local Athena reads and it reads them from this folder
 NOT_RESTORED_PREFIXES: tuple[str, ...] = (f"{RESULTS}/",)
+#: ... but the Iceberg tables' own metadata under them (``results/<table>/metadata/``: metadata files, manifest
+#: lists, manifests) is restored: the next commit reads and extends it in the bucket
+ICEBERG_METADATA_FOLDER = "/metadata/"
+
+
+def restored(key: str) -> bool:
+    """Whether a mirrored object goes back into moto on start."""
+    return not key.startswith(NOT_RESTORED_PREFIXES) or ICEBERG_METADATA_FOLDER in key
 
 
 def md5_file(path: Path) -> str:
@@ -123,6 +132,14 @@ class StateDir:
             return []
         return sorted(p for p in root.rglob("*.parquet") if p.is_file())
 
+    # -------------------------------------------------------------- queries
+    def query(self, sql: str, database: str = DEFAULT_DATABASE, *, as_of_run: str | None = None) -> Result:
+        """One Athena query over this folder's committed tables: the Hive partitions' files and the Iceberg
+        tables' snapshots both read from the folder's copy of the bucket (every caller reads it the same way:
+        a query given the catalog but not the copy could not read an Iceberg table)."""
+        return athena.query(self.catalog(), self.files_under, sql, database, objects_root=self.objects_dir,
+                            as_of_run=as_of_run)
+
     # -------------------------------------------------------------- catalog
     def catalog(self) -> list[TableDef]:
         return [TableDef.from_dict(d) for d in self._read("catalog.json", [])]
@@ -142,6 +159,12 @@ class StateDir:
         if sources.get(uri) != str(path):
             sources[uri] = str(path)
             self._write("sources.json", sources)
+
+    def forget_sources(self, uris: set[str]) -> None:
+        """Drop the uploads of ``uris`` (objects deleted since) from the sources."""
+        sources = self.sources()
+        if uris & sources.keys():
+            self._write("sources.json", {u: p for u, p in sources.items() if u not in uris})
 
     def runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self._read("runs.json", [])

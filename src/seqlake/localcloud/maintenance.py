@@ -1,0 +1,84 @@
+"""``seqlake local delete-sample`` and ``seqlake local compact``: the lake's maintenance, run on the state folder
+with no local cloud running.
+
+The tables are committed to through :class:`.state_catalog.StateCatalog` (the state folder's ``catalog.json``
+and copy of the bucket), with the same code a step runs on AWS (:mod:`seqlake.lake.deletion`); what was
+written or removed is then recorded in ``objects.json`` so that the next local cloud puts it back as it is.
+Run it while no ``seqlake local run`` uses the same state folder (that run's cloud would save its own catalog
+over this one's when it ends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+
+from rich.console import Console
+
+from seqlake.base.errors import EXIT_OK, BadInputError, UsageError
+from seqlake.base.layout import COMPACTIONS, DELETIONS, REPORTS, RESULTS, RUNS
+from seqlake.localcloud.athena import DEFAULT_DATABASE
+from seqlake.localcloud.state import StateDir, default_home
+
+#: the bucket's folders a maintenance command writes or removes objects in (``incoming/`` bodies are not kept
+#: in the state folder: their keys are forgotten by name)
+CHANGED_PREFIXES: tuple[str, ...] = tuple(f"{p}/" for p in (RESULTS, RUNS, REPORTS, DELETIONS, COMPACTIONS))
+
+
+def _state(args: argparse.Namespace) -> StateDir:
+    state = StateDir(args.home or default_home())
+    state.require()
+    return state
+
+
+def delete_sample_command(args: argparse.Namespace) -> int:
+    from seqlake.lake.deletion import SampleNotFoundError, delete_sample
+    from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
+
+    if not args.yes:
+        raise UsageError(f"this removes every row, file and object of sample {args.sample!r} for good (its older "
+                         "snapshots too): add --yes")
+    state = _state(args)
+    catalog = StateCatalog(state)
+    bucket = bucket_of(state)
+    if bucket is None:
+        raise BadInputError(args.sample, "no table holds a sample of that name: this local cloud has no tables yet")
+    bucket_root = f"s3://{bucket}"
+    local_root = str(state.bucket_dir(bucket))
+    try:
+        record = delete_sample(catalog, DEFAULT_DATABASE, args.sample, local_root, bucket_root=bucket_root,
+                               requested_by=getpass.getuser())
+    except SampleNotFoundError as err:
+        raise BadInputError(args.sample, str(err)) from None
+    # the uploads' bodies are not in the state folder: their keys (and the local files they came from) forgotten
+    catalog.forget_objects(bucket, [u.removeprefix(bucket_root + "/") for u in record.uploads])
+    catalog.sync_objects(bucket, CHANGED_PREFIXES)
+    console = Console(stderr=True)
+    console.print(f"sample {args.sample!r} deleted: {sum(record.rows.values())} rows from "
+                  f"{sum(1 for n in record.rows.values() if n)} tables of {len(record.runs)} run(s), "
+                  f"{len(record.files_removed)} data files and {len(record.objects_removed)} other objects "
+                  f"removed, {sum(len(s) for s in record.expired_snapshots.values())} snapshots expired; the audit "
+                  f"record: {record.audit}")
+    return EXIT_OK
+
+
+def compact_command(args: argparse.Namespace) -> int:
+    """Compaction and retention of the local tables (on AWS a schedule runs the same code: docs/DEPLOY.md)."""
+    from seqlake.lake.compaction import KEEP_DAYS, compact
+    from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
+
+    state = _state(args)
+    catalog = StateCatalog(state)
+    bucket = bucket_of(state)
+    if bucket is None:
+        Console(stderr=True).print("no tables yet: nothing to compact")
+        return EXIT_OK
+    keep_days = KEEP_DAYS if args.keep_days is None else args.keep_days
+    record = compact(catalog, DEFAULT_DATABASE, str(state.bucket_dir(bucket)), keep_days=keep_days)
+    catalog.sync_objects(bucket, CHANGED_PREFIXES)
+    runs = sum(len(r) for r in record.compacted.values())
+    Console(stderr=True).print(
+        f"{runs} run partition(s) rewritten into one file each ({record.files_replaced} small files replaced), "
+        f"{sum(record.expired_snapshots.values())} snapshot(s) older than {keep_days:g} days expired, "
+        f"{record.files_removed} file(s) removed")
+    return EXIT_OK
