@@ -1,5 +1,6 @@
 """Per-position allele counts of a batch of alignments, as ``samtools mpileup`` (1.16.1, htslib 1.16)
-piles them up for ``ivar`` (1.3.1): the child's side of the ``alleles`` and ``indels`` staging tables.
+piles them up for ``ivar`` (1.3.1): the ``alleles`` and ``indels`` staging tables, counted by the reducers
+from the children's sorted records (:mod:`seqlake.lake.record_counts`).
 
 Which reads and bases count (mpileup ``-A -B -d 0 -Q 0``, the pileups nf-core/viralrecon feeds to ivar):
 
@@ -16,12 +17,14 @@ Which reads and bases count (mpileup ``-A -B -d 0 -Q 0``, the pileups nf-core/vi
   (``tweak_overlap_quality``, mpileup without ``-x``: the consensus pileup): where both mates of a proper
   pair have an aligned base at one position, equal bases give one mate ``min(qa + qb, 200)`` and the other
   0, different bases give the better one ``0.8 q`` and the other 0; which mate keeps the quality when that
-  is not decided by the qualities follows the parity of a hash of the read name.
+  is not decided by the qualities follows the parity of a hash of the read name. The mates are paired as
+  htslib's hash of read names pairs them: in coordinate order a row waits if its mate starts at or after it,
+  and the next row of its name is its mate (a name on more than two rows is paired two by two).
 - ``read_ends_olap`` counts reads whose last aligned base is here and passes ``min_quality`` after that
   rule (ivar consensus' insertion denominator subtracts them).
 
-Every count is an integer sum over reads, so children add exactly; the overlap rule needs both mates of a
-pair, and a pair is always in one batch.
+Every count is an integer sum over reads, so batches add exactly; the overlap rule needs both mates of a
+pair, so a batch holds every record of its read names.
 """
 
 from __future__ import annotations
