@@ -105,6 +105,34 @@ def test_failed_async_event_is_retried_twice_then_dead_lettered(tmp_path: Path) 
     assert [(n, e, err["errorType"]) for n, e, err in letters] == [("a", b'{"fail": "k"}', "KeyError")]
 
 
+def test_closing_ends_async_events_in_flight_without_an_error_or_a_dead_letter(tmp_path: Path) -> None:
+    """The local cloud stopped while an EventBridge target ran (a failed run's backstop): the invocation's
+    process is killed, no retry starts a new one, and no thread meets the released memory caps (that was an
+    ``AssertionError`` in a thread, seen in CI)."""
+    runner = _runner(tmp_path, {"a": "alpha"})
+    runner.functions["a"] = FunctionSpec(
+        "a", runner.functions["a"].code_dir, "app.handler", {"WHO": "alpha"}, dead_letter_arn="arn:aws:sqs:r:1:dlq"
+    )
+    letters: list[str] = []
+    runner.dead_letter = lambda spec, event, error: letters.append(spec.name)
+    raised: list[BaseException | None] = []
+    before, threading.excepthook = threading.excepthook, lambda args: raised.append(args.exc_value)
+    try:
+        for _ in range(3):
+            runner(name="a", payload=b'{"sleep": 20}', is_async=True)
+        deadline = time.monotonic() + 30
+        while not runner.invocations and not runner._live and time.monotonic() < deadline:
+            time.sleep(0.02)
+        started = time.monotonic()
+        runner.close()
+        assert time.monotonic() - started < 15  # the processes were killed, not waited for
+        assert runner.pending == 0
+    finally:
+        threading.excepthook = before
+    assert raised == [] and letters == []
+    assert len(runner.invocations) <= 3  # no retry after the close
+
+
 def test_disabled_tracer_does_not_import_the_xray_sdk(tmp_path: Path) -> None:
     code = tmp_path / "fn"
     code.mkdir()

@@ -11,7 +11,10 @@ calls ``python -m seqlake.aws.smoke --stack-name NAME``, which:
 4. queries ``qc_summary`` through Athena in the stack's workgroup and checks the raw reads counted are the reads
    uploaded;
 5. tears down (also after a failure, unless ``--keep``): every object version of the bucket, every image of the
-   repository, then the stack itself (``DeleteStack``, waited for).
+   repository, then the stack itself (``DeleteStack``, waited for). A failed execution's end reaches the
+   backstop function asynchronously (EventBridge), and the backstop writes ``status.json`` when it finds none:
+   when it runs after the bucket was emptied, ``DeleteStack`` fails on the bucket it wrote to, by then the only
+   resource left; the bucket is emptied again and the stack deleted again (the writer is gone).
 
 The same steps run against the local cloud (:mod:`seqlake.localcloud.smoke`, ``scripts/aws-smoke.sh --local``,
 in the suite): there the deploy is the local cloud's own deployer of the same ``template.yaml``, and the stack's
@@ -54,8 +57,11 @@ class Target:
     client: Callable[[str], Any]
     outputs: Mapping[str, str]
     #: deletes the stack itself after its bucket and repository are empty (None: the caller ends it)
-    delete_stack: Callable[[], None] | None = None
+    delete_stack: Callable[[Target], None] | None = None
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    #: returns once nothing the stack runs can still write to the bucket (the local cloud: idle); None where
+    #: that cannot be known (AWS: ``delete_stack`` empties the bucket again if a late write made it fail)
+    settle: Callable[[], None] | None = None
 
 
 class SmokeError(RuntimeError):
@@ -155,11 +161,13 @@ def delete_images(target: Target) -> int:
 
 
 def teardown(target: Target) -> None:
+    if target.settle is not None:
+        target.settle()
     objects = empty_bucket(target)
     images = delete_images(target)
     target.log(f"smoke: deleted {objects} object version(s) and {images} image(s)")
     if target.delete_stack is not None:
-        target.delete_stack()
+        target.delete_stack(target)
         target.log("smoke: stack deleted")
 
 
@@ -196,12 +204,26 @@ def stack_target(stack_name: str, region: str | None) -> Target:
     stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
 
-    def delete() -> None:
-        cfn.delete_stack(StackName=stack_name)
-        cfn.get_waiter("stack_delete_complete").wait(StackName=stack_name, WaiterConfig={"Delay": 15,
-                                                                                          "MaxAttempts": 240})
+    return Target(session.client, outputs, lambda target: delete_stack(cfn, stack_name, target))
 
-    return Target(session.client, outputs, delete)
+
+def delete_stack(cfn: Any, stack_name: str, target: Target) -> None:
+    """``DeleteStack``, waited for; once more after emptying the bucket and the repository again if the first
+    left the stack ``DELETE_FAILED`` (a late write: see step 5 of the module's list)."""
+    from botocore.exceptions import WaiterError
+
+    for attempt in (1, 2):
+        cfn.delete_stack(StackName=stack_name)
+        try:
+            cfn.get_waiter("stack_delete_complete").wait(StackName=stack_name,
+                                                         WaiterConfig={"Delay": 15, "MaxAttempts": 240})
+            return
+        except WaiterError as failed:
+            if attempt == 2:
+                raise SmokeError(f"the stack {stack_name} was not deleted: {failed}") from failed
+            late = empty_bucket(target) + delete_images(target)
+            target.log(f"smoke: DeleteStack failed ({failed}); deleted {late} late object version(s) "
+                       "or image(s), deleting again")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,12 @@ from seqlake.localcloud.launcher import Child, Launcher, Program
 
 #: Lambda retries a failed asynchronous invocation twice
 ASYNC_RETRIES = 2
+#: how long closing waits for asynchronous invocations in flight (their processes are killed first)
+CLOSE_WAIT_SECONDS = 30.0
+
+
+class RunnerClosedError(RuntimeError):
+    """An invocation met a runner that was closed: the local cloud stopped (on AWS: the stack deleted)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,8 @@ class LambdaRunner:
             old.discard()
 
     def close(self) -> None:
+        """Stop: event sources first, then every process; an asynchronous invocation in flight ends (its
+        process killed, no new one started) before the memory caps it may hold are released."""
         with self._cond:
             self._closed = True
             warm, self._warm = list(self._warm.values()), {}
@@ -167,10 +175,16 @@ class LambdaRunner:
             source.stop()
         for box in warm:
             box.discard()
-        with self._cond:
-            live = list(self._live)
-        for child in live:
-            child.kill()
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while True:
+            with self._cond:
+                live, pending = list(self._live), self._pending
+            for child in live:
+                child.kill()
+            if not pending or time.monotonic() > deadline:
+                break
+            with self._cond:
+                self._cond.wait(0.1)
         if self._owns_launcher:
             self.launcher.close()
         self.memory.close()
@@ -200,6 +214,8 @@ class LambdaRunner:
         }
 
     def _spawn(self, spec: FunctionSpec) -> _Sandbox:
+        if self._closed:
+            raise RunnerClosedError(f"no new process for {spec.name}: the local cloud stopped")
         n = next(self._counter)
         log_path = self._log_path(spec, n)
         result_file = self._tmp / f"{n:06d}.json"
@@ -258,7 +274,12 @@ class LambdaRunner:
         try:
             with self._async_slots:
                 for _ in range(1 + ASYNC_RETRIES):
-                    error, failed = self.invoke(name, payload)
+                    if self._closed:
+                        return  # the event outlived the cloud, as an event outlives a deleted stack
+                    try:
+                        error, failed = self.invoke(name, payload)
+                    except RunnerClosedError:
+                        return
                     if not failed:
                         return
             spec = self.functions.get(name)

@@ -25,7 +25,13 @@ LOCAL_TIMEOUT_SECONDS = 600
 
 
 def target(cloud: LocalCloud) -> smoke.Target:
-    return smoke.Target(cloud.client, {k: str(v) for k, v in cloud.outputs.items()})
+    """The local cloud as the smoke's target; its teardown waits until the cloud is idle (a failed
+    execution's end handed to the backstop function, which may write ``status.json``) before emptying."""
+
+    def settle() -> None:
+        cloud.wait(LOCAL_TIMEOUT_SECONDS)
+
+    return smoke.Target(cloud.client, {k: str(v) for k, v in cloud.outputs.items()}, settle=settle)
 
 
 def run_local(home: Path, *, keep: bool = False) -> list[tuple[str | None, ...]]:
