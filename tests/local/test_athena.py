@@ -127,3 +127,26 @@ def test_an_athena_view_of_the_template_is_queried_as_athena_would(tmp_path: Pat
     assert result.columns == [n for n, _ in render_template.View.read(
         render_template.REPO / "views" / "low_amplicons.sql").columns]
     assert result.rows == [("r1", "s1", 1, 2, 10, 20.0, 1)]
+
+
+def test_a_query_registers_the_tables_it_reads_through_its_views_and_no_other() -> None:
+    """Each Iceberg table registered costs a scan: a query pays for the tables it names, those its views read
+    (unqualified names in the view's own database, views of views), not the whole catalog's."""
+    def table(db: str, name: str, view: str | None = None) -> TableDef:
+        return TableDef(db, name, "", (), view=view)
+
+    catalog = [table("seqlake", "a"), table("seqlake", "b"), table("other", "a"), table("other", "c"),
+               table("seqlake", "v", view="SELECT * FROM a JOIN other.c USING (x)"),
+               table("other", "w", view="WITH b AS (SELECT 1 AS x) SELECT * FROM a, b"),
+               table("seqlake", "vv", view="SELECT * FROM v UNION ALL SELECT * FROM other.w")]
+
+    def reads(sql: str) -> list[tuple[str, str]]:
+        return [(t.database, t.name) for t in athena.tables_read(athena._parse(sql), catalog, "seqlake")]
+
+    assert reads("SELECT 1") == []
+    assert reads("SELECT * FROM b") == [("seqlake", "b")]
+    assert reads("SELECT * FROM other.a") == [("other", "a")]
+    assert reads("SELECT * FROM v") == [("seqlake", "a"), ("other", "c"), ("seqlake", "v")]
+    assert reads("SELECT * FROM vv") == [("seqlake", "a"), ("other", "a"), ("other", "c"), ("seqlake", "v"),
+                                         ("other", "w"), ("seqlake", "vv")]
+    assert reads("SELECT * FROM nowhere") == []  # DuckDB names the missing table, as before

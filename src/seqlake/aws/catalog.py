@@ -82,10 +82,11 @@ def commit_results(database: str, bucket: str, run_id: str, tables: Iterable[str
     root = LakeLayout(f"s3://{bucket}").results_root
     tables = list(tables)
     with iceberg.no_threads_left():  # one pyiceberg thread pool for the whole commit, joined at its end
-        for table in tables:  # the template's tables are made unpartitioned by Glue: run_id is added once
-            iceberg.ensure_table(catalog, database, BY_NAME[table], f"{root}{table}", create=False)
+        loaded = {  # the template's tables are made unpartitioned by Glue: run_id is added once
+            table: iceberg.ensure_table(catalog, database, BY_NAME[table], f"{root}{table}", create=False)
+            for table in tables}
         files = {table: run_files(bucket, run_id, table) for table in tables}
-        return iceberg.commit_run(catalog, database, run_id, files, before_table=before_table)
+        return iceberg.commit_run(catalog, database, run_id, files, before_table=before_table, loaded=loaded)
 
 
 def rollback_results(database: str, run_id: str, tables: Iterable[str]) -> list[str]:

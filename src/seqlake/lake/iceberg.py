@@ -179,23 +179,22 @@ def ensure_table(catalog: Catalog, database: str, table: Table, location: str, *
         schema = iceberg_schema(table)
         return catalog.create_table(ident, schema, location=location.rstrip("/"),
                                     partition_spec=partition_spec(schema), properties=TABLE_PROPERTIES)
-    def add_partition() -> None:
+    def add_partition() -> IcebergTable:
         current = catalog.load_table(ident)  # re-read: another run's first commit may have added it meanwhile
         if not any(f.name == RUN_ID for f in current.spec().fields):
             with current.update_spec() as spec:
                 spec.add_identity(RUN_ID)
+        return current  # the commit updated it in place: no second read
 
     if not any(f.name == RUN_ID for f in tbl.spec().fields):
-        _with_retries(f"partition {table.name}", add_partition)  # two runs' first commits race here too
-        tbl = catalog.load_table(ident)
+        tbl = _with_retries(f"partition {table.name}", add_partition)  # two runs' first commits race here too
     return tbl
 
 
 @no_threads_left()
 def ensure_tables(catalog: Catalog, database: str, table_root: Callable[[str], str],
-                  tables: Iterable[Table] = TABLES) -> None:
-    for table in tables:
-        ensure_table(catalog, database, table, table_root(table.name))
+                  tables: Iterable[Table] = TABLES) -> dict[str, IcebergTable]:
+    return {table.name: ensure_table(catalog, database, table, table_root(table.name)) for table in tables}
 
 
 def data_file(tbl: IcebergTable, path: str, run_id: str) -> DataFile:
@@ -255,19 +254,23 @@ def _with_retries(what: str, attempt: Callable[[], Any], attempts: int = COMMIT_
 
 
 @no_threads_left()
-def append_run(catalog: Catalog, database: str, table: str, run_id: str, paths: Sequence[str]) -> int:
+def append_run(catalog: Catalog, database: str, table: str, run_id: str, paths: Sequence[str], *,
+               loaded: IcebergTable | None = None) -> int:
     """One Iceberg commit adding the run's files to ``table``; returns its snapshot id (the one already
-    there when the table holds the run: a commit run twice adds nothing twice)."""
+    there when the table holds the run: a commit run twice adds nothing twice). ``loaded``: the table as
+    just read (:func:`ensure_table`), for the first attempt."""
     ident = identifier(database, table)
     entries: list[DataFile] = []
+    fresh = [loaded] if loaded is not None else []
 
     def attempt() -> int:
-        tbl = catalog.load_table(ident)  # re-read on every attempt: another run may have committed
+        # re-read on every attempt but a first given one: another run may have committed
+        tbl = fresh.pop() if fresh else catalog.load_table(ident)
         done = run_snapshot(tbl, run_id)
         if done is not None:
             return done
         current = tbl.current_snapshot()
-        if current is not None and run_id in _current_runs(tbl):  # its append expired by another run's rollback
+        if current is not None and _may_hold_run(tbl, run_id):  # its append expired by another run's rollback
             return current.snapshot_id
         if len(entries) != len(paths):  # each file's footer read once, in parallel (a 1,000-child run's parts)
             with ThreadPoolExecutor(max(1, min(FOOTER_READERS, len(paths)))) as pool:
@@ -280,7 +283,7 @@ def append_run(catalog: Catalog, database: str, table: str, run_id: str, paths: 
             with tx.update_snapshot(snapshot_properties={RUN_ID_PROPERTY: run_id}).fast_append() as append:
                 for entry in entries:
                     append.append_data_file(entry)
-        snap = catalog.load_table(ident).current_snapshot()
+        snap = tbl.current_snapshot()  # the commit updated ``tbl`` to the catalog's answer
         assert snap is not None
         return snap.snapshot_id
 
@@ -295,16 +298,19 @@ class CommitOutcome:
 
 @no_threads_left()
 def commit_run(catalog: Catalog, database: str, run_id: str, files: Mapping[str, Sequence[str]], *,
-               before_table: Callable[[str, int], None] | None = None) -> CommitOutcome:
+               before_table: Callable[[str, int], None] | None = None,
+               loaded: Mapping[str, IcebergTable] | None = None) -> CommitOutcome:
     """Add the run's files to each table (``files``: table -> file URIs, in commit order), one Iceberg commit
     per table. On any error the tables already committed are rolled back (:func:`rollback_run`) and the
-    error raised. ``before_table(table, committed_so_far)`` is the tests' hook to fail it between tables."""
+    error raised. ``before_table(table, committed_so_far)`` is the tests' hook to fail it between tables;
+    ``loaded``: tables just read, each used for its first attempt."""
     outcome = CommitOutcome()
     try:
         for table, paths in files.items():
             if before_table is not None:
                 before_table(table, len(outcome.snapshots))
-            outcome.snapshots[table] = append_run(catalog, database, table, run_id, paths)
+            outcome.snapshots[table] = append_run(catalog, database, table, run_id, paths,
+                                                  loaded=(loaded or {}).get(table))
     except BaseException:
         rollback_run(catalog, database, run_id, list(outcome.snapshots))
         raise
@@ -415,6 +421,28 @@ def _current_runs(tbl: IcebergTable) -> set[str]:
         return set()
     return {str(e.data_file.partition[0]) for m in snap.manifests(tbl.io)
             for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
+
+
+def _may_hold_run(tbl: IcebergTable, run_id: str) -> bool:
+    """Whether the current snapshot may read a file of ``run_id``: only the manifests whose ``run_id`` bounds
+    (the manifest list's partition summaries) take it in are read, so that a commit's check costs one
+    manifest list, not every manifest of the table's history."""
+    snap = tbl.current_snapshot()
+    if snap is None:
+        return False
+    spec_ids = {spec.spec_id: spec for spec in tbl.specs().values()}
+    for manifest in snap.manifests(tbl.io):
+        spec = spec_ids.get(manifest.partition_spec_id)
+        at = next((i for i, f in enumerate(spec.fields) if f.name == RUN_ID), None) if spec else None
+        summary = manifest.partitions[at] if at is not None and manifest.partitions and \
+            at < len(manifest.partitions) else None
+        if summary is not None and summary.lower_bound is not None and summary.upper_bound is not None \
+                and not summary.lower_bound.decode() <= run_id <= summary.upper_bound.decode():
+            continue
+        if any(str(e.data_file.partition[at if at is not None else 0]) == run_id
+               for e in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)):
+            return True
+    return False
 
 
 @no_threads_left()

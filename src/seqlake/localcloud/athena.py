@@ -12,7 +12,9 @@ unchanged here and on Athena.
 An Iceberg table (Glue ``table_type`` ``ICEBERG``) is read as Athena reads it: its current snapshot from its
 ``metadata_location``, scanned by pyiceberg into Arrow (deletes applied, ``run_id`` projected from the
 partition) and registered in DuckDB, with no DuckDB extension (this machine has no internet to fetch one).
-The files are the state folder's mirror of the bucket (``lake.iceberg_io.MirrorFileIO``).
+The files are the state folder's mirror of the bucket (``lake.iceberg_io.MirrorFileIO``). A query registers
+only the tables it reads, directly or through its views (:func:`tables_read`): each Iceberg table is a scan,
+and registering the whole catalog made every query cost ~1 s.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -96,6 +99,7 @@ def view_query(view_original_text: str) -> str:
 FilesUnder = Callable[[str], list[Path]]
 
 
+@functools.lru_cache(maxsize=512)
 def duckdb_type(glue_type: str) -> str:
     """The DuckDB spelling of a Hive / Glue column type (``bigint``, ``array<string>``, ...)."""
     from sqlglot import exp
@@ -188,11 +192,12 @@ def iceberg_view_sql(table: TableDef, relation: str) -> str:
 
 def connect(
     tables: Iterable[TableDef], files_under: FilesUnder, default_database: str = DEFAULT_DATABASE, *,
-    objects_root: Path | None = None, as_of_run: str | None = None,
+    objects_root: Path | None = None, as_of_run: str | None = None, reads: Sequence[TableDef] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with one schema per Glue database and one view per table (an Iceberg table's rows
-    read from ``objects_root``, the mirror of the bucket; with ``as_of_run``, as they were when that run
-    committed: Athena's ``FOR VERSION AS OF`` the run's snapshot, applied to every Iceberg table)."""
+    """An in-memory DuckDB with one schema per Glue database and one view per table of ``reads`` (default:
+    every table; an Iceberg table's rows read from ``objects_root``, the mirror of the bucket; with
+    ``as_of_run``, as they were when that run committed: Athena's ``FOR VERSION AS OF`` the run's snapshot,
+    applied to every Iceberg table)."""
     import duckdb
 
     con = duckdb.connect()
@@ -206,6 +211,7 @@ def connect(
         as_of_ms = run_commit_ms(tables, objects_root, as_of_run)
     for db in sorted({default_database} | {t.database for t in tables}):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
+    tables = tables if reads is None else list(reads)
     for t in tables:
         if t.view is None and t.metadata_location is not None:
             if objects_root is None:
@@ -225,9 +231,39 @@ def connect(
     return con
 
 
+@functools.lru_cache(maxsize=256)
 def translate(sql: str) -> str:
     """Athena (Trino) SQL -> DuckDB SQL. Raises ``ValueError`` with the parser's message."""
     return str(_parse(sql).sql("duckdb"))
+
+
+@functools.lru_cache(maxsize=256)
+def _view_reads(sql: str) -> frozenset[tuple[str | None, str]]:
+    return frozenset(_names_read(_parse(sql)))
+
+
+def _names_read(statement: Any) -> set[tuple[str | None, str]]:
+    """(database or None, name) of every table name in ``statement`` (CTE names among them: harmless)."""
+    from sqlglot import exp
+
+    return {(node.db or None, node.name) for node in statement.find_all(exp.Table)}
+
+
+def tables_read(statement: Any, tables: Sequence[TableDef], default_database: str) -> list[TableDef]:
+    """The catalog's tables ``statement`` reads, directly or through the views it reads (a view's unqualified
+    names resolve in its own database): a query registers those alone, not every table of the catalog."""
+    by_name = {(t.database, t.name): t for t in tables}
+    wanted: dict[tuple[str, str], TableDef] = {}
+    todo = [(db or default_database, name) for db, name in _names_read(statement)]
+    while todo:
+        key = todo.pop()
+        table = by_name.get(key)
+        if table is None or key in wanted:
+            continue
+        wanted[key] = table
+        if table.view is not None:
+            todo += [(db or table.database, name) for db, name in _view_reads(table.view)]
+    return [t for t in tables if (t.database, t.name) in wanted]
 
 
 def _parse(sql: str) -> Any:
@@ -348,7 +384,8 @@ def query(
     statement = _parse(sql)
     relations = iceberg_relations(statement, tables, default_database)
     duck_sql = statement.sql("duckdb")
-    con = connect(tables, files_under, default_database, objects_root=objects_root, as_of_run=as_of_run)
+    con = connect(tables, files_under, default_database, objects_root=objects_root, as_of_run=as_of_run,
+                  reads=tables_read(statement, tables, default_database))
     try:
         if relations:
             if objects_root is None:

@@ -51,6 +51,15 @@ PRELOAD: tuple[str, ...] = (
     "mappy",
     "cutadapt.adapters",
     "cutadapt.qualtrim",
+    # the Iceberg commit (CommitFunction, RecordFailure's rollback, the maintenance commands): 1.8 s of imports
+    # a commit paid each time. pyiceberg reads its configuration (``PYICEBERG_*``, ``~/.pyiceberg.yaml``) at
+    # import; seqlake gives its catalog every property it uses, so the server's copy is the children's
+    "pyiceberg.catalog.glue",
+    "pyiceberg.table",
+    "pyiceberg.io.pyarrow",
+    "pyiceberg.manifest",
+    "seqlake.lake.iceberg",
+    "seqlake.lake.iceberg_io",
     # the Lambda children's side
     "seqlake.localcloud.lambda_runtime",
 )
