@@ -153,11 +153,14 @@ def register_all_or_none(database: str, bucket: str, run_id: str, tables: list[s
         raise
 
 
-def unregister_results(database: str, bucket: str, run_id: str) -> list[str]:
+def unregister_results(database: str, bucket: str, run_id: str) -> tuple[list[str], str | None]:
     """Take the run out of every result table (a commit that died halfway reached some): the Iceberg
     tables rolled back and the files it published that no table lists removed, a Hive table's partition
-    deleted; returns the tables that had it. Best effort: recording the failure matters more."""
+    deleted; returns the tables that had it, and why the rollback failed (None: it did not). Recording the
+    failure matters more than any of this, so nothing here raises; a rollback that failed is logged as an
+    error and named in the run's reason (its rows would stay queryable)."""
     removed: list[str] = []
+    failed: str | None = None
     iceberg_tables = [t for t in RESULT_TABLES if BY_NAME[t].is_iceberg]
     try:
         removed += catalog.rollback_results(database, run_id, iceberg_tables)
@@ -165,8 +168,9 @@ def unregister_results(database: str, bucket: str, run_id: str) -> list[str]:
         if discarded:
             logger.info("removed the files a failed commit published", extra={"files": len(discarded)})
     except Exception as err:
-        logger.warning("could not roll the failed run back out of the Iceberg tables",
-                       extra={"run_id": run_id, "error": repr(err)})
+        failed = f"{type(err).__name__}: {err}"
+        logger.error("could not roll the failed run back out of the Iceberg tables",
+                     extra={"run_id": run_id, "error": repr(err)})
     glue = clients.client("glue")
     for table in (t for t in RESULT_TABLES if not BY_NAME[t].is_iceberg):
         try:
@@ -180,7 +184,7 @@ def unregister_results(database: str, bucket: str, run_id: str) -> list[str]:
             removed.append(table)
     if removed:
         logger.info("removed the partitions a failed commit left", extra={"tables": removed})
-    return removed
+    return removed, failed
 
 
 # --------------------------------------------------------------------------------------------- failure
@@ -381,7 +385,10 @@ def record_failure(execution: ExecutionInput, plan: dict[str, Any] | None, faile
         status.reason = f"{status.reason}; {NEW_UPLOAD_ADVICE}"
     status.finish()
     if step is Step.COMMIT:
-        unregister_results(database, request.bucket, request.run_id)
+        _, rollback_failed = unregister_results(database, request.bucket, request.run_id)
+        if rollback_failed is not None:
+            status.reason = (f"{status.reason}; the tables the commit had reached could not be rolled back "
+                             f"({rollback_failed}): this run's rows may still be queryable")
     _render_report(status, request, required=False)
     record_unsuccessful(status, database)
     return status

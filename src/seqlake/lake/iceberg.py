@@ -238,14 +238,20 @@ def run_snapshot(tbl: IcebergTable, run_id: str) -> int | None:
 
 
 def _with_retries(what: str, attempt: Callable[[], Any], attempts: int = COMMIT_ATTEMPTS) -> Any:
-    """Run ``attempt`` until it does not conflict with another commit; the last conflict is raised."""
-    from pyiceberg.exceptions import CommitFailedException
+    """Run ``attempt`` until it does not conflict with another commit; the last conflict is raised.
+
+    A conflict is the catalog refusing the commit (``CommitFailedException``) or pyiceberg's own check, on its
+    internal retry, that nothing its filter might match was added or deleted meanwhile
+    (``ValidationException``). That check reads column statistics only: ``run_id`` is a partition, with no
+    statistics in the files, so a rollback's ``run_id == X`` "might match" every other run's append, and any
+    run committing during a rollback failed it. ``attempt`` reads the table afresh each time."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     pause = FIRST_BACKOFF_SECONDS
     for n in range(1, attempts + 1):
         try:
             return attempt()
-        except CommitFailedException:
+        except (CommitFailedException, ValidationException):
             if n == attempts:
                 raise
             time.sleep(pause)
