@@ -26,5 +26,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     done = compact_step(database=os.environ["GLUE_DATABASE"], bucket=os.environ["DATA_BUCKET"],
                         keep_days=float(os.environ["SNAPSHOT_RETENTION_DAYS"]),
                         remaining_ms=context.get_remaining_time_in_millis())
+    obs.count(obs.PARTITIONS_COMPACTED, done["compacted"])
     logger.info("tables compacted", extra=done)
     return done

@@ -27,6 +27,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # the log names the record, not the sample: the log group outlives the deletion
     done = delete_sample_step(request, database=os.environ["GLUE_DATABASE"], bucket=os.environ["DATA_BUCKET"],
                               request_id=context.aws_request_id)
+    obs.count(obs.SAMPLES_DELETED)
     logger.info("sample deleted", extra={"audit": done["audit"], "rows": done["rows"],
                                          "objects_removed": done["objects_removed"]})
     return done
