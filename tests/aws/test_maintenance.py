@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqlake.aws import catalog
-from seqlake.aws.maintenance import UNDECLARED, DeleteRequest, DeleteRequestError
-from seqlake.lake import iceberg
+from seqlake.aws.maintenance import COMPACTION_MARGIN_S, UNDECLARED, DeleteRequest, DeleteRequestError
+from seqlake.lake import compaction, iceberg
 from seqlake.lake.deletion import SampleNotFoundError
 from seqlake.lake.tables import BY_NAME
 
@@ -59,7 +59,9 @@ def _samples(deployed: Deployed) -> list[str]:
 def test_a_request_is_confirmed_by_the_name_twice() -> None:
     assert DeleteRequest.from_event({"sample": "S1", "confirm": "S1", "requested_by": "arn:aws:iam::1:user/a"}) == (
         DeleteRequest("S1", "arn:aws:iam::1:user/a"))
-    assert DeleteRequest.from_event({"sample": "S1", "confirm": "S1"}).requested_by == UNDECLARED
+    undeclared = DeleteRequest.from_event({"sample": "S1", "confirm": "S1"})
+    assert undeclared.who("req-1") == f"{UNDECLARED} (Lambda request req-1)"
+    assert DeleteRequest("S1", "alice").who("req-1") == "alice (as the invocation declared it; Lambda request req-1)"
     for event in ({}, {"sample": ""}, {"sample": 3}, [], None):
         with pytest.raises(DeleteRequestError, match='"sample"'):
             DeleteRequest.from_event(event)
@@ -151,3 +153,17 @@ def test_the_compaction_starts_no_partition_in_its_last_minutes(
     assert out["stopped_early"] and out["compacted"] == 0
     tbl = catalog.iceberg_catalog().load_table(iceberg.identifier(lake.database, "samples"))
     assert len(iceberg.live_files(tbl)) == 2
+
+
+def test_the_templates_compaction_settings_are_the_codes(template: dict[str, Any]) -> None:
+    """The retention's default, the largest partition rewritten and the margin before the timeout, as the
+    template (and docs/DEPLOY.md from it) states them, are the code's."""
+    resources, parameters = template["Resources"], template["Parameters"]
+    assert float(parameters["SnapshotRetentionDays"]["Default"]) == compaction.KEEP_DAYS
+    assert parameters["CompactionSchedule"]["Default"] == "rate(7 days)"
+    props = resources["CompactFunction"]["Properties"]
+    assert props["Timeout"] > 2 * COMPACTION_MARGIN_S
+    assert f"{compaction.MAX_BYTES >> 20} MiB" in props["Description"]
+    assert f"last {COMPACTION_MARGIN_S / 60:g} minutes" in props["Description"]
+    for lid in ("DeleteSampleFunction", "CompactFunction"):  # Lambda's longest: the bound docs/DEPLOY.md states
+        assert resources[lid]["Properties"]["Timeout"] == 900, lid

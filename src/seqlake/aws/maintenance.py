@@ -29,7 +29,7 @@ from seqlake.lake import compaction, deletion
 #: compaction rewrites (:data:`seqlake.lake.compaction.MAX_BYTES`, 256 MiB of Parquet) read, written and
 #: committed, and each table's expiry after it, must fit in it
 COMPACTION_MARGIN_S = 180.0
-#: what ``requested_by`` says when the event names nobody
+#: the audit record's ``requested_by`` when the event names nobody
 UNDECLARED = "not declared by the caller"
 
 
@@ -40,7 +40,8 @@ class DeleteRequestError(ValueError):
 @dataclass(frozen=True)
 class DeleteRequest:
     sample: str
-    requested_by: str
+    #: who asked, as the event declares it (None: it does not say)
+    requested_by: str | None
 
     @classmethod
     def from_event(cls, event: Any) -> DeleteRequest:
@@ -54,7 +55,14 @@ class DeleteRequest:
             raise DeleteRequestError(f"this removes every row, file and object of sample {sample!r} for good (its "
                                      f'older snapshots too): repeat its name as "confirm" to go ahead: {example}')
         who = event.get("requested_by")
-        return cls(sample, who.strip() if isinstance(who, str) and who.strip() else UNDECLARED)
+        return cls(sample, who.strip() if isinstance(who, str) and who.strip() else None)
+
+    def who(self, request_id: str) -> str:
+        """The audit record's ``requested_by``: the declared caller and the invocation (CloudTrail's Lambda data
+        events tie its request id to the verified caller)."""
+        if self.requested_by is None:
+            return f"{UNDECLARED} (Lambda request {request_id})"
+        return f"{self.requested_by} (as the invocation declared it; Lambda request {request_id})"
 
 
 def delete_sample_step(request: DeleteRequest, *, database: str, bucket: str, request_id: str) -> dict[str, Any]:
@@ -64,7 +72,7 @@ def delete_sample_step(request: DeleteRequest, *, database: str, bucket: str, re
     root = f"s3://{bucket}"
     record = deletion.delete_sample(
         aws_catalog.iceberg_catalog(), database, request.sample, root, bucket_root=root,
-        requested_by=f"{request.requested_by} (as the invocation declared it; Lambda request {request_id})")
+        requested_by=request.who(request_id))
     # a few numbers and the record's key: the response must not grow with the lake
     return {"sample": record.sample, "runs": record.runs, "rows": sum(record.rows.values()),
             "files_removed": len(record.files_removed), "objects_removed": len(record.objects_removed),
