@@ -167,3 +167,19 @@ def test_the_templates_compaction_settings_are_the_codes(template: dict[str, Any
     assert f"last {COMPACTION_MARGIN_S / 60:g} minutes" in props["Description"]
     for lid in ("DeleteSampleFunction", "CompactFunction"):  # Lambda's longest: the bound docs/DEPLOY.md states
         assert resources[lid]["Properties"]["Timeout"] == 900, lid
+
+
+def test_compaction_schedule_none_keeps_the_rule_disabled(template: dict[str, Any]) -> None:
+    """``CompactionSchedule=none``: the schedule rule SAM makes stays, disabled (a rule needs an expression all the
+    same); any other value is the rule's expression, enabled."""
+    from seqlake.localcloud.deployer import Deployer
+
+    from .conftest import rendered
+
+    made = rendered(template)["Resources"]["CompactFunctionScheduled"]["Properties"]
+    rule = {k: made[k] for k in ("ScheduleExpression", "State")}  # its target is the function's ARN: not made here
+    for value, expected in (("none", ("rate(7 days)", "DISABLED")), ("cron(0 3 ? * SUN *)", ("cron(0 3 ? * SUN *)",
+                                                                                              "ENABLED"))):
+        resolved = Deployer(template, parameters={"Subnets": "subnet-1", "SecurityGroupIds": "sg-1",
+                                                  "CompactionSchedule": value}).resolve({"R": rule})["R"]
+        assert (resolved["ScheduleExpression"], resolved["State"]) == expected, value
