@@ -139,6 +139,7 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/local/test_e2e.py",  # and the MiSeq run without them, which test_e2e checks too (one group)
     "tests/local/test_scale.py",  # 200 children, three failing, then the re-run and a clean run
     "tests/local/test_delete_sample.py",  # three local runs, a sample's deletion, a compaction
+    "tests/local/test_delete_sample_function.py",  # two runs on one local cloud, its delete function invoked
     "tests/local/test_iceberg_tables.py",  # two local runs, the latest views, time travel
     "tests/docs/test_documented_commands.py",  # every documented command, in one state folder
     "tests/core/test_variants.py",  # the ivar comparisons

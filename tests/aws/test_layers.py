@@ -158,14 +158,14 @@ def provided(layers: list[Path]) -> set[str]:
 
 def test_every_function_names_its_layers(template: dict[str, Any]) -> None:
     functions = function_layers(template)
-    assert len(functions) == 5
+    assert len(functions) == 7
     for name, (handler, layers) in functions.items():
         assert handler.is_file(), name
         assert layers and layers[0].name == "core", f"{name}: CoreLayer (seqlake itself) comes first"
 
 
 @pytest.mark.parametrize("function", ["StartRunFunction", "PlanFunction", "CommitFunction", "RecordFailureFunction",
-                                      "RecordRunEndFunction"])
+                                      "RecordRunEndFunction", "DeleteSampleFunction", "CompactFunction"])
 def test_what_a_handler_imports_is_in_its_layers(template: dict[str, Any], function: str) -> None:
     handler, layers = function_layers(template)[function]
     allowed = provided(layers)

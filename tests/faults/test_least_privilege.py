@@ -22,6 +22,7 @@ from .conftest import put
 #: the roles of the template's pieces (logical ids)
 WORKER, START, COMMIT = "WorkerJobRole", "StartRunFunctionRole", "CommitFunctionRole"
 FAILURE = "RecordFailureFunctionRole"
+DELETE, COMPACT = "DeleteSampleFunctionRole", "CompactFunctionRole"
 
 
 def as_role(cloud: LocalCloud, role: str, service: str) -> Any:
@@ -153,6 +154,35 @@ def test_only_the_commit_registers_or_drops_result_partitions(enforced: LocalClo
         assert refused(create)[0] == "glue:BatchCreatePartition"
         if role != FAILURE:
             assert refused(drop)[0] == "glue:BatchDeletePartition"
+
+
+def test_the_maintenance_functions_touch_only_what_they_maintain(enforced: LocalCloud) -> None:
+    """The delete function removes a sample's objects (uploads, staged parts, reports, the tables' files) but
+    writes none of them back, and leaves the references alone; the compaction removes nothing outside
+    ``results/`` and reads no upload; neither drops a table."""
+    cloud = enforced
+    arn = f"arn:aws:s3:::{cloud.bucket}"
+    upload, staged, report, reference = ("incoming/lp-maint/in.fastq", "runs/lp-maint/status.json",
+                                         "reports/lp-maint/index.html", "references/lp-maint/ref.fasta")
+    for key in (upload, staged, report, reference):
+        put(cloud, key, b"x")
+    deleting, compacting = as_role(cloud, DELETE, "s3"), as_role(cloud, COMPACT, "s3")
+    for key in (upload, report, reference):
+        assert refused(lambda k=key: deleting.put_object(Bucket=cloud.bucket, Key=k, Body=b"y")) == (
+            "s3:PutObject", f"{arn}/{key}")
+    assert refused(lambda: deleting.delete_object(Bucket=cloud.bucket, Key=reference)) == (
+        "s3:DeleteObject", f"{arn}/{reference}")
+    for key in (upload, staged, report, reference):
+        assert refused(lambda k=key: compacting.delete_object(Bucket=cloud.bucket, Key=k)) == (
+            "s3:DeleteObject", f"{arn}/{key}")
+    assert refused(lambda: compacting.get_object(Bucket=cloud.bucket, Key=upload)) == (
+        "s3:GetObject", f"{arn}/{upload}")
+    for role in (DELETE, COMPACT):
+        glue = as_role(cloud, role, "glue")
+        assert refused(lambda g=glue: g.delete_table(DatabaseName=cloud.database, Name=RESULT_TABLES[0]))[0] == (
+            "glue:DeleteTable")
+    assert {cloud.client("s3").get_object(Bucket=cloud.bucket, Key=k)["Body"].read()
+            for k in (upload, staged, report, reference)} == {b"x"}
 
 
 def test_the_lab_member_uploads_queries_and_reads_results_only(enforced: LocalCloud) -> None:

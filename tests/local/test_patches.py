@@ -1071,3 +1071,25 @@ def test_glue_update_table_is_refused_at_a_version_that_is_not_the_current_one(f
     finally:
         glue.delete_table(DatabaseName=database, Name="t")
         glue.delete_database(Name=database)
+
+
+def test_a_scheduled_or_disabled_rule_is_delivered_no_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CompactFunction's schedule rule has no pattern, and moto's empty pattern matches every event: each upload
+    started a compaction (hundreds in one local run). On AWS a scheduled rule fires on its schedule only (never
+    locally), and a disabled rule delivers nothing."""
+    from moto.events.models import Rule
+
+    patches.apply_all()
+    delivered: list[str] = []
+    monkeypatch.setattr(patches.HOOKS, "deliver", lambda target, event, arn: delivered.append(arn))
+    target = [{"Id": "t", "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:f"}]
+    event = {"source": "aws.s3", "detail-type": "Object Created", "detail": {}}
+
+    def rule(name: str, pattern: str | None, schedule: str | None, state: str = "ENABLED") -> Rule:
+        return Rule(name, ACCOUNT, REGION, None, pattern, schedule, None, "default", state, targets=target)
+
+    rule("scheduled", None, "rate(7 days)").send_to_targets(event)
+    rule("disabled", json.dumps({"source": ["aws.s3"]}), None, "DISABLED").send_to_targets(event)
+    assert delivered == []
+    rule("pattern", json.dumps({"source": ["aws.s3"]}), None).send_to_targets(event)
+    assert len(delivered) == 1

@@ -38,6 +38,8 @@ SHARDS_RETRIED = "ShardsRetried"
 READS_PROCESSED = "ReadsProcessed"
 BASES_PROCESSED = "BasesProcessed"
 INPUT_BYTES_PLANNED = "InputBytesPlanned"
+SAMPLES_DELETED = "SamplesDeleted"
+PARTITIONS_COMPACTED = "PartitionsCompacted"
 
 
 def count(name: str, value: float = 1) -> None:

@@ -143,6 +143,11 @@ class LakeLayout:
         the name (the key never spells the sample; the record names it inside)."""
         return _join(self.root, DELETIONS, f"{when.replace(':', '')}-{digest}.json")
 
+    def deletion_pending(self, digest: str) -> str:
+        """A deletion under way (:mod:`seqlake.lake.deletion`): what it found before removing anything, so that
+        one cut short (a Lambda's timeout) goes on where it stopped when started again; removed at its end."""
+        return _join(self.root, DELETIONS, f"pending-{digest}.json")
+
     def compaction(self, when: str) -> str:
         """The record of one compaction of the tables (:mod:`seqlake.lake.compaction`)."""
         return _join(self.root, COMPACTIONS, f"{when.replace(':', '')}.json")

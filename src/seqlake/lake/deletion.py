@@ -17,6 +17,11 @@ local state folder: ``seqlake local delete-sample``; a bucket: ``s3://bucket``).
 5. an audit record ``deletions/<time>-<sample digest>.json`` (:meth:`seqlake.base.layout.LakeLayout.deletion`):
    who, when, which tables, runs, row counts and objects; never a row of the sample.
 
+What step 1 found is written first (``deletions/pending-<digest>.json``,
+:meth:`seqlake.base.layout.LakeLayout.deletion_pending`) and removed with the audit record's writing: a deletion
+cut short (a Lambda's timeout, a crash) is started again with the same name and goes on where it stopped, though
+the tables hold no row of the sample any more (it knows the runs and uploads from that record).
+
 Rows of other samples are untouched (copied as they were into the rewritten files).
 """
 
@@ -105,27 +110,40 @@ def delete_sample(catalog: Catalog, database: str, sample: str, lake_root: str, 
     the lake's objects (``s3://bucket``, or the local folder mirroring the bucket); ``bucket_root``: the
     ``s3://bucket`` the tables' metadata names files by (the same as ``lake_root`` on AWS)."""
     record = DeletionRecord(sample, requested_by, now().isoformat(timespec="seconds"))
+    lake = LakeLayout(lake_root.rstrip("/"))
+    pending = lake.deletion_pending(_digest(sample))
     tables = sample_tables()
     held = {t: _rows_of(catalog, database, t, sample, (iceberg.RUN_ID,)) for t in tables}
-    if not any(held.values()):
+    earlier = _pending(pending, sample)
+    if not any(held.values()) and earlier is None:
         near = _near_names(catalog, database, sample)
         hint = f": did you mean {' or '.join(near)}?" if near else " (`seqlake local query` lists the samples)"
         raise SampleNotFoundError(f"no table holds a sample named {sample!r}{hint}")
     record.runs = sorted({str(r[iceberg.RUN_ID]) for rows in held.values() for r in rows})
     record.uploads = sorted({str(u) for r in _rows_of(catalog, database, "samples", sample, ("fastq_1", "fastq_2"))
                              for u in (r["fastq_1"], r["fastq_2"]) if u})
+    if earlier is not None:  # a deletion cut short: what it had found before removing anything
+        record.started_at = earlier.started_at
+        if earlier.requested_by != requested_by:
+            record.requested_by = f"{earlier.requested_by}; resumed by {requested_by}"
+        record.runs = sorted({*earlier.runs, *record.runs})
+        record.uploads = sorted({*earlier.uploads, *record.uploads})
+        record.rows = {t: max(earlier.rows.get(t, 0), len(held[t])) for t in tables}
+        record.expired_snapshots, record.files_removed = earlier.expired_snapshots, earlier.files_removed
+    else:
+        record.rows = {t: len(held[t]) for t in tables}
+    storage.write_bytes(pending, record.to_json())
 
     def local(uri: str) -> str:  # a file of the tables' metadata, where this process reaches it
         return lake_root.rstrip("/") + "/" + uri.removeprefix(bucket_root.rstrip("/") + "/")
 
     for table in tables:
-        record.rows[table] = len(held[table])
         if held[table]:
             done = iceberg.delete_sample(catalog, database, table, sample)
             record.expired_snapshots[table] = done.expired_snapshots
             record.files_removed += done.removed_files
         record.files_removed += _remove_orphans(catalog, database, table, sample, lake_root=lake_root, local=local)
-    lake = LakeLayout(lake_root.rstrip("/"))
+        storage.write_bytes(pending, record.to_json())  # what is done so far, for a deletion cut short
     objects = [local(u) for u in record.uploads if u.startswith(bucket_root.rstrip("/") + "/")]
     for run_id in record.runs:
         run = lake.run(run_id)
@@ -139,7 +157,16 @@ def delete_sample(catalog: Catalog, database: str, sample: str, lake_root: str, 
     record.finished_at = now().isoformat(timespec="seconds")
     record.audit = lake.deletion(record.finished_at, _digest(sample))
     storage.write_bytes(record.audit, record.to_json())
+    storage.delete(pending)
     return record
+
+
+def _pending(uri: str, sample: str) -> DeletionRecord | None:
+    """The record a deletion of ``sample`` cut short left (:meth:`LakeLayout.deletion_pending`), if any."""
+    if not storage.exists(uri):
+        return None
+    found = DeletionRecord(**json.loads(storage.read_bytes(uri)))
+    return found if found.sample == sample else None
 
 
 def _digest(sample: str) -> str:

@@ -77,6 +77,8 @@ class LocalCloud:
         self._watcher: Watcher | None = None
         self._old_sigterm: Any = None
         self._clients: dict[str, Any] = {}
+        #: the data bucket's keys this cloud has mirrored (one gone since was deleted: :func:`.mirror.persist`)
+        self._in_bucket: set[str] = set()
         self._clients_lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
@@ -236,6 +238,7 @@ class LocalCloud:
     def restore(self) -> None:
         """Put the saved objects and partitions back, without starting runs for them."""
         mirror.restore(self.state, self.client)
+        self._in_bucket = {key for key, _, _ in mirror.bucket_objects(self.bucket)}
 
     def catalog(self) -> list[athena.TableDef]:
         """The Glue catalog as it is now (tables and registered partitions)."""
@@ -243,7 +246,7 @@ class LocalCloud:
 
     def persist(self) -> int:
         """Mirror the data bucket's new or changed objects and the catalog into the state folder."""
-        return mirror.persist(self.state, self.client, self.bucket)
+        return mirror.persist(self.state, self.client, self.bucket, self._in_bucket)
 
     def _athena_query(self, sql: str, database: str) -> tuple[list[str], list[list[str | None]]]:
         self.persist()

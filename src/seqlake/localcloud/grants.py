@@ -78,7 +78,20 @@ SCENARIOS: dict[str, str] = {
                   "records the run from its execution's FAILED event",
     "backstop-dead-letter": "the same with the backstop failing too (GLUE_DATABASE unset): its event to its "
                             "dead-letter queue",
+    "delete-sample": "a paired run, then its sample deleted by DeleteSampleFunction (invoked as the lab does)",
+    "compact": "a paired run of two children, then CompactFunction with SNAPSHOT_RETENTION_DAYS 0 (its files "
+               "rewritten into one, the replaced ones removed)",
 }
+#: the scenarios of the maintenance functions -> the role they are for. No run invokes those functions, so a
+#: statement of that role is tried with its scenario alone; a statement of another role with the others only
+MAINTENANCE: dict[str, str] = {"delete-sample": "DeleteSampleFunctionRole", "compact": "CompactFunctionRole"}
+
+
+def scenarios_for(role: str) -> list[str]:
+    """The scenarios a statement of ``role`` is tried with, in order."""
+    if role in MAINTENANCE.values():
+        return [s for s, r in MAINTENANCE.items() if r == role]
+    return [s for s in SCENARIOS if s not in MAINTENANCE]
 
 
 @dataclass(frozen=True)
@@ -240,6 +253,10 @@ class Runs:
                     stack.enter_context(_function_env(cloud, "RecordRunEnd", {"GLUE_DATABASE": None}))
                 self._pair(scenario, mismatch=True)
                 finished = cloud.wait(timeout=600)
+        elif scenario in MAINTENANCE:
+            self._pair(scenario)
+            cloud.wait(timeout=600)
+            return self._maintain(scenario)
         elif scenario == "rejected":
             self.n += 1
             path = self.work / f"sheet-{self.n}.csv"
@@ -249,6 +266,21 @@ class Runs:
         else:
             raise ValueError(f"no scenario {scenario}")
         return [r for r in (_reason(cloud, e.name) for e in finished) if r]
+
+    def _maintain(self, scenario: str) -> list[str]:
+        """Invoke the scenario's maintenance function on the run just made (its sample ``s<n>``); its error,
+        if it failed."""
+        env: dict[str, str | None] = {}
+        if scenario == "delete-sample":
+            name, event = "DeleteSample", {"sample": f"s{self.n}", "confirm": f"s{self.n}"}
+        else:
+            name, event, env = "Compact", {}, {"SNAPSHOT_RETENTION_DAYS": "0"}
+        with _function_env(self.cloud, name, env):
+            assert self.cloud.lambdas is not None
+            function = next(n for n in self.cloud.lambdas.functions if name in n)
+            answer = self.cloud.client("lambda").invoke(FunctionName=function, Payload=json.dumps(event).encode())
+        body = json.loads(answer["Payload"].read() or b"{}")
+        return [str(body.get("errorMessage"))] if answer.get("FunctionError") else []
 
     def _read_as_user(self, finished: list[Any]) -> None:
         from seqlake.localcloud.commands import _named_queries, athena_query
@@ -319,7 +351,7 @@ def sweep(cloud: LocalCloud, work: Path, roles: list[str] | None = None, say: Ca
         t0 = time.monotonic()
         finding = Finding(grant, "unexplained")
         with without(cloud, grant):
-            for scenario in SCENARIOS:
+            for scenario in scenarios_for(grant.role):
                 before = len(cloud.iam.denied)
                 try:
                     reasons = runs.run(scenario)

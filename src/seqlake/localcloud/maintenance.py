@@ -2,9 +2,9 @@
 with no local cloud running.
 
 The tables are committed to through :class:`.state_catalog.StateCatalog` (the state folder's ``catalog.json``
-and copy of the bucket), with the code an AWS step is to run (:mod:`seqlake.lake.deletion`; that step is not
-built yet, docs/DEPLOY.md); what was written or removed is then recorded in ``objects.json`` so that the next
-local cloud puts it back as it is.
+and copy of the bucket), with the code the stack's functions run on AWS (:mod:`seqlake.lake.deletion` in
+``DeleteSampleFunction``, :mod:`seqlake.lake.compaction` in ``CompactFunction``: docs/DEPLOY.md); what was
+written or removed is then recorded in ``objects.json`` so that the next local cloud puts it back as it is.
 Run it while no ``seqlake local run`` uses the same state folder (that run's cloud would save its own catalog
 over this one's when it ends).
 """
@@ -64,8 +64,8 @@ def delete_sample_command(args: argparse.Namespace) -> int:
 
 
 def compact_command(args: argparse.Namespace) -> int:
-    """Compaction and retention of the local tables (the code an AWS schedule is to run, not built yet:
-    docs/DEPLOY.md)."""
+    """Compaction and retention of the local tables (the code ``CompactFunction`` runs on its schedule on AWS,
+    docs/DEPLOY.md; off locally: this command instead)."""
     from seqlake.lake.compaction import KEEP_DAYS, compact
     from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
 

@@ -130,13 +130,18 @@ def bucket_objects(bucket: str) -> Iterator[tuple[str, ObjectMeta, Callable[[], 
         yield key, meta, functools.partial(patches.key_chunks, obj)
 
 
-def persist(state: StateDir, clients: Clients, bucket: str) -> int:
+def persist(state: StateDir, clients: Clients, bucket: str, seen: set[str] | None = None) -> int:
     """Mirror ``bucket``'s new or changed objects and the catalog into the state folder; returns the
-    bodies written."""
+    bodies written. ``seen``: the keys this cloud has had in the bucket (updated here); one of them gone from it
+    since was deleted by the app (a sample's deletion, a rolled-back commit), and is dropped from the state
+    folder, its file and its upload's source too. A key not seen is left as it is: a committed data file under
+    ``results/`` and an upload's body are not put back into the bucket on start, so their absence says nothing."""
     saved = state.objects()
     known = saved.setdefault(bucket, {})
     written = 0
+    now: set[str] = set()
     for key, meta, body in bucket_objects(bucket):
+        now.add(key)
         path = state.local_path(bucket, key)
         if meta.body and (known.get(key) != meta or not path.is_file()):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +152,14 @@ def persist(state: StateDir, clients: Clients, bucket: str) -> int:
             tmp.replace(path)
             written += 1
         known[key] = meta
+    if seen is not None:
+        gone = sorted(k for k in seen - now if k in known)
+        for key in gone:
+            del known[key]
+            state.local_path(bucket, key).unlink(missing_ok=True)
+        state.forget_sources({f"s3://{bucket}/{k}" for k in gone})
+        seen -= set(gone)
+        seen |= now
     state.save_objects(saved)
     state.save_catalog(catalog(clients))
     return written

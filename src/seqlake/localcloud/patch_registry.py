@@ -148,10 +148,13 @@ completes per upload id. Related refactoring: https://github.com/getmoto/moto/pu
         replaces=("moto.events.models:Rule.send_to_targets",),
         why="EventBridge delivers to Step Functions and Lambda targets as the target's principal allows. The "
             "local cloud delivers them itself (Hooks.deliver: an execution started, an asynchronous "
-            "invocation with its retries and dead-letter queue, the Lambda permission checked).",
+            "invocation with its retries and dead-letter queue, the Lambda permission checked). A scheduled "
+            "rule (CompactFunction's) matches no event (moto's empty pattern matched every one: each upload "
+            "started a compaction) and is never fired locally; a disabled rule delivers nothing.",
         source="https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-targets.html",
         upstream="https://github.com/getmoto/moto/issues/8452",
-        tests=("test_event_rule_delivers_only_matching_uploads",)),
+        tests=("test_event_rule_delivers_only_matching_uploads",
+               "test_a_scheduled_or_disabled_rule_is_delivered_no_event")),
     Patch(
         id="athena-results", kind="emulator",
         replaces=("moto.athena.models:AthenaBackend._store_predefined_query_results",),

@@ -726,6 +726,10 @@ _DELIVERED_SERVICES = ("states", "lambda")
 
 
 def _send_to_targets(self: Rule, original_event: dict[str, Any], transform_input: bool = True) -> None:
+    # a scheduled rule (no pattern: moto's empty pattern matches every event) fires on its schedule only, which
+    # the local cloud never does; a disabled rule delivers nothing
+    if self.scheduled_expression or self.state != "ENABLED":
+        return
     if not HOOKS.events_enabled or not self.event_pattern.matches_event(original_event):
         return
     ours = [t for t in self.targets if parse_arn(t["Arn"]).service in _DELIVERED_SERVICES]
