@@ -101,6 +101,14 @@ def test_a_deleted_sample_leaves_no_row_no_file_no_object(tmp_path: Path) -> Non
     named += [str(p) for p in bucket.rglob(f"*{GONE}*")]
     assert named == []
     assert not [u for u in json.loads((home / "sources.json").read_text()) if GONE in u]
+    # nor any record of its runs: status.json, the runs row, the state folder's runs (its name and its uploads'
+    # keys); the logs (CloudWatch's, on AWS) and the audit record are the exceptions, by design
+    assert [r for r in _query("SELECT samples, inputs, reason FROM runs", home) if GONE in repr(r)] == []
+    kept_out = {home / "logs", bucket / "deletions"}
+    spelled = [str(p) for p in home.rglob("*") if p.is_file() and p.suffix != ".parquet"
+               and not any(k in p.parents for k in kept_out) and GONE.encode() in p.read_bytes()]
+    assert spelled == []
+    assert KEPT in json.dumps(json.loads((home / "runs.json").read_text()))  # the other sample's record stays
     (audit,) = (bucket / "deletions").glob("*.json")
     record = json.loads(audit.read_text())
     assert record["sample"] == GONE and record["requested_by"] and record["finished_at"]

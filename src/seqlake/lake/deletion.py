@@ -14,7 +14,10 @@ local state folder: ``seqlake local delete-sample``; a bucket: ``s3://bucket``).
    consensus), and in each of its runs what the run staged under ``runs/<id>/`` but its ``status.json``
    (parts, slices and the plan hold or name every sample of the run) and the report folder (a run's report
    shows every sample of the run: it is removed whole, not re-rendered);
-5. an audit record ``deletions/<time>-<sample digest>.json`` (:meth:`seqlake.base.layout.LakeLayout.deletion`):
+5. the records its runs keep rewritten without its name: ``status.json`` and the ``runs`` row
+   (:mod:`seqlake.lake.redaction`); the runs' samplesheets (each names every sample of its run) are removed in
+   step 4, with the uploads;
+6. an audit record ``deletions/<time>-<sample digest>.json`` (:meth:`seqlake.base.layout.LakeLayout.deletion`):
    who, when, which tables, runs, row counts and objects; never a row of the sample.
 
 What step 1 found is written first (``deletions/pending-<digest>.json``,
@@ -41,6 +44,7 @@ from seqlake.base import storage
 from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CONSENSUS_SUFFIX, VCF_SUFFIX, LakeLayout, RunLayout
 from seqlake.lake import iceberg
 from seqlake.lake.genomes import TBI_SUFFIX
+from seqlake.lake.redaction import redact_run, sheet_of
 from seqlake.lake.tables import BY_NAME, ICEBERG_TABLES
 
 if TYPE_CHECKING:
@@ -77,6 +81,10 @@ class DeletionRecord:
     uploads: list[str] = field(default_factory=list)
     #: other objects removed: uploads, per-sample files, staged parts, reports
     objects_removed: list[str] = field(default_factory=list)
+    #: the samplesheets of its runs (each names every sample of its run): removed with its uploads
+    sheets: list[str] = field(default_factory=list)
+    #: the records of its runs rewritten without its name (``status.json``, the ``runs`` row)
+    records_redacted: list[str] = field(default_factory=list)
     #: where this record is (``deletions/``)
     audit: str = ""
 
@@ -144,7 +152,12 @@ def delete_sample(catalog: Catalog, database: str, sample: str, lake_root: str, 
             record.files_removed += done.removed_files
         record.files_removed += _remove_orphans(catalog, database, table, sample, lake_root=lake_root, local=local)
         storage.write_bytes(pending, record.to_json())  # what is done so far, for a deletion cut short
-    objects = [local(u) for u in record.uploads if u.startswith(bucket_root.rstrip("/") + "/")]
+    in_bucket = bucket_root.rstrip("/") + "/"
+    for run_id in record.runs:  # a run's samplesheet names every sample of the run: removed with its uploads
+        sheet = sheet_of(lake.run(run_id))
+        if sheet is not None and sheet.startswith(in_bucket) and sheet not in record.sheets:
+            record.sheets.append(sheet)
+    objects = [local(u) for u in [*record.uploads, *record.sheets] if u.startswith(in_bucket)]
     for run_id in record.runs:
         run = lake.run(run_id)
         objects += [run.sample_file(sample, suffix) for suffix in SAMPLE_FILE_SUFFIXES]
@@ -154,6 +167,8 @@ def delete_sample(catalog: Catalog, database: str, sample: str, lake_root: str, 
         if storage.exists(uri):
             storage.delete(uri)
             record.objects_removed.append(uri)
+    for run_id in record.runs:
+        record.records_redacted += redact_run(lake.run(run_id), sample, frozenset(record.uploads))
     record.finished_at = now().isoformat(timespec="seconds")
     record.audit = lake.deletion(record.finished_at, _digest(sample))
     storage.write_bytes(record.audit, record.to_json())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from pathlib import Path
 
 from rich.console import Console
 
@@ -34,6 +35,7 @@ def _state(args: argparse.Namespace) -> StateDir:
 
 def delete_sample_command(args: argparse.Namespace) -> int:
     from seqlake.lake.deletion import SampleNotFoundError, delete_sample
+    from seqlake.lake.redaction import redacted
     from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
 
     if not args.yes:
@@ -51,9 +53,18 @@ def delete_sample_command(args: argparse.Namespace) -> int:
                                requested_by=getpass.getuser())
     except SampleNotFoundError as err:
         raise BadInputError(args.sample, str(err)) from None
-    # the uploads' bodies are not in the state folder: their keys (and the local files they came from) forgotten
-    catalog.forget_objects(bucket, [u.removeprefix(bucket_root + "/") for u in record.uploads])
+    # the uploads' bodies are not in the state folder: their keys (and the local files they came from) forgotten;
+    # a samplesheet's copy the state folder kept for re-runs (``uploads/``) goes with it
+    for uri in record.sheets:
+        kept = state.sources().get(uri)
+        if kept is not None and Path(kept).is_relative_to(state.root):
+            Path(kept).unlink(missing_ok=True)
+    catalog.forget_objects(bucket, [u.removeprefix(bucket_root + "/") for u in [*record.uploads, *record.sheets]])
     catalog.sync_objects(bucket, CHANGED_PREFIXES)
+    catalog.refresh_objects(bucket, [Path(u).relative_to(local_root).as_posix() for u in record.records_redacted
+                                     if u.startswith(local_root + "/")])
+    uploads = frozenset(record.uploads)
+    state.rewrite_runs(lambda run: redacted(run, args.sample, uploads))
     console = Console(stderr=True)
     console.print(f"sample {args.sample!r} deleted: {sum(record.rows.values())} rows from "
                   f"{sum(1 for n in record.rows.values() if n)} tables of {len(record.runs)} run(s), "

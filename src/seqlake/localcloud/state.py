@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,12 @@ class StateDir:
     def runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self._read("runs.json", [])
         return runs
+
+    def rewrite_runs(self, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Each run's record as ``rewrite`` returns it (a deleted sample's name taken out)."""
+        runs = self.runs()
+        if runs:
+            self._write("runs.json", [rewrite(r) for r in runs])
 
     def record_run(self, run: dict[str, Any]) -> None:
         """Insert or replace the run with the same execution ARN."""

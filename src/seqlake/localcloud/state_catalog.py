@@ -92,6 +92,18 @@ class StateCatalog(MetastoreCatalog):
         self.state.save_objects(saved)
         return added, dropped
 
+    def refresh_objects(self, bucket: str, keys: list[str]) -> None:
+        """The metadata of ``keys``, rewritten in place (a deleted sample's name taken out of a run's records),
+        made again from their files in the bucket's folder."""
+        root = self.state.bucket_dir(bucket)
+        saved = self.state.objects()
+        known = saved.setdefault(bucket, {})
+        for key in keys:
+            path = root / key
+            if key in known and path.is_file():
+                known[key] = ObjectMeta(etag=md5_file(path), size=path.stat().st_size, body=known[key].body)
+        self.state.save_objects(saved)
+
     def forget_objects(self, bucket: str, keys: list[str]) -> None:
         """Drop ``keys`` from ``objects.json`` and from the uploads' sources (a deleted upload's body was never
         mirrored: its metadata and the local file it came from are what the state folder holds of it)."""
