@@ -3,18 +3,16 @@
 A run keeps, past its staged parts, a record of what it was: ``runs/<id>/status.json`` and its row in the
 ``runs`` table (a Hive table: one Parquet file a run). Both list the run's inputs (the uploads' keys, which
 usually spell the sample's name) and the samples; the run's samplesheet, an upload of its own, has a line
-per file of every sample. :func:`redact_run` rewrites the three without the sample: its name dropped from the
+per file of every sample. :func:`redact_run` rewrites the first two without the sample: its name dropped from the
 samples, each of its uploads replaced by :data:`DELETED_UPLOAD` (its place kept: the run had that many
 inputs), any text quoting one of its uploads (a reason naming a bad file) with the quote replaced. The rest of
 each record (state, counts, times, the other samples) stays. The run's samplesheet is not rewritten: writing
 under ``incoming/`` is an upload, which starts a run; :mod:`seqlake.lake.deletion` removes it (:func:`sheet_of`)
-as it removes the run's report, and :func:`redact_sheet` rewrites a copy kept elsewhere (the local state
-folder's, for re-runs).
+as it removes the run's report.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
@@ -23,25 +21,28 @@ import pyarrow.parquet as pq
 
 from seqlake.base import storage
 from seqlake.base.layout import RunLayout
+from seqlake.lake.parquet_io import write_table
+from seqlake.lake.tables import RUNS
 
 #: what stands where an upload of a deleted sample was listed, or its name as a value
 DELETED_UPLOAD = "<an upload of a deleted sample>"
 DELETED_SAMPLE = "<a deleted sample>"
-#: the ``runs`` table (its one file a run: :meth:`RunLayout.result_file`)
-RUNS_TABLE = "runs"
 
 
 def redacted(value: Any, sample: str, uploads: frozenset[str]) -> Any:
     """``value`` (a JSON document) without ``sample``: list items equal to its name dropped, mappings keyed by it
     dropped, an input entry (``{"uri": ...}``) of one of ``uploads`` replaced, text quoting an upload's URI or
     key with the quote replaced."""
-    keys = _quoted(uploads)
+    return _redacted(value, sample, uploads, _quoted(uploads))
+
+
+def _redacted(value: Any, sample: str, uploads: frozenset[str], keys: list[str]) -> Any:
     if isinstance(value, dict):
         if str(value.get("uri", "")) in uploads or str(value.get("key", "")) in keys:
             return {"deleted": DELETED_UPLOAD}
-        return {k: redacted(v, sample, uploads) for k, v in value.items() if k != sample}
+        return {k: _redacted(v, sample, uploads, keys) for k, v in value.items() if k != sample}
     if isinstance(value, list):
-        return [redacted(v, sample, uploads) for v in value if v != sample]
+        return [_redacted(v, sample, uploads, keys) for v in value if v != sample]
     if isinstance(value, str):
         if value == sample:
             return DELETED_SAMPLE
@@ -76,7 +77,7 @@ def redact_run(run: RunLayout, sample: str, uploads: frozenset[str]) -> list[str
         if clean != status:
             storage.write_bytes(run.status, json.dumps(clean, indent=1, sort_keys=True).encode())
             rewritten.append(run.status)
-    row_file = run.result_file(RUNS_TABLE)
+    row_file = run.result_file(RUNS.name)
     if storage.exists(row_file) and _redact_runs_row(row_file, sample, uploads):
         rewritten.append(row_file)
     return rewritten
@@ -96,9 +97,7 @@ def _redact_runs_row(uri: str, sample: str, uploads: frozenset[str]) -> bool:
     clean = pa.Table.from_pydict(columns, schema=table.schema)
     if clean.equals(table):
         return False
-    sink = io.BytesIO()
-    pq.write_table(clean, sink, compression="zstd")
-    storage.write_bytes(uri, sink.getvalue())
+    write_table(uri, clean)
     return True
 
 
