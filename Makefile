@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed-$(HASH)
 LOCAL_STAMP := $(VENV)/.installed-local-$(HASH)
 
 .PHONY: help setup demo test test-fast test-repeat lint layer-size bench profile tools docs clean fuzz grants moto-check patch-removal
-.PHONY: container-tools image debian-packages aws-tools suite lint-beside debian-image lock
+.PHONY: container-tools image debian-packages aws-tools suite lint-beside image-beside lock
 
 help:
 	@echo "make demo   - set up the app and its local cloud (the local extra), then run it over bundled data"
@@ -28,21 +28,38 @@ help:
 	@echo "make lock   - rewrite constraints.txt (every installed version) from a fresh install of pyproject.toml's pins"
 	@echo "make patch-removal - each moto patch removed in turn: its tests must fail (a pytest process per patch)"
 
-# $(1): the extra to install
+# uv installs the venvs (the project's, the linters'): pip's resolver and serial downloads took 3-4 min of
+# `make test`'s 20 on a 2-core machine, uv ~20 s. Itself installed once by pip into a venv of its own,
+# at scripts/uv.txt's pin (the worker image's build reads it too).
+UV_DIR := .tools/uv
+UV := $(UV_DIR)/bin/uv
+UV_STAMP := $(UV_DIR)/.installed-$(shell cat scripts/uv.txt | cksum | cut -d' ' -f1)
+# uv reads the system's certificate store, as pip does (a TLS-intercepting proxy's CA)
+export UV_NATIVE_TLS := 1
+
+$(UV_STAMP):
+	rm -rf $(UV_DIR) && $(PYTHON) -m venv $(UV_DIR)
+	$(UV_DIR)/bin/pip install --quiet --disable-pip-version-check -r scripts/uv.txt  # its pin
+	touch $@
+
+# $(1): the extra to install. mappy's compile (one core, ~1 min: scripts/install_mappy.py) runs beside the
+# install of everything else (scripts/uv-excludes.txt keeps mappy out of uv's resolution, so that the two never
+# write the same distribution)
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "seqlake needs Python >= 3.11"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python scripts/install_mappy.py  # mappy without its paired-end leak (see the script)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(1)]'
+	$(BIN)/python scripts/install_mappy.py & mappy=$$!; \
+	  $(UV) pip install --quiet --python $(BIN)/python -c constraints.txt --excludes scripts/uv-excludes.txt \
+	    -e '.[$(1)]' || { wait $$mappy; exit 1; }; \
+	  wait $$mappy
 endef
 
-$(STAMP):
+$(STAMP): $(UV_STAMP)
 	$(call install,dev)
 	rm -f $(VENV)/.installed-* && touch $@ $(LOCAL_STAMP)
 
 # a venv with the dev extra installed holds the local one already
-$(LOCAL_STAMP):
+$(LOCAL_STAMP): $(UV_STAMP)
 ifneq ($(wildcard $(STAMP)),)
 	touch $@
 else
@@ -68,16 +85,20 @@ tools:
 	      || echo "warning: could not install$$missing; their tests will skip"; \
 	    else echo "note: not root: tests that need$$missing skip unless installed"; fi; }
 
-# Two steps, each with its parts side by side: (1) the project's venv (mappy's compile: one core) beside the
-# linters' own venvs (downloads), and the Debian packages (apt-get takes one at a time: one job, in turn) then
-# the worker image (mostly waits: Debian's base, pip inside the build); (2) the suite beside the linters at a
-# lower priority (the suite is the longer: lint takes the CPU its two workers leave, in their waits and its
-# tail). The suite runs its longest tests first (tests/conftest.py), in the order of its collection.
+# Two steps, each with its parts side by side: (1) the project's venv (uv; mappy's compile: one core) beside
+# the linters' own venvs and the Debian packages (apt-get takes one at a time: one job, in turn); (2) the suite
+# beside the linters at a lower priority (the suite is the longer: lint takes the CPU its two workers leave) and
+# the worker image (mostly waits: Debian's base, the downloads inside the build; on a fresh machine it took
+# longer than the venv, the suite waiting on it). The suite runs its longest tests first (tests/conftest.py);
+# the container tests, later in that order, wait for the image's build to end (IMAGE_DONE: its exit status).
+IMAGE_DONE := $(CURDIR)/.tools/worker-image.done
 test:
-	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-image
-	@+$(MAKE) --no-print-directory -j2 --output-sync=target lint-beside suite
+	@+$(MAKE) --no-print-directory -j3 --output-sync=target setup aws-tools debian-packages
+	@rm -f $(IMAGE_DONE)
+	@+SEQLAKE_IMAGE_BUILD_DONE=$(IMAGE_DONE) $(MAKE) --no-print-directory -j3 --output-sync=target \
+	  lint-beside suite image-beside
 
-# the suite (make test builds the worker image first: its container tests run it); after a green run it writes
+# the suite (make test builds the worker image beside it: its container tests run it); after a green run it writes
 # its twenty slowest tests into README.md's development section (tests/slowest_tests.py: only when they moved);
 # `tests` named: pytest knows the option tests/conftest.py adds only when it is given the folder
 suite: $(STAMP)
@@ -91,11 +112,14 @@ REPEAT_TESTS ?= tests/local/test_batch.py tests/local/test_memory.py tests/local
 test-repeat: $(STAMP)
 	$(BIN)/python -m tests.repeat --times $(REPEAT) $(REPEAT_TESTS)
 
-# the Debian packages, then the worker image where podman works (elsewhere the container tests skip, naming
-# why), beside the venv: the image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src:
-# seqlake.localcloud.containers imports nothing from the venv)
-debian-image: debian-packages
-	@PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/src scripts/build-worker-image.sh --if-possible
+# the worker image where podman works (elsewhere the container tests skip, naming why), beside the suite; its
+# end (the build's exit status) written to IMAGE_DONE whatever it was, so that no test waits for ever. The
+# image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src: seqlake.localcloud.containers
+# imports nothing from the venv)
+image-beside: container-tools
+	@mkdir -p $(dir $(IMAGE_DONE)); \
+	  PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/src scripts/build-worker-image.sh --if-possible; status=$$?; \
+	  echo $$status > $(IMAGE_DONE); exit $$status
 
 lint-beside: $(STAMP)
 	@nice -n 10 $(MAKE) --no-print-directory lint
@@ -110,8 +134,8 @@ debian-packages:
 	@+$(MAKE) --no-print-directory container-tools
 
 # the linters' pinned tools in venvs of their own (scripts/lint-aws.sh), independent of the project's venv
-aws-tools:
-	scripts/lint-aws.sh --install
+aws-tools: $(UV_STAMP)
+	UV=$(CURDIR)/$(UV) scripts/lint-aws.sh --install
 
 # podman, runc and debootstrap: the worker image and container mode; the container tests skip without them.
 container-tools:

@@ -22,8 +22,13 @@ install_venv() {  # name package version
   local dir="$TOOLS/$1" stamp="$TOOLS/$1/.installed"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$2==$3" ]]; then return; fi
   rm -rf "$dir"
-  "$PYTHON" -m venv "$dir"
-  "$dir/bin/pip" install --quiet --disable-pip-version-check "$2==$3"
+  if [[ -n "${UV:-}" ]]; then  # make aws-tools passes uv (the Makefile pins it): seconds where pip took minutes
+    "$UV" venv --quiet --python "$PYTHON" "$dir"
+    "$UV" pip install --quiet --python "$dir/bin/python" "$2==$3"
+  else
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$2==$3"
+  fi
   echo "$2==$3" > "$stamp"
 }
 

@@ -135,10 +135,13 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/faults/test_faults.py",
     "tests/faults/test_least_privilege.py",
     "tests/bench/test_bench_quick.py",  # bench/run.py --quick
-    "tests/local/test_containers.py",  # two runs with containers, one after the other (they collided at once),
-    "tests/local/test_e2e.py",  # and the MiSeq run without them, which test_e2e checks too (one group)
     "tests/local/test_scale.py",  # 200 children, three failing, then the re-run and a clean run
     "tests/local/test_delete_sample.py",  # three local runs, a sample's deletion, a compaction
+    # the MiSeq run without containers, which test_e2e checks, then two runs with them, one after the other
+    # (they collided at once): one group, after the units above, so that the image that make test builds
+    # beside the suite is there when its tests need it (they wait for its build)
+    "tests/local/test_e2e.py",
+    "tests/local/test_containers.py",
     "tests/local/test_delete_sample_function.py",  # two runs on one local cloud, its delete function invoked
     "tests/local/test_iceberg_tables.py",  # two local runs, the latest views, time travel
     "tests/docs/test_documented_commands.py",  # every documented command, in one state folder

@@ -45,7 +45,7 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dic
     work, report = tmp / "work", tmp / "BENCHMARKS.md"
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--reads", str(r1), str(r2), "--copies", "1",
-         "--repeat", "2", "--work", str(work), "--out", str(report)],
+         "--repeat", "1", "--work", str(work), "--out", str(report)],
         capture_output=True, text=True, timeout=900, check=False, cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

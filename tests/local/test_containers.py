@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -234,8 +235,27 @@ def test_the_entry_point_turns_sigterm_into_an_orderly_exit() -> None:
 
 
 # ---------------------------------------------------------------- with podman and the image
+#: set by ``make test``, which builds the image beside the suite: the file the build writes when it ends
+BUILD_DONE_VAR = "SEQLAKE_IMAGE_BUILD_DONE"
+#: how long a test waits for that build (a fresh machine's: Debian's base, the compilers, mappy's compile)
+BUILD_WAIT_SECONDS = 1800
+
+
+def _wait_for_the_images_build() -> None:
+    done = os.environ.get(BUILD_DONE_VAR)
+    if not done:
+        return
+    deadline = time.monotonic() + BUILD_WAIT_SECONDS
+    while not Path(done).exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the worker image's build beside the suite did not end within {BUILD_WAIT_SECONDS} s "
+                        f"({done} not written)")
+        time.sleep(2)
+
+
 @pytest.fixture(scope="module")
 def image() -> str:
+    _wait_for_the_images_build()
     ref = containers.image_ref()
     reason = containers.unavailable_reason(ref)
     if reason is not None:

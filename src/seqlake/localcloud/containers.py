@@ -53,7 +53,8 @@ START_FAILURES = (125, 126, 127)
 #: the status reason ECS gives a task whose container did not start (with the runtime's message after it)
 CANNOT_START = "CannotStartContainerError"
 #: the files the image is built from (the Dockerfile's build context, as its .dockerignore leaves it)
-_IMAGE_FILES = ("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "README.md",
+_IMAGE_FILES = ("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "scripts/uv.txt",
+                "scripts/uv-excludes.txt", "README.md",
                 "containers/worker/Dockerfile", "containers/worker/Dockerfile.dockerignore",
                 "containers/worker/entrypoint.py")
 _IMAGE_TREE = "src"
