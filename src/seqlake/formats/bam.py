@@ -327,6 +327,12 @@ def constant_tag(name: str, value: str, n: int) -> Ragged:
     return Ragged(np.tile(one, n), np.arange(n + 1, dtype=np.int64) * len(one))
 
 
+def coded_tag(name: str, values: Sequence[str], codes: I64) -> Ragged:
+    """A ``Z`` tag per record, record ``i``'s ``values[codes[i]]`` (a read group per lane): the few values
+    encoded once, gathered per record."""
+    return Ragged.of([name.encode() + b"Z" + v.encode() + b"\0" for v in values]).take(codes)
+
+
 def string_tag(name: str, values: Sequence[str]) -> Ragged:
     """One ``Z`` tag per record."""
     return Ragged.of([name.encode() + b"Z" + s.encode() + b"\0" for s in values])

@@ -6,7 +6,8 @@ the regions' pieces in order, the unplaced reads, the EOF member, joined by
 shifted by where each piece lands). :func:`write_bams` is one function the commit calls, whatever commits
 the tables.
 
-Duplicates are not marked. Read groups: one per sample (``ID`` and ``SM`` the sample).
+Duplicates are not marked. Read groups: one per sample and lane (:mod:`seqlake.lake.readgroups`), as the
+children's manifests list them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from seqlake.base import storage
 from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf
 from seqlake.lake.parquet_io import put_file
+from seqlake.lake.readgroups import ReadGroup, read_group
 from seqlake.lake.regions import ReducePlan
 from seqlake.lake.slices import (
     SliceEntry,
@@ -33,9 +35,6 @@ from seqlake.lake.slices import (
     read_window_bytes,
 )
 from seqlake.plan.planfile import Plan
-
-#: minimap2's preset -> the read group's platform (@RG PL)
-PLATFORMS = {"sr": "ILLUMINA", "map-ont": "ONT", "map-hifi": "PACBIO", "map-pb": "PACBIO"}
 
 
 def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
@@ -124,23 +123,26 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
 
 
 def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
-                software: Mapping[str, str]) -> str:
-    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read group, the
-    programs (minimap2 through mappy, then seqlake)."""
+                software: Mapping[str, str], *, groups: Sequence[ReadGroup] = ()) -> str:
+    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read groups (the
+    sample's group of no lane when its children saw none: a sample with no aligned read), the programs
+    (minimap2 through mappy, then seqlake)."""
     from seqlake import __version__
 
     lines = ["@HD\tVN:1.6\tSO:coordinate"]
     lines += [f"@SQ\tSN:{n}\tLN:{length}" + (f"\tM5:{md5[n]}" if n in md5 else "") for n, length in contigs]
     preset = plan.params.preset
-    lines.append(f"@RG\tID:{sample}\tSM:{sample}\tLB:{sample}\tPL:{PLATFORMS.get(preset, 'ILLUMINA')}")
+    lines += [g.header_line() for g in groups or [read_group(sample, {}, {}, preset)]]
     mm = software.get("mappy", "")
     lines.append(f"@PG\tID:minimap2\tPN:minimap2\tVN:{mm}\tCL:minimap2 -ax {preset} (mappy {mm}, seqlake's pairing)")
     lines.append(f"@PG\tID:seqlake\tPN:seqlake\tVN:{__version__}\tPP:minimap2")
     return "\n".join(lines) + "\n"
 
 
-def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str]) -> None:
-    """Join every sample's BAM and write its ``.bai`` (see the module docstring)."""
+def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str],
+               read_groups: Mapping[str, Sequence[ReadGroup]] | None = None) -> None:
+    """Join every sample's BAM and write its ``.bai`` (see the module docstring); ``read_groups``: each
+    sample's, from its children's manifests."""
     layout: RunLayout = plan.layout
     # the reducers in array order: region by region, so each sample's pieces (in its group's reducers) come in
     # reference order
@@ -151,7 +153,8 @@ def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Map
     unplaced_window = children[0][2].count - 1 if children else 0
     tails = _unplaced_entries(children, unplaced_window, plan.run_id)
     for sample in plan.samples:
-        head = bgzf.compress(bam.header(header_text(plan, sample, rp.contigs, md5, software), rp.contigs), eof=False)
+        text = header_text(plan, sample, rp.contigs, md5, software, groups=(read_groups or {}).get(sample, ()))
+        head = bgzf.compress(bam.header(text, rp.contigs), eof=False)
         parts: list[storage.Source] = [head]
         index: list[bai.IndexPiece] = []
         at = len(head)
