@@ -345,9 +345,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
                 sums = region_sums.pop(sample, SampleSums()) if rp is not None else None
                 if sums is not None:
                     out.add_calls(sample, sums)
-                fold = folds.pop(sample)
-                read_groups[sample] = list(fold.read_groups.values())
-                out.add_sample(sample, fold, sums)
+                read_groups[sample] = list(folds[sample].read_groups.values())
+                out.add_sample(sample, folds.pop(sample), sums)  # no name holds the fold: it goes now
         _check_staged(plan, staged)
         # every child and region checked out: only now is anything written under results/
         _publish(plan, staged)

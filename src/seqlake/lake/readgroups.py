@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from seqlake.base.metadata import illumina_fields
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 I64 = npt.NDArray[np.int64]
 
@@ -103,6 +105,8 @@ class ShardGroups:
     def of(self, names: pa.Array | pa.ChunkedArray) -> tuple[list[str], I64]:
         """The groups' IDs of a batch's reads and each read's index into them. One starts-with test when every
         name shares the first one's prefix (a lane's FASTQ); a regex per read only when they do not."""
+        import pyarrow as pa  # here: the manifests import this module, and a QC-only child loads no compute
+        import pyarrow.compute as pc
         n = len(names)
         if n == 0:
             return [], np.zeros(0, dtype=np.int64)
