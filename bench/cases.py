@@ -409,6 +409,45 @@ def variants(ctx: Ctx, inputs: Inputs) -> None:
                             how))
 
 
+# ------------------------------------------------------------------ the per-sample BAM (issue 35)
+BAM = "The per-sample BAM: seqlake's child + reducers + join vs minimap2 | samtools sort + index"
+#: bench/bam.py measures its rows in CPU seconds, best of its repeats, interleaved; its rows come from its JSON
+BAM_SCRIPT = Path(__file__).resolve().parent / "bam.py"
+#: the MiSeq pair replicated (each replica's read names its own), as the issue's earlier BAM rows measured it
+BAM_COPIES = 10
+
+
+def bam_rows(ctx: Ctx, inputs: Inputs) -> None:
+    print(BAM)
+    inp = inputs.sized(1 if ctx.quick else BAM_COPIES)
+    out = ctx.work / "bam.json"
+    out.unlink(missing_ok=True)
+    repeat = 1 if ctx.quick else ctx.repeat
+    row = measure(ctx, "bam_script", BAM, "bench/bam.py (all of the rows below, wall time)",
+                  [sys.executable, str(BAM_SCRIPT), str(inp.r1), str(inp.r2), str(ctx.reference), "--repeat",
+                   str(repeat), "--json", str(out)],
+                  reads=2 * inp.reads_per_mate, plain_bytes=None, needs="samtools",
+                  shown=f"python bench/bam.py R1 R2 REF --repeat {repeat}", repeat=False, pin=False)
+    if not row.ok or not out.exists():
+        return
+    cpu = json.loads(out.read_text())
+    how = f"CPU seconds, best of {repeat} interleaved runs"
+    for key, label in (
+            ("child", "seqlake child (full worker, one shard, allele counts off)"),
+            ("reducer", "seqlake reducers (depth, coverage, the BAM pieces)"),
+            ("join", "seqlake commit's join of the BAM and its index"),
+            ("ours", "seqlake: FASTQ to the sorted, indexed BAM (child + reducers + join)"),
+            ("theirs", "minimap2 -ax sr -t 1 | samtools sort -@ 0, samtools index (same trimmed reads)"),
+            ("minimap2", "minimap2 -ax sr -t 1 (raw reads, SAM to /dev/null)")):
+        ctx.add(f"bam_{key}", Row(BAM, label, "bench/bam.py", seconds=cpu[key], peak_mb=row.peak_mb,
+                                  reads=2 * inp.reads_per_mate, note=how, cpu_seconds=cpu[key]))
+    ctx.ratios.append(Ratio("seqlake's BAM (child + reducers + join) vs minimap2 | samtools sort + index",
+                            cpu["bam_ratio"], "x", f">= {cpu['bam_target']:.2f}x",
+                            cpu["bam_ratio"] >= cpu["bam_target"], how))
+    ctx.ratios.append(Ratio("full child (allele counts off) vs minimap2 -ax sr -t 1", cpu["child_ratio"], "x",
+                            f">= {cpu['child_target']:.2f}x", cpu["child_ratio"] >= cpu["child_target"], how))
+
+
 # ------------------------------------------------------------------ the groups, in report order
 def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], None]]:
     """``--only`` name -> the group's runner."""
@@ -421,6 +460,7 @@ def groups(shard_counts: tuple[int, ...]) -> dict[str, Callable[[Ctx, Inputs], N
         "shards": lambda ctx, inputs: many_shards(ctx, inputs, shard_counts),
         "longreads": long_reads,
         "variants": variants,
+        "bam": bam_rows,
     }
 
 

@@ -154,9 +154,27 @@ class Source:
         return cls(r1, r2, f"`{r1.name}` + `{r2.name}`", hashlib.sha256(key.encode()).hexdigest()[:8])
 
 
+def replica(plain: bytes, k: int) -> bytes:
+    """Copy ``k`` of a FASTQ's plain bytes, each read's name ending in ``k`` as three digits (before a ``/1``
+    or ``/2``): replicas with the names of the original are one read many times over to whatever pairs mates
+    by name (the reducers' overlapping-mates rule walked them as chains). Fixed-width digits keep distinct
+    names distinct and an Illumina name Illumina-shaped (its last field stays a number)."""
+    lines = plain.split(b"\n")
+    digits = b"%03d" % k
+    for i in range(0, len(lines) - 3, 4):
+        head = lines[i]
+        cut = head.find(b" ") if b" " in head else len(head)
+        if head[cut - 2 : cut] in (b"/1", b"/2"):
+            cut -= 2
+        lines[i] = head[:cut] + digits + head[cut:]
+    return b"\n".join(lines)
+
+
 def build_input(work: Path, source: Source, copies: int) -> Input:
-    """R1 / R2 decompressed, replicated ``copies`` times, recompressed with ``gzip -6`` (cached)."""
-    folder = work / "-".join(filter(None, ["input", source.tag, f"x{copies}"]))
+    """R1 / R2 decompressed, replicated ``copies`` times (each replica's read names its own:
+    :func:`replica`), recompressed with ``gzip -6`` (cached)."""
+    # "named": the replicas carry their own names (older caches repeat the names; not reused)
+    folder = work / "-".join(filter(None, ["input", "named" if copies > 1 else "", source.tag, f"x{copies}"]))
     meta_path = folder / "meta.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -167,15 +185,18 @@ def build_input(work: Path, source: Source, copies: int) -> Input:
     for mate, src in ((1, source.r1), (2, source.r2)):
         plain = read_plain(src)
         reads = plain.count(b"\n") // 4
-        sizes.append(len(plain) * copies)
         target = folder / f"R{mate}.fastq.gz"
         print(f"building {target} ({copies} copies, {len(plain) * copies / MB:.0f} MB plain) ...", flush=True)
         with target.open("wb") as out:
             gz = subprocess.Popen(["gzip", "-6", "-n", "-c"], stdin=subprocess.PIPE, stdout=out)
             assert gz.stdin is not None
-            for _ in range(copies):
-                gz.stdin.write(plain)
+            size = 0
+            for k in range(copies):
+                data = replica(plain, k) if copies > 1 else plain
+                gz.stdin.write(data)
+                size += len(data)
             gz.stdin.close()
+            sizes.append(size)
             if gz.wait() != 0:
                 raise RuntimeError(f"gzip failed building {target}")
     meta = {"reads_per_mate": reads * copies, "plain_r1": sizes[0], "plain_r2": sizes[1]}

@@ -30,6 +30,7 @@ SECTIONS = (
     "## Many tiny shards: planning and merging",
     "## Long reads: one 1 Mb read among short reads, and a Nanopore-like library (map-ont)",
     "## Allele counts and variants: the counting's cost, and seqlake vs samtools | ivar",
+    "## The per-sample BAM: seqlake's child + reducers + join vs minimap2 | samtools sort + index",
     "## Ratios",
     "## Machine",
 )
@@ -55,7 +56,7 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dic
 
 def test_every_group_ran(quick_bench: tuple[dict[str, dict], str, Path]) -> None:
     results, _, _ = quick_bench
-    assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards", "longreads", "variants"]
+    assert list(results) == ["single", "paired", "e2e", "memory", "child", "shards", "longreads", "variants", "bam"]
     assert all(g["rows"] for g in results.values())
     assert not [r["label"] for g in results.values() for r in g["rows"] if r["note"].startswith("failed")]
 
@@ -89,8 +90,9 @@ def test_report_has_every_section_and_ratio(quick_bench: tuple[dict[str, dict], 
     assert "`tiny_R1.fastq.gz` + `tiny_R2.fastq.gz`" in report
     assert "Reference: MN908947.3 (29,903 bp)." in report
     ratios = [r["label"] for g in results.values() for r in g["ratios"]]
-    # the variants group needs ivar; --quick runs the end-to-end group on both cores only (two ratios, not four)
-    assert len(ratios) == 17 + 2 * (shutil.which("ivar") is not None)
+    # the variants group needs ivar, the BAM group samtools; --quick runs the end-to-end group on both cores only
+    # (two ratios, not four)
+    assert len(ratios) == 17 + 2 * (shutil.which("ivar") is not None) + 2 * (shutil.which("samtools") is not None)
     assert all(f"| {label} |" in report for label in ratios)
 
 

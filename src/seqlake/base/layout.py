@@ -68,9 +68,11 @@ PARTS = "parts"
 GENOMES = "genomes"
 CONSENSUS_SUFFIX = ".consensus.fasta"
 VCF_SUFFIX = ".vcf.gz"
-#: each sample's coordinate-sorted BAM and its index (``<sample>.bam.bai``: BAM_SUFFIX + BAI_SUFFIX)
+#: each sample's coordinate-sorted BAM and its index (``<sample>.bam.bai``: BAM_SUFFIX + BAI_SUFFIX; a ``.csi``
+#: instead when a contig is over 2^29 bases: BAM_SUFFIX + CSI_SUFFIX)
 BAM_SUFFIX = ".bam"
 BAI_SUFFIX = ".bai"
+CSI_SUFFIX = ".csi"
 REFERENCE_INDEXES = "reference-indexes"
 #: the name of a run's gzip seek indexes and record checkpoints under ``runs/<id>/index/`` (``input<i>...``)
 INDEX_INPUT = "input"

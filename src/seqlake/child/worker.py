@@ -45,6 +45,7 @@ from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
 from seqlake.lake.pileup import ChunkReads, batch_inputs
 from seqlake.lake.positions import RegionStream, write_positions
 from seqlake.lake.qc import QCAccumulator
+from seqlake.lake.readgroups import ShardGroups
 from seqlake.lake.regions import reference_length, regions, window_size
 from seqlake.lake.slices import SliceLayout, SliceSorter, child_samples
 from seqlake.lake.staging import (
@@ -173,14 +174,15 @@ class _Aligning:
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
-    def take_chunk(self, sample: str, table: pa.Table, reads: ChunkReads) -> None:
+    def take_chunk(self, sample: str, table: pa.Table, reads: ChunkReads, groups: ShardGroups) -> None:
         """One aligned chunk's rows and reads into the sample's sorted BAM records (as the BAM holds them:
-        primer-clipped in amplicon mode), which the reducers count alleles from."""
+        primer-clipped in amplicon mode, each in its lane's read group), which the reducers count alleles
+        from."""
         rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
         self.slices.add(sample, records_of(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
-                                           read_group=sample))
+                                           read_group=groups.of(rows.names)))
         if self.count:  # its alleles and indels: counted by the reducers from these records (lake/record_counts)
             self.counted.setdefault(sample, None)
 
@@ -225,6 +227,8 @@ class _ShardRun:
         self.align_stats = {m: AlignStats() for m in self.mates}
         self.align_qc = AlignQC()
         self.header: dict[str, str] | None = None
+        #: the read groups of the shard's reads (its samplesheet row's lane, else its read names')
+        self.groups = ShardGroups(self.sample, plan.inputs[self.shard.spans[0].input].metadata, plan.params.preset)
         self.trimmer = Trimmer(self.params)
         self.aligning = aligning
         #: aligned chunks' rows not yet in the coverage bins and the Parquet part
@@ -317,7 +321,7 @@ class _ShardRun:
                 pass
             batch = self.aligning_chunks.popleft().result()
             assert self.aligning is not None  # chunks align only with a reference
-            self.aligning.take_chunk(self.sample, batch.rows, self.chunk_reads.popleft())
+            self.aligning.take_chunk(self.sample, batch.rows, self.chunk_reads.popleft(), self.groups)
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows
             for m, counts in zip(self.mates, batch.stats, strict=True):
@@ -344,7 +348,7 @@ class _ShardRun:
             return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, header=header)
         self.aligning.coverage_of(self.sample)  # a sample without alignments still has a (zero) depth
         return ShardResult(self.shard.index, self.sample, self.mates, qc, self.trim_stats, self.align_stats,
-                           self.align_qc, header)
+                           self.align_qc, header, list(self.groups.seen.values()))
 
 
 def _ints(table: pa.Table, column: str) -> I64:

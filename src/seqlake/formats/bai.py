@@ -9,6 +9,13 @@ record touches takes the one before it, 0 before any), htslib's pseudo-bin 37450
 last offsets, its mapped and unmapped-but-placed records), and after the references the count of unplaced
 records. htslib's optional merging of nearby chunks and of small bins into their parents is not done: the
 index answers the same queries with a few more chunks.
+
+A reference over 2^29 bases cannot be binned in 5 levels: its BAM gets a ``.csi`` (CSI specification v1)
+instead, from the same pieces: min_shift 14 and the depth ``samtools index -c`` picks (:func:`csi_depth`: the
+fewest levels whose top bin holds the longest reference), the chunks' bins of that depth (so a piece is made
+for one depth: :func:`index_depth` of the run's references), no linear index but each bin's ``loffset`` (the
+linear index's entry at the bin's first 16 kb window, as htslib's ``update_loff``), BGZF-compressed
+(:func:`csi_bytes`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from seqlake.formats import bgzf
 from seqlake.formats.bam import FLAG_UNMAPPED, Records, reg2bin
 
 I64 = npt.NDArray[np.int64]
@@ -28,6 +36,31 @@ PSEUDO_BIN = 37450
 LINEAR_SHIFT = 14
 #: a reference over 2^29 bases cannot be binned by a .bai (a .csi is needed)
 MAX_BAI_LENGTH = 1 << 29
+#: the ``.bai``'s levels (and the records' bin field's)
+BAI_DEPTH = 5
+CSI_MAGIC = b"CSI\1"
+MIN_SHIFT = LINEAR_SHIFT
+
+
+def csi_depth(max_length: int) -> int:
+    """The levels ``samtools index -c`` (min_shift 14) bins a reference of ``max_length`` in (htslib's
+    ``sam_index_build3``: the longest reference plus 256, within 2^(14 + 3 depth))."""
+    depth, span = 0, 1 << MIN_SHIFT
+    while max_length + 256 > span:
+        depth, span = depth + 1, span << 3
+    return depth
+
+
+def index_depth(lengths: Iterable[int]) -> int:
+    """The depth a run's index pieces are binned at: :data:`BAI_DEPTH` (a ``.bai``) unless a reference is over
+    :data:`MAX_BAI_LENGTH`, then the ``.csi``'s."""
+    longest = max(lengths, default=0)
+    return BAI_DEPTH if longest <= MAX_BAI_LENGTH else csi_depth(longest)
+
+
+def is_csi(depth: int) -> bool:
+    """Pieces binned at ``depth`` make a ``.csi`` (:func:`csi_bytes`), else a ``.bai`` (:func:`bai_bytes`)."""
+    return depth != BAI_DEPTH
 
 
 @dataclass(frozen=True)
@@ -62,16 +95,16 @@ class IndexPiece:
                    words[4 * nc + 3 * nl : 4 * nc + 3 * nl + 5 * ns].reshape(ns, 5), unplaced)
 
 
-def piece(records: Records, vstart: I64, vend: I64) -> IndexPiece:
+def piece(records: Records, vstart: I64, vend: I64, depth: int = BAI_DEPTH) -> IndexPiece:
     """The index entries of sorted records whose virtual offsets are ``vstart``/``vend`` (from the piece's
-    first byte)."""
+    first byte), their bins of ``depth`` levels (:func:`index_depth`)."""
     placed = records.tid >= 0
     unplaced = int((~placed).sum())
     tid, beg = records.tid[placed], records.pos[placed]
     end = records.end()[placed]
     vs, ve = vstart[placed], vend[placed]
     unmapped = (records.flag[placed] & FLAG_UNMAPPED) != 0
-    bins = reg2bin(beg, end)
+    bins = reg2bin(beg, end, depth)
     # a chunk per run of consecutive records with one (tid, bin)
     new = np.ones(len(tid), dtype=np.bool_)
     new[1:] = (tid[1:] != tid[:-1]) | (bins[1:] != bins[:-1])
@@ -132,13 +165,53 @@ def bai_bytes(index: IndexPiece, n_references: int) -> bytes:
             words.append(struct.pack("<Ii", b, c) + mine[f : f + c, 2:].astype("<u8").tobytes())
         if len(st):
             words.append(struct.pack("<Ii4Q", PSEUDO_BIN, 2, *(int(x) for x in st[0, 1:5])))
-        lin = linear[linear[:, 0] == ref]
-        n_intv = int(lin[:, 1].max()) + 1 if len(lin) else 0
-        windows = np.full(n_intv, -1, dtype=np.int64)
-        windows[lin[:, 1]] = lin[:, 2]
-        touched = np.maximum.accumulate(np.where(windows >= 0, np.arange(n_intv), -1)) if n_intv else windows
-        filled = np.where(touched >= 0, windows[np.maximum(touched, 0)], 0).astype("<u8")
-        words.append(struct.pack("<i", n_intv) + filled.tobytes())
+        filled = _filled_linear(linear, ref, 0)
+        words.append(struct.pack("<i", len(filled)) + filled.tobytes())
         out.extend(words)
     out.append(struct.pack("<Q", index.unplaced))
     return b"".join(out)
+
+
+def _filled_linear(linear: I64, ref: int, before_first: int) -> npt.NDArray[np.uint64]:
+    """Reference ``ref``'s 16 kb linear index: each window's first record's offset, a window no record touches
+    the one before it, ``before_first`` before any."""
+    lin = linear[linear[:, 0] == ref]
+    n_intv = int(lin[:, 1].max()) + 1 if len(lin) else 0
+    windows = np.full(n_intv, -1, dtype=np.int64)
+    windows[lin[:, 1]] = lin[:, 2]
+    touched = np.maximum.accumulate(np.where(windows >= 0, np.arange(n_intv), -1)) if n_intv else windows
+    return np.where(touched >= 0, windows[np.maximum(touched, 0)], before_first).astype("<u8")
+
+
+def _bin_level(bins: I64, depth: int) -> tuple[I64, I64]:
+    """Each bin's level (0 the whole reference) and its first bin's number."""
+    level = np.zeros(len(bins), dtype=np.int64)
+    for lvl in range(1, depth + 1):
+        level[bins >= ((1 << (3 * lvl)) - 1) // 7] = lvl
+    return level, ((1 << (3 * level)) - 1) // 7
+
+
+def csi_bytes(index: IndexPiece, n_references: int, depth: int) -> bytes:
+    """The ``.csi`` of a whole file's joined entries (pieces binned at ``depth``), BGZF-compressed."""
+    meta = ((1 << (3 * depth + 3)) - 1) // 7 + 1  # htslib's pseudo-bin: one past the last bin
+    out = [CSI_MAGIC, struct.pack("<iii", MIN_SHIFT, depth, 0), struct.pack("<i", n_references)]
+    chunks, stats = index.chunks, index.stats
+    for ref in range(n_references):
+        mine = chunks[chunks[:, 0] == ref]
+        mine = mine[np.argsort(mine[:, 1], kind="stable")]
+        bins, first, counts = np.unique(mine[:, 1], return_index=True, return_counts=True)
+        st = stats[stats[:, 0] == ref]
+        lin = _filled_linear(index.linear, ref, int(st[0, 1]) if len(st) else 0)
+        level, level_first = _bin_level(bins, depth)
+        bottom = (bins - level_first) << (3 * (depth - level))  # the bin's first 16 kb window
+        # a bin starting past the linear index's last window: no lower bound (htslib's 0)
+        loff = (np.where(bottom < len(lin), lin[np.minimum(bottom, len(lin) - 1)], 0) if len(lin)
+                else np.zeros(len(bins), dtype=np.uint64))
+        words = [struct.pack("<i", len(bins) + (1 if len(st) else 0))]
+        for b, lo, f, c in zip(bins.tolist(), loff.tolist(), first.tolist(), counts.tolist(), strict=True):
+            words.append(struct.pack("<IQi", b, lo, c) + mine[f : f + c, 2:].astype("<u8").tobytes())
+        if len(st):
+            words.append(struct.pack("<IQi4Q", meta, 0, 2, *(int(x) for x in st[0, 1:5])))
+        out.extend(words)
+    out.append(struct.pack("<Q", index.unplaced))
+    return bgzf.compress(b"".join(out))

@@ -122,13 +122,14 @@ class Records:
         return self.pos + np.maximum(span, 1)
 
 
-def reg2bin(beg: I64, end: I64) -> I64:
-    """htslib ``hts_reg2bin`` (min_shift 14, 5 levels; 0-based, end exclusive) of every interval."""
+def reg2bin(beg: I64, end: I64, depth: int = 5) -> I64:
+    """htslib ``hts_reg2bin`` (min_shift 14, ``depth`` levels: 5 for the records' bin and the ``.bai``, more
+    in a ``.csi`` of a contig over 2^29; 0-based, end exclusive) of every interval."""
     last = end - 1
     out = np.zeros(len(beg), dtype=np.int64)
     done = np.zeros(len(beg), dtype=np.bool_)
     shift = 14
-    for level in range(5, 0, -1):
+    for level in range(depth, 0, -1):
         same = ~done & ((beg >> shift) == (last >> shift))
         out[same] = ((1 << (3 * level)) - 1) // 7 + (beg[same] >> shift)
         done |= same
@@ -325,6 +326,12 @@ def constant_tag(name: str, value: str, n: int) -> Ragged:
     """The same ``Z`` tag on ``n`` records (a read group)."""
     one = np.frombuffer(name.encode() + b"Z" + value.encode() + b"\0", dtype=np.uint8)
     return Ragged(np.tile(one, n), np.arange(n + 1, dtype=np.int64) * len(one))
+
+
+def coded_tag(name: str, values: Sequence[str], codes: I64) -> Ragged:
+    """A ``Z`` tag per record, record ``i``'s ``values[codes[i]]`` (a read group per lane): the few values
+    encoded once, gathered per record."""
+    return Ragged.of([name.encode() + b"Z" + v.encode() + b"\0" for v in values]).take(codes)
 
 
 def string_tag(name: str, values: Sequence[str]) -> Ragged:

@@ -10,6 +10,8 @@ pair keyed by its read name instead of its read index: both mates of a pair shar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -48,9 +50,12 @@ def _ragged(data: npt.NDArray[np.uint8], src: I64, rev_bytes: npt.NDArray[np.boo
     return Ragged(out, np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
 
 
-def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64, read_group: str) -> Records:
+def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
+               read_group: str | tuple[Sequence[str], I64]) -> Records:
     """The BAM records of a batch's rows (``mapq`` and ``nm`` per row, from the ``alignments`` table). An
-    unmapped row whose mate is mapped is placed at its mate's position (as ``minimap2 -a`` writes it)."""
+    unmapped row whose mate is mapped is placed at its mate's position (as ``minimap2 -a`` writes it).
+    ``read_group``: every row's ``RG``, or the groups' IDs and each row's index into them
+    (:meth:`seqlake.lake.readgroups.ShardGroups.of`)."""
     n = len(rows.flag)
     flag = rows.flag.astype(np.int64)
     rev = (flag & bam.FLAG_REVERSE) != 0
@@ -67,7 +72,9 @@ def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64, re
     shift = np.repeat(reads.qual_start - reads.seq_start, reads.length)
     qual = _ragged(reads.data, src + shift, rev_bytes, reads.length, _MINUS_33)
     names = _name_bytes(rows.names)
-    tags = bam.concat_tags(bam.int_tag("NM", nm), bam.constant_tag("RG", read_group, n))
+    rg = (bam.constant_tag("RG", read_group, n) if isinstance(read_group, str)
+          else bam.coded_tag("RG", read_group[0], read_group[1]))
+    tags = bam.concat_tags(bam.int_tag("NM", nm), rg)
     return Records(tid.astype(np.int64), pos.astype(np.int64), mapq.astype(np.int64), flag,
                    rows.mate_contig.astype(np.int64), rows.mate_start.astype(np.int64), rows.tlen.astype(np.int64),
                    names, cigar, seq, qual, tags)

@@ -1,12 +1,13 @@
-"""Each sample's coordinate-sorted BAM and its ``.bai`` (docs/INTERNALS.md, "Read slices and the per-sample
-BAM"): the reducers' side (:func:`reduce_region_bams`: a region's BAM records of each sample, merged from the
-children's slices, as BGZF blocks with their index piece) and the commit's (:func:`write_bams`: the header,
-the regions' pieces in order, the unplaced reads, the EOF member, joined by
-:func:`seqlake.base.storage.concatenate`, server-side copies on S3; the ``.bai`` from the pieces' entries
-shifted by where each piece lands). :func:`write_bams` is one function the commit calls, whatever commits
-the tables.
+"""Each sample's coordinate-sorted BAM and its ``.bai``, or ``.csi`` when a contig is over 2^29 bases
+(docs/INTERNALS.md, "Read slices and the per-sample BAM"): the reducers' side (:func:`reduce_region_bams`: a
+region's BAM records of each sample, merged from the children's slices, as BGZF blocks with their index
+piece) and the commit's (:func:`write_bams`: the header, the regions' pieces in order, the unplaced reads,
+the EOF member, joined by :func:`seqlake.base.storage.concatenate`, server-side copies on S3; the index from
+the pieces' entries shifted by where each piece lands, binned at :func:`seqlake.formats.bai.index_depth` of
+the run's contigs). :func:`write_bams` is one function the commit calls, whatever commits the tables.
 
-Duplicates are not marked. Read groups: one per sample (``ID`` and ``SM`` the sample).
+Duplicates are not marked. Read groups: one per sample and lane (:mod:`seqlake.lake.readgroups`), as the
+children's manifests list them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from seqlake.base import storage
-from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, RunLayout
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CSI_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf
 from seqlake.lake.parquet_io import put_file
+from seqlake.lake.readgroups import ReadGroup, read_group
 from seqlake.lake.regions import ReducePlan
 from seqlake.lake.slices import (
     SliceEntry,
@@ -33,9 +35,6 @@ from seqlake.lake.slices import (
     read_window_bytes,
 )
 from seqlake.plan.planfile import Plan
-
-#: minimap2's preset -> the read group's platform (@RG PL)
-PLATFORMS = {"sr": "ILLUMINA", "map-ont": "ONT", "map-hifi": "PACBIO", "map-pb": "PACBIO"}
 
 
 def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
@@ -86,6 +85,7 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
     copies it). What is where: ``region=NNNNN.bam.json``."""
     red = rp.reducer(reducer)
     region = red.region
+    depth = bai.index_depth(n for _, n in rp.contigs)  # the commit writes a .bai or a .csi of the same pieces
     children = _layouts(plan, rp, red.children if rp.groups else None)
     entries = read_region_entries([(u, c, lay) for u, c, lay, _ in children], region, plan.run_id)
     first, stop = children[0][2].region_windows(region) if children else (0, 0)
@@ -111,7 +111,8 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
                     segment = ("", f.tell(), f.tell() + len(out))
                     f.write(out)
                 at = sizes.get(sample, 0)
-                pieces.setdefault(sample, []).append(bai.piece(bam.decode_placement(plain, starts), vs, ve).shifted(at))
+                entry = bai.piece(bam.decode_placement(plain, starts), vs, ve, depth)
+                pieces.setdefault(sample, []).append(entry.shifted(at))
                 segments.setdefault(sample, []).append(segment)
                 sizes[sample] = at + segment[2] - segment[1]
         offsets: dict[str, dict[str, object]] = {}
@@ -124,23 +125,26 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
 
 
 def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
-                software: Mapping[str, str]) -> str:
-    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read group, the
-    programs (minimap2 through mappy, then seqlake)."""
+                software: Mapping[str, str], *, groups: Sequence[ReadGroup] = ()) -> str:
+    """The sample's SAM header: sorted by coordinate, the references with their MD5, its read groups (the
+    sample's group of no lane when its children saw none: a sample with no aligned read), the programs
+    (minimap2 through mappy, then seqlake)."""
     from seqlake import __version__
 
     lines = ["@HD\tVN:1.6\tSO:coordinate"]
     lines += [f"@SQ\tSN:{n}\tLN:{length}" + (f"\tM5:{md5[n]}" if n in md5 else "") for n, length in contigs]
     preset = plan.params.preset
-    lines.append(f"@RG\tID:{sample}\tSM:{sample}\tLB:{sample}\tPL:{PLATFORMS.get(preset, 'ILLUMINA')}")
+    lines += [g.header_line() for g in groups or [read_group(sample, {}, {}, preset)]]
     mm = software.get("mappy", "")
     lines.append(f"@PG\tID:minimap2\tPN:minimap2\tVN:{mm}\tCL:minimap2 -ax {preset} (mappy {mm}, seqlake's pairing)")
     lines.append(f"@PG\tID:seqlake\tPN:seqlake\tVN:{__version__}\tPP:minimap2")
     return "\n".join(lines) + "\n"
 
 
-def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str]) -> None:
-    """Join every sample's BAM and write its ``.bai`` (see the module docstring)."""
+def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str],
+               read_groups: Mapping[str, Sequence[ReadGroup]] | None = None) -> None:
+    """Join every sample's BAM and write its ``.bai`` (see the module docstring); ``read_groups``: each
+    sample's, from its children's manifests."""
     layout: RunLayout = plan.layout
     # the reducers in array order: region by region, so each sample's pieces (in its group's reducers) come in
     # reference order
@@ -151,7 +155,8 @@ def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Map
     unplaced_window = children[0][2].count - 1 if children else 0
     tails = _unplaced_entries(children, unplaced_window, plan.run_id)
     for sample in plan.samples:
-        head = bgzf.compress(bam.header(header_text(plan, sample, rp.contigs, md5, software), rp.contigs), eof=False)
+        text = header_text(plan, sample, rp.contigs, md5, software, groups=(read_groups or {}).get(sample, ()))
+        head = bgzf.compress(bam.header(text, rp.contigs), eof=False)
         parts: list[storage.Source] = [head]
         index: list[bai.IndexPiece] = []
         at = len(head)
@@ -175,7 +180,20 @@ def write_bams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Map
         storage.concatenate(layout.sample_file(sample, BAM_SUFFIX), parts)
         joined = bai.join(index)
         joined = bai.IndexPiece(joined.chunks, joined.linear, joined.stats, joined.unplaced + unplaced)
-        storage.write_bytes(layout.sample_file(sample, BAM_SUFFIX + BAI_SUFFIX), bai.bai_bytes(joined, len(rp.contigs)))
+        storage.write_bytes(*_index_file(layout, sample, joined, rp.contigs))
+
+
+def index_suffix(contigs: Sequence[tuple[str, int]]) -> str:
+    """The sample BAM's index's suffix after ``.bam``: ``.bai``, or ``.csi`` when a contig is over 2^29 bases."""
+    return CSI_SUFFIX if bai.is_csi(bai.index_depth(n for _, n in contigs)) else BAI_SUFFIX
+
+
+def _index_file(layout: RunLayout, sample: str, joined: bai.IndexPiece, contigs: Sequence[tuple[str, int]]) -> tuple[
+        str, bytes]:
+    """Where the sample's index goes and its bytes (the pieces were binned at :func:`bai.index_depth`)."""
+    depth = bai.index_depth(n for _, n in contigs)
+    data = (bai.csi_bytes(joined, len(contigs), depth) if bai.is_csi(depth) else bai.bai_bytes(joined, len(contigs)))
+    return layout.sample_file(sample, BAM_SUFFIX + index_suffix(contigs)), data
 
 
 def _unplaced_entries(children: Sequence[tuple[str, int, SliceLayout, list[str]]], window: int,

@@ -41,7 +41,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqlake.base import storage
-from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CONSENSUS_SUFFIX, VCF_SUFFIX, LakeLayout, RunLayout
+from seqlake.base.layout import (
+    BAI_SUFFIX,
+    BAM_SUFFIX,
+    CONSENSUS_SUFFIX,
+    CSI_SUFFIX,
+    VCF_SUFFIX,
+    LakeLayout,
+    RunLayout,
+)
 from seqlake.lake import iceberg
 from seqlake.lake.genomes import TBI_SUFFIX
 from seqlake.lake.redaction import redact_run, sheet_of
@@ -51,8 +59,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
 #: the per-sample files of a run (``results/genomes/run_id=<id>/<sample><suffix>``, :meth:`RunLayout.sample_file`)
-SAMPLE_FILE_SUFFIXES: tuple[str, ...] = (BAM_SUFFIX, BAM_SUFFIX + BAI_SUFFIX, VCF_SUFFIX, VCF_SUFFIX + TBI_SUFFIX,
-                                         CONSENSUS_SUFFIX)
+SAMPLE_FILE_SUFFIXES: tuple[str, ...] = (BAM_SUFFIX, BAM_SUFFIX + BAI_SUFFIX, BAM_SUFFIX + CSI_SUFFIX, VCF_SUFFIX,
+                                         VCF_SUFFIX + TBI_SUFFIX, CONSENSUS_SUFFIX)
 #: the column every table with per-sample rows has
 SAMPLE = "sample"
 

@@ -52,6 +52,7 @@ from seqlake.lake.bams import write_bams
 from seqlake.lake.genomes import write_genomes
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
+from seqlake.lake.readgroups import ReadGroup
 from seqlake.lake.reduce import (
     EDGE_JOINED,
     REGION_TABLES,
@@ -114,6 +115,8 @@ class _SampleFold:
         self.align_qc: AlignQC | None = None
         #: shard -> Illumina fields of its first read name
         self.headers: dict[int, dict[str, str]] = {}
+        #: its read groups (BAM @RG) in child and shard order, each once
+        self.read_groups: dict[str, ReadGroup] = {}
 
     def add(self, r: ShardResult) -> None:
         if not self.mates:
@@ -131,6 +134,8 @@ class _SampleFold:
             for m in self.mates:
                 self.align[m].merge(r.align[m])
         self.headers[r.shard] = r.header
+        for g in r.read_groups:
+            self.read_groups.setdefault(g.id, g)
         if r.align_qc is not None:
             self.align_qc = self.align_qc or AlignQC()
             self.align_qc.merge(r.align_qc)
@@ -312,6 +317,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
     region_sums = _read_regions(plan, rp, region_rows, staged) if rp is not None else {}
     ending = samples_ending(plan)
     folds: dict[str, _SampleFold] = {}
+    #: per sample, its read groups (BAM @RG), once its last child is read
+    read_groups: dict[str, list[ReadGroup]] = {}
     alignments: dict[int, PartInfo] = {}
     if rp is not None:
         totals.regions, totals.coverage_bin = len(rp.reducers), rp.bin_width
@@ -338,7 +345,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
                 sums = region_sums.pop(sample, SampleSums()) if rp is not None else None
                 if sums is not None:
                     out.add_calls(sample, sums)
-                out.add_sample(sample, folds.pop(sample), sums)
+                read_groups[sample] = list(folds[sample].read_groups.values())
+                out.add_sample(sample, folds.pop(sample), sums)  # no name holds the fold: it goes now
         _check_staged(plan, staged)
         # every child and region checked out: only now is anything written under results/
         _publish(plan, staged)
@@ -352,7 +360,7 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
                       reference=plan.reference.uri if plan.reference else None)
         if rp is not None:  # each sample's BAM and .bai, joined from the regions' pieces (lake/bams)
-            write_bams(plan, rp, totals.reference_md5, totals.software)
+            write_bams(plan, rp, totals.reference_md5, totals.software, read_groups)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = sum(i.rows for i in alignments.values())

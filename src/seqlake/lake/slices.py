@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -147,10 +147,11 @@ def merge_sorted(parts: Sequence[bytes]) -> tuple[bytes, I64]:
 
 @dataclass
 class _Run:
-    """One sorted run on the scratch disk: per (window, sample, carried) its BGZF bytes."""
+    """One sorted run on the scratch disk: per (window, sample, carried) its BGZF bytes (offset, length) and
+    records."""
 
     path: Path
-    groups: dict[tuple[int, int, int], tuple[int, int]] = field(default_factory=dict)
+    groups: dict[tuple[int, int, int], tuple[int, int, int]] = field(default_factory=dict)
 
 
 class SliceSorter:
@@ -229,16 +230,20 @@ class SliceSorter:
                 plain, _ = bam.gather(data, at[a:b], size_of[a:b])
                 blocks = bgzf.compress(plain, eof=False, codec=self.codec)
                 g = int(group[a])
-                run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks))
+                run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks), b - a)
                 out.write(blocks)
         self.runs.append(run)
 
-    def _group(self, window: int, sample: int, carried: int) -> Iterator[bytes]:
-        for run in self.runs:
-            where = run.groups.get((window, sample, carried))
-            if where is not None:
-                with run.path.open("rb") as f:
-                    yield bgzf.decompress(os.pread(f.fileno(), where[1], where[0]))
+    def _group(self, files: Sequence[int], window: int, sample: int, carried: int) -> tuple[bytes, int]:
+        """A group's BGZF blocks and records: one run's blocks as they are (a child whose records fit the
+        budget: compressed once, at the spill), several runs' merged and compressed again."""
+        found = [(f, run.groups[key]) for f, run in zip(files, self.runs, strict=True)
+                 if (key := (window, sample, carried)) in run.groups]
+        if len(found) == 1:
+            f, (at, size, records) = found[0]
+            return os.pread(f, size, at), records
+        merged, starts = merge_sorted([bgzf.decompress(os.pread(f, size, at)) for f, (at, size, _) in found])
+        return (bgzf.compress(merged, eof=False, codec=self.codec) if merged else b""), len(starts)
 
     def write(self, out: BinaryIO, run_id: str, child: int) -> list[list[SliceEntry]]:
         """Merge the runs into the object (see the module docstring); the index it wrote. The runs are
@@ -248,16 +253,19 @@ class SliceSorter:
         index = np.zeros((self.layout.count, samples, _ENTRY_FIELDS), dtype="<u8")
         out.write(self.layout.header(run_id, child))
         out.write(index.tobytes())
-        for w in range(self.layout.count):
-            for s in range(samples):
-                offset = out.tell()
-                placed, n_placed = merge_sorted(list(self._group(w, s, 0)))
-                carried, n_carried = merge_sorted(list(self._group(w, s, 1)))
-                a = bgzf.compress(placed, eof=False, codec=self.codec) if placed else b""
-                b = bgzf.compress(carried, eof=False, codec=self.codec) if carried else b""
-                out.write(a)
-                out.write(b)
-                index[w, s] = offset, len(a), len(n_placed), len(b), len(n_carried)
+        files = [os.open(run.path, os.O_RDONLY) for run in self.runs]
+        try:
+            for w in range(self.layout.count):
+                for s in range(samples):
+                    offset = out.tell()
+                    a, n_placed = self._group(files, w, s, 0)
+                    b, n_carried = self._group(files, w, s, 1)
+                    out.write(a)
+                    out.write(b)
+                    index[w, s] = offset, len(a), n_placed, len(b), n_carried
+        finally:
+            for f in files:
+                os.close(f)
         out.seek(_HEADER.size)
         out.write(index.tobytes())
         out.seek(0, os.SEEK_END)

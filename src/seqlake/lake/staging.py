@@ -36,6 +36,7 @@ from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import DepthAccumulator
 from seqlake.lake.positions import dictionary_column, table_from_arrays
 from seqlake.lake.qc import NQ, PositionCounts, QCAccumulator
+from seqlake.lake.readgroups import ReadGroup
 from seqlake.lake.tables import COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS
 
 #: 6: the positions object's index is in the object (:class:`seqlake.lake.positions.IndexLayout`), the manifest
@@ -190,6 +191,8 @@ class ShardResult:
     align_qc: AlignQC | None = None
     #: Illumina fields of the shard's first read name (:func:`seqlake.base.metadata.illumina_fields`)
     header: dict[str, str] = field(default_factory=dict)
+    #: the read groups of the shard's aligned reads, in the order first seen (the BAM header's ``@RG``)
+    read_groups: list[ReadGroup] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -201,6 +204,7 @@ class ShardResult:
             "align": None if self.align is None else {str(m): asdict(a) for m, a in self.align.items()},
             "align_qc": None if self.align_qc is None else self.align_qc.to_json(),
             "header": self.header,
+            "read_groups": [g.to_json() for g in self.read_groups],
         }
 
     @classmethod
@@ -211,7 +215,8 @@ class ShardResult:
         align_qc = None if d.get("align_qc") is None else AlignQC.from_json(d["align_qc"])
         return cls(int(d["shard"]), str(d["sample"]), mates, qc,
                    {m: TrimStats(**d["trim"][str(m)]) for m in mates}, align, align_qc,
-                   {str(k): str(v) for k, v in d.get("header", {}).items()})
+                   {str(k): str(v) for k, v in d.get("header", {}).items()},
+                   [ReadGroup.from_json(g) for g in d.get("read_groups", [])])
 
 
 @dataclass(frozen=True)

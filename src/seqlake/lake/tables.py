@@ -693,13 +693,18 @@ the consensus FASTA is beside it (`<sample>.consensus.fasta`).
 
 ## Each sample's BAM
 
-Beside them, `<sample>.bam` with its `.bam.bai`: the sample's alignments, coordinate-sorted (`@HD SO:coordinate`,
+Beside them, `<sample>.bam` with its index: the sample's alignments, coordinate-sorted (`@HD SO:coordinate`,
 as `samtools sort` orders them), the bases and qualities of the trimmed reads, `NM` and the read group (`RG`)
-on every record; `@SQ` lines with each contig's `M5`, an `@RG` for the sample, `@PG` lines for minimap2 (mappy's
-version) and seqlake. The records are the `alignments` table's rows (primary, supplementary as soft-clipped,
-unmapped reads: placed at their mate's position, or at the end of the file when both are unmapped); in amplicon
-mode they are primer-clipped (soft clips, as viralrecon's trimmed BAM) where the table keeps the unclipped
-rows. Duplicates are not marked. Open it in IGV, or query a region with `samtools view <sample>.bam chr:1-1000`.
+on every record; `@SQ` lines with each contig's `M5`, an `@RG` per lane of the sample (`ID`
+`<sample>.<flowcell>.<lane>`, `SM`, `LB` the samplesheet's `library` column else the sample, `PL`, `PU`
+`<flowcell>.<lane>`; the lane from the samplesheet's `lane` column, else from the Illumina read names; `ID` the
+sample alone when no lane is known), `@PG` lines for minimap2 (mappy's version) and seqlake. The index is
+`<sample>.bam.bai` unless a contig of the reference is over 2^29 bases (512 Mb, more than a `.bai` can bin):
+then `<sample>.bam.csi` (min_shift 14, as many levels as the longest contig needs, as `samtools index -c`).
+The records are the `alignments` table's rows (primary, supplementary as soft-clipped, unmapped reads: placed
+at their mate's position, or at the end of the file when both are unmapped); in amplicon mode they are
+primer-clipped (soft clips, as viralrecon's trimmed BAM) where the table keeps the unclipped rows. Duplicates
+are not marked. Open it in IGV, or query a region with `samtools view <sample>.bam chr:1-1000`.
 """
 
 
