@@ -36,6 +36,13 @@ UV := $(UV_DIR)/bin/uv
 UV_STAMP := $(UV_DIR)/.installed-$(shell cat scripts/uv.txt | cksum | cut -d' ' -f1)
 # uv reads the system's certificate store, as pip does (a TLS-intercepting proxy's CA)
 export UV_NATIVE_TLS := 1
+# The installs' download caches (uv, pip, npm) in the clone, not the user's home: a clean clone's make test writes
+# nothing outside it but the system's packages (apt-get, podman's image store) and the temporary folder. A cache
+# set in the environment wins (a developer's shared one).
+CACHE := $(CURDIR)/.tools/cache
+export UV_CACHE_DIR ?= $(CACHE)/uv
+export PIP_CACHE_DIR ?= $(CACHE)/pip
+export npm_config_cache ?= $(CACHE)/npm
 
 $(UV_STAMP):
 	rm -rf $(UV_DIR) && $(PYTHON) -m venv $(UV_DIR)
