@@ -172,7 +172,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	$(BIN)/python -m seqlake.aws.permissions --check
-	$(BIN)/python -m seqlake.localcloud.instance_data --check
+	$(BIN)/python -m seqlake.local.instance_data --check
 	$(BIN)/python -m seqlake.localcloud.rules --check
 	scripts/lint-aws.sh
 	$(BIN)/python scripts/layer_size.py $(BIN)/python
@@ -184,10 +184,10 @@ patch-removal: $(STAMP)
 
 # Each grant needed: every statement of every role of the deployed template removed in turn on the local cloud
 # (IAM enforced) and the smallest runs that need it run; fails on a statement no run needs whose reason is not
-# written in seqlake/localcloud/grants.py. About 20 s per statement (too long for the suite): run it after a
+# written in seqlake/local/grants.py. About 20 s per statement (too long for the suite): run it after a
 # change to a role, and before a release.
 grants: $(STAMP)
-	$(BIN)/python -m seqlake.localcloud.grants --report docs/GRANTS.md
+	$(BIN)/python -m seqlake.local.grants --report docs/GRANTS.md
 
 # the Lambda layers built as `sam build` builds them; each function's layers measured unzipped (fails above 172 MiB)
 layer-size: $(STAMP)

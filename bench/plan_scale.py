@@ -136,7 +136,7 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
 
     from seqlake.aws.request import RunRequest, store_request
     from seqlake.base.model import Sample
-    from seqlake.localcloud.cloud import LocalCloud
+    from seqlake.local.adapter import local_cloud
     from seqlake.localcloud.deployer import REGION
     from seqlake.localcloud.state import StateDir
 
@@ -146,7 +146,7 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
     prefix = f"incoming/plan-bench-{samples}"
     objects = {f"{prefix}/{n}_R{m}.fastq.gz": body
                for n, pair in zip(names, _dealt(samples), strict=True) for m, body in enumerate(pair, start=1)}
-    with LocalCloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
+    with local_cloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
         _put_quietly(cloud.bucket, objects)
         s3 = cloud.client("s3")
         listed = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket=cloud.bucket, Prefix=prefix)

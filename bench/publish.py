@@ -41,13 +41,13 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
 def run(parts: int, part_bytes: int, manifest_bytes: int, latency_ms: int, repeat: int) -> dict[str, Any]:
     from seqlake.base import storage
     from seqlake.base.layout import RunLayout, child_name
-    from seqlake.localcloud.cloud import LocalCloud
+    from seqlake.local.adapter import local_cloud
     from seqlake.localcloud.state import StateDir
 
     os.environ[LATENCY_VAR] = "0"
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="seqlake-publish-") as home, \
-            LocalCloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
+            local_cloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
         for attempt in range(repeat):
             run = RunLayout.in_bucket(cloud.bucket, f"publish-bench-{attempt}")
             key = lambda uri: uri.removeprefix(f"s3://{cloud.bucket}/")  # noqa: E731

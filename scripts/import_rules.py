@@ -6,6 +6,8 @@ Two checks, both over every import statement of ``src/seqlake``:
 - **Layers** (:data:`LAYERS`, the one home of the rule; docs/INTERNALS.md draws it): a module
   imports only its own layer or lower ones, never a sibling package of its own layer; plus the few
   :data:`FORBIDDEN` arrows and :data:`BOTO_ALLOWED` (who may talk to AWS's SDK directly).
+- **The local cloud is a component**: no module of :data:`COMPONENT` imports seqlake outside it, no module
+  but :data:`ADAPTER`'s imports the component, and no module but the component's imports moto.
 
 Every import statement counts, wherever it stands (at the top, inside a function, under ``TYPE_CHECKING``):
 a circle that only runs late is still two modules that cannot be understood one without the other.
@@ -99,17 +101,24 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (5, "seqlake.report"),  # the run report
     (6, "seqlake.aws"),  # the AWS steps (Lambda handlers' logic, the index job)
     (6, "seqlake.process"),  # the whole pipeline in one process, no cloud
-    (7, "seqlake.localcloud"),  # the local cloud
-    (8, "seqlake.cli"),
-    (9, "seqlake.__main__"),  # `python -m seqlake`: the command line
+    (7, "seqlake.localcloud"),  # the local cloud, a component that imports nothing of seqlake (COMPONENT)
+    (8, "seqlake.local"),  # the adapter: seqlake on the local cloud, the `seqlake local ...` commands (ADAPTER)
+    (9, "seqlake.cli"),
+    (10, "seqlake.__main__"),  # `python -m seqlake`: the command line
 )
+#: the local cloud: it imports no module of seqlake outside itself, and only the adapter imports it
+COMPONENT = "seqlake.localcloud"
+#: the adapter between the two: the only modules that import both
+ADAPTER = "seqlake.local"
+#: moto is the local cloud's alone
+_MOTO = ("moto",)
 #: arrows the layers allow but the design does not: (importer prefix, imported prefix, why)
 FORBIDDEN: tuple[tuple[str, str, str], ...] = (
     ("seqlake.child", "seqlake.lake.merge", "a child never runs the commit's merge"),
 )
 #: the only modules that import boto3/botocore: everything else goes through storage and clients
 BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "seqlake.localcloud",
-                                 "seqlake.cli")
+                                 "seqlake.local", "seqlake.cli")
 _BOTO = ("boto3", "botocore")
 
 
@@ -153,6 +162,34 @@ def boto_violations(src: Path) -> list[str]:
                      else [node.module or ""] if not node.level else [])
             out += [f"{name} imports {n} (only {', '.join(BOTO_ALLOWED)} may)"
                     for n in names if n.split(".")[0] in _BOTO]
+    return out
+
+
+def component_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that break the local cloud's contract: a module of :data:`COMPONENT` importing seqlake outside
+    it, or a module outside :data:`COMPONENT` and :data:`ADAPTER` importing the component."""
+    out = []
+    for module in sorted(graph):
+        mine = _under(module, COMPONENT)
+        for target in sorted(graph[module]):
+            if mine and _under(target, "seqlake") and not _under(target, COMPONENT):
+                out.append(f"{module} -> {target}: the local cloud imports nothing of seqlake (give it through "
+                           f"{ADAPTER}.adapter)")
+            elif not mine and not _under(module, ADAPTER) and _under(target, COMPONENT):
+                out.append(f"{module} -> {target}: only {ADAPTER} reaches the local cloud")
+    return out
+
+
+def moto_violations(src: Path) -> list[str]:
+    """Modules outside :data:`COMPONENT` that import moto."""
+    out = []
+    for name, path in modules(src).items():
+        if _under(name, COMPONENT):
+            continue
+        for node in import_statements(path):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if not node.level else [])
+            out += [f"{name} imports {n} (only {COMPONENT} may)" for n in names if n.split(".")[0] in _MOTO]
     return out
 
 
@@ -200,7 +237,7 @@ def main(argv: list[str]) -> int:
         members = set(component)
         arrows = [f"{a} -> {b}" for a in component for b in sorted(graph[a] & members)]
         print(f"import circle of {len(component)} modules: " + "; ".join(arrows), file=sys.stderr)
-    broken = layer_violations(graph) + boto_violations(src)
+    broken = layer_violations(graph) + boto_violations(src) + component_violations(graph) + moto_violations(src)
     for line in broken:
         print(f"import rule broken: {line}", file=sys.stderr)
     if not found and not broken:

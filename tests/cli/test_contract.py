@@ -227,7 +227,7 @@ def test_local_runs_shows_a_run_once_with_its_attempts_and_counts_reads_as_reads
     """(7, 10) a run and its re-runs are one line; the reads column says it counts every mate."""
     from rich.console import Console
 
-    from seqlake.localcloud.commands import by_run, print_runs
+    from seqlake.local.commands import by_run, print_runs
 
     records = [{"run_id": "a", "status": "FAILED", "started": "2026-12-01T10:00:00Z", "status_json": {}},
                {"run_id": "b", "status": "SUCCEEDED", "started": "2026-12-01T10:01:00Z",

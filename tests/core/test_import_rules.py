@@ -63,15 +63,35 @@ def test_the_package_has_no_import_circle() -> None:
     assert check.circles(check.import_graph(ROOT / "src")) == []
 
 
-def test_the_local_cloud_is_the_top_floor() -> None:
-    """Only the command line imports the local cloud, and its launcher and fork server import nothing else of
-    seqlake (they are told what to run)."""
-    graph = _script().import_graph(ROOT / "src")
-    local = "seqlake.localcloud"
+def test_the_local_cloud_is_a_component() -> None:
+    """Only the adapter (``seqlake.local``) imports the local cloud, the local cloud imports nothing of seqlake,
+    no other module imports moto, and its launcher and fork server import nothing else (they are told what to
+    run)."""
+    check = _script()
+    graph = check.import_graph(ROOT / "src")
+    local = check.COMPONENT
     users = {m for m, targets in graph.items() if not m.startswith(local) and any(t.startswith(local) for t in targets)}
-    assert users == {"seqlake.cli"}
+    assert users and all(m.startswith(check.ADAPTER + ".") for m in users), users
+    outside = {t for m, targets in graph.items() if m.startswith(local) for t in targets if not t.startswith(local)}
+    assert outside == set()
+    assert check.component_violations(graph) == [] and check.moto_violations(ROOT / "src") == []
     transport = {f"{local}.launcher", f"{local}.forkserver"}
     assert all(graph[m] <= transport for m in transport)
+
+
+@pytest.mark.parametrize(("files", "broken"), [
+    ({"seqlake/localcloud/a.py": "from seqlake.base import storage\n"}, "the local cloud imports nothing of seqlake"),
+    ({"seqlake/cli.py": "from seqlake.localcloud import a\n"}, "only seqlake.local reaches the local cloud"),
+    ({"seqlake/lake/merge.py": "import moto.s3\n"}, "imports moto.s3 (only seqlake.localcloud may)"),
+])
+def test_each_broken_component_rule_fails_the_check(tmp_path: Path, files: dict[str, str], broken: str) -> None:
+    check = _script()
+    src = _layered(tmp_path, {"seqlake/localcloud/a.py": "", "seqlake/local/__init__.py": "",
+                              "seqlake/local/adapter.py": "from seqlake.localcloud import a\nfrom seqlake.base import "
+                              "storage\n", **files})
+    found = check.component_violations(check.import_graph(src)) + check.moto_violations(src)
+    assert any(broken in line for line in found), found
+    assert check.main([str(src)]) == 1
 
 
 def _layered(tmp_path: Path, files: dict[str, str]) -> Path:

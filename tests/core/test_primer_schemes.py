@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from seqlake.base.errors import BadInputError
-from seqlake.localcloud.commands import previous_run
+from seqlake.local.commands import previous_run
 from seqlake.localcloud.state import StateDir, md5_file
 from seqlake.plan.primers import content_pin, load_primer_scheme, parse_primer_bed, pin_primer_bed, with_primer_pin
 

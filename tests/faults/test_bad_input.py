@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from seqlake.aws.events import run_id, s3_object
+from seqlake.local.commands import athena_query, runs_command
 from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query, runs_command
 
 from .conftest import (
     BARE_GZIP_HEADER,

@@ -250,7 +250,7 @@ def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queu
 def test_the_start_functions_failed_events_go_to_its_dead_letter_queue_as_its_role(enforced: LocalCloud) -> None:
     """Lambda sends an asynchronous event that failed every attempt to the function's DeadLetterConfig queue
     with the function's role: SAM's DeadLetterQueuePolicy statement is what lets it (``make grants``)."""
-    from seqlake.localcloud.grants import grants, without
+    from seqlake.local.grants import grants, without
 
     cloud = enforced
     assert cloud.lambdas is not None and cloud.lambdas.dead_letter is not None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from seqlake.local import adapter  # noqa: F401 - imported: the local cloud runs seqlake (contract.use)
 from seqlake.localcloud import containers
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.state import StateDir

@@ -23,7 +23,7 @@ from seqlake.localcloud.batch import (
     local_command,
     log_group_of,
     log_lines,
-    seqlake_args,
+    worker_args,
 )
 from seqlake.localcloud.launcher import Launcher
 
@@ -318,10 +318,10 @@ def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch:
     assert str(missing) in log  # the job's SEQLAKE_PLAN_URI, refused
 
 
-def test_seqlake_args() -> None:
-    assert seqlake_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
-    assert seqlake_args([sys.executable, "-m", "seqlake.other"]) is None
-    assert seqlake_args(["sh", "-c", "seqlake"]) is None
+def test_worker_args() -> None:
+    assert worker_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
+    assert worker_args([sys.executable, "-m", "seqlake.other"]) is None
+    assert worker_args(["sh", "-c", "seqlake"]) is None
 
 
 def test_a_closed_fork_server_fails_the_attempt_as_a_container_that_cannot_start(tmp_path: Path) -> None:

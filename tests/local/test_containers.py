@@ -26,13 +26,13 @@ import pytest
 
 import seqlake
 from seqlake.base import faults
-from seqlake.base.errors import SeqlakeError
 from seqlake.demo_data import paths as demo_paths
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
+from seqlake.local.commands import athena_query
 from seqlake.localcloud import athena, containers
 from seqlake.localcloud.batch import ESSENTIAL_EXITED, BatchRunner, Outcome
 from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
+from seqlake.localcloud.errors import LocalCloudError
 from seqlake.localcloud.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ def test_containers_requested_where_podman_is_missing_fail_naming_why(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(containers.VAR, "0")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(SeqlakeError, match="podman is not installed"):
+    with pytest.raises(LocalCloudError, match="podman is not installed"):
         containers.require(True)
 
 

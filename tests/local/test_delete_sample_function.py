@@ -21,8 +21,8 @@ import pytest
 from test_delete_sample import DEMO, GONE, KEPT, _reads, _rows_of
 
 from seqlake.lake.deletion import sample_tables
+from seqlake.local.commands import plan_samplesheet
 from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import plan_samplesheet
 from seqlake.localcloud.state import StateDir
 
 pytestmark = [pytest.mark.e2e]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from seqlake.local.commands import athena_query
 from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
 from seqlake.localcloud.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]

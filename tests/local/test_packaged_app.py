@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from seqlake.base.errors import SeqlakeError
-from seqlake.localcloud import appdir
+from seqlake.local import appdir
 from seqlake.localcloud.packaging import load_template, package
 
 ROOT = Path(__file__).resolve().parents[2]
-APP_IN_WHEEL = "seqlake/localcloud/app/"
+APP_IN_WHEEL = "seqlake/local/app/"
 
 
 @pytest.fixture(scope="module")

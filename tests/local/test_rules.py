@@ -125,9 +125,9 @@ def test_instance_types_expand_families_and_optimal() -> None:
 
 def test_the_instance_file_is_what_its_generator_writes() -> None:
     """``src/seqlake/base/instance_types.json`` (the plan's and the rules' one source) is moto's copy of EC2's
-    DescribeInstanceTypes for the template's families: ``python -m seqlake.localcloud.instance_data --check``."""
+    DescribeInstanceTypes for the template's families: ``python -m seqlake.local.instance_data --check``."""
     from seqlake.base import instances
-    from seqlake.localcloud import instance_data
+    from seqlake.local import instance_data
 
     template = load_template(REPO / "template.yaml")
     assert instances.DATA_PATH.read_text() == instance_data.render(template, instance_data.described_types())

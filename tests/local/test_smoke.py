@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from seqlake.aws import smoke
-from seqlake.localcloud import smoke as local_smoke
+from seqlake.local import smoke as local_smoke
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.state import StateDir
 

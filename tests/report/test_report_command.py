@@ -10,7 +10,7 @@ import pytest
 from report.conftest import Run
 from seqlake.base.errors import EXIT_BAD_INPUT
 from seqlake.cli import main
-from seqlake.localcloud.report_command import local_report_path
+from seqlake.local.report_command import local_report_path
 from seqlake.localcloud.state import StateDir
 
 BUCKET = "seqlake-data-local"

@@ -9,9 +9,13 @@ do is added by small, version-pinned patches (:mod:`.patches`) that call back in
 ``--jobs`` at a time, the job definition's retry strategy), both started by one :mod:`.launcher`,
 :mod:`.events` (EventBridge -> Lambda / Step Functions) and :mod:`.athena` (DuckDB over the registered
 partitions). :mod:`.state` keeps objects, the catalog and the run history in one folder between
-processes (:mod:`.mirror`); :mod:`.cloud` puts it together, one module per job, and :mod:`.commands`
-are the CLI's ``local run / query / runs`` and ``demo``. The template and what it names are found by
-:mod:`.appdir` (a checkout, the wheel's copy, or ``SEQLAKE_APP_DIR``).
+processes (:mod:`.mirror`); :mod:`.cloud` puts it together, one module per job.
+
+It imports nothing of seqlake (``scripts/import_rules.py`` holds it to that): what it must know of the app it
+runs (the worker's entry point, what to preload, the bucket layout, the faults a test gives) is a
+:class:`.contract.App` that the app's adapter (``seqlake.local.adapter``) gives it; the ``seqlake local ...``
+commands and the demo are the adapter's (``seqlake.local.commands``), and so is finding the app's template (a
+checkout, the wheel's copy, or ``SEQLAKE_APP_DIR``).
 
 Faithful: the real template (resources, names, environment, parameters), the real state machine with
 its Retry/Catch, the real handlers and worker entry point, S3 -> EventBridge rule matching (wildcards),

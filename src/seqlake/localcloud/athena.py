@@ -12,7 +12,7 @@ unchanged here and on Athena.
 An Iceberg table (Glue ``table_type`` ``ICEBERG``) is read as Athena reads it: its current snapshot from its
 ``metadata_location``, scanned by pyiceberg into Arrow (deletes applied, ``run_id`` projected from the
 partition) and registered in DuckDB, with no DuckDB extension (this machine has no internet to fetch one).
-The files are the state folder's mirror of the bucket (``lake.iceberg_io.MirrorFileIO``). A query registers
+The files are the state folder's mirror of the bucket (:class:`.iceberg.MirrorFileIO`). A query registers
 only the tables it reads, directly or through its views (:func:`tables_read`): each Iceberg table is a scan,
 and registering the whole catalog made every query cost ~1 s.
 """
@@ -141,7 +141,7 @@ def view_sql(table: TableDef, files_under: FilesUnder) -> str:
 def _static_table(metadata_location: str, objects_root: Path) -> Any:
     from pyiceberg.table import StaticTable
 
-    from seqlake.lake.iceberg_io import MIRROR_FILE_IO, MirrorFileIO
+    from seqlake.localcloud.iceberg import MIRROR_FILE_IO, MirrorFileIO
 
     io_props = {"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(objects_root)}
     return StaticTable.from_metadata(metadata_location, properties=io_props)
@@ -150,7 +150,7 @@ def _static_table(metadata_location: str, objects_root: Path) -> Any:
 def iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | None = None) -> Any:
     """An Iceberg table's rows at its current snapshot, or as of ``as_of_ms`` (time travel: its newest
     snapshot committed then or before; none: no rows), as an Arrow table."""
-    from seqlake.lake.iceberg import no_threads_left
+    from seqlake.localcloud.iceberg import no_threads_left
 
     with no_threads_left():  # the query's process may fork afterwards (a test's, the local cloud's)
         return _iceberg_arrow(metadata_location, objects_root, as_of_ms)
@@ -168,7 +168,9 @@ def _iceberg_arrow(metadata_location: str, objects_root: Path, as_of_ms: int | N
 
 def run_commit_ms(tables: Iterable[TableDef], objects_root: Path, run_id: str) -> int:
     """When ``run_id`` was committed: its newest append snapshot in any Iceberg table (``ValueError``: none)."""
-    from seqlake.lake.iceberg import run_snapshot
+    from seqlake.localcloud import contract
+
+    run_snapshot = contract.app().run_snapshot
 
     times: list[int] = []
     for t in tables:
@@ -332,7 +334,7 @@ def iceberg_relations(statement: Any, tables: Sequence[TableDef], default_databa
 def register_relations(con: duckdb.DuckDBPyConnection, relations: Iterable[IcebergRelation],
                        objects_root: Path) -> None:
     """Each relation as a view in its table's database (a snapshot typed by the catalog, as the table)."""
-    from seqlake.lake.iceberg import no_threads_left
+    from seqlake.localcloud.iceberg import no_threads_left
 
     for r in relations:
         with no_threads_left():

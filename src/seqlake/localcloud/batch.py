@@ -15,8 +15,9 @@ status reason, ``onReason`` against the container's reason; when no entry matche
 retried, while attempts remain. A job that exceeds ``attemptDurationSeconds`` is not retried
 (https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html).
 
-A container command that is ``seqlake ...`` or ``python -m seqlake ...`` (the worker's) is run as the
-worker's real entry point, :func:`seqlake.cli.run`, by the local cloud's :class:`.launcher.Launcher`:
+A container command that is the app's worker (``seqlake ...`` or ``python -m seqlake ...``: the app's adapter
+names it, :class:`.contract.App`) is run as the worker's real entry point (``seqlake.cli:run``) by the local
+cloud's :class:`.launcher.Launcher`:
 forked from its fork server, which imported the worker's libraries once, the child still is its own
 process with the job's environment and its own log, without a second of imports per attempt. Any other
 command is started as a new process.
@@ -47,12 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqlake.aws.batch_reasons import BATCH_OUT_OF_MEMORY
-from seqlake.localcloud import containers, memory, rules
+from seqlake.localcloud import containers, contract, memory, rules
+from seqlake.localcloud.aws_texts import BATCH_OUT_OF_MEMORY
 from seqlake.localcloud.launcher import Child, Launcher, Popened, Program
 
-#: the worker's entry point: what ``python -m seqlake ARGS`` runs
-SEQLAKE_MAIN = "seqlake.cli:run"
 ESSENTIAL_EXITED = "Essential container in task exited"
 TIMED_OUT = "Job attempt duration exceeded timeout"
 #: AWS Batch allows 1..10 attempts
@@ -106,17 +105,21 @@ def local_command(command: list[str]) -> list[str]:
     """The container's command on this machine: its Python is this interpreter."""
     if not command:
         raise ValueError("the job definition has no command")
-    head = Path(command[0]).name
-    if head == "seqlake":
-        return [sys.executable, "-m", "seqlake", *command[1:]]
+    head, worker = Path(command[0]).name, contract.app().worker_command
+    if worker and head == worker:
+        return [sys.executable, "-m", worker, *command[1:]]
     if head.startswith("python"):
         return [sys.executable, *command[1:]]
     return list(command)
 
 
-def seqlake_args(argv: list[str]) -> list[str] | None:
-    """The arguments of a local command that runs ``python -m seqlake ARGS`` (None for any other)."""
-    head = [sys.executable, "-m", "seqlake"]
+def worker_args(argv: list[str]) -> list[str] | None:
+    """The arguments of a local command that runs the app's worker, ``python -m <worker> ARGS`` (None for any
+    other, or when the app has no worker entry point: :attr:`.contract.App.worker_main`)."""
+    app = contract.app()
+    if not (app.worker_command and app.worker_main):
+        return None
+    head = [sys.executable, "-m", app.worker_command]
     return argv[len(head) :] if argv[: len(head)] == head else None
 
 
@@ -475,11 +478,13 @@ class BatchRunner:
 
 
 def _program(argv: list[str], env: dict[str, str], log_path: Path, confine: dict[str, Any] | None = None) -> Program:
-    """The attempt's process: the worker's entry point for a ``seqlake`` command, else the command itself."""
-    args = seqlake_args(argv)
+    """The attempt's process: the worker's entry point for the app's worker command, else the command itself."""
+    args = worker_args(argv)
     if args is None:
         return Program(argv, env, str(Path.cwd()), log_path, confine=confine)
-    return Program(["seqlake", *args], env, str(Path.cwd()), log_path, target=SEQLAKE_MAIN, confine=confine)
+    app = contract.app()
+    return Program([app.worker_command, *args], env, str(Path.cwd()), log_path, target=app.worker_main,
+                   confine=confine)
 
 
 #: how often a running attempt looks whether its job (or its array parent) was terminated

@@ -22,11 +22,11 @@ from typing import Any
 
 from rich.console import Console
 
-from seqlake.localcloud import athena, deployment, emulator_errors, hooks, iam, mirror
-from seqlake.localcloud.appdir import app_dir
+from seqlake.localcloud import athena, contract, deployment, emulator_errors, hooks, iam, mirror
 from seqlake.localcloud.batch import BatchRunner
 from seqlake.localcloud.deployment import Deployment
 from seqlake.localcloud.environment import SavedEnv, child_env, process_env
+from seqlake.localcloud.errors import LocalCloudError
 from seqlake.localcloud.events import SqsEventSource
 from seqlake.localcloud.lambdas import LambdaRunner
 from seqlake.localcloud.launcher import Launcher
@@ -34,7 +34,7 @@ from seqlake.localcloud.moto_server import MotoServer
 from seqlake.localcloud.progress import Execution, Watcher
 from seqlake.localcloud.state import StateDir
 from seqlake.localcloud.waiting import largest_payload, run_record, wait_idle
-from seqlake.localcloud.warm import INIT, PRELOAD
+from seqlake.localcloud.warm import INIT, preload
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -51,12 +51,20 @@ class LocalCloud:
         console: Console | None = None,
         quiet: bool = False,
         parameters: Mapping[str, str] | None = None,
+        app: contract.App | None = None,
     ) -> None:
-        """``repo``: the folder of ``template.yaml`` and what it refers to (default :func:`.appdir.app_dir`);
-        ``parameters``: template parameters deployed with other values (``--parameter-overrides``)."""
+        """``repo``: the folder of ``template.yaml`` and what it refers to (default: the app's,
+        :attr:`.contract.App.app_dir`); ``parameters``: template parameters deployed with other values
+        (``--parameter-overrides``); ``app``: what the local cloud must know of the app (:mod:`.contract`; default
+        the one the app's adapter gave :func:`.contract.use`)."""
+        if app is not None:
+            contract.use(app)
         self.state = state
         self.jobs = jobs
-        self.repo = repo or app_dir()
+        given = contract.app().app_dir
+        if repo is None and given is None:
+            raise LocalCloudError("no app to deploy: give the folder of its template.yaml")
+        self.repo = repo or given()  # type: ignore[misc]
         self.console = console or Console(stderr=True)
         self.quiet = quiet
         self.parameters = dict(parameters or {})
@@ -138,7 +146,7 @@ class LocalCloud:
             self._clients.clear()
         # the fork server (Lambdas, Batch children) imports its libraries while the template deploys
         env = child_env(self.endpoint)
-        self.launcher = Launcher(env, preload=PRELOAD, init=INIT, server_log=self.state.logs_dir / "forkserver.log")
+        self.launcher = Launcher(env, preload=preload(), init=INIT, server_log=self.state.logs_dir / "forkserver.log")
         self.launcher.prepare()
         self.lambdas = LambdaRunner(
             {}, env, self.state.logs_dir, dead_letter=self._hooks.dead_letter, launcher=self.launcher,
@@ -152,15 +160,13 @@ class LocalCloud:
         self._say(f"[dim]local cloud up in {time.monotonic() - t0:.1f} s ({self.endpoint}, state in {self.state.root})")
 
     @contextlib.contextmanager
-    def worker_fault(self, spec: str) -> Iterator[None]:
-        """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (the local Batch runner's base
-        environment; on AWS it would be an ``environment`` entry of a job definition revision)."""
-        from seqlake.base import faults
-
-        assert faults.from_env(faults.WORKER_VAR, {faults.WORKER_VAR: spec})  # a typo fails here, loudly
+    def batch_environment(self, extra: Mapping[str, str]) -> Iterator[None]:
+        """``extra`` in the environment of the Batch children started meanwhile (the local Batch runner's base
+        environment; on AWS it would be ``environment`` entries of a job definition revision): how a test gives
+        the app's worker a fault (the adapter's ``worker_fault``)."""
         assert self.batch is not None
         before = self.batch.base_env
-        self.batch.base_env = {**before, faults.WORKER_VAR: spec}
+        self.batch.base_env = {**before, **extra}
         try:
             yield
         finally:

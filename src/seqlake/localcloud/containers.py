@@ -14,7 +14,7 @@ A lost Spot instance is a container stopped the way ECS stops it: SIGTERM to its
 :data:`STOP_TIMEOUT_SECONDS` (:meth:`PodmanRun.reclaim`). The attempt then reports the signal, as a
 killed process does, which the local Batch reports as a Spot reclaim. The fault tests trigger it
 through the worker's ``kill`` fault: PID 1 of a container cannot SIGKILL itself, so there the worker
-prints :data:`seqlake.base.faults.RECLAIM_MARKER` and waits, and the runner reclaims its instance.
+prints the app's reclaim marker (:attr:`.contract.App.reclaim_marker`) and waits, and the runner reclaims its instance.
 
 The image is tagged with a digest of the files it is built from (:func:`image_ref`): the runner finds the
 image of this checkout, or says that ``make image`` has to be run.
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlake.base.errors import SeqlakeError
-from seqlake.base.faults import RECLAIM_MARKER, WORKER_VAR
+from seqlake.localcloud import contract
+from seqlake.localcloud.errors import LocalCloudError
 
 #: the setting: ``1`` runs Batch attempts as containers (``--containers`` sets it for the command)
 VAR = "SEQLAKE_CONTAINERS"
@@ -58,9 +58,9 @@ _IMAGE_FILES = ("pyproject.toml", "constraints.txt", "scripts/install_mappy.py",
                 "containers/worker/Dockerfile", "containers/worker/Dockerfile.dockerignore",
                 "containers/worker/entrypoint.py")
 _IMAGE_TREE = "src"
-#: kept out of the build context (Dockerfile.dockerignore): the local cloud, the demo data, bytecode, and
-#: the metadata of an editable install (``*.egg-info``)
-_NOT_IN_IMAGE = ("localcloud", "demo_data", "__pycache__")
+#: kept out of the build context (Dockerfile.dockerignore): the local cloud and its adapter (``seqlake/local``),
+#: the demo data, bytecode, and the metadata of an editable install (``*.egg-info``)
+_NOT_IN_IMAGE = ("localcloud", "local", "demo_data", "__pycache__")
 _NOT_IN_IMAGE_SUFFIX = ".egg-info"
 
 
@@ -135,7 +135,7 @@ def require(flag: bool) -> None:
     if enabled(os.environ):
         reason = unavailable_reason(image_ref())
         if reason is not None:
-            raise SeqlakeError(f"containers: {reason}")
+            raise LocalCloudError(f"containers: {reason}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,8 @@ def resources(container_properties: dict[str, Any], overrides: dict[str, Any]) -
 def forwarded(base_env: Mapping[str, str]) -> dict[str, str]:
     """What a container gets from the local cloud besides Batch's own variables: the job role's
     credentials, region and endpoint (the ``AWS_*`` the local cloud sets), and the test-only fault hook."""
-    return {k: v for k, v in base_env.items() if k.startswith("AWS_") or k == WORKER_VAR}
+    fault_var = contract.app().fault_var
+    return {k: v for k, v in base_env.items() if k.startswith("AWS_") or (fault_var and k == fault_var)}
 
 
 def _cgroup_controllers() -> set[str]:
@@ -217,11 +218,12 @@ class PodmanRun(subprocess.Popen[bytes]):
 
     def _copy(self, log_path: Path) -> None:
         assert self.stdout is not None
+        marker = contract.app().reclaim_marker.encode()
         with log_path.open("wb") as log:
             for line in self.stdout:
                 log.write(line)
                 log.flush()
-                if RECLAIM_MARKER.encode() in line and not self.reclaimed:
+                if marker and marker in line and not self.reclaimed:
                     threading.Thread(target=self.reclaim, daemon=True, name=f"reclaim-{self.name}").start()
 
     def reclaim(self) -> None:

@@ -511,7 +511,7 @@ def iceberg_table_input(s3: Any, table_input: dict[str, Any], iceberg_input: dic
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
-    from seqlake.lake.iceberg import schema_from_glue_columns
+    from seqlake.localcloud.iceberg import schema_from_glue_columns
 
     if iceberg_input.get("MetadataOperation", "CREATE") != "CREATE":
         raise ValueError(f"IcebergInput.MetadataOperation must be CREATE, not {iceberg_input['MetadataOperation']}")

@@ -16,14 +16,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from seqlake.aws.events import EXECUTION_STATUS_SOURCE
-from seqlake.base.cachedir import user_cache_dir
-from seqlake.localcloud import athena, iam
-from seqlake.localcloud.appdir import TEMPLATE
+from seqlake.localcloud import athena, contract, iam
+from seqlake.localcloud.aws_texts import EXECUTION_STATUS_SOURCE
 from seqlake.localcloud.deployer import ACCOUNT, REGION, Deployer
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.localcloud.packaging import ARTIFACT_BUCKET, load_template, package
 from seqlake.localcloud.translate import translate
+
+#: the template's file name in the app's folder
+TEMPLATE = "template.yaml"
+
+
+def user_cache_dir() -> Path:
+    """Files derived from others that any state folder may share (the translated template): the app's cache
+    folder (:attr:`.contract.App.cache_dir`), else ``$XDG_CACHE_HOME/localcloud`` (``~/.cache/localcloud``)."""
+    given = contract.app().cache_dir
+    if given is not None:
+        return given()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "localcloud"
+
 
 #: template parameters the local cloud sets: a folder under incoming/ is quiet after 2 s (minutes on AWS)
 LOCAL_PARAMETERS = {"StartQuietPeriodSeconds": "2"}

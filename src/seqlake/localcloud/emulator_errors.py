@@ -8,8 +8,8 @@ each one is also recorded here (and written to the state folder's ``logs/emulato
 fail on any: ``tests/conftest.py`` takes the records after every test and fails the test if there are any, and
 sets :data:`STRICT_VAR` so that a ``seqlake`` command the tests run as a process fails at its cloud's stop.
 
-An error a test raises inside the emulator on purpose is a :class:`seqlake.base.faults.InjectedFaultError`: it is
-answered the same way and not counted.
+An error a test raises inside the emulator on purpose is a :class:`.errors.InjectedFaultError` (or one of the app's
+:attr:`.contract.App.injected_errors`): it is answered the same way and not counted.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlake.base import faults
+from seqlake.localcloud import contract
+from seqlake.localcloud.errors import InjectedFaultError
 
 #: set (to 1) in the environment: a local cloud that recorded an emulator error fails when it stops
 STRICT_VAR = "SEQLAKE_EMULATOR_ERRORS_FATAL"
@@ -44,9 +45,14 @@ _errors: list[EmulatorError] = []
 _log: list[Path] = []
 
 
+def counted(error: BaseException) -> bool:
+    """Whether ``error`` is the emulator's own (not one a test injected on purpose)."""
+    return not isinstance(error, (InjectedFaultError, *contract.app().injected_errors))
+
+
 def record(request: str, error: BaseException) -> None:
     """Count ``error`` (raised while answering ``request``) unless a test injected it on purpose."""
-    if isinstance(error, faults.InjectedFaultError):
+    if not counted(error):
         return
     found = EmulatorError(request, f"{type(error).__name__}: {error}")
     with _lock:

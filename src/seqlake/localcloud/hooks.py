@@ -16,8 +16,8 @@ from typing import Any
 
 from moto.events.models import events_backends
 
-from seqlake.aws.events import EXECUTION_STATUS_DETAIL_TYPE, EXECUTION_STATUS_SOURCE, execution_status_detail
 from seqlake.localcloud import patches
+from seqlake.localcloud.aws_texts import EXECUTION_STATUS_DETAIL_TYPE, EXECUTION_STATUS_SOURCE, execution_status_detail
 from seqlake.localcloud.batch import ArrayProgress, BatchRunner
 from seqlake.localcloud.events import EventDelivery, ServiceAllowed
 from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
@@ -100,7 +100,7 @@ class Hooks:
 
 class ExecutionEnds:
     """Step Functions' ``Execution Status Change`` event of each execution that ends, put on its account's
-    default bus as AWS puts it (source ``aws.states``; the detail as :func:`~seqlake.aws.events.execution_status_detail`
+    default bus as AWS puts it (source ``aws.states``; the detail as :func:`.aws_texts.execution_status_detail`
     writes it), so that the rules matching it deliver it through the real path (:mod:`.events`).
 
     Only ends (AWS also reports RUNNING, which no rule of the app reads). An end counts as :attr:`pending`

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
+from seqlake.localcloud.aws_texts import LAMBDA_OUT_OF_MEMORY
 from seqlake.localcloud.forkserver import JOIN_CGROUP, LIMIT_DATA, PEAK_FILE
 
 #: the setting: ``0`` leaves Lambda's and Batch's memory unlimited locally

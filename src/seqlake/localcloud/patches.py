@@ -46,7 +46,7 @@ The patches, by id:
   Batch's array sizes are batch-submit's, its request size batch-service-rules'. Always on: they are AWS's.
 - ``s3-latency``: S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the
   demo), every S3 request the server answers waits that long first, so that the scale tests and bench see the round
-  trips a real bucket costs (``limits.S3_SCALE_LATENCY_MS``: 20 ms).
+  trips a real bucket costs (``seqlake.base.limits.S3_SCALE_LATENCY_MS``: 20 ms).
 - ``batch-describe``: Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to
   the job's own ``containerOverrides.environment`` list each time it describes a job, and an array's children share
   their parent's overrides: every describe made every later description longer (an array job of 1,000 children
@@ -145,10 +145,18 @@ from typing import Any
 import botocore
 import botocore.session
 
-from seqlake.base import clients, limits
-from seqlake.localcloud import botocore_loader, patch_registry
+from seqlake.localcloud import botocore_loader, limits, patch_registry
 
 MOTO_VERSION = "5.2.6"
+
+
+@functools.lru_cache(maxsize=64)
+def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
+    """SigV4's signing key of a secret key for a day (``YYYYMMDD``), region and service: four HMACs, once."""
+    key = ("AWS4" + secret).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
 
 
 def check_moto_version() -> None:
@@ -1198,7 +1206,7 @@ def _signed_as_claimed(iam_request: Any, path: str, headers: Any) -> bool:
     canonical = "\n".join(["GET", path, "", *lines, "", ";".join(signed), str(headers.get("X-Amz-Content-SHA256"))])
     to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
     secret = iam_request._access_key.create_credentials().secret_key
-    key = clients.signing_key(secret, day, region, service)
+    key = signing_key(secret, day, region, service)
     expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, _between(authorization, "Signature=", ","))
 

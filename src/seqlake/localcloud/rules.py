@@ -22,8 +22,8 @@ entry in :mod:`.patch_registry`: the one place moto is patched):
   ``JobStateTimeLimitActions`` cancel it (or for ever, without them). Here it fails at once with the status
   reason AWS gives when the action cancels it (:func:`unschedulable`, called by :mod:`.batch`).
 
-Instance types (vCPUs, memory, the memory Batch gives jobs on each) come from :mod:`seqlake.base.instances`,
-the generated file the plan's job sizes read too.
+Instance types (vCPUs, memory, the memory Batch gives jobs on each) come from :mod:`.instances` (EC2's data as moto
+records it; the app's plan reads its own copy of the same numbers).
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import moto.batch.exceptions as _batch_exc
 
-from seqlake.base import instances, limits
+from seqlake.localcloud import instances, limits
 
 ClientException: Any = _batch_exc.ClientException
 
@@ -144,7 +145,7 @@ RULES: tuple[Rule, ...] = (
 
 # ---------------------------------------------------------------- instance types
 def instance_types() -> dict[str, tuple[int, int]]:
-    """Every instance type of :mod:`seqlake.base.instances` -> (vCPUs, installed memory MiB)."""
+    """Every instance type of :mod:`.instances` -> (vCPUs, installed memory MiB)."""
     return {t.name: (t.vcpus, t.memory_mib) for t in instances.instance_types().values()}
 
 
@@ -330,11 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     """Rewrite the table in docs/LOCAL_CLOUD.md (``--check``: exit 1 if it is out of date)."""
     import sys
 
-    from seqlake.localcloud.appdir import CHECKOUT
     from seqlake.localcloud.packaging import load_template
 
     args = sys.argv[1:] if argv is None else argv
-    root = CHECKOUT  # the docs live in a checkout only
+    root = Path.cwd()  # the docs live in a checkout only: run from its root
     doc_path = root / "docs" / "LOCAL_CLOUD.md"
     doc = doc_path.read_text()
     new = render(doc, load_template(root / "template.yaml"))

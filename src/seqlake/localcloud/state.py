@@ -24,27 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlake.base.errors import BadInputError
-from seqlake.base.layout import RESULTS
-from seqlake.localcloud import athena
+from seqlake.localcloud import athena, contract
 from seqlake.localcloud.athena import DEFAULT_DATABASE, Result, TableDef
+from seqlake.localcloud.errors import NoCloudError
 
-#: key prefixes whose bodies are not mirrored (their metadata is)
-METADATA_ONLY_PREFIXES: tuple[str, ...] = ("incoming/",)
-#: key fragments whose bodies are not mirrored (the children's staging is kept: a re-run of a failed run
-#: computes only the children without a finished manifest)
-METADATA_ONLY_FRAGMENTS: tuple[str, ...] = ()
-#: restored into moto on start: everything mirrored except the committed results, which only the
-#: local Athena reads and it reads them from this folder
-NOT_RESTORED_PREFIXES: tuple[str, ...] = (f"{RESULTS}/",)
-#: ... but the Iceberg tables' own metadata under them (``results/<table>/metadata/``: metadata files, manifest
-#: lists, manifests) is restored: the next commit reads and extends it in the bucket
+#: what is not mirrored, or not restored, is the app's (:attr:`.contract.App.metadata_only_prefixes`,
+#: :attr:`.contract.App.not_restored_prefixes`: for seqlake, ``incoming/`` and ``results/``); an Iceberg table's
+#: own metadata under a prefix not restored (``<table>/metadata/``: metadata files, manifest lists, manifests) is
+#: restored: the next commit reads and extends it in the bucket
 ICEBERG_METADATA_FOLDER = "/metadata/"
 
 
 def restored(key: str) -> bool:
     """Whether a mirrored object goes back into moto on start."""
-    return not key.startswith(NOT_RESTORED_PREFIXES) or ICEBERG_METADATA_FOLDER in key
+    return not key.startswith(contract.app().not_restored_prefixes) or ICEBERG_METADATA_FOLDER in key
 
 
 def md5_file(path: Path) -> str:
@@ -68,7 +61,7 @@ class ObjectMeta:
 
 
 def keeps_body(key: str) -> bool:
-    return not key.startswith(METADATA_ONLY_PREFIXES) and not any(f in key for f in METADATA_ONLY_FRAGMENTS)
+    return not key.startswith(contract.app().metadata_only_prefixes)
 
 
 class StateDir:
@@ -89,8 +82,8 @@ class StateDir:
     def require(self) -> None:
         """Bad input (the state folder the user named or defaulted to) when no local cloud ever ran here."""
         if not self.exists():
-            raise BadInputError(str(self.root), "no local cloud here: run `seqlake demo` or `seqlake local run` "
-                                "first, or give --home (or $SEQLAKE_HOME) the folder of one")
+            raise NoCloudError(str(self.root), "no local cloud here: run `seqlake demo` or `seqlake local run` "
+                               "first, or give --home (or $SEQLAKE_HOME) the folder of one")
 
     def ensure(self) -> None:
         self.objects_dir.mkdir(parents=True, exist_ok=True)

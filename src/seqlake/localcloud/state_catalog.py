@@ -4,9 +4,9 @@ The local cloud keeps its Glue catalog in ``catalog.json`` (each Iceberg table's
 bucket in ``s3/<bucket>/`` (:mod:`.state`); on start it points each Glue table back at the saved metadata
 (:func:`.mirror.restore`). So a maintenance command (``seqlake local delete-sample``, ``seqlake local compact``)
 commits to the tables here, as pyiceberg's Glue catalog does there: the new metadata file written beside the
-old (``s3://bucket/key`` is ``s3/bucket/key``: :class:`seqlake.lake.iceberg_io.MirrorFileIO`), then the
+old (``s3://bucket/key`` is ``s3/bucket/key``: :class:`.iceberg.MirrorFileIO`), then the
 table's ``metadata_location`` swapped in ``catalog.json`` if it is still the one the commit read (else
-``CommitFailedException``, which :mod:`seqlake.lake.iceberg` retries). The objects it writes or removes are
+``CommitFailedException``, which the app's commit retries). The objects it writes or removes are
 then recorded in ``objects.json`` (:meth:`StateCatalog.sync_objects`), so the next start puts them back.
 
 Only what those commands need is here: loading and committing tables; the rest of pyiceberg's catalog API
@@ -23,8 +23,8 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 
-from seqlake.lake.iceberg_io import MIRROR_FILE_IO, MirrorFileIO
 from seqlake.localcloud.athena import TableDef
+from seqlake.localcloud.iceberg import MIRROR_FILE_IO, MirrorFileIO
 from seqlake.localcloud.state import ObjectMeta, StateDir, keeps_body, md5_file
 
 if TYPE_CHECKING:

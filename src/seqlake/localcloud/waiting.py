@@ -7,10 +7,9 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from seqlake.base.layout import RunLayout
+from seqlake.localcloud import contract
 from seqlake.localcloud.progress import Execution, Watcher
 from seqlake.localcloud.state import StateDir
 
@@ -78,8 +77,9 @@ def run_record(state: StateDir, bucket: str, e: Execution, payload_bytes: int | 
     """The run history's entry for a finished execution, with its status document's inputs and counts."""
     status_doc: dict[str, Any] = {}
     run_id = str(e.input.get("run_id") or e.name)
-    path = Path(RunLayout(str(state.bucket_dir(bucket)), run_id).status)
-    if path.is_file():
+    status_key = contract.app().status_key
+    path = state.bucket_dir(bucket) / status_key(run_id) if status_key is not None else None
+    if path is not None and path.is_file():
         with contextlib.suppress(ValueError):
             status_doc = json.loads(path.read_text())
     # the shards' array (or single job), not the index job's or the reducers' (the ASL's JobName prefixes)

@@ -28,8 +28,9 @@ from seqlake.aws.request import ExecutionInput
 from seqlake.base.errors import EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import RunState
+from seqlake.local.adapter import app_errors, local_cloud
+from seqlake.local.report_command import find_run
 from seqlake.localcloud import containers
-from seqlake.localcloud.report_command import find_run
 from seqlake.localcloud.state import StateDir, md5_file
 
 
@@ -81,11 +82,10 @@ def _put_back(cloud: Any, inputs: list[Input]) -> int:
     return len(inputs)
 
 
+@app_errors
 def rerun_command(args: argparse.Namespace) -> int:
     from seqlake.aws.status import NEW_UPLOAD_ADVICE, failed_on_bad_input
-    from seqlake.localcloud import iam, memory
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.commands import (
+    from seqlake.local.commands import (
         NEW_UPLOAD_HINT,
         cloud_parameters,
         jobs_of,
@@ -93,6 +93,7 @@ def rerun_command(args: argparse.Namespace) -> int:
         outcome,
         print_runs,
     )
+    from seqlake.localcloud import iam, memory
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)
@@ -111,7 +112,7 @@ def rerun_command(args: argparse.Namespace) -> int:
         reason = str(status.get("reason") or "").removesuffix(f"; {NEW_UPLOAD_ADVICE}")
         raise BadInputError(f"run {run_id}", f"it failed on bad input: {name_local_files(reason, state.sources())}; "
                             f"{NEW_UPLOAD_HINT}")
-    with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
+    with local_cloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         with cloud.events_paused():
             put = _put_back(cloud, [i for i in inputs if not i.changed])
         if changed:

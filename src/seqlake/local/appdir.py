@@ -2,7 +2,7 @@
 and the named queries (``queries/*.sql``), the files ``sam deploy`` reads.
 
 In a checkout they are at its root. A built wheel carries a copy of them as package data in
-``seqlake/localcloud/app/`` (``setup.py`` copies them in), so that an installed ``seqlake[local]`` runs the
+``seqlake/local/app/`` (``setup.py`` copies them in), so that an installed ``seqlake[local]`` runs the
 local cloud. ``SEQLAKE_APP_DIR`` names another folder with the same layout (an edited template, say).
 """
 
@@ -21,7 +21,7 @@ TEMPLATE = "template.yaml"
 QUERIES = "queries"
 #: the copy a wheel carries
 PACKAGED = Path(__file__).resolve().parent / "app"
-#: a checkout's root, when this module runs from one (src/seqlake/localcloud/appdir.py)
+#: a checkout's root, when this module runs from one (src/seqlake/local/appdir.py)
 CHECKOUT = Path(__file__).resolve().parents[3]
 
 

@@ -1,5 +1,5 @@
 """The first-deploy smoke test (:mod:`seqlake.aws.smoke`) against the local cloud, so that it is tested here although
-no AWS account exists: ``python -m seqlake.localcloud.smoke`` (``scripts/aws-smoke.sh --local``;
+no AWS account exists: ``python -m seqlake.local.smoke`` (``scripts/aws-smoke.sh --local``;
 ``tests/local/test_smoke.py``).
 
 The deploy step is the local cloud's own deployer of the same ``template.yaml`` (``sam`` is not needed, nor
@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from seqlake.aws import smoke
+from seqlake.local.adapter import local_cloud
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.state import StateDir
 
@@ -36,12 +37,12 @@ def target(cloud: LocalCloud) -> smoke.Target:
 
 def run_local(home: Path, *, keep: bool = False) -> list[tuple[str | None, ...]]:
     """The smoke test on a local cloud kept in ``home``; the Athena rows."""
-    with LocalCloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
+    with local_cloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
         return smoke.run(target(cloud), timeout_s=LOCAL_TIMEOUT_SECONDS, keep=keep)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seqlake.localcloud.smoke", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m seqlake.local.smoke", description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=None, help="the local cloud's folder (default: a temporary one)")
     args = parser.parse_args(argv)
     try:

@@ -1,7 +1,7 @@
 """Each grant needed: every statement of every role of the deployed template taken away in turn, and the
 smallest runs that need it run until one fails with an AccessDenied naming one of its actions.
 
-``python -m seqlake.localcloud.grants [--role ROLE]... [--report FILE]`` (``make grants``). One local cloud
+``python -m seqlake.local.grants [--role ROLE]... [--report FILE]`` (``make grants``). One local cloud
 (IAM enforced) serves the whole sweep: a statement is removed from its role's policy as deployed (the
 inline policy put again without it; the lab member's managed policy replaced by an inline copy without
 it), the scenarios run in order, cheapest first, each with inputs of its own, and the statement is put
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlake.base.layout import RunLayout
+from seqlake.local.adapter import local_cloud, worker_fault
 from seqlake.localcloud import iam
 from seqlake.localcloud.cloud import LocalCloud
 from seqlake.localcloud.policy import wildcard_match
@@ -239,7 +240,7 @@ class Runs:
             self._pair("bad", mismatch=True)
             finished = cloud.wait(timeout=600)
         elif scenario == "crash":
-            with cloud.worker_fault("exit:code=1"):
+            with worker_fault(cloud, "exit:code=1"):
                 self._pair("crash")
                 finished = cloud.wait(timeout=600)
         elif scenario == "dead-letter":
@@ -283,7 +284,7 @@ class Runs:
         return [str(body.get("errorMessage"))] if answer.get("FunctionError") else []
 
     def _read_as_user(self, finished: list[Any]) -> None:
-        from seqlake.localcloud.commands import _named_queries, athena_query
+        from seqlake.local.commands import _named_queries, athena_query
 
         for _, sql in _named_queries(self.cloud)[:1]:
             athena_query(self.cloud, sql)
@@ -378,7 +379,7 @@ def report(findings: list[Finding], aws_managed: list[str]) -> str:
     lines = [
         "# Each grant needed",
         "",
-        "Written by `make grants` (`python -m seqlake.localcloud.grants`): on the local cloud with IAM enforced, each "
+        "Written by `make grants` (`python -m seqlake.local.grants`): on the local cloud with IAM enforced, each "
         "statement of each deployed role removed in turn, and the scenarios below run until one is refused naming "
         "one of its actions. *run's reason* says whether a run that failed recorded the refused action as its "
         "`reason` (a child's last line, a failed step's cause); the start function and the failure step cannot "
@@ -401,13 +402,13 @@ def report(findings: list[Finding], aws_managed: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     doc = (__doc__ or "").splitlines()[0]
-    parser = argparse.ArgumentParser(prog="python -m seqlake.localcloud.grants", description=doc)
+    parser = argparse.ArgumentParser(prog="python -m seqlake.local.grants", description=doc)
     parser.add_argument("--role", action="append", help="only this role (logical id); repeatable")
     parser.add_argument("--statement", action="append", help="only this statement (Sid, or POLICY[i]); repeatable")
     parser.add_argument("--report", type=Path, help="write the table (Markdown) here")
     args = parser.parse_args(argv)
     with (tempfile.TemporaryDirectory(prefix="seqlake-grants-") as tmp,
-          LocalCloud(state=StateDir(Path(tmp) / "home"), jobs=2, quiet=True) as cloud):
+          local_cloud(state=StateDir(Path(tmp) / "home"), jobs=2, quiet=True) as cloud):
         if not cloud.iam.enforce:
             print(f"{iam.ENFORCE_VAR} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
             return 2

@@ -17,7 +17,8 @@ from rich.console import Console
 from seqlake.base.errors import EXIT_OK, SeqlakeError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import RunState
-from seqlake.localcloud.report_command import find_run, local_report_path
+from seqlake.local.adapter import app_errors
+from seqlake.local.report_command import find_run, local_report_path
 from seqlake.localcloud.state import StateDir
 
 #: failed shards listed by number (the rest are counted)
@@ -46,7 +47,7 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
     status: dict[str, Any] = json.loads(path.read_text())
     lines = [("run", run_id), ("state", str(status.get("state")))]
     if status.get("reason"):
-        from seqlake.localcloud.commands import name_local_files
+        from seqlake.local.commands import name_local_files
 
         reason = name_local_files(str(status["reason"]), state.sources())
         lines.append(("reason", f"{status.get('failed_step') or ''}: {reason}"))
@@ -67,6 +68,7 @@ def describe(state: StateDir, run_id: str) -> list[tuple[str, str]]:
     return lines
 
 
+@app_errors
 def status_command(args: argparse.Namespace) -> int:
     state = StateDir(args.home)
     state.require()

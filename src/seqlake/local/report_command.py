@@ -17,6 +17,7 @@ from rich.console import Console
 from seqlake.base import storage
 from seqlake.base.errors import EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RUNS, LakeLayout, RunLayout
+from seqlake.local.adapter import app_errors
 from seqlake.localcloud.state import StateDir
 from seqlake.report import ReportError, read_status, render_run, report_uri
 
@@ -55,6 +56,7 @@ def local_report_path(state: StateDir, run_id: str) -> Path | None:
     return page if page is not None and page.is_file() else None
 
 
+@app_errors
 def report_command(args: argparse.Namespace) -> int:
     state = StateDir(args.home)
     state.require()

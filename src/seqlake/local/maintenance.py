@@ -19,6 +19,7 @@ from rich.console import Console
 
 from seqlake.base.errors import EXIT_OK, BadInputError, UsageError
 from seqlake.base.layout import COMPACTIONS, DELETIONS, REPORTS, RESULTS, RUNS
+from seqlake.local.adapter import app_errors
 from seqlake.localcloud.athena import DEFAULT_DATABASE
 from seqlake.localcloud.state import StateDir, default_home
 
@@ -33,6 +34,7 @@ def _state(args: argparse.Namespace) -> StateDir:
     return state
 
 
+@app_errors
 def delete_sample_command(args: argparse.Namespace) -> int:
     from seqlake.lake.deletion import SampleNotFoundError, delete_sample
     from seqlake.lake.redaction import redacted
@@ -74,6 +76,7 @@ def delete_sample_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@app_errors
 def compact_command(args: argparse.Namespace) -> int:
     """Compaction and retention of the local tables (the code ``CompactFunction`` runs on its schedule on AWS,
     docs/DEPLOY.md; off locally: this command instead)."""

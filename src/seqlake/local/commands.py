@@ -34,8 +34,9 @@ from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputE
 from seqlake.base.model import RunState
 from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
+from seqlake.local.adapter import app_errors, local_cloud
+from seqlake.local.appdir import queries_dir
 from seqlake.localcloud import athena, containers, memory
-from seqlake.localcloud.appdir import queries_dir
 from seqlake.localcloud.state import StateDir, md5_file
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -249,7 +250,7 @@ def print_runs(console: Console, runs: list[dict[str, Any]], sources: dict[str, 
 
 def _print_reports(console: Console, state: StateDir, finished: list[Any]) -> None:
     """Each finished run's report (a file that opens offline in any browser)."""
-    from seqlake.localcloud.report_command import local_report_path
+    from seqlake.local.report_command import local_report_path
 
     for e in finished:
         run_id = str(e.input.get("run_id") or e.name)
@@ -323,10 +324,10 @@ def pinned_parameters(args: argparse.Namespace, reference: Path | None) -> dict[
     return with_primer_pin(parameters, str(reference) if reference else None)
 
 
+@app_errors
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto (iam does)
     from seqlake.localcloud import iam
-    from seqlake.localcloud.cloud import LocalCloud
     from seqlake.plan.samplesheet import read_samplesheet
 
     containers.require(args.containers)
@@ -359,7 +360,7 @@ def run_command(args: argparse.Namespace) -> int:
             "see `seqlake local runs` and `seqlake local query`"
         )
         return EXIT_OK
-    with LocalCloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
+    with local_cloud(state=state, jobs=jobs_of(args), console=console, parameters=cloud_parameters(args)) as cloud:
         if reference is not None:
             cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         if args.reads_per_shard is not None:
@@ -430,6 +431,7 @@ def _cell(v: Any) -> str:
     return athena.text(v)
 
 
+@app_errors
 def query_command(args: argparse.Namespace) -> int:
     if bool(args.sql) == bool(args.named):
         raise UsageError('give a query ("SQL") or --named NAME')
@@ -444,6 +446,7 @@ def query_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@app_errors
 def runs_command(args: argparse.Namespace) -> int:
     state = _state(args)
     runs = all_runs(state)
@@ -484,9 +487,9 @@ def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.R
     return athena.Result(columns, [tuple(c.get("VarCharValue") for c in r["Data"]) for r in rows[1:]])
 
 
+@app_errors
 def demo_command(args: argparse.Namespace) -> int:
     from seqlake.localcloud import iam
-    from seqlake.localcloud.cloud import LocalCloud
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)
@@ -499,7 +502,7 @@ def demo_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     t0 = time.monotonic()
     console.rule("[bold]seqlake demo: the whole app on the local cloud")
-    with LocalCloud(state=_state(args), jobs=jobs_of(args), console=console) as cloud:
+    with local_cloud(state=_state(args), jobs=jobs_of(args), console=console) as cloud:
         cloud.override_parameter("ReferenceUri", cloud.upload(reference, _reference_key(reference), as_admin=True))
         # a few shards, so the demo shows the array job fanning out (2,000,000 reads per shard otherwise)
         cloud.override_parameter("ReadsPerShard", str(args.reads_per_shard))

@@ -10,20 +10,24 @@ Its sources:
 - the families: every family of the template's ``RegionInstanceTypes`` mapping (the ``InstanceTypes``
   default of each region), :data:`SUGGESTED_FAMILIES` (what docs/DEPLOY.md, "Compute", suggests naming) and
   Batch's ``optimal`` (:data:`seqlake.localcloud.rules.OPTIMAL_FAMILIES`);
-- the memory Batch can give jobs on an instance (:data:`OS_VISIBLE_SHARE`, :data:`ECS_RESERVED_MIB`).
+- the memory Batch can give jobs on an instance (:data:`seqlake.localcloud.instances.OS_VISIBLE_SHARE`,
+  :data:`~seqlake.localcloud.instances.ECS_RESERVED_MIB`).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-import moto
-
 from seqlake.base import instances
+from seqlake.localcloud.instances import (
+    ECS_RESERVED_MIB,
+    JOB_MEMORY_SOURCE,
+    MOTO_VERSION,
+    OS_VISIBLE_SHARE,
+    described_types,
+)
 from seqlake.localcloud.rules import OPTIMAL_FAMILIES
 
 #: families a user may name in ``InstanceTypes`` besides the regions' defaults (docs/DEPLOY.md, "Compute":
@@ -31,17 +35,6 @@ from seqlake.localcloud.rules import OPTIMAL_FAMILIES
 SUGGESTED_FAMILIES = ("r5", "r5a", "r5b", "r5n", "r6i", "r6a", "r7i", "r7a",
                       "m5", "m5a", "m6i", "m6a", "m7i", "m7a",
                       "c5", "c5a", "c6i", "c6a", "c7i", "c7a")
-#: AWS Batch user guide, "Compute resource memory management": the ECS agent registers for jobs the memory the
-#: OS reports, which is less than the installed memory (its one example: an m4.large's 8 GiB installed is
-#: 8,373,026,816 bytes, 7,985 MiB, to the OS); that example's share is taken for every type
-OS_VISIBLE_SHARE = 7_985 / 8_192
-#: the same page and "Reserve system memory": the default Batch AMI's ECS agent reserves 32 MiB
-#: (ECS_RESERVED_MEMORY, which the template's user data leaves at its default)
-ECS_RESERVED_MIB = 32
-JOB_MEMORY_SOURCE = ("https://docs.aws.amazon.com/batch/latest/userguide/memory-management.html (an m4.large's "
-                     "8,192 MiB is 7,985 MiB to the OS); "
-                     "https://docs.aws.amazon.com/batch/latest/userguide/ecs-reserved-memory.html (32 MiB reserved)")
-MOTO_DATA = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
 
 
 def template_families(template: dict[str, Any]) -> list[str]:
@@ -63,8 +56,8 @@ def render(template: dict[str, Any], described: dict[str, Any]) -> str:
         job = instances.job_memory_mib(memory, OS_VISIBLE_SHARE, ECS_RESERVED_MIB)
         rows.append(f'    {json.dumps(name)}: [{vcpus}, {memory}, {job}]')
     head = {
-        "generated_by": "python -m seqlake.localcloud.instance_data (do not edit by hand)",
-        "source": f"EC2 DescribeInstanceTypes (VCpuInfo.DefaultVCpus, MemoryInfo.SizeInMiB) as moto {moto.__version__} "
+        "generated_by": "python -m seqlake.local.instance_data (do not edit by hand)",
+        "source": f"EC2 DescribeInstanceTypes (VCpuInfo.DefaultVCpus, MemoryInfo.SizeInMiB) as moto {MOTO_VERSION} "
                   "records it: moto/ec2/resources/instance_types.json.gz",
         "job_memory": {"os_visible_share": round(OS_VISIBLE_SHARE, 6), "reserved_mib": ECS_RESERVED_MIB,
                        "formula": "int(memory_mib * os_visible_share) - reserved_mib", "source": JOB_MEMORY_SOURCE},
@@ -78,15 +71,9 @@ def render(template: dict[str, Any], described: dict[str, Any]) -> str:
     return text + ',\n  "types": {\n' + ",\n".join(rows) + "\n  }\n}\n"
 
 
-def described_types() -> dict[str, Any]:
-    with gzip.open(MOTO_DATA) as f:
-        loaded: dict[str, Any] = json.load(f)
-    return loaded
-
-
 def main(argv: list[str] | None = None) -> int:
     """Write the data file (``--check``: exit 1 if it is out of date)."""
-    from seqlake.localcloud.appdir import CHECKOUT
+    from seqlake.local.appdir import CHECKOUT
     from seqlake.localcloud.packaging import load_template
 
     args = sys.argv[1:] if argv is None else argv
@@ -94,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     path = instances.DATA_PATH
     if "--check" in args:
         if not path.exists() or path.read_text(encoding="utf-8") != new:
-            print(f"{path}: out of date: python -m seqlake.localcloud.instance_data", file=sys.stderr)
+            print(f"{path}: out of date: python -m seqlake.local.instance_data", file=sys.stderr)
             return 1
         return 0
     path.write_text(new, encoding="utf-8")
