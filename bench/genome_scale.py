@@ -393,9 +393,9 @@ def recommit(home: Path, run_id: str) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
+    from localcloud.state import StateDir
     from seqlake.local.adapter import local_cloud
     from seqlake.local.rerun import _execution_input
-    from seqlake.localcloud.state import StateDir
 
     state = StateDir(home)
     with local_cloud(state=state, jobs=1, quiet=True) as cloud:

@@ -72,8 +72,8 @@ def _cpu() -> tuple[float, float]:
 
 
 def run(requests: int, kinds: list[str], home: Path) -> dict[str, Any]:
+    from localcloud.state import StateDir
     from seqlake.local.adapter import local_cloud
-    from seqlake.localcloud.state import StateDir
 
     os.environ["SEQLAKE_LOCAL_S3_LATENCY_MS"] = "0"
     per_kind: dict[str, dict[str, float]] = {}
@@ -119,7 +119,7 @@ def _allow_bench_prefix(cloud: Any) -> None:
     add one): the bench measures allowed requests."""
     from moto.iam.models import iam_backends
 
-    from seqlake.localcloud.deployer import ACCOUNT, PARTITION
+    from localcloud.deployer import ACCOUNT, PARTITION
 
     role = cloud.outputs["WorkerJobRoleArn"].rsplit("/", 1)[1]
     bucket = f"arn:{PARTITION}:s3:::{cloud.bucket}"

@@ -31,7 +31,7 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
     """Objects into moto's backend directly (no events, no latency): the setup is not measured."""
     from moto.s3.models import s3_backends
 
-    from seqlake.localcloud.deployer import ACCOUNT
+    from localcloud.deployer import ACCOUNT
 
     backend = s3_backends[ACCOUNT]["aws"]
     for key, body in objects.items():
@@ -39,10 +39,10 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
 
 
 def run(parts: int, part_bytes: int, manifest_bytes: int, latency_ms: int, repeat: int) -> dict[str, Any]:
+    from localcloud.state import StateDir
     from seqlake.base import storage
     from seqlake.base.layout import RunLayout, child_name
     from seqlake.local.adapter import local_cloud
-    from seqlake.localcloud.state import StateDir
 
     os.environ[LATENCY_VAR] = "0"
     best: dict[str, float] = {}

@@ -106,9 +106,9 @@ def _samplesheet_uploads(samples: int, r1: Path, r2: Path, folder: Path) -> list
 
 def run(children: int, samples: int, latency_ms: int, jobs: int, home: Path) -> dict[str, Any]:
     os.environ["SEQLAKE_LOCAL_S3_LATENCY_MS"] = str(latency_ms)
+    from localcloud.state import StateDir
     from seqlake.demo_data import paths
     from seqlake.local.adapter import local_cloud
-    from seqlake.localcloud.state import StateDir
 
     r1, r2, reference = paths()
     if samples:

@@ -1,6 +1,6 @@
-"""Fails when the package's imports break its rules: ``python scripts/import_rules.py [SRC]``.
+"""Fails when the package's imports break its rules: ``python scripts/import_rules.py [SRC...]``.
 
-Two checks, both over every import statement of ``src/seqlake``:
+Three checks, all over every import statement of ``src/seqlake`` and ``localcloud/src/localcloud``:
 
 - **No circle**: no modules that import each other, directly or through others.
 - **Layers** (:data:`LAYERS`, the one home of the rule; docs/INTERNALS.md draws it): a module
@@ -21,19 +21,25 @@ from __future__ import annotations
 import ast
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
-def modules(src: Path) -> dict[str, Path]:
-    """Module name -> file, for every ``.py`` under ``src`` (a package's ``__init__.py`` is the package)."""
+#: the source folders checked by default: seqlake's and the local cloud's (its own distribution, localcloud/)
+SOURCES = (Path(__file__).resolve().parents[1] / "src", Path(__file__).resolve().parents[1] / "localcloud" / "src")
+
+
+def modules(src: Path | Sequence[Path]) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` under ``src`` (one folder or several; a package's ``__init__.py`` is
+    the package)."""
     out = {}
-    for path in sorted(src.rglob("*.py")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        if parts and all(p.isidentifier() for p in parts):
-            out[".".join(parts)] = path
+    for root in [src] if isinstance(src, Path) else src:
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(p.isidentifier() for p in parts):
+                out[".".join(parts)] = path
     return out
 
 
@@ -77,7 +83,7 @@ def _import_statements(text: str, filename: str) -> list[ast.Import | ast.Import
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
-def import_graph(src: Path) -> dict[str, set[str]]:
+def import_graph(src: Path | Sequence[Path]) -> dict[str, set[str]]:
     """Module -> the modules of ``src`` it imports."""
     known = modules(src)
     graph: dict[str, set[str]] = {}
@@ -101,13 +107,13 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (5, "seqlake.report"),  # the run report
     (6, "seqlake.aws"),  # the AWS steps (Lambda handlers' logic, the index job)
     (6, "seqlake.process"),  # the whole pipeline in one process, no cloud
-    (7, "seqlake.localcloud"),  # the local cloud, a component that imports nothing of seqlake (COMPONENT)
+    # (7: the local cloud, `localcloud`, its own distribution: it imports nothing of seqlake, COMPONENT)
     (8, "seqlake.local"),  # the adapter: seqlake on the local cloud, the `seqlake local ...` commands (ADAPTER)
     (9, "seqlake.cli"),
     (10, "seqlake.__main__"),  # `python -m seqlake`: the command line
 )
 #: the local cloud: it imports no module of seqlake outside itself, and only the adapter imports it
-COMPONENT = "seqlake.localcloud"
+COMPONENT = "localcloud"
 #: the adapter between the two: the only modules that import both
 ADAPTER = "seqlake.local"
 #: moto is the local cloud's alone
@@ -117,7 +123,7 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
     ("seqlake.child", "seqlake.lake.merge", "a child never runs the commit's merge"),
 )
 #: the only modules that import boto3/botocore: everything else goes through storage and clients
-BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "seqlake.localcloud",
+BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "localcloud",
                                  "seqlake.local", "seqlake.cli")
 _BOTO = ("boto3", "botocore")
 
@@ -139,7 +145,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     out = []
     for module in sorted(m for m in graph if _under(m, "seqlake")):  # the rules are this package's
         mine = group_of(module)
-        for target in sorted(graph[module]):
+        for target in sorted(t for t in graph[module] if _under(t, "seqlake")):  # the local cloud: the next check
             theirs = group_of(target)
             if theirs[0] > mine[0]:
                 out.append(f"{module} -> {target}: up from layer {mine[0]} ({mine[1]}) to {theirs[0]} ({theirs[1]})")
@@ -151,7 +157,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def boto_violations(src: Path) -> list[str]:
+def boto_violations(src: Path | Sequence[Path]) -> list[str]:
     """Modules outside :data:`BOTO_ALLOWED` that import boto3 or botocore."""
     out = []
     for name, path in modules(src).items():
@@ -180,7 +186,7 @@ def component_violations(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def moto_violations(src: Path) -> list[str]:
+def moto_violations(src: Path | Sequence[Path]) -> list[str]:
     """Modules outside :data:`COMPONENT` that import moto."""
     out = []
     for name, path in modules(src).items():
@@ -230,7 +236,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    src = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "src"
+    src: Path | Sequence[Path] = [Path(a) for a in argv] if argv else SOURCES
     graph = import_graph(src)
     found = circles(graph)
     for component in found:
@@ -241,7 +247,8 @@ def main(argv: list[str]) -> int:
     for line in broken:
         print(f"import rule broken: {line}", file=sys.stderr)
     if not found and not broken:
-        print(f"imports: no circle and no broken layer rule among {len(graph)} modules under {src}")
+        where = ", ".join(str(s) for s in ([src] if isinstance(src, Path) else src))
+        print(f"imports: no circle and no broken layer rule among {len(graph)} modules under {where}")
     return 1 if found or broken else 0
 
 

@@ -277,7 +277,7 @@ def test_bad_input_on_the_local_cloud_exits_65_and_a_fixed_file_is_a_new_run(tmp
     assert fixed.returncode == EXIT_OK, fixed.stderr[-3000:]
     runs = json.loads((tmp_path / "home" / "runs.json").read_text())
     assert [(r["run_id"] == first["run_id"], r["status"]) for r in runs] == [(True, "FAILED"), (False, "SUCCEEDED")]
-    from seqlake.localcloud.state import md5_file
+    from localcloud.state import md5_file
 
     assert runs[0]["inputs"] == first["inputs"]
     assert [i["etag"].strip('"') for i in runs[1]["inputs"]] == [md5_file(reads)]

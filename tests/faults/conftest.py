@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from localcloud.cloud import LocalCloud
+from localcloud.progress import Execution
+from localcloud.state import StateDir
 from seqlake.base import faults
 from seqlake.lake.tables import RESULT_TABLES
 from seqlake.local import adapter
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.progress import Execution
-from seqlake.localcloud.state import StateDir
 
 READS_PER_SHARD = 500
 

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from localcloud.athena import Partition, TableDef
+from localcloud.state import StateDir, md5_file
 from seqlake.base.errors import EXIT_BAD_INPUT, BadInputError, SeqlakeError
 from seqlake.cli import build_parser
 from seqlake.local.commands import (
@@ -24,8 +26,6 @@ from seqlake.local.commands import (
     query_command,
     sample_name,
 )
-from seqlake.localcloud.athena import Partition, TableDef
-from seqlake.localcloud.state import StateDir, md5_file
 
 
 @pytest.mark.parametrize(
@@ -182,12 +182,12 @@ def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
     MEMORY comes from the plan); and the reducers' MEMORY in the state machine."""
     import boto3
 
+    from localcloud.containers import resources
+    from localcloud.deployer import Deployer, to_api
+    from localcloud.packaging import load_template
     from seqlake.cli import build_parser
     from seqlake.local.appdir import TEMPLATE
     from seqlake.local.commands import cloud_parameters
-    from seqlake.localcloud.containers import resources
-    from seqlake.localcloud.deployer import Deployer, to_api
-    from seqlake.localcloud.packaging import load_template
     from seqlake.plan.sizing import Compute
 
     repo = Path(__file__).resolve().parents[2]

@@ -7,15 +7,15 @@ import dataclasses
 import inspect
 from datetime import UTC, datetime
 
+from localcloud import aws_texts, contract, emulator_errors, errors
+from localcloud import instances as cloud_instances
+from localcloud import limits as cloud_limits
+from localcloud.batch import local_command, worker_args
 from seqlake.aws import batch_reasons, events
 from seqlake.base import faults, instances
 from seqlake.base import limits as app_limits
 from seqlake.base.layout import RunLayout
 from seqlake.local import adapter
-from seqlake.localcloud import aws_texts, contract, emulator_errors, errors
-from seqlake.localcloud import instances as cloud_instances
-from seqlake.localcloud import limits as cloud_limits
-from seqlake.localcloud.batch import local_command, worker_args
 
 
 def test_batch_and_lambda_reasons_are_the_same_texts() -> None:
@@ -71,8 +71,8 @@ def test_without_the_app_the_local_cloud_knows_no_worker() -> None:
 
 
 def test_the_sigv4_signing_key_is_the_app_s() -> None:
+    from localcloud import patches
     from seqlake.base import clients
-    from seqlake.localcloud import patches
 
     assert patches.signing_key("s3cr3t", "20261205", "us-east-1", "s3") == \
         clients.signing_key("s3cr3t", "20261205", "us-east-1", "s3")

@@ -1,7 +1,7 @@
 """AWS's limits that the app must stay inside, each with its documented number and where it is written.
 
 The app's home of these numbers: it plans within them (the array size). The local cloud enforces the AWS limits
-among them from its own copy (``seqlake.localcloud.limits``, held equal to these by
+among them from its own copy (``localcloud.limits``, held equal to these by
 ``tests/local/test_contract.py``), so a run that would break on AWS breaks locally too, with the error AWS
 gives. Dependency-free: any layer may import it.
 """

@@ -1,5 +1,5 @@
-"""The adapter: what the local cloud (:mod:`seqlake.localcloud`, which knows nothing of seqlake) must know of
-this app, given to it as a :class:`~seqlake.localcloud.contract.App` when this module is imported.
+"""The adapter: what the local cloud (:mod:`localcloud`, which knows nothing of seqlake) must know of
+this app, given to it as a :class:`~localcloud.contract.App` when this module is imported.
 
 One of the two modules of seqlake that import both (the other is :mod:`.commands`, the ``seqlake local ...``
 commands on the local cloud; the modules beside them in ``seqlake.local`` are those commands' parts). It gives
@@ -17,7 +17,7 @@ the local cloud three things of the app's:
    the emulator answers as an internal error without counting it among its own.
 
 The progress display reads each run's line from the Step Functions execution and the Batch arrays
-(:mod:`seqlake.localcloud.progress`): it needs nothing of the app beyond the arrays' job names.
+(:mod:`localcloud.progress`): it needs nothing of the app beyond the arrays' job names.
 """
 
 from __future__ import annotations
@@ -25,17 +25,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import seqlake
+from localcloud import contract
+from localcloud.errors import LocalCloudError, NoCloudError
 from seqlake.base import cachedir, faults
 from seqlake.base.errors import BadInputError, SeqlakeError
 from seqlake.base.layout import RESULTS, RunLayout
 from seqlake.local import appdir
-from seqlake.localcloud import contract
-from seqlake.localcloud.errors import LocalCloudError, NoCloudError
 
 if TYPE_CHECKING:  # the cloud imports moto: the commands that only read the state folder (query, runs) do not
-    from seqlake.localcloud.cloud import LocalCloud
+    from localcloud.cloud import LocalCloud
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -119,13 +121,17 @@ APP = contract.App(
     fault_var=faults.WORKER_VAR,
     reclaim_marker=faults.RECLAIM_MARKER,
     injected_errors=(faults.InjectedFaultError,),
+    # the package's parent folder (locally it stands in for the Lambda layer), and the variable that tells the
+    # app's code it runs on the local cloud
+    pythonpath=(str(Path(seqlake.__file__).resolve().parents[1]),),
+    child_env={"SEQLAKE_LOCAL": "1"},
 )
 contract.use(APP)
 
 
 def local_cloud(**kwargs: Any) -> LocalCloud:
-    """A local cloud of this app (the arguments are :class:`~seqlake.localcloud.cloud.LocalCloud`'s)."""
-    from seqlake.localcloud.cloud import LocalCloud
+    """A local cloud of this app (the arguments are :class:`~localcloud.cloud.LocalCloud`'s)."""
+    from localcloud.cloud import LocalCloud
 
     return LocalCloud(app=APP, **kwargs)
 

@@ -29,6 +29,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from localcloud import athena, containers, memory
+from localcloud.state import StateDir, md5_file
 from seqlake.base.cpus import available_cpus
 from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError, UsageError
 from seqlake.base.model import RunState
@@ -36,8 +38,6 @@ from seqlake.base.naming import fastq_suffix, key_safe_sample_name
 from seqlake.base.params import Params, chosen_parameters
 from seqlake.local.adapter import app_errors, local_cloud
 from seqlake.local.appdir import queries_dir
-from seqlake.localcloud import athena, containers, memory
-from seqlake.localcloud.state import StateDir, md5_file
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXAMPLE = 'seqlake local query "SELECT * FROM qc_summary"'
@@ -327,7 +327,7 @@ def pinned_parameters(args: argparse.Namespace, reference: Path | None) -> dict[
 @app_errors
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: `local query` and `local runs` must not pay for importing moto (iam does)
-    from seqlake.localcloud import iam
+    from localcloud import iam
     from seqlake.plan.samplesheet import read_samplesheet
 
     containers.require(args.containers)
@@ -489,7 +489,7 @@ def athena_query(cloud: Any, sql: str, workgroup: str | None = None) -> athena.R
 
 @app_errors
 def demo_command(args: argparse.Namespace) -> int:
-    from seqlake.localcloud import iam
+    from localcloud import iam
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcloud import iam
+from localcloud.cloud import LocalCloud
+from localcloud.policy import wildcard_match
+from localcloud.state import StateDir
 from seqlake.base.layout import RunLayout
 from seqlake.local.adapter import local_cloud, worker_fault
-from seqlake.localcloud import iam
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.policy import wildcard_match
-from seqlake.localcloud.state import StateDir
 
 #: (role logical id, Sid or policy name) -> why no local run needs the statement
 NOT_EXERCISED: dict[tuple[str, str], str] = {

@@ -9,9 +9,9 @@ Its sources:
   written into the file: a moto upgrade that changes a number makes ``--check`` fail);
 - the families: every family of the template's ``RegionInstanceTypes`` mapping (the ``InstanceTypes``
   default of each region), :data:`SUGGESTED_FAMILIES` (what docs/DEPLOY.md, "Compute", suggests naming) and
-  Batch's ``optimal`` (:data:`seqlake.localcloud.rules.OPTIMAL_FAMILIES`);
-- the memory Batch can give jobs on an instance (:data:`seqlake.localcloud.instances.OS_VISIBLE_SHARE`,
-  :data:`~seqlake.localcloud.instances.ECS_RESERVED_MIB`).
+  Batch's ``optimal`` (:data:`localcloud.rules.OPTIMAL_FAMILIES`);
+- the memory Batch can give jobs on an instance (:data:`localcloud.instances.OS_VISIBLE_SHARE`,
+  :data:`~localcloud.instances.ECS_RESERVED_MIB`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import json
 import sys
 from typing import Any
 
-from seqlake.base import instances
-from seqlake.localcloud.instances import (
+from localcloud.instances import (
     ECS_RESERVED_MIB,
     JOB_MEMORY_SOURCE,
     MOTO_VERSION,
     OS_VISIBLE_SHARE,
     described_types,
 )
-from seqlake.localcloud.rules import OPTIMAL_FAMILIES
+from localcloud.rules import OPTIMAL_FAMILIES
+from seqlake.base import instances
 
 #: families a user may name in ``InstanceTypes`` besides the regions' defaults (docs/DEPLOY.md, "Compute":
 #: r for the default 7.5 GiB a vCPU, m and c for small genomes with a lower WorkerMemoryMiB)
@@ -73,8 +73,8 @@ def render(template: dict[str, Any], described: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the data file (``--check``: exit 1 if it is out of date)."""
+    from localcloud.packaging import load_template
     from seqlake.local.appdir import CHECKOUT
-    from seqlake.localcloud.packaging import load_template
 
     args = sys.argv[1:] if argv is None else argv
     new = render(load_template(CHECKOUT / "template.yaml"), described_types())

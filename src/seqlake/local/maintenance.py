@@ -17,11 +17,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from localcloud.athena import DEFAULT_DATABASE
+from localcloud.state import StateDir, default_home
 from seqlake.base.errors import EXIT_OK, BadInputError, UsageError
 from seqlake.base.layout import COMPACTIONS, DELETIONS, REPORTS, RESULTS, RUNS
 from seqlake.local.adapter import app_errors
-from seqlake.localcloud.athena import DEFAULT_DATABASE
-from seqlake.localcloud.state import StateDir, default_home
 
 #: the bucket's folders a maintenance command writes or removes objects in (``incoming/`` bodies are not kept
 #: in the state folder: their keys are forgotten by name)
@@ -36,9 +36,9 @@ def _state(args: argparse.Namespace) -> StateDir:
 
 @app_errors
 def delete_sample_command(args: argparse.Namespace) -> int:
+    from localcloud.state_catalog import StateCatalog, bucket_of
     from seqlake.lake.deletion import SampleNotFoundError, delete_sample
     from seqlake.lake.redaction import redacted
-    from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
 
     if not args.yes:
         raise UsageError(f"this removes every row, file and object of sample {args.sample!r} for good (its older "
@@ -80,8 +80,8 @@ def delete_sample_command(args: argparse.Namespace) -> int:
 def compact_command(args: argparse.Namespace) -> int:
     """Compaction and retention of the local tables (the code ``CompactFunction`` runs on its schedule on AWS,
     docs/DEPLOY.md; off locally: this command instead)."""
+    from localcloud.state_catalog import StateCatalog, bucket_of
     from seqlake.lake.compaction import KEEP_DAYS, compact
-    from seqlake.localcloud.state_catalog import StateCatalog, bucket_of
 
     state = _state(args)
     catalog = StateCatalog(state)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from localcloud.state import StateDir
 from seqlake.base import storage
 from seqlake.base.errors import EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RUNS, LakeLayout, RunLayout
 from seqlake.local.adapter import app_errors
-from seqlake.localcloud.state import StateDir
 from seqlake.report import ReportError, read_status, render_run, report_uri
 
 

@@ -24,14 +24,14 @@ from typing import Any
 
 from rich.console import Console
 
+from localcloud import containers
+from localcloud.state import StateDir, md5_file
 from seqlake.aws.request import ExecutionInput
 from seqlake.base.errors import EXIT_FAILURE, EXIT_OK, BadInputError, SeqlakeError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import RunState
 from seqlake.local.adapter import app_errors, local_cloud
 from seqlake.local.report_command import find_run
-from seqlake.localcloud import containers
-from seqlake.localcloud.state import StateDir, md5_file
 
 
 def _status(bucket_dir: Path, run_id: str) -> dict[str, Any]:
@@ -84,6 +84,7 @@ def _put_back(cloud: Any, inputs: list[Input]) -> int:
 
 @app_errors
 def rerun_command(args: argparse.Namespace) -> int:
+    from localcloud import iam, memory
     from seqlake.aws.status import NEW_UPLOAD_ADVICE, failed_on_bad_input
     from seqlake.local.commands import (
         NEW_UPLOAD_HINT,
@@ -93,7 +94,6 @@ def rerun_command(args: argparse.Namespace) -> int:
         outcome,
         print_runs,
     )
-    from seqlake.localcloud import iam, memory
 
     containers.require(args.containers)
     memory.apply_flag(args.no_memory_limits)

@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
 from seqlake.aws import smoke
 from seqlake.local.adapter import local_cloud
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.state import StateDir
 
 #: the local run takes well under a minute; a hung one fails the suite instead of waiting an hour
 LOCAL_TIMEOUT_SECONDS = 600

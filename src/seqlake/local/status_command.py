@@ -14,12 +14,12 @@ from typing import Any
 
 from rich.console import Console
 
+from localcloud.state import StateDir
 from seqlake.base.errors import EXIT_OK, SeqlakeError
 from seqlake.base.layout import RunLayout
 from seqlake.base.model import RunState
 from seqlake.local.adapter import app_errors
 from seqlake.local.report_command import find_run, local_report_path
-from seqlake.localcloud.state import StateDir
 
 #: failed shards listed by number (the rest are counted)
 LISTED_SHARDS = 10
