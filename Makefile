@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-HASH   := $(shell cat pyproject.toml constraints.txt scripts/install_mappy.py | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml localcloud/pyproject.toml constraints.txt scripts/install_mappy.py | cksum | cut -d' ' -f1)
 # two installs: the `local` extra (what `make demo` needs: the app and its local cloud) and the `dev` extra (the
 # tests' and linters' packages besides); a dev install is a local one too, so it leaves both stamps
 STAMP  := $(VENV)/.installed-$(HASH)
@@ -17,7 +17,7 @@ LOCAL_STAMP := $(VENV)/.installed-local-$(HASH)
 help:
 	@echo "make demo   - set up the app and its local cloud (the local extra), then run it over bundled data"
 	@echo "make test   - set up, install seqkit/minimap2/chromium (Debian), lint, run the test suite"
-	@echo "make lint   - import rules (no circle, layers), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
+	@echo "make lint   - import rules (no circle, layers, the local cloud a component), ruff, mypy, sam validate --lint, asl-validator, checkov, the layers' size"
 	@echo "make test-repeat - the local cloud's process and memory tests REPEAT (10) times; names any that failed once"
 	@echo "make fuzz   - fuzz the readers for FUZZ_MINUTES (10); failing inputs are kept in tests/data/fuzz"
 	@echo "make bench  - side-by-side benchmarks vs seqkit, fastp, minimap2 (writes BENCHMARKS.md)"
@@ -49,7 +49,8 @@ $(UV_STAMP):
 	$(UV_DIR)/bin/pip install --quiet --disable-pip-version-check -r scripts/uv.txt  # its pin
 	touch $@
 
-# $(1): the extra to install. mappy's compile (one core, ~1 min: scripts/install_mappy.py) runs beside the
+# $(1): the extra to install (the local cloud, localcloud/, is this repository's own distribution: installed
+# editable beside seqlake, as the `local` extra names it). mappy's compile (one core, ~1 min: scripts/install_mappy.py) runs beside the
 # install of everything else (scripts/uv-excludes.txt keeps mappy out of uv's resolution, so that the two never
 # write the same distribution)
 define install
@@ -57,7 +58,7 @@ define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python scripts/install_mappy.py & mappy=$$!; \
 	  $(UV) pip install --quiet --python $(BIN)/python -c constraints.txt --excludes scripts/uv-excludes.txt \
-	    -e '.[$(1)]' || { wait $$mappy; exit 1; }; \
+	    -e localcloud -e '.[$(1)]' || { wait $$mappy; exit 1; }; \
 	  wait $$mappy
 endef
 
@@ -121,11 +122,11 @@ test-repeat: $(STAMP)
 
 # the worker image where podman works (elsewhere the container tests skip, naming why), beside the suite; its
 # end (the build's exit status) written to IMAGE_DONE whatever it was, so that no test waits for ever. The
-# image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src: seqlake.localcloud.containers
-# imports nothing from the venv)
+# image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=localcloud/src:
+# localcloud.containers imports nothing from the venv)
 image-beside: container-tools
 	@mkdir -p $(dir $(IMAGE_DONE)); \
-	  PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/src scripts/build-worker-image.sh --if-possible; status=$$?; \
+	  PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/localcloud/src scripts/build-worker-image.sh --if-possible; status=$$?; \
 	  echo $$status > $(IMAGE_DONE); exit $$status
 
 lint-beside: $(STAMP)
@@ -167,13 +168,13 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python scripts/import_rules.py
-	$(BIN)/ruff check src tests functions bench
+	$(BIN)/ruff check src tests functions bench localcloud
 	$(BIN)/ruff check containers/worker && $(BIN)/mypy containers/worker/entrypoint.py
 	$(BIN)/mypy
 	$(BIN)/python -m seqlake.aws.render_template --check
 	$(BIN)/python -m seqlake.aws.permissions --check
-	$(BIN)/python -m seqlake.localcloud.instance_data --check
-	$(BIN)/python -m seqlake.localcloud.rules --check
+	$(BIN)/python -m seqlake.local.instance_data --check
+	$(BIN)/python -m localcloud.rules --check
 	scripts/lint-aws.sh
 	$(BIN)/python scripts/layer_size.py $(BIN)/python
 
@@ -184,10 +185,10 @@ patch-removal: $(STAMP)
 
 # Each grant needed: every statement of every role of the deployed template removed in turn on the local cloud
 # (IAM enforced) and the smallest runs that need it run; fails on a statement no run needs whose reason is not
-# written in seqlake/localcloud/grants.py. About 20 s per statement (too long for the suite): run it after a
+# written in seqlake/local/grants.py. About 20 s per statement (too long for the suite): run it after a
 # change to a role, and before a release.
 grants: $(STAMP)
-	$(BIN)/python -m seqlake.localcloud.grants --report docs/GRANTS.md
+	$(BIN)/python -m seqlake.local.grants --report docs/GRANTS.md
 
 # the Lambda layers built as `sam build` builds them; each function's layers measured unzipped (fails above 172 MiB)
 layer-size: $(STAMP)
@@ -203,10 +204,10 @@ profile: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m seqlake.lake.tables --markdown > docs/TABLES.md
-	$(BIN)/python -m seqlake.localcloud.moto_check --write-upstream docs/moto-upstream.md
+	$(BIN)/python -m localcloud.moto_check --write-upstream docs/moto-upstream.md
 
 # the newest moto on PyPI (MOTO_CHECK_VERSION=x.y.z for another) in a scratch virtualenv, unpatched: one line per
-# registered patch, needed / gone / review (src/seqlake/localcloud/patch_registry.py; docs/LOCAL_CLOUD.md)
+# registered patch, needed / gone / review (localcloud/src/localcloud/patch_registry.py; docs/LOCAL_CLOUD.md)
 moto-check:
 	PYTHON=$(PYTHON) scripts/moto-check.sh
 

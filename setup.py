@@ -1,6 +1,6 @@
-"""The wheel carries the app's deployable files as package data, in ``seqlake/localcloud/app/``: the template,
+"""The wheel carries the app's deployable files as package data, in ``seqlake/local/app/``: the template,
 the functions' code folders, the state machine and the named queries, exactly the files of the checkout's
-root that the local cloud deploys (:mod:`seqlake.localcloud.appdir` finds them). An installed
+root that the local cloud deploys (:mod:`seqlake.local.appdir` finds them). An installed
 ``seqlake[local]`` then runs ``seqlake demo`` outside any checkout. Everything else is in ``pyproject.toml``;
 ``MANIFEST.in`` puts the same files into a source distribution.
 """
@@ -21,7 +21,7 @@ APP_FILES = (
     "functions/*/requirements.txt",
 )
 #: where they go in the package
-APP_PACKAGE_DIR = Path("seqlake", "localcloud", "app")
+APP_PACKAGE_DIR = Path("seqlake", "local", "app")
 
 
 class BuildPyWithApp(build_py):

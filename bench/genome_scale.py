@@ -393,12 +393,12 @@ def recommit(home: Path, run_id: str) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.rerun import _execution_input
-    from seqlake.localcloud.state import StateDir
+    from localcloud.state import StateDir
+    from seqlake.local.adapter import local_cloud
+    from seqlake.local.rerun import _execution_input
 
     state = StateDir(home)
-    with LocalCloud(state=state, jobs=1, quiet=True) as cloud:
+    with local_cloud(state=state, jobs=1, quiet=True) as cloud:
         assert cloud.lambdas is not None
         execution = _execution_input(state, cloud.bucket, run_id)
         plan = json.loads((state.bucket_dir(cloud.bucket) / "runs" / run_id / "plan.json").read_text())

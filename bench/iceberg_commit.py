@@ -22,11 +22,11 @@ def main() -> None:
     os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1")
     from moto import mock_aws
 
+    from localcloud import patches
     from seqlake.base import clients, storage
     from seqlake.lake import iceberg
     from seqlake.lake.iceberg_io import FILE_IO
     from seqlake.lake.tables import BY_NAME
-    from seqlake.localcloud import patches
 
     patches.apply_all()
     clients.reset()

@@ -72,12 +72,12 @@ def _cpu() -> tuple[float, float]:
 
 
 def run(requests: int, kinds: list[str], home: Path) -> dict[str, Any]:
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.state import StateDir
+    from localcloud.state import StateDir
+    from seqlake.local.adapter import local_cloud
 
     os.environ["SEQLAKE_LOCAL_S3_LATENCY_MS"] = "0"
     per_kind: dict[str, dict[str, float]] = {}
-    with LocalCloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
+    with local_cloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
         s3 = cloud.client("s3")
         for i in range(OBJECTS):
             s3.put_object(Bucket=cloud.bucket, Key=f"bench/requests/o{i:03d}", Body=os.urandom(3000))
@@ -119,7 +119,7 @@ def _allow_bench_prefix(cloud: Any) -> None:
     add one): the bench measures allowed requests."""
     from moto.iam.models import iam_backends
 
-    from seqlake.localcloud.deployer import ACCOUNT, PARTITION
+    from localcloud.deployer import ACCOUNT, PARTITION
 
     role = cloud.outputs["WorkerJobRoleArn"].rsplit("/", 1)[1]
     bucket = f"arn:{PARTITION}:s3:::{cloud.bucket}"

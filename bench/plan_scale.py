@@ -61,7 +61,7 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
     """Straight into moto's bucket in this process: no HTTP, no latency, no S3 event."""
     from moto.s3.models import s3_backends
 
-    from seqlake.localcloud.deployer import ACCOUNT, PARTITION
+    from localcloud.deployer import ACCOUNT, PARTITION
 
     backend = s3_backends[ACCOUNT][PARTITION]
     for key, body in objects.items():
@@ -79,7 +79,7 @@ def _request_kind(method: str, path: str, query: str, ranged: bool) -> str:
 def _counting_s3_requests(bucket: str) -> Iterator[collections.Counter[str]]:
     """Meanwhile, every request to ``bucket`` the local cloud's server in this process answers, counted by
     kind (the plan's own: nothing else runs), whether moto or the server's direct route answers it."""
-    from seqlake.localcloud.http_server import KeepAliveHandler
+    from localcloud.http_server import KeepAliveHandler
 
     counts: collections.Counter[str] = collections.Counter()
     patched = KeepAliveHandler.run_wsgi
@@ -134,11 +134,11 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
+    from localcloud.deployer import REGION
+    from localcloud.state import StateDir
     from seqlake.aws.request import RunRequest, store_request
     from seqlake.base.model import Sample
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.deployer import REGION
-    from seqlake.localcloud.state import StateDir
+    from seqlake.local.adapter import local_cloud
 
     latency_var = "SEQLAKE_LOCAL_S3_LATENCY_MS"
     os.environ[latency_var] = "0"
@@ -146,7 +146,7 @@ def run(samples: int, latency_ms: int, home: Path) -> dict[str, Any]:
     prefix = f"incoming/plan-bench-{samples}"
     objects = {f"{prefix}/{n}_R{m}.fastq.gz": body
                for n, pair in zip(names, _dealt(samples), strict=True) for m, body in enumerate(pair, start=1)}
-    with LocalCloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
+    with local_cloud(state=StateDir(str(home)), jobs=1, quiet=True) as cloud:
         _put_quietly(cloud.bucket, objects)
         s3 = cloud.client("s3")
         listed = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket=cloud.bucket, Prefix=prefix)

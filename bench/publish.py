@@ -31,7 +31,7 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
     """Objects into moto's backend directly (no events, no latency): the setup is not measured."""
     from moto.s3.models import s3_backends
 
-    from seqlake.localcloud.deployer import ACCOUNT
+    from localcloud.deployer import ACCOUNT
 
     backend = s3_backends[ACCOUNT]["aws"]
     for key, body in objects.items():
@@ -39,15 +39,15 @@ def _put_quietly(bucket: str, objects: dict[str, bytes]) -> None:
 
 
 def run(parts: int, part_bytes: int, manifest_bytes: int, latency_ms: int, repeat: int) -> dict[str, Any]:
+    from localcloud.state import StateDir
     from seqlake.base import storage
     from seqlake.base.layout import RunLayout, child_name
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.state import StateDir
+    from seqlake.local.adapter import local_cloud
 
     os.environ[LATENCY_VAR] = "0"
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="seqlake-publish-") as home, \
-            LocalCloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
+            local_cloud(state=StateDir(home), jobs=1, quiet=True) as cloud:
         for attempt in range(repeat):
             run = RunLayout.in_bucket(cloud.bucket, f"publish-bench-{attempt}")
             key = lambda uri: uri.removeprefix(f"s3://{cloud.bucket}/")  # noqa: E731

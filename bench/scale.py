@@ -99,16 +99,16 @@ def _samplesheet_uploads(samples: int, r1: Path, r2: Path, folder: Path) -> list
         w.close()
     sheet = folder / "samplesheet.csv"
     sheet.write_text("sample,fastq_1,fastq_2\n" + "".join(f"{n},{n}_R1.fastq.gz,{n}_R2.fastq.gz\n" for n in names))
-    from seqlake.localcloud.commands import plan_samplesheet
+    from seqlake.local.commands import plan_samplesheet
 
     return plan_samplesheet(sheet, folder / "staged")
 
 
 def run(children: int, samples: int, latency_ms: int, jobs: int, home: Path) -> dict[str, Any]:
     os.environ["SEQLAKE_LOCAL_S3_LATENCY_MS"] = str(latency_ms)
+    from localcloud.state import StateDir
     from seqlake.demo_data import paths
-    from seqlake.localcloud.cloud import LocalCloud
-    from seqlake.localcloud.state import StateDir
+    from seqlake.local.adapter import local_cloud
 
     r1, r2, reference = paths()
     if samples:
@@ -116,7 +116,7 @@ def run(children: int, samples: int, latency_ms: int, jobs: int, home: Path) -> 
     else:
         uploads = [(r1, "incoming/scale/scale_R1.fastq.gz"), (r2, "incoming/scale/scale_R2.fastq.gz")]
     state = StateDir(str(home))
-    with LocalCloud(state=state, jobs=jobs, quiet=True) as cloud:
+    with local_cloud(state=state, jobs=jobs, quiet=True) as cloud:
         cloud.override_parameter("ReferenceUri", cloud.upload(reference, f"references/{reference.name}", as_admin=True))
         if not samples:
             cloud.override_parameter("ReadsPerShard", str(max(1, 20_000 // children)))

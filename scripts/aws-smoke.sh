@@ -19,7 +19,7 @@ PY="${PY:-$ROOT/.venv/bin/python}"
 
 if [[ "${1:-}" == "--local" ]]; then
   # the deploy is the local cloud's own deployer of the same template.yaml (tests/local/test_smoke.py)
-  exec "$PY" -m seqlake.localcloud.smoke "${@:2}"
+  exec "$PY" -m seqlake.local.smoke "${@:2}"
 fi
 
 REGION="" SUBNETS="" GROUPS_="" KEEP=""

@@ -1,11 +1,13 @@
-"""Fails when the package's imports break its rules: ``python scripts/import_rules.py [SRC]``.
+"""Fails when the package's imports break its rules: ``python scripts/import_rules.py [SRC...]``.
 
-Two checks, both over every import statement of ``src/seqlake``:
+Three checks, all over every import statement of ``src/seqlake`` and ``localcloud/src/localcloud``:
 
 - **No circle**: no modules that import each other, directly or through others.
 - **Layers** (:data:`LAYERS`, the one home of the rule; docs/INTERNALS.md draws it): a module
   imports only its own layer or lower ones, never a sibling package of its own layer; plus the few
   :data:`FORBIDDEN` arrows and :data:`BOTO_ALLOWED` (who may talk to AWS's SDK directly).
+- **The local cloud is a component**: no module of :data:`COMPONENT` imports seqlake outside it, no module
+  but :data:`ADAPTER`'s imports the component, and no module but the component's imports moto.
 
 Every import statement counts, wherever it stands (at the top, inside a function, under ``TYPE_CHECKING``):
 a circle that only runs late is still two modules that cannot be understood one without the other.
@@ -19,19 +21,25 @@ from __future__ import annotations
 import ast
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
-def modules(src: Path) -> dict[str, Path]:
-    """Module name -> file, for every ``.py`` under ``src`` (a package's ``__init__.py`` is the package)."""
+#: the source folders checked by default: seqlake's and the local cloud's (its own distribution, localcloud/)
+SOURCES = (Path(__file__).resolve().parents[1] / "src", Path(__file__).resolve().parents[1] / "localcloud" / "src")
+
+
+def modules(src: Path | Sequence[Path]) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` under ``src`` (one folder or several; a package's ``__init__.py`` is
+    the package)."""
     out = {}
-    for path in sorted(src.rglob("*.py")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        if parts and all(p.isidentifier() for p in parts):
-            out[".".join(parts)] = path
+    for root in [src] if isinstance(src, Path) else src:
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(p.isidentifier() for p in parts):
+                out[".".join(parts)] = path
     return out
 
 
@@ -75,7 +83,7 @@ def _import_statements(text: str, filename: str) -> list[ast.Import | ast.Import
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
-def import_graph(src: Path) -> dict[str, set[str]]:
+def import_graph(src: Path | Sequence[Path]) -> dict[str, set[str]]:
     """Module -> the modules of ``src`` it imports."""
     known = modules(src)
     graph: dict[str, set[str]] = {}
@@ -99,17 +107,24 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (5, "seqlake.report"),  # the run report
     (6, "seqlake.aws"),  # the AWS steps (Lambda handlers' logic, the index job)
     (6, "seqlake.process"),  # the whole pipeline in one process, no cloud
-    (7, "seqlake.localcloud"),  # the local cloud
-    (8, "seqlake.cli"),
-    (9, "seqlake.__main__"),  # `python -m seqlake`: the command line
+    # (7: the local cloud, `localcloud`, its own distribution: it imports nothing of seqlake, COMPONENT)
+    (8, "seqlake.local"),  # the adapter: seqlake on the local cloud, the `seqlake local ...` commands (ADAPTER)
+    (9, "seqlake.cli"),
+    (10, "seqlake.__main__"),  # `python -m seqlake`: the command line
 )
+#: the local cloud: it imports no module of seqlake outside itself, and only the adapter imports it
+COMPONENT = "localcloud"
+#: the adapter between the two: the only modules that import both
+ADAPTER = "seqlake.local"
+#: moto is the local cloud's alone
+_MOTO = ("moto",)
 #: arrows the layers allow but the design does not: (importer prefix, imported prefix, why)
 FORBIDDEN: tuple[tuple[str, str, str], ...] = (
     ("seqlake.child", "seqlake.lake.merge", "a child never runs the commit's merge"),
 )
 #: the only modules that import boto3/botocore: everything else goes through storage and clients
-BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "seqlake.localcloud",
-                                 "seqlake.cli")
+BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "localcloud",
+                                 "seqlake.local", "seqlake.cli")
 _BOTO = ("boto3", "botocore")
 
 
@@ -130,7 +145,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     out = []
     for module in sorted(m for m in graph if _under(m, "seqlake")):  # the rules are this package's
         mine = group_of(module)
-        for target in sorted(graph[module]):
+        for target in sorted(t for t in graph[module] if _under(t, "seqlake")):  # the local cloud: the next check
             theirs = group_of(target)
             if theirs[0] > mine[0]:
                 out.append(f"{module} -> {target}: up from layer {mine[0]} ({mine[1]}) to {theirs[0]} ({theirs[1]})")
@@ -142,7 +157,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def boto_violations(src: Path) -> list[str]:
+def boto_violations(src: Path | Sequence[Path]) -> list[str]:
     """Modules outside :data:`BOTO_ALLOWED` that import boto3 or botocore."""
     out = []
     for name, path in modules(src).items():
@@ -153,6 +168,34 @@ def boto_violations(src: Path) -> list[str]:
                      else [node.module or ""] if not node.level else [])
             out += [f"{name} imports {n} (only {', '.join(BOTO_ALLOWED)} may)"
                     for n in names if n.split(".")[0] in _BOTO]
+    return out
+
+
+def component_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that break the local cloud's contract: a module of :data:`COMPONENT` importing seqlake outside
+    it, or a module outside :data:`COMPONENT` and :data:`ADAPTER` importing the component."""
+    out = []
+    for module in sorted(graph):
+        mine = _under(module, COMPONENT)
+        for target in sorted(graph[module]):
+            if mine and _under(target, "seqlake") and not _under(target, COMPONENT):
+                out.append(f"{module} -> {target}: the local cloud imports nothing of seqlake (give it through "
+                           f"{ADAPTER}.adapter)")
+            elif not mine and not _under(module, ADAPTER) and _under(target, COMPONENT):
+                out.append(f"{module} -> {target}: only {ADAPTER} reaches the local cloud")
+    return out
+
+
+def moto_violations(src: Path | Sequence[Path]) -> list[str]:
+    """Modules outside :data:`COMPONENT` that import moto."""
+    out = []
+    for name, path in modules(src).items():
+        if _under(name, COMPONENT):
+            continue
+        for node in import_statements(path):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if not node.level else [])
+            out += [f"{name} imports {n} (only {COMPONENT} may)" for n in names if n.split(".")[0] in _MOTO]
     return out
 
 
@@ -193,18 +236,19 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    src = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "src"
+    src: Path | Sequence[Path] = [Path(a) for a in argv] if argv else SOURCES
     graph = import_graph(src)
     found = circles(graph)
     for component in found:
         members = set(component)
         arrows = [f"{a} -> {b}" for a in component for b in sorted(graph[a] & members)]
         print(f"import circle of {len(component)} modules: " + "; ".join(arrows), file=sys.stderr)
-    broken = layer_violations(graph) + boto_violations(src)
+    broken = layer_violations(graph) + boto_violations(src) + component_violations(graph) + moto_violations(src)
     for line in broken:
         print(f"import rule broken: {line}", file=sys.stderr)
     if not found and not broken:
-        print(f"imports: no circle and no broken layer rule among {len(graph)} modules under {src}")
+        where = ", ".join(str(s) for s in ([src] if isinstance(src, Path) else src))
+        print(f"imports: no circle and no broken layer rule among {len(graph)} modules under {where}")
     return 1 if found or broken else 0
 
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # make moto-check: does the newest moto on PyPI still need each of the local cloud's patches?
 # A scratch virtualenv (kept between runs, upgraded each time) holds the newest moto (or MOTO_CHECK_VERSION) and
-# boto3, nothing of seqlake's pins; this checkout's src/ is on PYTHONPATH for the registry and its probes, which
-# import no other part of seqlake (src/seqlake/localcloud/patch_registry.py, moto_probes.py, moto_check.py).
+# boto3, nothing of seqlake's pins; this checkout's localcloud/src/ is on PYTHONPATH for the registry and its probes, which
+# import nothing outside the local cloud (localcloud/src/localcloud/patch_registry.py, moto_probes.py, moto_check.py).
 # Prints one line per patch (needed / gone / review); exits 1 if one needs review.
 set -eu
 PYTHON=${PYTHON:-python3}
@@ -12,4 +12,4 @@ test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade \
     "moto[$EXTRAS]${MOTO_CHECK_VERSION:+==$MOTO_CHECK_VERSION}" boto3
 cd "$(dirname "$0")/.."
-PYTHONPATH=src exec "$VENV/bin/python" -m seqlake.localcloud.moto_check
+PYTHONPATH=localcloud/src exec "$VENV/bin/python" -m localcloud.moto_check

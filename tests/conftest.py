@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 import slowest_tests
+from localcloud import emulator_errors
 from seqlake import demo_data
 from seqlake.base.cachedir import CACHE_VAR, REF_CACHE_VAR
-from seqlake.localcloud import emulator_errors
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = Path(__file__).resolve().parent / "data"

@@ -54,55 +54,55 @@ def _cmd_reduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.commands import demo_command
+    from seqlake.local.commands import demo_command
 
     return int(demo_command(args) or 0)
 
 
 def _cmd_local_run(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.commands import run_command
+    from seqlake.local.commands import run_command
 
     return int(run_command(args) or 0)
 
 
 def _cmd_local_query(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.commands import query_command
+    from seqlake.local.commands import query_command
 
     return int(query_command(args) or 0)
 
 
 def _cmd_local_runs(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.commands import runs_command
+    from seqlake.local.commands import runs_command
 
     return int(runs_command(args) or 0)
 
 
 def _cmd_local_report(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.report_command import report_command
+    from seqlake.local.report_command import report_command
 
     return report_command(args)
 
 
 def _cmd_local_status(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.status_command import status_command
+    from seqlake.local.status_command import status_command
 
     return status_command(args)
 
 
 def _cmd_local_delete_sample(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.maintenance import delete_sample_command
+    from seqlake.local.maintenance import delete_sample_command
 
     return delete_sample_command(args)
 
 
 def _cmd_local_compact(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.maintenance import compact_command
+    from seqlake.local.maintenance import compact_command
 
     return compact_command(args)
 
 
 def _cmd_local_rerun(args: argparse.Namespace) -> int:
-    from seqlake.localcloud.rerun import rerun_command
+    from seqlake.local.rerun import rerun_command
 
     return rerun_command(args)
 

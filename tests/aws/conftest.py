@@ -22,8 +22,8 @@ import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
+from localcloud.deployer import iceberg_table_input
 from seqlake.base import clients
-from seqlake.localcloud.deployer import iceberg_table_input
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
+from localcloud.batch import ESSENTIAL_EXITED, Outcome, decide
+from localcloud.deployer import Deployer
 from seqlake.aws import batch_reasons, steps
 from seqlake.base.errors import EXIT_BAD_INPUT
 from seqlake.base.model import Step
 from seqlake.lake.tables import TABLES
-from seqlake.localcloud.batch import ESSENTIAL_EXITED, Outcome, decide
-from seqlake.localcloud.deployer import Deployer
 
 from .conftest import REPO, Resolver
 from .test_template import ASL_PATH, as_list, asl, statements
@@ -373,7 +373,7 @@ def test_jobs_scratch_is_the_instance_store_with_room_for_every_job_of_the_large
     """Item 2 of issue 34: every job's TMPDIR is the host's scratch, the user data mounts the NVMe instance
     store there, and every size of every default family has at least SCRATCH_GB_PER_VCPU of it per vCPU and
     8 GiB of memory per vCPU (so memory, not disk, bounds the children an instance holds)."""
-    from seqlake.localcloud import rules
+    from localcloud import rules
 
     scratch_gb_per_vcpu = 37.5  # docs/COST.md, "Scratch disk": a child's worst case is ~33 GB
     jd = resources(template)["WorkerJobDefinition"]["Properties"]["ContainerProperties"]

@@ -1,7 +1,7 @@
 """Each grant enough: the template as SAM renders it (its generated policies, the AWS managed policies it
 attaches) grants no ``*`` action, and ``*`` as a resource only for actions AWS authorizes on nothing
 narrower. Static, beside checkov; which grants are *needed* is the local sweep's
-(``python -m seqlake.localcloud.grants``, ``make grants``)."""
+(``python -m seqlake.local.grants``, ``make grants``)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_every_statement_no_local_run_needs_is_in_the_template_with_its_reason(c
     """``make grants`` accepts a statement that no local run needs only with a reason; each such entry names a
     statement that exists (a renamed or removed one must not leave its excuse behind), and the template
     says so beside it."""
-    from seqlake.localcloud.grants import NOT_EXERCISED
+    from seqlake.local.grants import NOT_EXERCISED
 
     sids = {(lid, st.get("Sid")) for lid, st in identity_statements(cfn)}
     text = (REPO / "template.yaml").read_text()

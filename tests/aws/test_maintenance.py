@@ -172,7 +172,7 @@ def test_the_templates_compaction_settings_are_the_codes(template: dict[str, Any
 def test_compaction_schedule_none_keeps_the_rule_disabled(template: dict[str, Any]) -> None:
     """``CompactionSchedule=none``: the schedule rule SAM makes stays, disabled (a rule needs an expression all the
     same); any other value is the rule's expression, enabled."""
-    from seqlake.localcloud.deployer import Deployer
+    from localcloud.deployer import Deployer
 
     from .conftest import rendered
 

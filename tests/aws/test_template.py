@@ -296,7 +296,7 @@ def test_spot_first_then_on_demand(template: dict[str, Any]) -> None:
     assert spot["Type"] == "SPOT" and spot["AllocationStrategy"] == "SPOT_PRICE_CAPACITY_OPTIMIZED"
     assert spot["MinvCpus"] == 0 and spot["InstanceTypes"]["Fn::If"][1] == {"Ref": "InstanceTypes"}
     # many Spot pools in every region: its default families hold at least 8 instance types
-    from seqlake.localcloud import rules
+    from localcloud import rules
 
     for region, default in template["Mappings"]["RegionInstanceTypes"].items():
         assert len(rules.expand(default["Families"].split(","))) >= 8, region

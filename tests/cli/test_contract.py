@@ -227,7 +227,7 @@ def test_local_runs_shows_a_run_once_with_its_attempts_and_counts_reads_as_reads
     """(7, 10) a run and its re-runs are one line; the reads column says it counts every mate."""
     from rich.console import Console
 
-    from seqlake.localcloud.commands import by_run, print_runs
+    from seqlake.local.commands import by_run, print_runs
 
     records = [{"run_id": "a", "status": "FAILED", "started": "2026-12-01T10:00:00Z", "status_json": {}},
                {"run_id": "b", "status": "SUCCEEDED", "started": "2026-12-01T10:01:00Z",
@@ -277,7 +277,7 @@ def test_bad_input_on_the_local_cloud_exits_65_and_a_fixed_file_is_a_new_run(tmp
     assert fixed.returncode == EXIT_OK, fixed.stderr[-3000:]
     runs = json.loads((tmp_path / "home" / "runs.json").read_text())
     assert [(r["run_id"] == first["run_id"], r["status"]) for r in runs] == [(True, "FAILED"), (False, "SUCCEEDED")]
-    from seqlake.localcloud.state import md5_file
+    from localcloud.state import md5_file
 
     assert runs[0]["inputs"] == first["inputs"]
     assert [i["etag"].strip('"') for i in runs[1]["inputs"]] == [md5_file(reads)]

@@ -37,7 +37,7 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
                  "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
     # Glue's optimistic check of UpdateTable's VersionId, which moto lacks (localcloud/patches.py, patch 19)
-    from seqlake.localcloud import patches
+    from localcloud import patches
 
     patches.apply_all()
     from seqlake.base import clients

@@ -60,18 +60,38 @@ def test_a_package_face_that_hands_names_on_is_no_circle(tmp_path: Path) -> None
 
 def test_the_package_has_no_import_circle() -> None:
     check = _script()
-    assert check.circles(check.import_graph(ROOT / "src")) == []
+    assert check.circles(check.import_graph(check.SOURCES)) == []
 
 
-def test_the_local_cloud_is_the_top_floor() -> None:
-    """Only the command line imports the local cloud, and its launcher and fork server import nothing else of
-    seqlake (they are told what to run)."""
-    graph = _script().import_graph(ROOT / "src")
-    local = "seqlake.localcloud"
+def test_the_local_cloud_is_a_component() -> None:
+    """Only the adapter (``seqlake.local``) imports the local cloud, the local cloud imports nothing of seqlake,
+    no other module imports moto, and its launcher and fork server import nothing else (they are told what to
+    run)."""
+    check = _script()
+    graph = check.import_graph(check.SOURCES)
+    local = check.COMPONENT
     users = {m for m, targets in graph.items() if not m.startswith(local) and any(t.startswith(local) for t in targets)}
-    assert users == {"seqlake.cli"}
+    assert users and all(m.startswith(check.ADAPTER + ".") for m in users), users
+    outside = {t for m, targets in graph.items() if m.startswith(local) for t in targets if not t.startswith(local)}
+    assert outside == set()
+    assert check.component_violations(graph) == [] and check.moto_violations(check.SOURCES) == []
     transport = {f"{local}.launcher", f"{local}.forkserver"}
     assert all(graph[m] <= transport for m in transport)
+
+
+@pytest.mark.parametrize(("files", "broken"), [
+    ({"localcloud/a.py": "from seqlake.base import storage\n"}, "the local cloud imports nothing of seqlake"),
+    ({"seqlake/cli.py": "from localcloud import a\n"}, "only seqlake.local reaches the local cloud"),
+    ({"seqlake/lake/merge.py": "import moto.s3\n"}, "imports moto.s3 (only localcloud may)"),
+])
+def test_each_broken_component_rule_fails_the_check(tmp_path: Path, files: dict[str, str], broken: str) -> None:
+    check = _script()
+    src = _layered(tmp_path, {"localcloud/a.py": "", "seqlake/local/__init__.py": "",
+                              "seqlake/local/adapter.py": "from localcloud import a\nfrom seqlake.base import "
+                              "storage\n", **files})
+    found = check.component_violations(check.import_graph(src)) + check.moto_violations(src)
+    assert any(broken in line for line in found), found
+    assert check.main([str(src)]) == 1
 
 
 def _layered(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -79,17 +99,17 @@ def _layered(tmp_path: Path, files: dict[str, str]) -> Path:
     base = {"seqlake/__init__.py": "", "seqlake/base/__init__.py": "", "seqlake/base/storage.py": "",
             "seqlake/lake/__init__.py": "", "seqlake/lake/merge.py": "", "seqlake/lake/tables.py": "",
             "seqlake/child/__init__.py": "", "seqlake/child/worker.py": "", "seqlake/aws/__init__.py": "",
-            "seqlake/aws/steps.py": "", "seqlake/process.py": "", "seqlake/localcloud/__init__.py": "",
+            "seqlake/aws/steps.py": "", "seqlake/process.py": "", "localcloud/__init__.py": "",
             "seqlake/cli.py": ""}
     return _write(tmp_path, {**base, **files})
 
 
 def test_the_package_keeps_its_layers() -> None:
     check = _script()
-    src = ROOT / "src"
+    src = check.SOURCES
     assert check.layer_violations(check.import_graph(src)) == []
     assert check.boto_violations(src) == []
-    assert check.main([str(src)]) == 0
+    assert check.main([str(s) for s in src]) == 0
 
 
 def test_at_most_sixteen_entries_at_the_top() -> None:
@@ -103,8 +123,7 @@ def test_at_most_sixteen_entries_at_the_top() -> None:
     ({"seqlake/base/storage.py": "def f():\n    import seqlake.lake.tables\n"}, "up from layer 0"),
     ({"seqlake/child/worker.py": "from seqlake.lake import merge\n"}, "never runs the commit's merge"),
     ({"seqlake/process.py": "from seqlake.aws import steps\n"}, "across layer 6"),
-    ({"seqlake/aws/steps.py": "from seqlake import localcloud\n"}, "up from layer 6"),
-])
+    ])
 def test_each_broken_layer_rule_fails_the_check(tmp_path: Path, files: dict[str, str], broken: str) -> None:
     check = _script()
     src = _layered(tmp_path, files)

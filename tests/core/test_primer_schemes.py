@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.state import StateDir, md5_file
 from seqlake.base.errors import BadInputError
-from seqlake.localcloud.commands import previous_run
-from seqlake.localcloud.state import StateDir, md5_file
+from seqlake.local.commands import previous_run
 from seqlake.plan.primers import content_pin, load_primer_scheme, parse_primer_bed, pin_primer_bed, with_primer_pin
 
 CONTIGS = {"chrV": 2_000}

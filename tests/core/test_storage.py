@@ -332,7 +332,7 @@ def test_mock_aws_after_the_local_clouds_patches_reads_large_ranges(s3: str, tmp
     ``mock_aws`` after them still gets a range of more than a MiB as bytes (it got patch 2's stream, which only
     a server can send: ``TypeError: a bytes-like object is required, not 'generator'`` in the test above,
     whenever its xdist worker had run a local cloud first)."""
-    from seqlake.localcloud import patches
+    from localcloud import patches
 
     patches.apply_all()
     test_concatenate_joins_pieces_on_s3_by_copying_large_ones(s3, tmp_path)

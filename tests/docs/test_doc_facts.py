@@ -8,10 +8,10 @@ import re
 
 from doc_commands import DOCS, REPO, commands
 
+from localcloud.packaging import load_template
 from seqlake.base.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from seqlake.base.model import FINAL_STATES, RunState
 from seqlake.lake.tables import TABLES, markdown
-from seqlake.localcloud.packaging import load_template
 
 README = REPO / "README.md"
 DEPLOY = REPO / "docs" / "DEPLOY.md"

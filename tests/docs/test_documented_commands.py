@@ -258,7 +258,7 @@ def check_python(command: Command, workdir: Workdir) -> None:
     module, rest = args[1], args[2:]
     if module == "venv":
         return
-    assert module.startswith("seqlake"), f"{command}: not a seqlake module"
+    assert module.split(".")[0] in ("seqlake", "localcloud"), f"{command}: not a module of seqlake or its local cloud"
     proc = subprocess.run([sys.executable, "-m", module, "--help"], env=workdir.env, text=True,
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -268,9 +268,11 @@ def check_python(command: Command, workdir: Workdir) -> None:
 
 def check_pip(command: Command, workdir: Workdir) -> None:
     wheels = [w for w in command.argv if ".whl" in w]
-    for wheel in wheels:  # the wheel `pip wheel` makes of this version, with an extra the package has
+    component = tomllib.loads((REPO / "localcloud" / "pyproject.toml").read_text())["project"]["version"]
+    ours = {f"seqlake-{seqlake.__version__}-py3-none-any.whl", f"localcloud-{component}-py3-none-any.whl"}
+    for wheel in wheels:  # the wheels `pip wheel` makes of this version, with an extra the package has
         name = Path(wheel.split("[", 1)[0]).name
-        assert name == f"seqlake-{seqlake.__version__}-py3-none-any.whl", f"{command}: not this version's wheel"
+        assert name in ours, f"{command}: not this version's wheel"
         extras = re.findall(r"\[(\w+)\]", wheel)
         optional = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
         assert set(extras) <= set(optional), f"{command}: no such extra"

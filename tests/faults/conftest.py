@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from localcloud.cloud import LocalCloud
+from localcloud.progress import Execution
+from localcloud.state import StateDir
 from seqlake.base import faults
 from seqlake.lake.tables import RESULT_TABLES
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.progress import Execution
-from seqlake.localcloud.state import StateDir
+from seqlake.local import adapter
 
 READS_PER_SHARD = 500
 
@@ -123,7 +124,7 @@ def by_folder(results: dict[str, Outcome]) -> dict[str, Outcome]:
 
 
 def runs_row(cloud: LocalCloud, run_id: str) -> dict[str, str | None]:
-    from seqlake.localcloud.commands import athena_query
+    from seqlake.local.commands import athena_query
 
     result = athena_query(cloud, f"SELECT * FROM runs WHERE run_id = '{run_id}'")
     assert len(result.rows) == 1, result.rows
@@ -136,8 +137,8 @@ def start_function(cloud: LocalCloud) -> str:
 
 
 def worker_fault(cloud: LocalCloud, spec: str) -> AbstractContextManager[None]:
-    """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (:meth:`LocalCloud.worker_fault`)."""
-    return cloud.worker_fault(spec)
+    """``SEQLAKE_FAULT=spec`` for the Batch children started meanwhile (:func:`seqlake.local.adapter.worker_fault`)."""
+    return adapter.worker_fault(cloud, spec)
 
 
 def commit_function(cloud: LocalCloud) -> str:

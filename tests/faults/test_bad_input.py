@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from localcloud.cloud import LocalCloud
 from seqlake.aws.events import run_id, s3_object
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query, runs_command
+from seqlake.local.commands import athena_query, runs_command
 
 from .conftest import (
     BARE_GZIP_HEADER,

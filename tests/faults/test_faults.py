@@ -20,11 +20,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from localcloud.cloud import LocalCloud
 from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
 from seqlake.demo_data import paths as demo_paths
 from seqlake.lake.tables import COMMIT_TIME_COLUMNS, RESULT_TABLES
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
+from seqlake.local.commands import athena_query
 
 from .conftest import (
     READS_PER_SHARD,

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from localcloud import iam
+from localcloud.cloud import LocalCloud
 from seqlake.base.errors import access_denied
 from seqlake.base.layout import GENOMES, RunLayout, batch_job_writes, child_name
 from seqlake.lake.tables import RESULT_TABLES
-from seqlake.localcloud import iam
-from seqlake.localcloud.cloud import LocalCloud
 
 from .conftest import put
 
@@ -212,8 +212,8 @@ def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queu
 ) -> None:
     """EventBridge invokes the start function only as its Lambda permission allows (principal and rule);
     an event it may not deliver goes to the target's dead-letter queue, whose policy admits this rule only."""
-    from seqlake.localcloud import patches
-    from seqlake.localcloud.events import EventDelivery
+    from localcloud import patches
+    from localcloud.events import EventDelivery
 
     cloud = enforced
     assert cloud.lambdas is not None
@@ -250,7 +250,7 @@ def test_eventbridge_needs_the_functions_permission_and_dead_letters_by_the_queu
 def test_the_start_functions_failed_events_go_to_its_dead_letter_queue_as_its_role(enforced: LocalCloud) -> None:
     """Lambda sends an asynchronous event that failed every attempt to the function's DeadLetterConfig queue
     with the function's role: SAM's DeadLetterQueuePolicy statement is what lets it (``make grants``)."""
-    from seqlake.localcloud.grants import grants, without
+    from seqlake.local.grants import grants, without
 
     cloud = enforced
     assert cloud.lambdas is not None and cloud.lambdas.dead_letter is not None

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from seqlake.localcloud.cloud import LocalCloud
+from localcloud.cloud import LocalCloud
 
 from .conftest import Outcome, outcomes, partitions_of, put, record_failure_broken, runs_row
 

@@ -20,6 +20,8 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 #: what a venv holds that no requirement brings (pip's own tools)
 _VENV_OWN = {"pip", "setuptools", "wheel"}
+#: the distributions of this repository (installed from it, editable, never from an index): no constraint
+_OWN = {"seqlake", "localcloud"}
 
 
 def constraints() -> dict[str, str]:
@@ -66,18 +68,23 @@ def test_every_constraint_is_installed_at_its_version() -> None:
 
 
 def test_every_distribution_the_project_needs_has_a_constraint() -> None:
-    missing = needed("seqlake", {"dev", "local"}) - set(constraints()) - _VENV_OWN
+    missing = needed("seqlake", {"dev", "local"}) - set(constraints()) - _VENV_OWN - _OWN
     assert not missing, f"installed for seqlake[dev] but not in constraints.txt: {sorted(missing)}"
 
 
 def test_the_direct_pins_agree_with_the_constraints() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    component = tomllib.loads((REPO / "localcloud" / "pyproject.toml").read_text())["project"]
     pins = constraints()
     direct = project["dependencies"] + [d for deps in project["optional-dependencies"].values() for d in deps]
+    direct += component["dependencies"]
     checked = 0
     for text in direct:
         req = Requirement(text)
-        if canonicalize_name(req.name) == "seqlake":
+        if canonicalize_name(req.name) == "localcloud":  # the repository's own: the version in localcloud/
+            assert str(req.specifier) == f"=={component['version']}", f"{text} vs localcloud/pyproject.toml"
+            continue
+        if canonicalize_name(req.name) in _OWN:
             continue
         assert re.fullmatch(r"==[\w.]+", str(req.specifier)), f"pyproject.toml: {text} is not an exact pin"
         assert pins.get(canonicalize_name(req.name)) == str(req.specifier)[2:], f"{text} vs constraints.txt"

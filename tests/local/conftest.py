@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud import containers
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.state import StateDir
+from localcloud import containers
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
+from seqlake.local import adapter  # noqa: F401 - imported: the local cloud runs seqlake (contract.use)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -71,7 +72,7 @@ def fixture_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(params=["forked", "interpreter"])
 def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A test run twice: children forked from the fork server, and each a new interpreter (its fallback)."""
-    from seqlake.localcloud import launcher
+    from localcloud import launcher
 
     if request.param == "forked" and not launcher.fork_enabled({}):
         pytest.skip("no fork here")
@@ -81,10 +82,10 @@ def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.fixture(params=["cgroup2", "cgroup1", "rlimit"])
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """How the local cloud caps memory (:mod:`seqlake.localcloud.memory`): the cgroup version this machine
+    """How the local cloud caps memory (:mod:`localcloud.memory`): the cgroup version this machine
     lets us make (the other skipped, naming the machine's: a machine has one memory hierarchy in use), and
     the rlimit it falls back to without one (made so by hiding the cgroup file system)."""
-    from seqlake.localcloud import memory
+    from localcloud import memory
 
     if request.param != "rlimit":
         probe = memory.MemoryLimits()

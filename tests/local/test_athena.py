@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqlake.localcloud import athena
-from seqlake.localcloud.athena import Partition, TableDef
-from seqlake.localcloud.state import StateDir
+from localcloud import athena
+from localcloud.athena import Partition, TableDef
+from localcloud.state import StateDir
 
 
 def _table(partitions: tuple[Partition, ...]) -> TableDef:
@@ -93,9 +93,9 @@ def test_catalog_round_trips_through_the_state_folder(tmp_path: Path) -> None:
 def test_an_athena_view_of_the_template_is_queried_as_athena_would(tmp_path: Path) -> None:
     """The template's views (Glue VIRTUAL_VIEW tables, the SQL in a ``/* Presto View: <base64> */``) resolved as
     the local deployer resolves them, decoded by the catalog mirror's rule, and queried over a registered table."""
+    from localcloud.deployer import Deployer
     from seqlake.aws import render_template
     from seqlake.lake.tables import BY_NAME
-    from seqlake.localcloud.deployer import Deployer
 
     resources = render_template.view_resources(render_template.REPO / "views")
     view = resources["LowAmpliconsView"]["Properties"]["TableInput"]

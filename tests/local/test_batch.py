@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import seqlake
-from seqlake.localcloud.batch import (
+from localcloud.batch import (
     DEFAULT_LOG_GROUP,
     ESSENTIAL_EXITED,
     TIMED_OUT,
@@ -23,9 +23,9 @@ from seqlake.localcloud.batch import (
     local_command,
     log_group_of,
     log_lines,
-    seqlake_args,
+    worker_args,
 )
-from seqlake.localcloud.launcher import Launcher
+from localcloud.launcher import Launcher
 
 #: the template's strategy (first match wins; no match = RETRY)
 TEMPLATE_STRATEGY = {
@@ -297,7 +297,7 @@ def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch:
     def no_popen(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a seqlake command started a new interpreter")
 
-    monkeypatch.setattr("seqlake.localcloud.launcher.subprocess.Popen", no_popen)
+    monkeypatch.setattr("localcloud.launcher.subprocess.Popen", no_popen)
     missing = tmp_path / "no-such-plan.json"
     failing = Job("f:0", ["seqlake", "worker"], SPOT_ONLY, index=0, env={"SEQLAKE_PLAN_URI": str(missing)})
     version = Job("v:1", ["python", "-m", "seqlake", "--version"], SPOT_ONLY, index=1)
@@ -318,10 +318,10 @@ def test_seqlake_commands_fork_from_the_fork_server(tmp_path: Path, monkeypatch:
     assert str(missing) in log  # the job's SEQLAKE_PLAN_URI, refused
 
 
-def test_seqlake_args() -> None:
-    assert seqlake_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
-    assert seqlake_args([sys.executable, "-m", "seqlake.other"]) is None
-    assert seqlake_args(["sh", "-c", "seqlake"]) is None
+def test_worker_args() -> None:
+    assert worker_args([sys.executable, "-m", "seqlake", "worker", "--plan", "p"]) == ["worker", "--plan", "p"]
+    assert worker_args([sys.executable, "-m", "seqlake.other"]) is None
+    assert worker_args(["sh", "-c", "seqlake"]) is None
 
 
 def test_a_closed_fork_server_fails_the_attempt_as_a_container_that_cannot_start(tmp_path: Path) -> None:
@@ -405,7 +405,7 @@ def test_an_attempts_page_cache_is_counted_apart(tmp_path: Path) -> None:
     kernel reclaims at the limit instead of killing (the 1.5 Gb shard's index and spill): its peak as the
     cgroup counts it reaches the limit, and its anonymous and shared memory, sampled, stays at what the
     process holds."""
-    from seqlake.localcloud import memory
+    from localcloud import memory
 
     probe = memory.MemoryLimits()
     probe.close()

@@ -9,9 +9,9 @@ import os
 import threading
 from pathlib import Path
 
-from seqlake.localcloud import patches
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.state import StateDir
+from localcloud import patches
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
 
 
 def test_stopping_an_older_cloud_leaves_a_newer_one_working(tmp_path: Path) -> None:

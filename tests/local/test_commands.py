@@ -15,17 +15,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from localcloud.athena import Partition, TableDef
+from localcloud.state import StateDir, md5_file
 from seqlake.base.errors import EXIT_BAD_INPUT, BadInputError, SeqlakeError
 from seqlake.cli import build_parser
-from seqlake.localcloud.athena import Partition, TableDef
-from seqlake.localcloud.commands import (
+from seqlake.local.commands import (
     plan_reads,
     plan_samplesheet,
     previous_run,
     query_command,
     sample_name,
 )
-from seqlake.localcloud.state import StateDir, md5_file
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_local_query_and_runs_import_no_moto(tmp_path: Path) -> None:
 
 
 def test_a_reason_names_the_local_file_beside_its_key() -> None:
-    from seqlake.localcloud.commands import name_local_files
+    from seqlake.local.commands import name_local_files
 
     sources = {"s3://b/incoming/x/x_R1.fastq": "/home/me/reads/x_R1.fastq"}
     reason = "s3://b/incoming/x/x_R1.fastq:12: quality has 3 characters but the sequence has 4; s3://b/other.fq"
@@ -182,12 +182,12 @@ def test_memory_options_reach_the_jobs_the_local_batch_holds_to_them() -> None:
     MEMORY comes from the plan); and the reducers' MEMORY in the state machine."""
     import boto3
 
+    from localcloud.containers import resources
+    from localcloud.deployer import Deployer, to_api
+    from localcloud.packaging import load_template
     from seqlake.cli import build_parser
-    from seqlake.localcloud.appdir import TEMPLATE
-    from seqlake.localcloud.commands import cloud_parameters
-    from seqlake.localcloud.containers import resources
-    from seqlake.localcloud.deployer import Deployer, to_api
-    from seqlake.localcloud.packaging import load_template
+    from seqlake.local.appdir import TEMPLATE
+    from seqlake.local.commands import cloud_parameters
     from seqlake.plan.sizing import Compute
 
     repo = Path(__file__).resolve().parents[2]

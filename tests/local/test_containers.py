@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 
 import seqlake
+from localcloud import athena, containers
+from localcloud.batch import ESSENTIAL_EXITED, BatchRunner, Outcome
+from localcloud.cloud import LocalCloud
+from localcloud.errors import LocalCloudError
+from localcloud.state import StateDir
 from seqlake.base import faults
-from seqlake.base.errors import SeqlakeError
 from seqlake.demo_data import paths as demo_paths
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
-from seqlake.localcloud import athena, containers
-from seqlake.localcloud.batch import ESSENTIAL_EXITED, BatchRunner, Outcome
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
-from seqlake.localcloud.state import StateDir
+from seqlake.local.commands import athena_query
 
 REPO = Path(__file__).resolve().parents[2]
 #: the spot test's reads: the first pairs of the bundled demo library, in 4 shards (what it checks needs
@@ -145,7 +145,7 @@ def test_submit_time_resource_overrides_win() -> None:
 
 
 def _image_inputs(root: Path) -> Path:
-    for name in (*containers._IMAGE_FILES, "src/seqlake/child/worker.py", "src/seqlake/localcloud/cloud.py"):
+    for name in (*containers._IMAGE_FILES, "src/seqlake/child/worker.py", "localcloud/src/localcloud/cloud.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / name, root / name)
     return root
@@ -154,7 +154,7 @@ def _image_inputs(root: Path) -> Path:
 def test_the_image_tag_follows_the_files_it_is_built_from_only(tmp_path: Path) -> None:
     repo = _image_inputs(tmp_path)
     before = containers.image_digest(repo)
-    (repo / "src/seqlake/localcloud/cloud.py").write_text("# the local cloud is not in the image\n")
+    (repo / "localcloud/src/localcloud/cloud.py").write_text("# the local cloud is not in the image\n")
     (repo / "src/seqlake.egg-info").mkdir()
     (repo / "src/seqlake.egg-info/PKG-INFO").write_text("an editable install's metadata is not either\n")
     assert containers.image_digest(repo) == before
@@ -207,7 +207,7 @@ def test_containers_requested_where_podman_is_missing_fail_naming_why(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(containers.VAR, "0")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(SeqlakeError, match="podman is not installed"):
+    with pytest.raises(LocalCloudError, match="podman is not installed"):
         containers.require(True)
 
 
@@ -272,15 +272,15 @@ def test_the_image_holds_the_worker_only_and_runs_as_a_user(image: str) -> None:
     probe = (
         "import importlib.util as u, os, sys; "
         "print(os.getuid(), '%d.%d' % sys.version_info[:2], u.find_spec('seqlake.child.worker') is not None, "
-        "[m for m in ('seqlake.localcloud', 'moto', 'duckdb', 'pytest', 'ruff', 'mypy') if u.find_spec(m)])"
+        "[m for m in ('localcloud', 'moto', 'duckdb', 'pytest', 'ruff', 'mypy') if u.find_spec(m)])"
     )
     out = _podman("run", "--rm", "--network", "none", image, "python", "-c", probe).stdout.strip().split(maxsplit=3)
     base_python = re.search(r"PYTHON_IMAGE=python:(\d+\.\d+)", (REPO / "containers/worker/Dockerfile").read_text())
     assert base_python is not None
     assert out == ["10001", base_python.group(1), "True", "[]"]
-    imported = _podman("run", "--rm", "--network", "none", image, "python", "-c", "import seqlake.localcloud",
+    imported = _podman("run", "--rm", "--network", "none", image, "python", "-c", "import localcloud",
                        check=False)
-    assert imported.returncode != 0 and "No module named 'seqlake.localcloud'" in imported.stderr
+    assert imported.returncode != 0 and "No module named 'localcloud'" in imported.stderr
 
 
 def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from localcloud.state import StateDir
 from seqlake.demo_data import __file__ as _demo_init
 from seqlake.lake.deletion import sample_tables
-from seqlake.localcloud.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = Path(_demo_init).parent

@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_delete_sample import DEMO, GONE, KEPT, _reads, _rows_of
 
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
 from seqlake.lake.deletion import sample_tables
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import plan_samplesheet
-from seqlake.localcloud.state import StateDir
+from seqlake.local.commands import plan_samplesheet
 
 pytestmark = [pytest.mark.e2e]
 PAIRS = 300

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from seqlake.localcloud.deployer import Deployer
-from seqlake.localcloud.deployment import state_machine_functions
-from seqlake.localcloud.packaging import load_template, package, zip_folder
-from seqlake.localcloud.translate import translate
+from localcloud.deployer import Deployer
+from localcloud.deployment import state_machine_functions
+from localcloud.packaging import load_template, package, zip_folder
+from localcloud.translate import translate
 
 APP = Path(__file__).resolve().parent / "fixtures" / "app"
 REPO = Path(__file__).resolve().parents[2]

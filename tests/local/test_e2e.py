@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.commands import athena_query
-from seqlake.localcloud.state import StateDir
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
+from seqlake.local.commands import athena_query
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.external_data, pytest.mark.tools]

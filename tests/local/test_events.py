@@ -11,8 +11,8 @@ import boto3
 from moto import mock_aws
 from moto.moto_api._internal.models import moto_api_backend
 
-from seqlake.localcloud.deployer import REGION
-from seqlake.localcloud.events import SqsEventSource, target_input
+from localcloud.deployer import REGION
+from localcloud.events import SqsEventSource, target_input
 
 EVENT = {
     "source": "aws.s3",

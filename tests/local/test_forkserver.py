@@ -1,6 +1,6 @@
 """The fork server: a process per Lambda invocation or Batch attempt, forked from one that imported the libraries.
 
-Its children here run the local Lambda's child side (:mod:`seqlake.localcloud.lambda_runtime`), as the
+Its children here run the local Lambda's child side (:mod:`localcloud.lambda_runtime`), as the
 launcher asks the server to: a function named ``module:function`` with ``sys.argv``, the event on stdin."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from seqlake.localcloud import forkserver
-from seqlake.localcloud.lambda_runtime import TARGET
+from localcloud import forkserver
+from localcloud.lambda_runtime import TARGET
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="no fork here")
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from seqlake.localcloud import patches
-from seqlake.localcloud.http_server import LocalServer
+from localcloud import patches
+from localcloud.http_server import LocalServer
 
 
 @pytest.fixture(scope="module")

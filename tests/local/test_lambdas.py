@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
+from localcloud.lambdas import FunctionSpec, LambdaRunner
 
 #: every test runs with the fork server and with a new interpreter per invocation (its fallback)
 pytestmark = pytest.mark.usefixtures("launch_mode")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud import forkserver
-from seqlake.localcloud.launcher import Launcher, Program, fork_enabled
+from localcloud import forkserver
+from localcloud.launcher import Launcher, Program, fork_enabled
 
 #: a module of the test's own: the launcher knows nothing of it until a program names it
 PROGRAM = """

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from localcloud import memory
+from localcloud.lambdas import FunctionSpec, LambdaRunner
 from seqlake.aws.batch_reasons import LAMBDA_OUT_OF_MEMORY
-from seqlake.localcloud import memory
-from seqlake.localcloud.lambdas import FunctionSpec, LambdaRunner
 
 #: with the fork server and with a new interpreter per invocation: the limit reaches both
 pytestmark = pytest.mark.usefixtures("launch_mode")

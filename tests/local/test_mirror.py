@@ -8,8 +8,8 @@ from pathlib import Path
 import boto3
 from moto import mock_aws
 
-from seqlake.localcloud import mirror
-from seqlake.localcloud.state import ObjectMeta, StateDir
+from localcloud import mirror
+from localcloud.state import ObjectMeta, StateDir
 
 MIB = 1024 * 1024
 

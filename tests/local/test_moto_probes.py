@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seqlake.localcloud import patch_registry
+from localcloud import patch_registry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_every_probe_finds_its_patch_needed_on_the_pinned_moto() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop(patch_registry.DISABLED_VAR, None)
-    proc = subprocess.run([sys.executable, "-m", "seqlake.localcloud.moto_check"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "localcloud.moto_check"], env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     verdicts = dict(re.findall(r"^  (\S+)\s+(needed|gone|review)\s", proc.stdout, re.MULTILINE))
     assert verdicts == {p.id: "needed" for p in patch_registry.PATCHES}, proc.stdout + proc.stderr[-2000:]
@@ -30,7 +30,7 @@ def test_every_probe_finds_its_patch_needed_on_the_pinned_moto() -> None:
 
 
 def test_a_patch_whose_function_moved_is_for_review() -> None:
-    from seqlake.localcloud import moto_probes
+    from localcloud import moto_probes
 
     moved = patch_registry.Patch(id="s3-latency", kind="emulator", replaces=("moto.s3.responses:S3Response.gone",),
                                  why="", source="", upstream="", tests=())

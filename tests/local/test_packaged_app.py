@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.packaging import load_template, package
 from seqlake.base.errors import SeqlakeError
-from seqlake.localcloud import appdir
-from seqlake.localcloud.packaging import load_template, package
+from seqlake.local import appdir
 
 ROOT = Path(__file__).resolve().parents[2]
-APP_IN_WHEEL = "seqlake/localcloud/app/"
+APP_IN_WHEEL = "seqlake/local/app/"
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +57,20 @@ def test_app_dir_is_the_checkout_here_and_refuses_a_folder_without_a_template(
     monkeypatch.setenv(appdir.VAR, str(tmp_path))
     with pytest.raises(SeqlakeError, match=r"no template\.yaml"):
         appdir.app_dir()
+
+
+def test_the_local_cloud_is_a_wheel_of_its_own(wheel: Path, tmp_path: Path) -> None:
+    """seqlake's wheel carries the adapter (``seqlake/local``) but not the local cloud; the local cloud's wheel
+    (``localcloud/``, its own version and moto pin) carries nothing of seqlake."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert "seqlake/local/adapter.py" in names and not [n for n in names if n.startswith("localcloud/")]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(tmp_path),
+                    str(ROOT / "localcloud")], check=True, capture_output=True)
+    (found,) = tmp_path.glob("localcloud-*.whl")
+    with zipfile.ZipFile(found) as z:
+        names = z.namelist()
+        metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert "localcloud/cloud.py" in names and "localcloud/patches.py" in names
+    assert not [n for n in names if n.startswith("seqlake/")]
+    assert "Requires-Dist: moto[" in metadata and "==5.2.6" in metadata

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlake.localcloud import patch_registry, patches
+from localcloud import patch_registry, patches
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """Each moto patch, on a running local cloud (the pinned moto only). Which test shows which patch is in
-``seqlake.localcloud.patch_registry``; ``test_patch_registry.py`` runs each with its patch off."""
+``localcloud.patch_registry``; ``test_patch_registry.py`` runs each with its patch off."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from batch_queues import fair_share_queue, quick_definition
 from botocore.exceptions import ClientError
 
+from localcloud import patches
+from localcloud.deployer import ACCOUNT, REGION
 from seqlake.base import limits
-from seqlake.localcloud import patches
-from seqlake.localcloud.deployer import ACCOUNT, REGION
 
 
 def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,7 +250,7 @@ def test_botocore_sessions_share_one_loader() -> None:
     import boto3
     import botocore.session
 
-    from seqlake.localcloud import botocore_loader
+    from localcloud import botocore_loader
 
     assert botocore_loader.shared()  # importing the patches module shared it, before moto's imports
     a, b = botocore.session.get_session(), boto3.session.Session()._session
@@ -412,7 +412,7 @@ def test_an_execution_end_is_put_on_the_default_bus_as_aws_reports_it(fixture_cl
 
 def test_an_execution_end_is_pending_until_its_event_is_handed_on() -> None:
     """A waiter that sees an execution ended also sees its event pending (or delivered): never neither."""
-    from seqlake.localcloud.hooks import ExecutionEnds
+    from localcloud.hooks import ExecutionEnds
 
     activity = threading.Event()
     ends = ExecutionEnds(activity)
@@ -464,11 +464,11 @@ def test_batch_refuses_arrays_over_ten_thousand_and_requests_over_30_kib(fixture
         batch.submit_job(jobName="fat", jobQueue=queue, jobDefinition=jd, containerOverrides={"environment": env})
 
 
-# ---------------------------------------------------------------- Batch's service-side rules (seqlake.localcloud.rules)
+# ---------------------------------------------------------------- Batch's service-side rules (localcloud.rules)
 def test_batch_holds_a_fair_share_queue_to_its_share_identifier_and_priority(fixture_cloud: Any) -> None:
     """moto took a fair-share queue's job with no share identifier and no priority (AWS refuses both) and dropped a
     job definition's schedulingPriority, so the priority the template gives could not count."""
-    from seqlake.localcloud import rules
+    from localcloud import rules
 
     batch = fixture_cloud.client("batch")
     queue = fair_share_queue(batch, "patch-fair-share")
@@ -523,7 +523,7 @@ def test_s3_latency_delays_every_request_when_set(fixture_cloud: Any, monkeypatc
 def test_the_mirror_reads_what_the_api_serves(fixture_cloud: Any) -> None:
     """The mirror reads moto's S3 backend directly: it must see exactly the current objects the API lists
     (deleted keys of the versioned bucket left out, overwritten keys at their latest body)."""
-    from seqlake.localcloud.mirror import bucket_objects
+    from localcloud.mirror import bucket_objects
 
     s3 = fixture_cloud.client("s3")
     for i in range(3):
@@ -543,7 +543,7 @@ def test_the_mirror_reads_what_the_api_serves(fixture_cloud: Any) -> None:
 
 
 def _role(cloud: Any, logical_id: str) -> str:
-    from seqlake.localcloud import iam
+    from localcloud import iam
 
     return iam.role_arn(str(cloud.deployment.physical[logical_id]))
 
@@ -763,7 +763,7 @@ def test_a_plain_get_object_is_answered_directly_as_moto_answers_it(fixture_clou
         headers = {k: v for k, v in meta["HTTPHeaders"].items() if k not in ("date", "x-amzn-requestid")}
         return meta["HTTPStatusCode"], headers, got
 
-    import seqlake.localcloud.http_server as http_server
+    import localcloud.http_server as http_server
 
     checked: list[str] = []  # signatures moto's own check computed (a direct answer confirms its own)
     moto_check = patches._access_control.IAMRequestBase.check_signature
@@ -804,7 +804,7 @@ def _never_retrying(cloud: Any, service: str, read_timeout: float = 60) -> Any:
     import boto3
     from botocore.config import Config
 
-    from seqlake.localcloud import iam
+    from localcloud import iam
 
     creds = cloud.iam.credentials(iam.role_arn(iam.PLATFORM_ROLE)) if cloud.iam.enforce else None
     keys = ({"aws_access_key_id": creds.access_key_id, "aws_secret_access_key": creds.secret_access_key,
@@ -824,7 +824,7 @@ def test_a_slow_complete_is_answered_200_and_kept_alive(fixture_cloud: Any, monk
     never fires (a 4.75 GB upload's join outlasted botocore's 60 s: it retried, s3transfer aborted the upload
     under the first complete); an error found while joining comes inside the 200 (botocore raises it); one
     found within the grace keeps its own status."""
-    from seqlake.localcloud.http_server import KeepAliveHandler
+    from localcloud.http_server import KeepAliveHandler
 
     s3, bucket = _s3_with_read_timeout(fixture_cloud, 0.5), fixture_cloud.bucket
     parts = [bytes([3]) * (5 << 20), b"tail"]
@@ -1018,8 +1018,8 @@ def test_an_emulator_error_is_counted_and_an_injected_one_is_not(fixture_cloud: 
     error a test injects on purpose (``faults.InjectedFaultError``) is answered the same way and not recorded."""
     from moto.batch.models import BatchBackend
 
+    from localcloud import emulator_errors
     from seqlake.base import faults
-    from seqlake.localcloud import emulator_errors
 
     raised: list[Exception] = [RuntimeError("an emulator race")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seqlake.localcloud.policy import conditions_met, denied_message, evaluate, wildcard_match
+from localcloud.policy import conditions_met, denied_message, evaluate, wildcard_match
 
 BUCKET = "arn:aws:s3:::data"
 ROLE = "arn:aws:iam::123456789012:role/worker"

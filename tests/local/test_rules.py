@@ -1,4 +1,4 @@
-"""The local cloud refuses what AWS refuses (``seqlake.localcloud.rules``): each rule of its table shown on
+"""The local cloud refuses what AWS refuses (``localcloud.rules``): each rule of its table shown on
 the running fixture cloud, the table in docs/LOCAL_CLOUD.md generated from the rules, and the real app without
 a scheduling priority failing its local run as it would fail on AWS."""
 
@@ -18,9 +18,9 @@ import pytest
 from batch_queues import fair_share_queue, quick_definition
 from botocore.exceptions import ClientError
 
+from localcloud import containers, rules
+from localcloud.packaging import load_template
 from seqlake import demo_data
-from seqlake.localcloud import containers, rules
-from seqlake.localcloud.packaging import load_template
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,9 +125,9 @@ def test_instance_types_expand_families_and_optimal() -> None:
 
 def test_the_instance_file_is_what_its_generator_writes() -> None:
     """``src/seqlake/base/instance_types.json`` (the plan's and the rules' one source) is moto's copy of EC2's
-    DescribeInstanceTypes for the template's families: ``python -m seqlake.localcloud.instance_data --check``."""
+    DescribeInstanceTypes for the template's families: ``python -m seqlake.local.instance_data --check``."""
     from seqlake.base import instances
-    from seqlake.localcloud import instance_data
+    from seqlake.local import instance_data
 
     template = load_template(REPO / "template.yaml")
     assert instances.DATA_PATH.read_text() == instance_data.render(template, instance_data.described_types())
@@ -154,7 +154,7 @@ def test_a_job_asking_an_instances_installed_memory_fits_no_instance() -> None:
 def test_the_table_in_the_doc_equals_the_rules_module() -> None:
     doc = (REPO / "docs" / "LOCAL_CLOUD.md").read_text()
     template = load_template(REPO / "template.yaml")
-    assert rules.render(doc, template) == doc, "python -m seqlake.localcloud.rules"
+    assert rules.render(doc, template) == doc, "python -m localcloud.rules"
     # every rule's test exists
     for rule in rules.RULES:
         path, _, name = rule.test.partition("::")
@@ -198,7 +198,7 @@ def test_the_app_without_a_scheduling_priority_fails_its_local_run_naming_it(
 
 
 def _run_machine(cloud: Any, name: str, definition: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    from seqlake.localcloud.deployer import ACCOUNT
+    from localcloud.deployer import ACCOUNT
 
     sfn = cloud.client("stepfunctions")
     arn = sfn.create_state_machine(name=name, definition=json.dumps(definition),

@@ -30,12 +30,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from localcloud.deployer import ACCOUNT, REGION
+from localcloud.state import StateDir
 from seqlake.base import faults
 from seqlake.base.layout import RunLayout
 from seqlake.lake.tables import BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
-from seqlake.localcloud.deployer import ACCOUNT, REGION
-from seqlake.localcloud.state import StateDir
-from seqlake.localcloud.status_command import describe
+from seqlake.local.status_command import describe
 
 pytestmark = pytest.mark.e2e
 

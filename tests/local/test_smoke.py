@@ -8,10 +8,10 @@ import gzip
 import subprocess
 from pathlib import Path
 
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
 from seqlake.aws import smoke
-from seqlake.localcloud import smoke as local_smoke
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.state import StateDir
+from seqlake.local import smoke as local_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.cloud import LocalCloud
+from localcloud.state import StateDir
 from seqlake.base.layout import RunLayout
-from seqlake.localcloud.cloud import LocalCloud
-from seqlake.localcloud.state import StateDir
 
 pytestmark = [pytest.mark.e2e]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from seqlake.localcloud import waiting
+from localcloud import waiting
 
 
 class _Runs:
@@ -42,6 +42,6 @@ def test_the_wait_has_no_deadline_of_its_own_by_default(monkeypatch: Any) -> Non
     woken = threading.Event()
     woken.set()  # a job returned: the loop polls at once
     assert waiting.wait_idle(_Runs(5), lambda: False, woken, None) == ["the run"]
-    from seqlake.localcloud.cloud import LocalCloud
+    from localcloud.cloud import LocalCloud
 
     assert LocalCloud.wait.__defaults__ == (None,)

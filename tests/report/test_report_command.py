@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.state import StateDir
 from report.conftest import Run
 from seqlake.base.errors import EXIT_BAD_INPUT
 from seqlake.cli import main
-from seqlake.localcloud.report_command import local_report_path
-from seqlake.localcloud.state import StateDir
+from seqlake.local.report_command import local_report_path
 
 BUCKET = "seqlake-data-local"
 

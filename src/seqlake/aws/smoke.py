@@ -16,7 +16,7 @@ calls ``python -m seqlake.aws.smoke --stack-name NAME``, which:
    when it runs after the bucket was emptied, ``DeleteStack`` fails on the bucket it wrote to, by then the only
    resource left; the bucket is emptied again and the stack deleted again (the writer is gone).
 
-The same steps run against the local cloud (:mod:`seqlake.localcloud.smoke`, ``scripts/aws-smoke.sh --local``,
+The same steps run against the local cloud (:mod:`seqlake.local.smoke`, ``scripts/aws-smoke.sh --local``,
 in the suite): there the deploy is the local cloud's own deployer of the same ``template.yaml``, and the stack's
 end is the local cloud's stop. A :class:`Target` is what both give: a client factory and the stack's outputs.
 """

@@ -48,7 +48,8 @@ class InjectedFaultError(RuntimeError):
     """What a ``fail`` fault raises (a report section), and an error a test raises inside the local cloud on
     purpose (e.g. from a moto backend it replaced): there answered as
     the service's internal error like any other, but not counted among the emulator's own failures
-    (``seqlake.localcloud.emulator_errors``), which fail the test that meets them."""
+    (``localcloud.emulator_errors``; the adapter names this type to it), which fail the test that meets
+    them."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """AWS's limits that the app must stay inside, each with its documented number and where it is written.
 
-The one home of these numbers: the app plans within them (the array size) and the local cloud enforces
-them (:mod:`seqlake.localcloud.patches`), so a run that would break on AWS breaks locally too, with
-the error AWS gives. Dependency-free: any layer may import it.
+The app's home of these numbers: it plans within them (the array size). The local cloud enforces the AWS limits
+among them from its own copy (``localcloud.limits``, held equal to these by
+``tests/local/test_contract.py``), so a run that would break on AWS breaks locally too, with the error AWS
+gives. Dependency-free: any layer may import it.
 """
 
 from __future__ import annotations

@@ -11,12 +11,11 @@ pyarrow's. Catalogs take it as ``{"py-io-impl": FILE_IO}``.
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
+from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from seqlake.base import storage
 
@@ -112,26 +111,3 @@ class StorageFileIO(PyArrowFileIO):
             return pafs.PyFileSystem(StorageFileSystem())
         return super()._initialize_fs(scheme, netloc)
 
-
-#: the ``py-io-impl`` of :class:`MirrorFileIO`
-MIRROR_FILE_IO = "seqlake.lake.iceberg_io.MirrorFileIO"
-
-
-class MirrorFileIO(PyArrowFileIO):
-    """``s3://bucket/key`` as ``<seqlake.objects-root>/bucket/key``, a folder mirroring the buckets (the local cloud's
-    state folder): local queries read the tables there as they read Hive partitions, and the maintenance
-    commands (``seqlake local delete-sample``, ``compact``) commit there with no local cloud running."""
-
-    ROOT = "seqlake.objects-root"
-
-    def _initialize_fs(self, scheme: str, netloc: str | None = None) -> pafs.FileSystem:
-        if scheme in _S3_SCHEMES:  # pyarrow's own local files: a query reads them at native speed
-            return pafs.SubTreeFileSystem(str(self.properties[self.ROOT]), pafs.LocalFileSystem())
-        return super()._initialize_fs(scheme, netloc)
-
-    def new_output(self, location: str) -> PyArrowFile:
-        """A file to write; its folder made first (S3 has no folders, a local file system does)."""
-        scheme, _, path = self.parse_location(location)  # path: bucket/key
-        if scheme in _S3_SCHEMES:
-            (Path(str(self.properties[self.ROOT])) / path).parent.mkdir(parents=True, exist_ok=True)
-        return super().new_output(location)

@@ -1,0 +1,78 @@
+"""The local cloud's contract with seqlake: the texts and numbers of AWS's that both keep a copy of are the same in
+both, and the adapter gives the local cloud what is the app's (``seqlake.local.adapter``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from datetime import UTC, datetime
+
+from localcloud import aws_texts, contract, emulator_errors, errors
+from localcloud import instances as cloud_instances
+from localcloud import limits as cloud_limits
+from localcloud.batch import local_command, worker_args
+from seqlake.aws import batch_reasons, events
+from seqlake.base import faults, instances
+from seqlake.base import limits as app_limits
+from seqlake.base.layout import RunLayout
+from seqlake.local import adapter
+
+
+def test_batch_and_lambda_reasons_are_the_same_texts() -> None:
+    for name in ("BATCH_OUT_OF_MEMORY", "LAMBDA_OUT_OF_MEMORY", "CANCELLED_PREFIX", "ATTEMPT_TIMED_OUT"):
+        assert getattr(aws_texts, name) == getattr(batch_reasons, name), name
+
+
+def test_the_execution_status_change_event_is_the_same() -> None:
+    assert aws_texts.EXECUTION_STATUS_SOURCE == events.EXECUTION_STATUS_SOURCE
+    assert aws_texts.EXECUTION_STATUS_DETAIL_TYPE == events.EXECUTION_STATUS_DETAIL_TYPE
+    assert inspect.signature(aws_texts.execution_status_detail) == inspect.signature(events.execution_status_detail)
+    t0, t1 = datetime(2026, 12, 5, 12, tzinfo=UTC), datetime(2026, 12, 5, 13, tzinfo=UTC)
+    for output, error in (('{"ok": 1}', None), (None, "States.TaskFailed")):
+        kw = {"execution_arn": "arn:e", "state_machine_arn": "arn:sm", "name": "n", "status": "FAILED",
+              "start": t0, "stop": t1, "execution_input": "{}", "output": output, "error": error, "cause": None}
+        assert aws_texts.execution_status_detail(**kw) == events.execution_status_detail(**kw)
+
+
+def test_the_limits_both_keep_are_equal() -> None:
+    app = {name: value for name, value in vars(app_limits).items() if isinstance(value, app_limits.Limit)}
+    ours = {name: value for name, value in vars(cloud_limits).items() if isinstance(value, cloud_limits.Limit)}
+    assert ours and set(ours) <= set(app)
+    for name, limit in ours.items():
+        assert dataclasses.astuple(limit) == dataclasses.astuple(app[name]), name
+
+
+def test_the_app_s_instance_types_are_the_local_cloud_s() -> None:
+    known = cloud_instances.instance_types()
+    for name, t in instances.instance_types().items():
+        assert dataclasses.astuple(known[name]) == dataclasses.astuple(t), name
+
+
+def test_the_adapter_gives_the_app() -> None:
+    app = contract.app()
+    assert app is adapter.APP
+    assert local_command(["seqlake", "worker"])[1:] == ["-m", "seqlake", "worker"]
+    assert worker_args(local_command(["seqlake", "worker", "--plan", "p"])) == ["worker", "--plan", "p"]
+    assert app.status_key is not None
+    assert f"s3://b/{app.status_key('r1')}" == RunLayout.in_bucket("b", "r1").status
+    assert app.fault_var == faults.WORKER_VAR and faults.InjectedFaultError in app.injected_errors
+
+
+def test_without_the_app_the_local_cloud_knows_no_worker() -> None:
+    try:
+        contract.use(contract.GENERIC)
+        assert local_command(["seqlake", "worker"]) == ["seqlake", "worker"]
+        assert worker_args(local_command(["python3", "-m", "seqlake", "worker"])) is None
+        assert emulator_errors.counted(faults.InjectedFaultError("x"))
+        assert not emulator_errors.counted(errors.InjectedFaultError("x"))
+    finally:
+        contract.use(adapter.APP)
+    assert not emulator_errors.counted(faults.InjectedFaultError("x"))
+
+
+def test_the_sigv4_signing_key_is_the_app_s() -> None:
+    from localcloud import patches
+    from seqlake.base import clients
+
+    assert patches.signing_key("s3cr3t", "20261205", "us-east-1", "s3") == \
+        clients.signing_key("s3cr3t", "20261205", "us-east-1", "s3")
