@@ -1,7 +1,7 @@
 """The patch registry is the truth about the moto patches: each patch's tests fail with that one patch off.
 
 Each case runs the registry's tests for one patch in a pytest process of its own with the patch named in
-``SEQLAKE_MOTO_PATCHES_OFF`` (``patches.apply_all`` leaves it out there), and asserts that every one of them
+``LOCALCLOUD_MOTO_PATCHES_OFF`` (``patches.apply_all`` leaves it out there), and asserts that every one of them
 fails, as a failure of the test, not an error of its fixture's setup. The same tests pass with every patch on in the
 suite's own run of ``tests/local/test_patches.py``: the difference is the patch.
 """

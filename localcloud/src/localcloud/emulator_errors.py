@@ -6,7 +6,7 @@ because moto's Step Functions interpreter and the app's Retry and Catch rules ne
 retries such an error, so an emulator's race or bug would be retried away and a test would pass over it. So
 each one is also recorded here (and written to the state folder's ``logs/emulator-errors.log``), and the tests
 fail on any: ``tests/conftest.py`` takes the records after every test and fails the test if there are any, and
-sets :data:`STRICT_VAR` so that a ``seqlake`` command the tests run as a process fails at its cloud's stop.
+sets :data:`STRICT_VAR` so that an app's command the tests run as a process fails at its cloud's stop.
 
 An error a test raises inside the emulator on purpose is a :class:`.errors.InjectedFaultError` (or one of the app's
 :attr:`.contract.App.injected_errors`): it is answered the same way and not counted.
@@ -24,7 +24,7 @@ from localcloud import contract
 from localcloud.errors import InjectedFaultError
 
 #: set (to 1) in the environment: a local cloud that recorded an emulator error fails when it stops
-STRICT_VAR = "SEQLAKE_EMULATOR_ERRORS_FATAL"
+STRICT_VAR = "LOCALCLOUD_EMULATOR_ERRORS_FATAL"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,10 @@ from typing import Any
 #: this module's entry point, as a launcher target
 TARGET = f"{__name__}:main"
 #: the invocation's request id, chosen by the runner (it writes the log's START, END and REPORT lines)
-REQUEST_ID_VAR = "SEQLAKE_LAMBDA_REQUEST_ID"
+REQUEST_ID_VAR = "LOCALCLOUD_LAMBDA_REQUEST_ID"
+#: the function's ARN and timeout (seconds), for the context object: Lambda gives a handler no variables of them
+ARN_VAR = "LOCALCLOUD_LAMBDA_ARN"
+TIMEOUT_VAR = "LOCALCLOUD_LAMBDA_TIMEOUT"
 
 
 class _Context:
@@ -31,12 +34,12 @@ class _Context:
     def __init__(self) -> None:
         self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "local")
         self.function_version = "$LATEST"
-        self.invoked_function_arn = os.environ.get("SEQLAKE_LAMBDA_ARN", "")
+        self.invoked_function_arn = os.environ.get(ARN_VAR, "")
         self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"))
         self.aws_request_id = os.environ.get(REQUEST_ID_VAR) or str(uuid.uuid4())
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
         self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
-        self._deadline = time.monotonic() + float(os.environ.get("SEQLAKE_LAMBDA_TIMEOUT", "900"))
+        self._deadline = time.monotonic() + float(os.environ.get(TIMEOUT_VAR, "900"))
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from localcloud import memory
-from localcloud.lambda_runtime import REQUEST_ID_VAR, TARGET
+from localcloud.lambda_runtime import ARN_VAR, REQUEST_ID_VAR, TARGET, TIMEOUT_VAR
 from localcloud.launcher import Child, Launcher, Program
 
 #: Lambda retries a failed asynchronous invocation twice
@@ -206,8 +206,8 @@ class LambdaRunner:
             "AWS_LAMBDA_LOG_STREAM_NAME": log_path.name,
             "LAMBDA_TASK_ROOT": str(spec.code_dir),
             "_HANDLER": spec.handler,
-            "SEQLAKE_LAMBDA_ARN": spec.arn,
-            "SEQLAKE_LAMBDA_TIMEOUT": str(spec.timeout),
+            ARN_VAR: spec.arn,
+            TIMEOUT_VAR: str(spec.timeout),
             "POWERTOOLS_TRACE_DISABLED": "true",
             REQUEST_ID_VAR: request_id,
             **(self.credentials(spec.role) if self.credentials is not None else {}),

@@ -5,10 +5,10 @@ with no arguments in a process of its own with ``sys.argv``, the environment, th
 log (stdout and stderr) the program names, exactly as ``python -m`` would run it; or any other command,
 which is always a new process. The :class:`Launcher` decides how the process is made: forked from a fork
 server (:mod:`.forkserver`) that imported the heavy libraries once, where ``fork`` exists and
-``SEQLAKE_FORK_SERVER`` is not ``0``; otherwise a new interpreter, ``python -m`` this module. Either way
+``LOCALCLOUD_FORK_SERVER`` is not ``0``; otherwise a new interpreter, ``python -m`` this module. Either way
 the caller gets a :class:`Child` to feed (stdin), wait for and kill.
 
-This module and its fork server import nothing else of seqlake: what to preload and what to run are given.
+This module and its fork server import nothing else: what to preload and what to run are given.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Protocol
 from localcloud import forkserver
 
 #: the setting: ``0`` starts every child as a new interpreter even where ``fork`` exists
-FORK_VAR = "SEQLAKE_FORK_SERVER"
+FORK_VAR = "LOCALCLOUD_FORK_SERVER"
 #: how a new interpreter learns its :attr:`Program.confine` (removed before the function runs)
-CONFINE_VAR = "SEQLAKE_LAUNCH_CONFINE"
+CONFINE_VAR = "LOCALCLOUD_LAUNCH_CONFINE"
 
 
 #: How a new process is put under its limit before its first instruction (``python -I -S -c`` this, then
@@ -55,7 +55,7 @@ except OSError as err:
 
 
 def fork_enabled(env: dict[str, str] | None = None) -> bool:
-    """Fork children from a server: ``fork`` exists here and ``SEQLAKE_FORK_SERVER`` is not ``0``."""
+    """Fork children from a server: ``fork`` exists here and :data:`FORK_VAR` is not ``0``."""
     return forkserver.available() and (os.environ if env is None else env).get(FORK_VAR, "1") != "0"
 
 

@@ -17,7 +17,7 @@ Kinds of patch:
   children cannot pay; reported upstream as a performance issue where the cost is moto's (not the local
   server's own short cut, ``s3-direct-get``).
 
-A patch is switched off for one process by naming it in ``SEQLAKE_MOTO_PATCHES_OFF`` (comma-separated ids):
+A patch is switched off for one process by naming it in ``LOCALCLOUD_MOTO_PATCHES_OFF`` (comma-separated ids):
 only ``tests/local/test_patch_registry.py`` does, to show that each patch's test fails without it.
 """
 
@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass
 
 #: ids of patches :func:`localcloud.patches.apply_all` leaves out in this process (a test's switch)
-DISABLED_VAR = "SEQLAKE_MOTO_PATCHES_OFF"
+DISABLED_VAR = "LOCALCLOUD_MOTO_PATCHES_OFF"
 #: the test module whose tests the registry names
 TESTS = "tests/local/test_patches.py"
 
