@@ -122,11 +122,12 @@ test-repeat: $(STAMP)
 
 # the worker image where podman works (elsewhere the container tests skip, naming why), beside the suite; its
 # end (the build's exit status) written to IMAGE_DONE whatever it was, so that no test waits for ever. The
-# image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=localcloud/src:
-# localcloud.containers imports nothing from the venv)
+# image's tag is computed from the checkout by $(PYTHON) itself (PYTHONPATH=src:localcloud/src: seqlake.local.image
+# and what it imports, localcloud.containers and localcloud.contract, import nothing from the venv)
 image-beside: container-tools
 	@mkdir -p $(dir $(IMAGE_DONE)); \
-	  PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/localcloud/src scripts/build-worker-image.sh --if-possible; status=$$?; \
+	  PYTHON=$(PYTHON) PYTHONPATH=$(CURDIR)/src:$(CURDIR)/localcloud/src scripts/build-worker-image.sh --if-possible; \
+	  status=$$?; \
 	  echo $$status > $(IMAGE_DONE); exit $$status
 
 lint-beside: $(STAMP)

@@ -9,7 +9,7 @@
 # from Debian's packages and kept in podman's image store (localhost/seqlake-python): debootstrap's minbase
 # with python3, python3-venv and python3-dev (python:*-slim has the headers too), shaped like python:*-slim (a virtualenv first on PATH gives `python` and
 # a `pip` free to install). The worker image is tagged with the digest of the files it is built from
-# (python -m localcloud.containers), which is how `seqlake local run --containers` finds the image
+# (python -m seqlake.local.image), which is how `seqlake local run --containers` finds the image
 # of this checkout. Needs root (debootstrap, podman's store), podman, runc and debootstrap.
 set -euo pipefail
 
@@ -68,7 +68,7 @@ if ! podman image exists "$BASE"; then
     --change 'CMD ["python3"]' - "$BASE" >/dev/null || fail "podman import of the base failed"
 fi
 
-IMAGE="$("$PYTHON" -m localcloud.containers --image)"
+IMAGE="$("$PYTHON" -m seqlake.local.image --image)"
 # pip inside the build trusts what pip here trusts (a TLS-intercepting proxy's CA, for one)
 CA="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
 SECRET=()

@@ -41,7 +41,7 @@ def refused(call: Callable[[], Any]) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def enforced(cloud: LocalCloud) -> LocalCloud:
     if not cloud.iam.enforce:
-        pytest.skip(f"{iam.ENFORCE_VAR} turns IAM enforcement off")
+        pytest.skip(f"{iam.var()} turns IAM enforcement off")
     return cloud
 
 
@@ -199,11 +199,11 @@ def test_the_lab_member_uploads_queries_and_reads_results_only(enforced: LocalCl
 
 
 def test_enforcement_off_gives_every_process_the_local_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(iam.ENFORCE_VAR, "0")
+    monkeypatch.setenv(iam.var(), "0")
     assert not iam.enforced()
     local = iam.LocalIam(enforce=False)
     assert local.env("arn:aws:iam::123456789012:role/any") == {}
-    monkeypatch.delenv(iam.ENFORCE_VAR)
+    monkeypatch.delenv(iam.var())
     assert iam.enforced()
 
 

@@ -32,7 +32,7 @@ class LocalRun:
 def seqlake_command(*args: str) -> subprocess.CompletedProcess[str]:
     """``seqlake ARGS`` as a user runs it: a process of its own (a test process may hold another test's moto
     mocks), children as processes unless ARGS say ``--containers``."""
-    env = {k: v for k, v in os.environ.items() if k != containers.VAR}
+    env = {k: v for k, v in os.environ.items() if k != containers.var()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "seqlake", *args], env=env, text=True, capture_output=True,
                           timeout=900, check=False)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import seqlake
-from localcloud import athena, containers
+from localcloud import athena, containers, contract
 from localcloud.batch import ESSENTIAL_EXITED, BatchRunner, Outcome
 from localcloud.cloud import LocalCloud
 from localcloud.errors import LocalCloudError
@@ -33,7 +33,9 @@ from localcloud.state import StateDir
 from seqlake.base import faults
 from seqlake.demo_data import paths as demo_paths
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
+from seqlake.local import adapter
 from seqlake.local.commands import athena_query
+from seqlake.local.image import IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 #: the spot test's reads: the first pairs of the bundled demo library, in 4 shards (what it checks needs
@@ -65,7 +67,7 @@ def _job(overrides: dict[str, Any] | None = None) -> Any:
 
 def test_an_attempt_gets_what_batch_gives_a_container_and_nothing_of_the_host(tmp_path: Path) -> None:
     base = {
-        containers.VAR: "1",
+        containers.var(): "1",
         "PATH": "/host/bin", "HOME": "/root", "PYTHONPATH": "/checkout/src", "SEQLAKE_HOME": "/x",
         "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
@@ -88,7 +90,7 @@ def test_an_attempt_gets_what_batch_gives_a_container_and_nothing_of_the_host(tm
     assert attempt.resources == containers.Resources(1.0, 7680)
     assert attempt.name == "seqlake-abc-3-2"
     # without the setting, attempts stay processes
-    assert BatchRunner(1, {**base, containers.VAR: "0"}, tmp_path / "logs").containers is None
+    assert BatchRunner(1, {**base, containers.var(): "0"}, tmp_path / "logs").containers is None
 
 
 def test_the_podman_command_line_carries_names_not_values(tmp_path: Path) -> None:
@@ -145,7 +147,7 @@ def test_submit_time_resource_overrides_win() -> None:
 
 
 def _image_inputs(root: Path) -> Path:
-    for name in (*containers._IMAGE_FILES, "src/seqlake/child/worker.py", "localcloud/src/localcloud/cloud.py"):
+    for name in (*IMAGE.files, "src/seqlake/child/worker.py", "localcloud/src/localcloud/cloud.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / name, root / name)
     return root
@@ -153,13 +155,35 @@ def _image_inputs(root: Path) -> Path:
 
 def test_the_image_tag_follows_the_files_it_is_built_from_only(tmp_path: Path) -> None:
     repo = _image_inputs(tmp_path)
-    before = containers.image_digest(repo)
+    before = containers.image_digest(IMAGE, repo)
     (repo / "localcloud/src/localcloud/cloud.py").write_text("# the local cloud is not in the image\n")
     (repo / "src/seqlake.egg-info").mkdir()
     (repo / "src/seqlake.egg-info/PKG-INFO").write_text("an editable install's metadata is not either\n")
-    assert containers.image_digest(repo) == before
+    (repo / "src/seqlake/local").mkdir()
+    (repo / "src/seqlake/local/adapter.py").write_text("# nor is its adapter\n")
+    assert containers.image_digest(IMAGE, repo) == before
     (repo / "src/seqlake/child/worker.py").write_text("# the worker is\n")
-    assert containers.image_digest(repo) != before
+    assert containers.image_digest(IMAGE, repo) != before
+
+
+def test_the_build_names_the_image_with_no_package_installed() -> None:
+    """``make test`` builds the image beside ``make setup`` (``image-beside``), before any virtualenv exists:
+    ``python -m seqlake.local.image --image`` imports nothing but the standard library (``-S``: no
+    site-packages) and names the image the local cloud looks for."""
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "localcloud/src")])}
+    proc = subprocess.run([sys.executable, "-S", "-m", "seqlake.local.image", "--image"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == containers.image_ref() == f"{IMAGE.name}:{containers.image_digest(IMAGE)}"
+
+
+def test_an_app_without_a_worker_image_runs_no_containers(tmp_path: Path) -> None:
+    try:
+        contract.use(contract.GENERIC)
+        with pytest.raises(LocalCloudError, match="the app has no worker image"):
+            BatchRunner(1, {containers.var(): "1"}, tmp_path / "logs")
+    finally:
+        contract.use(adapter.APP)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +209,7 @@ def test_a_container_podman_cannot_start_fails_as_ecs_reports_it(
     fake.write_text(f"#!/bin/sh\necho 'the worker says: Error: not podman'\necho '{podman_says}' >&2\nexit {code}\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    runner = BatchRunner(1, {containers.VAR: "1"}, tmp_path / "logs")
+    runner = BatchRunner(1, {containers.var(): "1"}, tmp_path / "logs")
     outcome = runner._attempt(_job(), ["seqlake", "worker"], {}, log_path=tmp_path / "a.log", timeout=None, attempt=1)
     assert outcome == Outcome(None, reason, reason=reason)
 
@@ -198,14 +222,14 @@ def test_a_container_that_exits_with_a_code_of_its_own_is_an_exit_not_a_start_fa
     fake.write_text("#!/bin/sh\necho 'Error: a line of the worker'\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    runner = BatchRunner(1, {containers.VAR: "1"}, tmp_path / "logs")
+    runner = BatchRunner(1, {containers.var(): "1"}, tmp_path / "logs")
     outcome = runner._attempt(_job(), ["seqlake", "worker"], {}, log_path=tmp_path / "a.log", timeout=None, attempt=1)
     assert outcome == Outcome(1, ESSENTIAL_EXITED)
 
 
 def test_containers_requested_where_podman_is_missing_fail_naming_why(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(containers.VAR, "0")
+    monkeypatch.setenv(containers.var(), "0")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LocalCloudError, match="podman is not installed"):
         containers.require(True)
@@ -301,7 +325,7 @@ def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> Non
 
 
 def test_an_image_podman_does_not_have_is_a_container_that_cannot_start(image: str, tmp_path: Path) -> None:
-    runner = containers.ContainerRunner(f"{containers.IMAGE_NAME}:not-built")
+    runner = containers.ContainerRunner(f"{IMAGE.name}:not-built")
     attempt = containers.Attempt(f"seqlake-test-nostart-{os.getpid()}", ["seqlake", "worker"], {},
                                  containers.Resources(), {}, tmp_path / "a.log")
     run = runner.start(attempt)
@@ -313,7 +337,7 @@ def test_an_image_podman_does_not_have_is_a_container_that_cannot_start(image: s
 @pytest.fixture(scope="module")
 def container_cloud(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(containers.VAR, "1")
+        mp.setenv(containers.var(), "1")
         cloud = LocalCloud(state=StateDir(tmp_path_factory.mktemp("containers-home")), jobs=2, quiet=True)
         cloud.start()
         try:
@@ -416,7 +440,7 @@ def test_local_run_with_containers_equals_local_run_without(image: str, miseq_lo
     # as a user runs it: a process of its own (this test process may hold another test's moto mocks)
     home = tmp_path / "containers"
     proc = subprocess.run([sys.executable, "-m", "seqlake", *miseq_local_run.args, "--containers", "--home", str(home)],
-                          env={k: v for k, v in os.environ.items() if k != containers.VAR}, capture_output=True,
+                          env={k: v for k, v in os.environ.items() if k != containers.var()}, capture_output=True,
                           text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # (that --containers makes the local Batch run attempts as containers: the tests above)

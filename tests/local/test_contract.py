@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
-from localcloud import aws_texts, contract, emulator_errors, errors
+import pytest
+
+import localcloud
+from localcloud import aws_texts, containers, contract, emulator_errors, errors
 from localcloud import instances as cloud_instances
 from localcloud import limits as cloud_limits
 from localcloud.batch import local_command, worker_args
+from localcloud.state import default_home
 from seqlake.aws import batch_reasons, events
 from seqlake.base import faults, instances
 from seqlake.base import limits as app_limits
 from seqlake.base.layout import RunLayout
-from seqlake.local import adapter
+from seqlake.local import adapter, image
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_batch_and_lambda_reasons_are_the_same_texts() -> None:
@@ -56,6 +64,31 @@ def test_the_adapter_gives_the_app() -> None:
     assert app.status_key is not None
     assert f"s3://b/{app.status_key('r1')}" == RunLayout.in_bucket("b", "r1").status
     assert app.fault_var == faults.WORKER_VAR and faults.InjectedFaultError in app.injected_errors
+    assert app.worker_image is image.IMAGE and app.settings is adapter.SETTINGS
+    assert containers.container_name("abc:3", 2) == "seqlake-abc-3-2"
+
+
+def test_the_local_cloud_names_no_variable_of_the_app_s() -> None:
+    """The variables seqlake's users set are the adapter's (``App.settings``); the local cloud's own are
+    ``LOCALCLOUD_*``; the worker image is the app's (``App.worker_image``)."""
+    named = {}
+    for path in sorted(Path(localcloud.__file__).parent.rglob("*.py")):
+        found = re.findall(r"SEQLAKE_\w*|seqlake-worker", path.read_text())
+        if found:
+            named[path.name] = found
+    assert named == {}
+
+
+def test_the_users_settings_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each variable the adapter gives the local cloud is one docs/LOCAL_CLOUD.md tells seqlake's users of, and
+    the local cloud reads it: the state folder's, for one."""
+    docs = (REPO / "docs" / "LOCAL_CLOUD.md").read_text()
+    for name in dataclasses.astuple(adapter.SETTINGS):
+        assert re.search(rf"(?<![\w.]){re.escape(name)}\b", docs), name
+    monkeypatch.delenv(adapter.SETTINGS.home, raising=False)
+    assert default_home() == Path(".seqlake")
+    monkeypatch.setenv("SEQLAKE_HOME", "/x")
+    assert default_home() == Path("/x")
 
 
 def test_without_the_app_the_local_cloud_knows_no_worker() -> None:
@@ -65,6 +98,7 @@ def test_without_the_app_the_local_cloud_knows_no_worker() -> None:
         assert worker_args(local_command(["python3", "-m", "seqlake", "worker"])) is None
         assert emulator_errors.counted(faults.InjectedFaultError("x"))
         assert not emulator_errors.counted(errors.InjectedFaultError("x"))
+        assert default_home() == Path(".localcloud") and containers.var() == "LOCALCLOUD_CONTAINERS"
     finally:
         contract.use(adapter.APP)
     assert not emulator_errors.counted(faults.InjectedFaultError("x"))

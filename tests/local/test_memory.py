@@ -86,7 +86,7 @@ def test_an_invocation_within_its_memory_size_reports_what_it_used(tmp_path: Pat
 
 
 def test_limits_off_lets_an_invocation_use_more(tmp_path: Path) -> None:
-    runner = _runner(tmp_path, {memory.MEMORY_VAR: "0"})
+    runner = _runner(tmp_path, {memory.var(): "0"})
     try:
         body, failed = runner.invoke("hog", json.dumps({"mb": 2 * MEMORY_SIZE}).encode())
     finally:

@@ -510,10 +510,10 @@ def test_s3_latency_delays_every_request_when_set(fixture_cloud: Any, monkeypatc
     slept: list[float] = []
     monkeypatch.setattr(patches, "_sleep", slept.append)
     s3 = fixture_cloud.client("s3")
-    monkeypatch.delenv(patches.S3_LATENCY_ENV, raising=False)
+    monkeypatch.delenv(patches.s3_latency_var(), raising=False)
     s3.list_objects_v2(Bucket=fixture_cloud.bucket)
     assert slept == []  # off by default
-    monkeypatch.setenv(patches.S3_LATENCY_ENV, str(limits.S3_SCALE_LATENCY_MS.value))
+    monkeypatch.setenv(patches.s3_latency_var(), str(limits.S3_SCALE_LATENCY_MS.value))
     _put(fixture_cloud, "data/late.txt", b"x")
     s3.head_object(Bucket=fixture_cloud.bucket, Key="data/late.txt")
     s3.get_object(Bucket=fixture_cloud.bucket, Key="data/late.txt")["Body"].read()

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def seqlake_command(*args: str) -> subprocess.CompletedProcess[str]:
     """``seqlake ARGS`` in a process of its own (as tests/local/conftest.py runs it), children as processes."""
-    env = {k: v for k, v in os.environ.items() if k != containers.VAR}
+    env = {k: v for k, v in os.environ.items() if k != containers.var()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "seqlake", *args], env=env, text=True, capture_output=True,
                           timeout=900, check=False)

@@ -15,7 +15,7 @@ It imports nothing of seqlake (``scripts/import_rules.py`` holds it to that): wh
 runs (the worker's entry point, what to preload, the bucket layout, the faults a test gives) is a
 :class:`.contract.App` that the app's adapter (``seqlake.local.adapter``) gives it; the ``seqlake local ...``
 commands and the demo are the adapter's (``seqlake.local.commands``), and so is finding the app's template (a
-checkout, the wheel's copy, or ``SEQLAKE_APP_DIR``).
+checkout, the wheel's copy, or a folder the app's own setting names).
 
 Faithful: the real template (resources, names, environment, parameters), the real state machine with
 its Retry/Catch, the real handlers and worker entry point, S3 -> EventBridge rule matching (wildcards),

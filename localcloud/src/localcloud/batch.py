@@ -26,7 +26,7 @@ A child killed by a signal is reported as a Spot reclaim is: status reason
 ``Host EC2 (instance i-...) terminated.`` and no exit code. That is how the fault tests simulate
 losing an instance: ``kill -9`` the child.
 
-With ``SEQLAKE_CONTAINERS=1`` in the runner's base environment (``--containers``), every attempt is
+With the app's containers setting at ``1`` in the runner's base environment (``--containers``), every attempt is
 instead a container of the worker image (:mod:`localcloud.containers`), given only what Batch
 gives a container, with the host volumes mounted rather than substituted.
 """

@@ -1,11 +1,11 @@
-"""Batch attempts as containers: ``podman run`` of the worker image (``seqlake local run --containers``).
+"""Batch attempts as containers: ``podman run`` of the app's worker image (``--containers``).
 
-With ``SEQLAKE_CONTAINERS=1`` in its environment (what ``--containers`` sets) the local Batch runs each
-attempt as the worker image that ECS runs on AWS, built from this checkout by ``make image``
-(``scripts/build-worker-image.sh``): the job definition's command (the image's entry point in front, as
-ECS keeps an image's ``ENTRYPOINT``), the environment Batch gives the container (the job definition's,
-the submit-time overrides, ``AWS_BATCH_*``) and the job role's credentials, which are the local cloud's
-fake ones with ``AWS_ENDPOINT_URL`` (the container shares the host's network, so the local endpoint on
+With the app's containers setting (:attr:`.contract.Settings.containers`) at ``1`` in its environment (what
+``--containers`` sets) the local Batch runs each attempt as the worker image that ECS runs on AWS, built from the
+app's checkout by the app's build (:class:`.contract.WorkerImage`): the job definition's command (the image's
+entry point in front, as ECS keeps an image's ``ENTRYPOINT``), the environment Batch gives the container (the job
+definition's, the submit-time overrides, ``AWS_BATCH_*``) and the job role's credentials, which are the local
+cloud's fake ones with ``AWS_ENDPOINT_URL`` (the container shares the host's network, so the local endpoint on
 the loopback interface is reachable); the job's vCPU and memory requirements as cgroup limits where the
 kernel has the controllers; the job definition's host volumes mounted; its output, as the awslogs driver
 sends it, into the attempt's log (and from there to CloudWatch Logs, as for a process).
@@ -17,7 +17,9 @@ through the worker's ``kill`` fault: PID 1 of a container cannot SIGKILL itself,
 prints the app's reclaim marker (:attr:`.contract.App.reclaim_marker`) and waits, and the runner reclaims its instance.
 
 The image is tagged with a digest of the files it is built from (:func:`image_ref`): the runner finds the
-image of this checkout, or says that ``make image`` has to be run.
+image of the app's checkout, or says that it has to be built. This module imports nothing but the standard
+library, :mod:`.contract` and :mod:`.errors`, so that the app's build can name the image before anything is
+installed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -37,12 +38,6 @@ from typing import Any
 from localcloud import contract
 from localcloud.errors import LocalCloudError
 
-#: the setting: ``1`` runs Batch attempts as containers (``--containers`` sets it for the command)
-VAR = "SEQLAKE_CONTAINERS"
-REPO = Path(__file__).resolve().parents[3]
-IMAGE_NAME = "localhost/seqlake-worker"
-#: podman's settings on this kind of machine (cgroupfs, runc), unless ``CONTAINERS_CONF`` names others
-CONTAINERS_CONF = REPO / "containers" / "worker" / "containers.conf"
 #: between SIGTERM and SIGKILL when a container is stopped (the ECS agent's ECS_CONTAINER_STOP_TIMEOUT default)
 STOP_TIMEOUT_SECONDS = 30
 #: what ``podman run`` exits with when the container's process was killed by SIGKILL
@@ -52,44 +47,49 @@ _SIGKILL_STATUS = 128 + signal.SIGKILL
 START_FAILURES = (125, 126, 127)
 #: the status reason ECS gives a task whose container did not start (with the runtime's message after it)
 CANNOT_START = "CannotStartContainerError"
-#: the files the image is built from (the Dockerfile's build context, as its .dockerignore leaves it)
-_IMAGE_FILES = ("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "scripts/uv.txt",
-                "scripts/uv-excludes.txt", "README.md",
-                "containers/worker/Dockerfile", "containers/worker/Dockerfile.dockerignore",
-                "containers/worker/entrypoint.py")
-_IMAGE_TREE = "src"
-#: kept out of the build context (Dockerfile.dockerignore): the local cloud and its adapter (``seqlake/local``),
-#: the demo data, bytecode, and the metadata of an editable install (``*.egg-info``)
-_NOT_IN_IMAGE = ("localcloud", "local", "demo_data", "__pycache__")
-_NOT_IN_IMAGE_SUFFIX = ".egg-info"
+
+
+def var() -> str:
+    """The setting's name (the app's): ``1`` runs Batch attempts as containers (``--containers`` sets it)."""
+    return contract.app().settings.containers
 
 
 def enabled(env: Mapping[str, str]) -> bool:
-    return env.get(VAR, "").strip().lower() in ("1", "true", "yes")
+    return env.get(var(), "").strip().lower() in ("1", "true", "yes")
 
 
-def _image_files(repo: Path) -> Iterator[Path]:
-    for name in _IMAGE_FILES:
-        yield repo / name
-    for path in sorted((repo / _IMAGE_TREE).rglob("*")):
-        parts = path.relative_to(repo).parts
-        if path.is_file() and not set(parts) & set(_NOT_IN_IMAGE) and not any(
-            p.endswith(_NOT_IN_IMAGE_SUFFIX) for p in parts
+def worker_image() -> contract.WorkerImage:
+    """The app's worker image (an app without one runs Batch attempts as processes only)."""
+    image = contract.app().worker_image
+    if image is None:
+        raise LocalCloudError("containers: the app has no worker image")
+    return image
+
+
+def _image_files(image: contract.WorkerImage, root: Path) -> Iterator[Path]:
+    for name in image.files:
+        yield root / name
+    for path in sorted((root / image.tree).rglob("*")):
+        parts = path.relative_to(root).parts
+        if path.is_file() and not set(parts) & set(image.excluded_parts) and not any(
+            p.endswith(image.excluded_suffixes) for p in parts
         ):
             yield path
 
 
-def image_digest(repo: Path = REPO) -> str:
-    """A digest of the image's inputs: their paths and contents."""
+def image_digest(image: contract.WorkerImage, root: Path | None = None) -> str:
+    """A digest of the image's inputs: their paths and contents (``root``: another copy of the image's root)."""
+    root = image.root if root is None else root
     h = hashlib.sha256()
-    for path in _image_files(repo):
-        h.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in _image_files(image, root):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
-def image_ref(repo: Path = REPO) -> str:
-    """The worker image built from this checkout."""
-    return f"{IMAGE_NAME}:{image_digest(repo)}"
+def image_ref(image: contract.WorkerImage | None = None) -> str:
+    """The worker image built from the app's checkout (default: the app's image)."""
+    image = worker_image() if image is None else image
+    return f"{image.name}:{image_digest(image)}"
 
 
 #: variables podman itself reads (containers.conf(5), podman(1) ENVIRONMENT): a job's values of these (the
@@ -105,8 +105,12 @@ def read_by_podman(name: str) -> bool:
 
 
 def podman_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """podman's environment: with the app's settings for podman (:attr:`.contract.WorkerImage.podman_conf`),
+    unless ``CONTAINERS_CONF`` names others."""
     env = dict(os.environ if base is None else base)
-    env.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+    image = contract.app().worker_image
+    if image is not None and image.podman_conf:
+        env.setdefault("CONTAINERS_CONF", str(image.root / image.podman_conf))
     return env
 
 
@@ -116,22 +120,23 @@ def _podman(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
 
 
 def unavailable_reason(image: str) -> str | None:
-    """Why attempts cannot run as ``image`` on this machine (None: they can)."""
+    """Why attempts cannot run as ``image`` (the app's, tagged) on this machine (None: they can)."""
     if shutil.which("podman") is None:
         return "podman is not installed (apt-get install podman runc; see docs/LOCAL_CLOUD.md)"
     info = _podman("info", "--format", "{{.Host.OCIRuntime.Name}}")
     if info.returncode != 0:
         return f"podman does not work here: {(info.stderr.strip().splitlines() or ['?'])[-1]}"
     if _podman("image", "exists", image).returncode != 0:
-        return f"the worker image of this checkout, {image}, is not built: run `make image`"
+        build = worker_image().build_command
+        return f"the worker image of this checkout, {image}, is not built" + (f": run `{build}`" if build else "")
     return None
 
 
 def require(flag: bool) -> None:
     """``--containers``: set the setting for this process (and its children); when it is set, by the flag or
-    by ``SEQLAKE_CONTAINERS`` in the environment, fail now, with the reason, if containers cannot run."""
+    by the app's containers setting in the environment, fail now, with the reason, if containers cannot run."""
     if flag:
-        os.environ[VAR] = "1"
+        os.environ[var()] = "1"
     if enabled(os.environ):
         reason = unavailable_reason(image_ref())
         if reason is not None:
@@ -199,7 +204,8 @@ class Attempt:
 
 
 def container_name(job_id: str, attempt: int) -> str:
-    return "seqlake-" + "".join(c if c.isalnum() or c in "_.-" else "-" for c in job_id) + f"-{attempt}"
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in job_id)
+    return f"{worker_image().container_prefix}{safe}-{attempt}"
 
 
 class PodmanRun(subprocess.Popen[bytes]):
@@ -281,22 +287,9 @@ class ContainerRunner:
 
     def start(self, attempt: Attempt) -> PodmanRun:
         for host in attempt.volumes.values():
-            # the image runs as a user of its own: a host volume is world-writable and sticky, as the launch
-            # template makes the instances' /var/lib/seqlake/refcache
+            # the image runs as a user of its own: a host volume is world-writable and sticky, as an instance's
+            # launch template makes its host folders for a worker that is not root
             Path(host).chmod(0o1777)
         env = {**podman_env(), **{k: v for k, v in attempt.env.items() if not read_by_podman(k)}}
         return PodmanRun(self.argv(attempt), name=attempt.name, env=env, log_path=attempt.log_path)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m localcloud.containers --image``: the worker image's name for this checkout."""
-    args = sys.argv[1:] if argv is None else argv
-    if args != ["--image"]:
-        print("usage: python -m localcloud.containers --image", file=sys.stderr)
-        return 2
-    print(image_ref())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

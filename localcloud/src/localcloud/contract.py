@@ -5,7 +5,9 @@ the app it deploys. The few things it must know of one are an :class:`App`: the 
 definition's command that names it runs as that function in a child of the fork server, not as a new
 interpreter), the modules the fork server preloads, the bucket layout (which objects' bodies are not mirrored,
 which are not put back on start, where a run's status document is), the environment variable the Batch children
-are given a fault by, and the exceptions a test raises inside the emulator on purpose.
+are given a fault by, the exceptions a test raises inside the emulator on purpose, the worker's container image
+(:class:`WorkerImage`), the names of the environment variables its users set the local cloud with
+(:class:`Settings`), and which Batch arrays a run's history counts as its shards.
 
 The app's adapter makes one and hands it over with :func:`use` before it starts a cloud (the process has one
 app, as it has one set of moto backends). Without one the local cloud runs any template of the same shape with
@@ -22,6 +24,56 @@ from typing import Any
 
 def _no_snapshot(table: Any, run_id: str) -> int | None:
     return None
+
+
+@dataclass(frozen=True)
+class WorkerImage:
+    """The app's worker image: what ``--containers`` runs a Batch attempt as, and the files it is built from.
+
+    The local cloud tags it with a digest of those files (:func:`.containers.image_ref`), so that it finds the
+    image of the checkout it runs from; the app's build names the image the same way. The files are
+    :attr:`files` and every file under :attr:`tree` but those with a path part in :attr:`excluded_parts` or
+    ending in one of :attr:`excluded_suffixes` (the build's ignore file keeps the same ones out)."""
+
+    #: the image's name, without its tag (the digest)
+    name: str
+    #: the folder the image is built from (the build context): the app's checkout
+    root: Path
+    #: files of the build context, relative to :attr:`root`
+    files: tuple[str, ...]
+    #: a folder, relative to :attr:`root`, whose files are all in the build context but the excluded ones
+    tree: str
+    #: a file under :attr:`tree` with one of these names in its path is not (``__pycache__``, say)
+    excluded_parts: tuple[str, ...] = ()
+    #: nor one with a path part that ends in one of these (``.egg-info``, say)
+    excluded_suffixes: tuple[str, ...] = ()
+    #: what the name of an attempt's container starts with (the job id and attempt follow)
+    container_prefix: str = "localcloud-"
+    #: podman's settings for the runs, relative to :attr:`root`, unless ``CONTAINERS_CONF`` names others
+    #: (``""``: podman's own)
+    podman_conf: str = ""
+    #: the command that builds it, said when the image of the checkout is not built
+    build_command: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment variables a user sets the local cloud with, and its default state folder: the app names
+    them for its own users (its documentation and command-line options say them); by default, the local
+    cloud's own names. Each is read in the process that runs the cloud (or the command), which has the app."""
+
+    #: the state folder, unless the command is given one
+    home: str = "LOCALCLOUD_HOME"
+    #: the state folder when neither the command nor :attr:`home` names one (relative: to the working folder)
+    default_home: str = ".localcloud"
+    #: ``1``: Batch attempts run as containers of the app's :class:`WorkerImage`
+    containers: str = "LOCALCLOUD_CONTAINERS"
+    #: ``0``: no memory limits on Lambda invocations and Batch attempts
+    memory_limits: str = "LOCALCLOUD_MEMORY_LIMITS"
+    #: ``0``: IAM not enforced
+    iam: str = "LOCALCLOUD_IAM"
+    #: milliseconds every S3 request waits before it is answered (the ``s3-latency`` patch; unset: none)
+    s3_latency_ms: str = "LOCALCLOUD_S3_LATENCY_MS"
 
 
 @dataclass(frozen=True)
@@ -55,6 +107,13 @@ class App:
     child_env: Mapping[str, str] = field(default_factory=dict)
     #: exceptions a test raises inside the emulator on purpose: answered as an internal error, not counted
     injected_errors: tuple[type[BaseException], ...] = field(default=())
+    #: the worker's container image (``None``: Batch attempts run as processes only)
+    worker_image: WorkerImage | None = None
+    #: the names of the environment variables its users set the local cloud with
+    settings: Settings = field(default_factory=Settings)
+    #: the job-name prefix of the Batch arrays (or single jobs) a run's history counts as its shards: their
+    #: children, retries and failures (``""``: every job the run submitted)
+    shard_jobs: str = ""
 
 
 GENERIC = App()

@@ -16,7 +16,8 @@ anything (CloudFormation and the services
 themselves on AWS); the ``seqlake local`` commands a lab member runs (upload, query, status) are made as the
 *user* role, which has the template's ``LabMemberPolicy`` and nothing else.
 
-``SEQLAKE_LOCAL_IAM=0`` (``--no-iam``) turns enforcement off: every process signs with the fake keys, unchecked.
+The app's IAM setting (:attr:`.contract.Settings.iam`; seqlake's ``--no-iam`` sets it) at ``0`` turns
+enforcement off: every process signs with the fake keys, unchecked.
 """
 
 from __future__ import annotations
@@ -38,13 +39,11 @@ from moto.iam.models import AWSManagedPolicy, iam_backends
 from moto.s3.exceptions import S3ClientError
 from moto.sts.models import sts_backends
 
-from localcloud import patches
+from localcloud import contract, patches
 from localcloud.deployer import ACCOUNT, PARTITION, REGION
 from localcloud.environment import FAKE_ENV
 from localcloud.policy import Decision, denied_message, evaluate
 
-#: ``0`` (or ``false``, ``off``) turns IAM enforcement off in the local cloud
-ENFORCE_VAR = "SEQLAKE_LOCAL_IAM"
 #: the local cloud's own identity (deploy, mirror, the hooks that stand in for AWS services)
 PLATFORM_ROLE = "seqlake-local-platform"
 #: the lab member who runs ``seqlake local``: the template's LabMemberPolicy attached, nothing else
@@ -86,15 +85,20 @@ def iam_action(service: str, moto_action: str) -> str:
     return _IAM_ACTIONS.get(action, action)
 
 
+def var() -> str:
+    """The setting's name (the app's): ``0`` (or ``false``, ``off``) turns IAM enforcement off in the local cloud."""
+    return contract.app().settings.iam
+
+
 def enforced(env: Mapping[str, str] | None = None) -> bool:
-    value = (os.environ if env is None else env).get(ENFORCE_VAR, "1")
+    value = (os.environ if env is None else env).get(var(), "1")
     return value.strip().lower() not in ("0", "false", "off", "no")
 
 
 def require(off: bool) -> None:
     """``--no-iam``: enforcement off for this process (and the local cloud it starts)."""
     if off:
-        os.environ[ENFORCE_VAR] = "0"
+        os.environ[var()] = "0"
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ class LambdaRunner:
         self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
         self._sources: list[EventSource] = []
-        #: each invocation capped at its function's MemorySize (unless SEQLAKE_LOCAL_MEMORY_LIMITS=0)
+        #: each invocation capped at its function's MemorySize (unless the memory-limits setting is 0)
         self.memory = memory.MemoryLimits(memory.enabled(base_env))
 
     @property

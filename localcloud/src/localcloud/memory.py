@@ -34,7 +34,8 @@ cgroup (:meth:`Cap.watch`), and its largest sample recorded beside the peak. (Th
 inactive file cache, ``docker stats``' figure, is no measure here: pages taken off the list while the
 kernel reclaims them count as used, and a process writing a file at its limit read near the limit.)
 
-``SEQLAKE_LOCAL_MEMORY_LIMITS=0`` (``--no-memory-limits``) turns the limits off.
+The app's memory-limits setting (:attr:`.contract.Settings.memory_limits`; seqlake's ``--no-memory-limits``
+sets it) at ``0`` turns the limits off.
 """
 
 from __future__ import annotations
@@ -52,11 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from localcloud import contract
 from localcloud.aws_texts import LAMBDA_OUT_OF_MEMORY
 from localcloud.forkserver import JOIN_CGROUP, LIMIT_DATA, PEAK_FILE
 
-#: the setting: ``0`` leaves Lambda's and Batch's memory unlimited locally
-MEMORY_VAR = "SEQLAKE_LOCAL_MEMORY_LIMITS"
 #: where the cgroup file systems are mounted
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1 << 20
@@ -65,15 +65,20 @@ Mode = Literal["cgroup2", "cgroup1", "rlimit", "off"]
 _parents = itertools.count(1)
 
 
+def var() -> str:
+    """The setting's name (the app's): ``0`` leaves Lambda's and Batch's memory unlimited locally."""
+    return contract.app().settings.memory_limits
+
+
 def enabled(env: dict[str, str] | None = None) -> bool:
-    """Memory limits are on unless ``SEQLAKE_LOCAL_MEMORY_LIMITS`` is ``0``."""
-    return (os.environ if env is None else env).get(MEMORY_VAR, "1") != "0"
+    """Memory limits are on unless the setting is ``0``."""
+    return (os.environ if env is None else env).get(var(), "1") != "0"
 
 
 def apply_flag(no_memory_limits: bool) -> None:
     """``--no-memory-limits``: the setting for this process and the local cloud's children."""
     if no_memory_limits:
-        os.environ[MEMORY_VAR] = "0"
+        os.environ[var()] = "0"
 
 
 def _own_cgroup(version: Literal[1, 2]) -> Path | None:

@@ -251,7 +251,7 @@ def _aws_limits() -> tuple[bool, str]:
 
 def _s3_latency() -> tuple[bool, str]:
     _resolve("moto.s3.responses:S3Response.setup_class")
-    return True, "moto has no latency setting: the local cloud's own (SEQLAKE_LOCAL_S3_LATENCY_MS), kept by design"
+    return True, "moto has no latency setting: the local cloud's own (Settings.s3_latency_ms), kept by design"
 
 
 def _iam_authorization() -> tuple[bool, str]:

@@ -225,8 +225,9 @@ Reproduce: start an execution with
     Patch(
         id="s3-latency", kind="emulator",
         replaces=("moto.s3.responses:S3Response.setup_class",),
-        why="S3 answers a small request in ~20 ms; moto at once. With SEQLAKE_LOCAL_S3_LATENCY_MS set (the scale "
-            "tests and bench) every S3 request waits that long first, so round trips cost what a bucket costs.",
+        why="S3 answers a small request in ~20 ms; moto at once. With the app's latency setting set "
+            "(Settings.s3_latency_ms: the scale tests and bench) every S3 request waits that long first, so "
+            "round trips cost what a bucket costs.",
         source="https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html",
         upstream="",
         tests=("test_s3_latency_delays_every_request_when_set",)),

@@ -44,9 +44,9 @@ The patches, by id:
   or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a response over 6 MB
   (``Function.ResponseSizeTooLarge``; moto's own check already fails one over 6,000,000 bytes, slightly stricter);
   Batch's array sizes are batch-submit's, its request size batch-service-rules'. Always on: they are AWS's.
-- ``s3-latency``: S3 per-request latency: with ``SEQLAKE_LOCAL_S3_LATENCY_MS`` set (off by default and for the
-  demo), every S3 request the server answers waits that long first, so that the scale tests and bench see the round
-  trips a real bucket costs (``seqlake.base.limits.S3_SCALE_LATENCY_MS``: 20 ms).
+- ``s3-latency``: S3 per-request latency: with the app's latency setting set (:attr:`.contract.Settings.s3_latency_ms`;
+  off by default and for the demo), every S3 request the server answers waits that long first, so that the scale
+  tests and bench see the round trips a real bucket costs (``seqlake.base.limits.S3_SCALE_LATENCY_MS``: 20 ms).
 - ``batch-describe``: Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to
   the job's own ``containerOverrides.environment`` list each time it describes a job, and an array's children share
   their parent's overrides: every describe made every later description longer (an array job of 1,000 children
@@ -145,7 +145,7 @@ from typing import Any
 import botocore
 import botocore.session
 
-from localcloud import botocore_loader, limits, patch_registry
+from localcloud import botocore_loader, contract, limits, patch_registry
 
 MOTO_VERSION = "5.2.6"
 
@@ -998,14 +998,17 @@ def _patch_limits() -> None:
 
 
 # ---------------------------------------------------------------- S3 latency
-#: milliseconds every S3 request waits before it is answered (unset or 0: none)
-S3_LATENCY_ENV = "SEQLAKE_LOCAL_S3_LATENCY_MS"
 _original_s3_setup = S3Response.setup_class
 _sleep = time.sleep
 
 
+def s3_latency_var() -> str:
+    """The setting's name (the app's): milliseconds every S3 request waits before it is answered (unset or 0: none)."""
+    return contract.app().settings.s3_latency_ms
+
+
 def s3_latency_seconds() -> float:
-    return max(0.0, float(os.environ.get(S3_LATENCY_ENV) or 0)) / 1000
+    return max(0.0, float(os.environ.get(s3_latency_var()) or 0)) / 1000
 
 
 def _s3_setup_class(self: Any, request: Any, full_url: str | None = None, headers: Any = None) -> None:

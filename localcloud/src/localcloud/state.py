@@ -1,6 +1,7 @@
 """The local cloud's state folder: what survives the process.
 
-Layout (default ``./.seqlake/``, or ``$SEQLAKE_HOME``, or ``--home``)::
+Layout (the folder the command is given, else the one the app's home setting names, else the app's default:
+:class:`.contract.Settings`)::
 
     s3/<bucket>/<key>     object bodies (mirrored after each execution, not on every put: children
                           write parts at full speed into moto's memory)
@@ -9,9 +10,9 @@ Layout (default ``./.seqlake/``, or ``$SEQLAKE_HOME``, or ``--home``)::
     runs.json             run history: execution, state, timings, counts
     logs/                 one file per Lambda invocation and per Batch child attempt
 
-Bodies of ``incoming/`` (the user's FASTQ, often large and already on the user's disk) and of the
-shards' staging parts are not kept, only their metadata. ``seqlake local query`` reads
-``catalog.json`` and ``s3/`` without starting moto.
+Bodies of the app's metadata-only prefixes (seqlake's ``incoming/``: the user's FASTQ, often large and already
+on the user's disk) are not kept, only their metadata. A query (``seqlake local query``) reads ``catalog.json``
+and ``s3/`` without starting moto.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def md5_file(path: Path) -> str:
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("SEQLAKE_HOME") or ".seqlake")
+    """The state folder when the command names none: the app's home setting's, else its default."""
+    settings = contract.app().settings
+    return Path(os.environ.get(settings.home) or settings.default_home)
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ class StateDir:
     def require(self) -> None:
         """Bad input (the state folder the user named or defaulted to) when no local cloud ever ran here."""
         if not self.exists():
-            raise NoCloudError(str(self.root), "no local cloud here: run `seqlake demo` or `seqlake local run` "
-                               "first, or give --home (or $SEQLAKE_HOME) the folder of one")
+            raise NoCloudError(str(self.root), "no local cloud here: start one here first, or name the folder of "
+                               f"one (${contract.app().settings.home})")
 
     def ensure(self) -> None:
         self.objects_dir.mkdir(parents=True, exist_ok=True)

@@ -77,13 +77,14 @@ def run_record(state: StateDir, bucket: str, e: Execution, payload_bytes: int | 
     """The run history's entry for a finished execution, with its status document's inputs and counts."""
     status_doc: dict[str, Any] = {}
     run_id = str(e.input.get("run_id") or e.name)
-    status_key = contract.app().status_key
+    app = contract.app()
+    status_key = app.status_key
     path = state.bucket_dir(bucket) / status_key(run_id) if status_key is not None else None
     if path is not None and path.is_file():
         with contextlib.suppress(ValueError):
             status_doc = json.loads(path.read_text())
-    # the shards' array (or single job), not the index job's or the reducers' (the ASL's JobName prefixes)
-    shard_jobs = [a for a in e.arrays if a.job_name.startswith("shard")]
+    # the app's shards: the jobs its state machine names so (JobName), not its other Batch jobs
+    shard_jobs = [a for a in e.arrays if a.job_name.startswith(app.shard_jobs)]
     return {
         "run_id": run_id,
         "execution_arn": e.arn,

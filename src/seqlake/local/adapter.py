@@ -3,7 +3,7 @@ this app, given to it as a :class:`~localcloud.contract.App` when this module is
 
 One of the two modules of seqlake that import both (the other is :mod:`.commands`, the ``seqlake local ...``
 commands on the local cloud; the modules beside them in ``seqlake.local`` are those commands' parts). It gives
-the local cloud three things of the app's:
+the local cloud six things of the app's:
 
 1. **the worker entry point**: a job definition's ``seqlake ...`` command runs as :func:`seqlake.cli.run` with its
    arguments, in a child of the fork server, which preloads :data:`PRELOAD` (the handlers' and the worker's
@@ -14,7 +14,14 @@ the local cloud three things of the app's:
    "as of" a run reads the Iceberg snapshot that run committed;
 3. **the faults** a test gives: ``SEQLAKE_FAULT`` for the Batch children (:func:`worker_fault`), the line a
    container prints to have its instance reclaimed, and :class:`seqlake.base.faults.InjectedFaultError`, which
-   the emulator answers as an internal error without counting it among its own.
+   the emulator answers as an internal error without counting it among its own;
+4. **the worker image** (:data:`seqlake.local.image.IMAGE`, ``--containers``): its name, the files it is built
+   from, its containers' names;
+5. **the settings' names** (:data:`SETTINGS`): the environment variables seqlake's users set the local cloud with
+   (``SEQLAKE_HOME``, ``SEQLAKE_CONTAINERS``, ...: the command-line options and docs name them), and the state
+   folder ``./.seqlake``;
+6. **the shards' job names**: the run history counts the children, retries and failures of the Batch jobs whose
+   name starts ``shard``.
 
 The progress display reads each run's line from the Step Functions execution and the Batch arrays
 (:mod:`localcloud.progress`): it needs nothing of the app beyond the arrays' job names.
@@ -30,11 +37,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import seqlake
 from localcloud import contract
+from localcloud.contract import Settings
 from localcloud.errors import LocalCloudError, NoCloudError
 from seqlake.base import cachedir, faults
 from seqlake.base.errors import BadInputError, SeqlakeError
 from seqlake.base.layout import RESULTS, RunLayout
-from seqlake.local import appdir
+from seqlake.local import appdir, image
 
 if TYPE_CHECKING:  # the cloud imports moto: the commands that only read the state folder (query, runs) do not
     from localcloud.cloud import LocalCloud
@@ -108,6 +116,18 @@ def run_snapshot(table: Any, run_id: str) -> int | None:
     return snapshot(table, run_id)
 
 
+#: the environment variables seqlake's users set the local cloud with (``seqlake local run``'s options set the
+#: same: ``--home``, ``--containers``, ``--no-memory-limits``, ``--no-iam``), and its default state folder
+SETTINGS = Settings(
+    home="SEQLAKE_HOME",
+    default_home=".seqlake",
+    containers="SEQLAKE_CONTAINERS",
+    memory_limits="SEQLAKE_LOCAL_MEMORY_LIMITS",
+    iam="SEQLAKE_LOCAL_IAM",
+    # the scale bench's and tests' S3 latency (base.limits.S3_SCALE_LATENCY_MS)
+    s3_latency_ms="SEQLAKE_LOCAL_S3_LATENCY_MS",
+)
+
 APP = contract.App(
     worker_command="seqlake",
     worker_main="seqlake.cli:run",
@@ -125,6 +145,11 @@ APP = contract.App(
     # app's code it runs on the local cloud
     pythonpath=(str(Path(seqlake.__file__).resolve().parents[1]),),
     child_env={"SEQLAKE_LOCAL": "1"},
+    worker_image=image.IMAGE,
+    settings=SETTINGS,
+    # the shards' array and a single shard's job (the state machine's JobNames: shards-<run>, shard-<run>), not
+    # the index job's or the reducers'
+    shard_jobs="shard",
 )
 contract.use(APP)
 
@@ -143,6 +168,9 @@ def worker_fault(cloud: LocalCloud, spec: str) -> AbstractContextManager[None]:
     return cloud.batch_environment(extra)
 
 
+#: what a user is told of a state folder with no cloud in it (the local cloud's own message names no command)
+NO_CLOUD = ("no local cloud here: run `seqlake demo` or `seqlake local run` first, or give --home "
+            f"(or ${SETTINGS.home}) the folder of one")
 
 
 def app_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -154,7 +182,7 @@ def app_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return command(*args, **kwargs)
         except NoCloudError as err:
-            raise BadInputError(err.path, err.message) from err
+            raise BadInputError(err.path, NO_CLOUD) from err
         except LocalCloudError as err:
             raise SeqlakeError(str(err)) from err
 

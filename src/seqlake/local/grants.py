@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     with (tempfile.TemporaryDirectory(prefix="seqlake-grants-") as tmp,
           local_cloud(state=StateDir(Path(tmp) / "home"), jobs=2, quiet=True) as cloud):
         if not cloud.iam.enforce:
-            print(f"{iam.ENFORCE_VAR} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
+            print(f"{iam.var()} turns IAM enforcement off: nothing to sweep", file=sys.stderr)
             return 2
         findings, aws_managed = sweep(cloud, Path(tmp), args.role, labels=args.statement)
     table = report(findings, aws_managed)
