@@ -1,6 +1,6 @@
 """AWS's own texts the local cloud writes as AWS does: Batch's and Lambda's status reasons, Step Functions'
 ``Execution Status Change`` event. The app reads the same texts (``seqlake.aws.batch_reasons``,
-``seqlake.aws.events``) from its own copy; ``tests/local/test_contract.py`` holds the two copies equal.
+``seqlake.aws.events``) from its own copy; ``tests/local/test_component_contract.py`` holds the two copies equal.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The numbers are EC2's ``DescribeInstanceTypes`` (``VCpuInfo.DefaultVCpus``, ``Me
 records them (``moto/ec2/resources/instance_types.json.gz``); the memory for jobs is AWS Batch's rule
 (:func:`job_memory_mib`). The app keeps its own file of the types its template names
 (``seqlake.base.instances``, generated from these by ``python -m seqlake.local.instance_data``);
-``tests/local/test_contract.py`` holds the two to the same numbers.
+``tests/local/test_component_contract.py`` holds the two to the same numbers.
 """
 
 from __future__ import annotations

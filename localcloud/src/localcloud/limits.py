@@ -1,7 +1,7 @@
 """AWS's limits the local cloud enforces (moto does not), each with its documented number and where it is written.
 
 The app keeps the same numbers where it plans within them (``seqlake.base.limits``); the two copies are held
-equal by ``tests/local/test_contract.py``.
+equal by ``tests/local/test_component_contract.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Batch can give jobs on each.
 The app's home of these facts: the plan's job sizes (:mod:`seqlake.plan.sizing`: a job must fit the largest
 instance of ``InstanceTypes``) read ``instance_types.json`` beside this module; the local cloud's rule that a job
 fitting no instance stays ``RUNNABLE`` reads the same numbers from its own source (``localcloud.instances``,
-held equal by ``tests/local/test_contract.py``). That file is generated
+held equal by ``tests/local/test_component_contract.py``). That file is generated
 (``python -m seqlake.local.instance_data``; ``--check`` in ``make lint``) from EC2's
 ``DescribeInstanceTypes`` as moto records it, for the families the template names (its ``RegionInstanceTypes``
 defaults, the families docs/DEPLOY.md suggests, and Batch's ``optimal``); do not edit it by hand.

@@ -2,7 +2,7 @@
 
 The app's home of these numbers: it plans within them (the array size). The local cloud enforces the AWS limits
 among them from its own copy (``localcloud.limits``, held equal to these by
-``tests/local/test_contract.py``), so a run that would break on AWS breaks locally too, with the error AWS
+``tests/local/test_component_contract.py``), so a run that would break on AWS breaks locally too, with the error AWS
 gives. Dependency-free: any layer may import it.
 """
 
