@@ -17,16 +17,23 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+#: of a failure's message, printed under its run
+MESSAGE_CHARS = 600
 
-def failures(report: Path) -> list[str]:
-    """The tests a JUnit XML report says failed or erred, as ``file::name``-like ids (classname::name)."""
+
+def failures(report: Path) -> dict[str, str]:
+    """The tests a JUnit XML report says failed or erred, as ``file::name``-like ids (classname::name), each
+    with its failure's message (the assertion pytest reports: what a flaky test saw, the one time it failed)."""
     if not report.is_file():
-        return []
-    names = []
+        return {}
+    found = {}
     for case in ET.parse(report).iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            names.append(f"{case.get('classname', '')}::{case.get('name', '')}")
-    return names
+        outcome = case.find("failure")
+        if outcome is None:
+            outcome = case.find("error")
+        if outcome is not None:
+            found[f"{case.get('classname', '')}::{case.get('name', '')}"] = outcome.get("message", "")
+    return found
 
 
 def main(argv: list[str]) -> int:
@@ -43,10 +50,12 @@ def main(argv: list[str]) -> int:
                                    f"--junitxml={report}", *pytest_args],
                                   check=False, stdout=subprocess.DEVNULL).returncode
             names = failures(report)
-            failed.update(names)
+            failed.update(names.keys())
             red_runs += code != 0
             print(f"run {run}/{args.times}: exit {code}, {len(names)} failed, {time.monotonic() - started:.0f} s",
                   flush=True)
+            for name, message in names.items():
+                print(f"  {name}: {message[:MESSAGE_CHARS]}", flush=True)
     for name, count in failed.most_common():
         print(f"FAILED {count}/{args.times}: {name}")
     if red_runs and not failed:

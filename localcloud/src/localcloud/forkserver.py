@@ -342,9 +342,12 @@ def redirect_output(log_path: str, append: bool, stdin: int = -1) -> None:
 
 
 #: what a request's ``"confine"`` may ask of its child (the caller's memory limit, :mod:`.memory`): join
-#: a cgroup (the path of its ``cgroup.procs``), or limit its data segment (bytes) and, when it ends, write
-#: its peak resident memory (KiB, its own or a child's, whichever is larger) to a file
+#: a cgroup (the path of its ``cgroup.procs``) and, when it ends, write the cgroup's resident memory (bytes:
+#: the sum of the ``memory.stat`` counters named) to a file; or limit its data segment (bytes) and, when it
+#: ends, write its peak resident memory (KiB, its own or a child's, whichever is larger) to a file
 JOIN_CGROUP = "cgroup_procs"
+RESIDENT_FILE = "resident_file"
+RESIDENT_COUNTERS = "resident_counters"
 LIMIT_DATA = "rlimit_data"
 PEAK_FILE = "peak_file"
 
@@ -361,7 +364,15 @@ def confine(spec: dict[str, Any] | None) -> None:
 
 
 def write_peak(spec: dict[str, Any] | None) -> None:
-    """At the child's end: its peak resident memory, where ``spec`` asks for it."""
+    """At the child's end: its peak resident memory, or its cgroup's resident memory, where ``spec`` asks."""
+    if spec and spec.get(RESIDENT_FILE):
+        # the caller samples the cgroup from outside; a child that runs for a few milliseconds (forked, its
+        # libraries already loaded) may start and end between two samples, so it takes the last one itself
+        stat = Path(spec[JOIN_CGROUP]).with_name("memory.stat")
+        with contextlib.suppress(OSError, ValueError):
+            counters = dict(line.split(" ", 1) for line in stat.read_text().splitlines())
+            resident = sum(int(counters.get(name, 0)) for name in spec[RESIDENT_COUNTERS])
+            Path(spec[RESIDENT_FILE]).write_text(str(resident))
     if spec and spec.get(PEAK_FILE):
         # VmHWM, not ru_maxrss: a new interpreter's ru_maxrss keeps the peak of the process it was forked from
         status = Path("/proc/self/status").read_text() if Path("/proc/self/status").is_file() else ""

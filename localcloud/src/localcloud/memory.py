@@ -30,9 +30,12 @@ The cgroup's peak counts the page cache of the files an attempt reads and writes
 reclaims at the limit instead of killing: a child that downloads a 4.75 GB index and spills 8.4 GB of runs
 peaks at its limit without being short of memory. So a Batch attempt's anonymous and shared memory (what
 the kernel cannot reclaim without swap, so what decides a kill) is also sampled from the moment it runs in its
-cgroup (:meth:`Cap.watch`), and its largest sample recorded beside the peak. (The cgroup's usage less its
-inactive file cache, ``docker stats``' figure, is no measure here: pages taken off the list while the
-kernel reclaims them count as used, and a process writing a file at its limit read near the limit.)
+cgroup (:meth:`Cap.watch`), and once more by the process itself as it ends where it is a function the
+launcher runs (a forked child that runs for milliseconds may start and end between two samples of a loaded
+machine: 1 run in 20 of the memory test saw none), and its largest sample recorded beside the peak. (The
+cgroup's usage less its inactive file cache, ``docker stats``' figure, is no measure here: pages taken off
+the list while the kernel reclaims them count as used, and a process writing a file at its limit read near
+the limit.)
 
 The app's memory-limits setting (:attr:`.contract.Settings.memory_limits`; seqlake's ``--no-memory-limits``
 sets it) at ``0`` turns the limits off.
@@ -55,7 +58,7 @@ from typing import Any, Literal
 
 from localcloud import contract
 from localcloud.aws_texts import LAMBDA_OUT_OF_MEMORY
-from localcloud.forkserver import JOIN_CGROUP, LIMIT_DATA, PEAK_FILE
+from localcloud.forkserver import JOIN_CGROUP, LIMIT_DATA, PEAK_FILE, RESIDENT_COUNTERS, RESIDENT_FILE
 
 #: where the cgroup file systems are mounted
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -136,6 +139,8 @@ class Cap:
     cgroup: Path | None = None
     #: where the process writes its peak when it ends (rlimit mode)
     peak_file: Path | None = None
+    #: where a function the launcher runs writes its cgroup's resident memory when it ends (cgroup modes)
+    resident_file: Path | None = None
     #: the largest sample of its anonymous and shared memory, in bytes (:meth:`watch`)
     _resident_peak: int = field(default=0, repr=False)
     _sampler: threading.Thread | None = field(default=None, repr=False)
@@ -145,7 +150,8 @@ class Cap:
     def confinement(self) -> dict[str, Any] | None:
         """For :func:`.forkserver.confine` in the child (None: nothing to apply)."""
         if self.cgroup is not None:
-            return {JOIN_CGROUP: str(self.cgroup / "cgroup.procs")}
+            return {JOIN_CGROUP: str(self.cgroup / "cgroup.procs"), RESIDENT_FILE: str(self.resident_file or ""),
+                    RESIDENT_COUNTERS: list(self._resident_counters())}
         if self.mode == "rlimit":
             return {LIMIT_DATA: self.limit_mib * MIB, PEAK_FILE: str(self.peak_file)}
         return None
@@ -179,7 +185,7 @@ class Cap:
         if self.cgroup is None:
             return
         stat = self.cgroup / "memory.stat"
-        names = ("anon", "shmem") if self.mode == "cgroup2" else ("total_rss", "total_shmem")
+        names = self._resident_counters()
 
         def take() -> None:
             self._resident_peak = max(self._resident_peak, sum(_counter(stat, name) for name in names))
@@ -202,12 +208,21 @@ class Cap:
             return None
         self._stop.set()
         self._sampler.join()
-        return math.ceil(self._resident_peak / MIB)
+        own = 0  # the last sample, taken by the process itself at its end (forkserver.write_peak)
+        if self.resident_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                own = int(self.resident_file.read_text())
+        return math.ceil(max(self._resident_peak, own) / MIB)
+
+    def _resident_counters(self) -> tuple[str, ...]:
+        """The ``memory.stat`` counters of its anonymous and shared memory."""
+        return ("anon", "shmem") if self.mode == "cgroup2" else ("total_rss", "total_shmem")
 
     def close(self) -> None:
         """Remove the cgroup (killing what is left in it: an alignment process outliving its worker)."""
-        if self.peak_file is not None:
-            self.peak_file.unlink(missing_ok=True)
+        for written in (self.peak_file, self.resident_file):
+            if written is not None:
+                written.unlink(missing_ok=True)
         self._stop.set()
         if self.cgroup is None:
             return
@@ -253,8 +268,10 @@ class MemoryLimits:
             self.parent = _writable_parent(version)
             if self.parent is not None:
                 self.mode = "cgroup2" if version == 2 else "cgroup1"
-                return
-        self.mode = "rlimit"
+                break
+        else:
+            self.mode = "rlimit"
+        # what the processes write when they end: their peaks (rlimit), their cgroups' last samples (cgroups)
         self._peaks = Path(tempfile.mkdtemp(prefix="seqlake-memory-"))
 
     def cap(self, limit_mib: int | None) -> Cap:
@@ -277,7 +294,8 @@ class MemoryLimits:
             (cgroup / "memory.limit_in_bytes").write_text(limit)
             with contextlib.suppress(OSError):  # memory and swap together: no swap
                 (cgroup / "memory.memsw.limit_in_bytes").write_text(limit)
-        return Cap(self.mode, limit_mib, cgroup=cgroup)
+        assert self._peaks is not None
+        return Cap(self.mode, limit_mib, cgroup=cgroup, resident_file=self._peaks / f"{n}.resident")
 
     def close(self) -> None:
         """Remove this runner's cgroup (after its children's) or its folder of peaks."""
