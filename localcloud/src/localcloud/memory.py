@@ -102,7 +102,7 @@ def _writable_parent(version: Literal[1, 2]) -> Path | None:
     own = _own_cgroup(version)
     if own is None or not own.is_dir():
         return None
-    parent = own / f"seqlake-{os.getpid()}-{next(_parents)}"
+    parent = own / f"localcloud-{os.getpid()}-{next(_parents)}"
     try:
         parent.mkdir()
         if version == 2:  # the memory controller enabled for our cgroup's children, then for ours'
@@ -255,7 +255,7 @@ class MemoryLimits:
                 self.mode = "cgroup2" if version == 2 else "cgroup1"
                 return
         self.mode = "rlimit"
-        self._peaks = Path(tempfile.mkdtemp(prefix="seqlake-memory-"))
+        self._peaks = Path(tempfile.mkdtemp(prefix="localcloud-memory-"))
 
     def cap(self, limit_mib: int | None) -> Cap:
         """A limit of ``limit_mib`` MiB (None, or limits off: a cap that limits nothing)."""

@@ -35,7 +35,8 @@ class StateCatalog(MetastoreCatalog):
     """pyiceberg's catalog of the Iceberg tables in a state folder's ``catalog.json``."""
 
     def __init__(self, state: StateDir) -> None:
-        super().__init__("seqlake-state", **{"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(state.objects_dir)})
+        super().__init__("localcloud-state",
+                         **{"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(state.objects_dir)})
         self.state = state
 
     def _table_def(self, identifier: str | tuple[str, ...]) -> TableDef:
