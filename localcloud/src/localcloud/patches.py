@@ -162,7 +162,7 @@ def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
 def check_moto_version() -> None:
     found = importlib.metadata.version("moto")
     if found != MOTO_VERSION:
-        raise RuntimeError(f"seqlake's local cloud patches moto {MOTO_VERSION} internals; found moto {found}")
+        raise RuntimeError(f"the local cloud patches moto {MOTO_VERSION} internals; found moto {found}")
 
 
 check_moto_version()
@@ -767,7 +767,7 @@ def _store_query_results(self: AthenaBackend, exec_id: str) -> None:
     sql = execution.query
     for value in execution.execution_parameters or []:  # Athena substitutes the literal text for each '?'
         sql = sql.replace("?", value, 1)
-    database = (execution.context or {}).get("Database") or "seqlake"
+    database = (execution.context or {}).get("Database") or contract.app().database
     try:
         columns, rows = HOOKS.athena_query(sql, database)
     except ValueError as err:
