@@ -114,7 +114,8 @@ class LocalCloud:
         return self._deployment
 
     def user_client(self, service: str) -> Any:
-        """A client signed as the lab member who runs ``seqlake local`` (the template's LabMemberPolicy):
+        """A client signed as the lab member who runs the app's commands (seqlake's
+        ``seqlake local``, say; the template's LabMemberPolicy):
         the commands' uploads, queries and reads go through it."""
         if not self.iam.enforce:
             return self.client(service)

@@ -12,9 +12,9 @@ against ``*`` outside S3, SQS, IAM and STS and skips most conditions and every r
 
 The local cloud's own calls (deploying the template, mirroring the bucket, the hooks that stand in for AWS
 services) are made as the *platform* role, whose session has this process's fake keys and which may do
-anything (CloudFormation and the services
-themselves on AWS); the ``seqlake local`` commands a lab member runs (upload, query, status) are made as the
-*user* role, which has the template's ``LabMemberPolicy`` and nothing else.
+anything (CloudFormation and the services themselves on AWS); the app's commands a lab member runs
+(seqlake's ``seqlake local``, say: upload, query, status) are made as the *user* role, which has the
+template's ``LabMemberPolicy`` and nothing else.
 
 The app's IAM setting (:attr:`.contract.Settings.iam`; seqlake's ``--no-iam`` sets it) at ``0`` turns
 enforcement off: every process signs with the fake keys, unchecked.

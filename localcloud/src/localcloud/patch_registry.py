@@ -2,7 +2,7 @@
 restores, moto's own issue or pull request, the test that fails without it, and the probe that says whether
 moto still needs it.
 
-This module imports neither moto nor the rest of seqlake: ``make moto-check`` reads it (and
+This module imports neither moto nor the rest of the local cloud: ``make moto-check`` reads it (and
 :mod:`.moto_probes`) from a scratch virtualenv holding the newest moto on PyPI, where :mod:`.patches` would
 refuse to import. The patches themselves live in :mod:`.patches`, keyed by the same ids.
 

@@ -11,8 +11,8 @@ Layout (the folder the command is given, else the one the app's home setting nam
     logs/                 one file per Lambda invocation and per Batch child attempt
 
 Bodies of the app's metadata-only prefixes (seqlake's ``incoming/``: the user's FASTQ, often large and already
-on the user's disk) are not kept, only their metadata. A query (``seqlake local query``) reads ``catalog.json``
-and ``s3/`` without starting moto.
+on the user's disk) are not kept, only their metadata. A query (the app's: ``seqlake local query``, say) reads
+``catalog.json`` and ``s3/`` without starting moto.
 """
 
 from __future__ import annotations
