@@ -3,6 +3,7 @@ both, and the adapter gives the local cloud what is the app's (``seqlake.local.a
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
@@ -12,12 +13,14 @@ from pathlib import Path
 import pytest
 
 import localcloud
-from localcloud import aws_texts, containers, contract, emulator_errors, errors
+from localcloud import athena, aws_texts, containers, contract, emulator_errors, errors, iam, progress
 from localcloud import instances as cloud_instances
 from localcloud import limits as cloud_limits
 from localcloud.batch import local_command, worker_args
+from localcloud.deployer import Deployer
+from localcloud.packaging import load_template
 from localcloud.state import default_home
-from seqlake.aws import batch_reasons, events
+from seqlake.aws import batch_reasons, events, steps
 from seqlake.base import faults, instances
 from seqlake.base import limits as app_limits
 from seqlake.base.layout import RunLayout
@@ -77,6 +80,59 @@ def test_the_local_cloud_names_no_variable_of_the_app_s() -> None:
         if found:
             named[path.name] = found
     assert named == {}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The string constants of ``tree`` that are a module's, class's or function's docstring (by ``id``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def test_no_code_string_of_the_local_cloud_names_seqlake() -> None:
+    """The names the local cloud gives (its stack, roles, buckets, folders, cgroups, database) are its own
+    (``localcloud-...``) or the app's (:class:`~localcloud.contract.App`); a docstring may name seqlake as an
+    example of an app, a string the code uses may not."""
+    named = []
+    for path in sorted(Path(localcloud.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        docs = _docstrings(tree)
+        named += [f"{path.name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                  and "seqlake" in node.value.lower()]
+    assert named == []
+
+
+def test_the_names_the_app_gives_are_seqlake_s() -> None:
+    """The stack seqlake is deployed as locally (its functions' ARNs in docs/GRANTS.md, the roles and sessions
+    in a user's AccessDenied), the database its queries default to (the template's), the progress display's
+    word for the reducers' children (the state machine's job name)."""
+    app = adapter.APP
+    assert app.stack == "seqlake-local" and Deployer({"Resources": {}}).stack == app.stack
+    assert (iam.platform_role(), iam.user_role(), iam.session_name()) == (
+        "seqlake-local-platform", "seqlake-local-user", "seqlake-local")
+    assert "function:seqlake-local-PlanFunction" in (REPO / "docs" / "GRANTS.md").read_text()
+    template = load_template(REPO / "template.yaml")
+    assert athena.default_database() == app.database == template["Parameters"]["GlueDatabaseName"]["Default"]
+    reduce = steps.JOB_NAME_PREFIX[steps.Step.REDUCE_REGIONS]
+    assert progress.array_unit(f"{reduce}r1") == "regions"
+    assert progress.array_unit(f"{steps.JOB_NAME_PREFIX[steps.Step.PROCESS_SHARDS]}r1") == "shards"
+
+
+def test_without_the_app_the_local_cloud_names_its_own() -> None:
+    try:
+        contract.use(contract.GENERIC)
+        assert Deployer({"Resources": {}}).stack == "localcloud"
+        assert (iam.platform_role(), iam.user_role(), iam.session_name()) == (
+            "localcloud-platform", "localcloud-user", "localcloud")
+        assert athena.default_database() == "default"  # Athena's own, for a query that names no database
+        assert progress.array_unit("reduce-r1") == "children"
+    finally:
+        contract.use(adapter.APP)
 
 
 def test_the_users_settings_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> None:

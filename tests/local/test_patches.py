@@ -806,7 +806,7 @@ def _never_retrying(cloud: Any, service: str, read_timeout: float = 60) -> Any:
 
     from localcloud import iam
 
-    creds = cloud.iam.credentials(iam.role_arn(iam.PLATFORM_ROLE)) if cloud.iam.enforce else None
+    creds = cloud.iam.credentials(iam.role_arn(iam.platform_role())) if cloud.iam.enforce else None
     keys = ({"aws_access_key_id": creds.access_key_id, "aws_secret_access_key": creds.secret_access_key,
              "aws_session_token": creds.session_token} if creds is not None else {})
     return boto3.client(service, region_name=REGION, endpoint_url=cloud.endpoint, **keys,

@@ -6,8 +6,8 @@ locations, with the columns cast to the Glue types (as Athena reads by the catal
 file's) and the partition values added as columns. A run whose commit has not registered its
 partitions is invisible, as on AWS. The SQL is Athena's dialect (Trino) translated by sqlglot;
 ``SET integer_division`` makes ``7 / 2`` equal 3 as in Trino. Unqualified table names resolve to the
-database ``seqlake`` (the template's default Glue database), so the named queries in ``queries/`` run
-unchanged here and on Athena.
+app's database (:attr:`.contract.App.database`; the app's, seqlake's say, is its template's default Glue
+database), so the app's named queries run unchanged here and on Athena.
 
 An Iceberg table (Glue ``table_type`` ``ICEBERG``) is read as Athena reads it: its current snapshot from its
 ``metadata_location``, scanned by pyiceberg into Arrow (deletes applied, ``run_id`` projected from the
@@ -30,10 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localcloud import contract
+
 if TYPE_CHECKING:  # imported where used: `local run` and the deployer never query, and pay nothing for them
     import duckdb
 
-DEFAULT_DATABASE = "seqlake"
+
+
+def default_database() -> str:
+    """The database of a query that names none: the app's (:attr:`.contract.App.database`)."""
+    return contract.app().database
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,7 @@ def run_commit_ms(tables: Iterable[TableDef], objects_root: Path, run_id: str) -
         if snap is not None:
             times.append(int(snap.timestamp_ms))
     if not times:
-        raise ValueError(f"no table holds a commit of run {run_id!r} (seqlake local runs lists them)")
+        raise ValueError(f"no table holds a commit of run {run_id!r} (the state folder's run history lists them)")
     return max(times)
 
 
@@ -193,7 +199,7 @@ def iceberg_view_sql(table: TableDef, relation: str) -> str:
 
 
 def connect(
-    tables: Iterable[TableDef], files_under: FilesUnder, default_database: str = DEFAULT_DATABASE, *,
+    tables: Iterable[TableDef], files_under: FilesUnder, database: str | None = None, *,
     objects_root: Path | None = None, as_of_run: str | None = None, reads: Sequence[TableDef] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with one schema per Glue database and one view per table of ``reads`` (default:
@@ -202,6 +208,7 @@ def connect(
     applied to every Iceberg table)."""
     import duckdb
 
+    default_database = database or contract.app().database
     con = duckdb.connect()
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")
@@ -375,7 +382,7 @@ def text(value: Any) -> str:
 
 
 def query(
-    tables: Sequence[TableDef], files_under: FilesUnder, sql: str, default_database: str = DEFAULT_DATABASE, *,
+    tables: Sequence[TableDef], files_under: FilesUnder, sql: str, database: str | None = None, *,
     objects_root: Path | None = None, as_of_run: str | None = None,
 ) -> Result:
     """Run one Athena query; ``ValueError`` for a query that cannot be parsed or run. Iceberg's time travel
@@ -383,6 +390,7 @@ def query(
     them."""
     import duckdb
 
+    default_database = database or contract.app().database
     statement = _parse(sql)
     relations = iceberg_relations(statement, tables, default_database)
     duck_sql = statement.sql("duckdb")

@@ -72,7 +72,7 @@ class LocalCloud:
         self.outputs: dict[str, Any] = {}
         self.bucket = ""
         self.state_machine_arn = ""
-        self.database = athena.DEFAULT_DATABASE
+        self.database = athena.default_database()
         self.launcher: Launcher | None = None
         self.lambdas: LambdaRunner | None = None
         self.batch: BatchRunner | None = None
@@ -104,7 +104,7 @@ class LocalCloud:
         with self._clients_lock:
             made = self._clients.get(service)
             if made is None or made.meta.endpoint_url != self.endpoint:
-                made = self._clients[service] = self.iam.client(iam.role_arn(iam.PLATFORM_ROLE), service)
+                made = self._clients[service] = self.iam.client(iam.role_arn(iam.platform_role()), service)
             return made
 
     @property
@@ -114,11 +114,12 @@ class LocalCloud:
         return self._deployment
 
     def user_client(self, service: str) -> Any:
-        """A client signed as the lab member who runs ``seqlake local`` (the template's LabMemberPolicy):
+        """A client signed as the lab member who runs the app's commands (seqlake's
+        ``seqlake local``, say; the template's LabMemberPolicy):
         the commands' uploads, queries and reads go through it."""
         if not self.iam.enforce:
             return self.client(service)
-        return self.iam.client(iam.role_arn(iam.USER_ROLE), service)
+        return self.iam.client(iam.role_arn(iam.user_role()), service)
 
     def start(self) -> None:
         try:

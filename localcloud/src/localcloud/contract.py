@@ -7,7 +7,8 @@ interpreter), the modules the fork server preloads, the bucket layout (which obj
 which are not put back on start, where a run's status document is), the environment variable the Batch children
 are given a fault by, the exceptions a test raises inside the emulator on purpose, the worker's container image
 (:class:`WorkerImage`), the names of the environment variables its users set the local cloud with
-(:class:`Settings`), and which Batch arrays a run's history counts as its shards.
+(:class:`Settings`), which Batch arrays a run's history counts as its shards and what the progress display
+calls their children, the stack name the template is deployed as, and the Glue database queries default to.
 
 The app's adapter makes one and hands it over with :func:`use` before it starts a cloud (the process has one
 app, as it has one set of moto backends). Without one the local cloud runs any template of the same shape with
@@ -114,6 +115,17 @@ class App:
     #: the job-name prefix of the Batch arrays (or single jobs) a run's history counts as its shards: their
     #: children, retries and failures (``""``: every job the run submitted)
     shard_jobs: str = ""
+    #: what the progress display calls a Batch array's children, by the array's job-name prefix (the first
+    #: prefix that matches; none: ``children``)
+    array_units: Mapping[str, str] = field(default_factory=dict)
+    #: the CloudFormation stack the template is deployed as: the resources the template does not name are
+    #: named after it (``<stack>-<logical id>``, as CloudFormation names them), and so are the local cloud's
+    #: own roles (``<stack>-platform``, ``<stack>-user``) and the sessions of every role it assumes
+    stack: str = "localcloud"
+    #: the Glue database a query's unqualified table names resolve to when the query names none (Athena's
+    #: ``QueryExecutionContext``), and the one a template that makes no Glue database is given
+    #: (Athena's own default: ``default``)
+    database: str = "default"
 
 
 GENERIC = App()

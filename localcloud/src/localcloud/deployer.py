@@ -18,6 +18,8 @@ from typing import Any
 
 import boto3
 
+from localcloud import contract
+
 ACCOUNT, REGION, PARTITION = "123456789012", "us-east-1", "aws"
 _SUB = re.compile(r"\$\{([^!}][^}]*)\}")
 #: a resolved value that must disappear from its list or mapping (``AWS::NoValue``)
@@ -50,14 +52,15 @@ class Deployer:
         self,
         template: dict[str, Any],
         parameters: dict[str, Any] | None = None,
-        stack: str = "seqlake-local",
+        stack: str | None = None,
         endpoint_url: str | None = None,
         clients: Callable[[str], Any] | None = None,
     ) -> None:
         self.template = template
         #: a client factory to share (the local cloud's: one client per service for the whole process)
         self._client_factory = clients
-        self.stack = stack
+        #: the stack's name (``None``: the app's, :attr:`.contract.App.stack`)
+        self.stack = stack = stack or contract.app().stack
         self.endpoint_url = endpoint_url
         self.values: dict[str, Any] = {
             "AWS::AccountId": ACCOUNT,
@@ -337,7 +340,7 @@ def sns_topic(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
 
 
 def log_group(d: Deployer, lid: str, p: dict[str, Any]) -> Created:
-    name = p.get("LogGroupName") or f"/seqlake-local/{lid}"
+    name = p.get("LogGroupName") or d.name(lid, 512)  # CloudFormation: the stack's name and the logical id
     d.client("logs").create_log_group(logGroupName=name)
     return name, {"Arn": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*"}
 

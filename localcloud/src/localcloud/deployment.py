@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from localcloud import athena, contract, iam
+from localcloud import contract, iam
 from localcloud.aws_texts import EXECUTION_STATUS_SOURCE
 from localcloud.deployer import ACCOUNT, REGION, Deployer
 from localcloud.lambdas import FunctionSpec, LambdaRunner
@@ -79,7 +79,7 @@ def _network_parameters(template: dict[str, Any]) -> dict[str, Any]:
     ec2 = ec2_backends[ACCOUNT][REGION]
     vpc = ec2.create_vpc(cidr_block="10.0.0.0/16").id
     subnet = ec2.create_subnet(vpc_id=vpc, cidr_block="10.0.0.0/24").id
-    sg = ec2.create_security_group(name="seqlake-local", description="local", vpc_id=vpc).id
+    sg = ec2.create_security_group(name="localcloud", description="the local cloud's network", vpc_id=vpc).id
     out: dict[str, Any] = {}
     for name, kind in wanted.items():
         if kind in _SUBNET_TYPES:
@@ -166,7 +166,7 @@ def deploy(app: Path, clients: Clients, endpoint: str, state_cache: Path,
         outputs=outputs,
         bucket=(bridged or buckets)[0],
         state_machine_arn=physical("AWS::StepFunctions::StateMachine")[0],
-        database=databases[0] if databases else athena.DEFAULT_DATABASE,
+        database=databases[0] if databases else contract.app().database,
         functions=functions,
         event_source_mappings=deployer.event_source_mappings,
         resource_policies=deployer.resource_policies,

@@ -12,9 +12,9 @@ against ``*`` outside S3, SQS, IAM and STS and skips most conditions and every r
 
 The local cloud's own calls (deploying the template, mirroring the bucket, the hooks that stand in for AWS
 services) are made as the *platform* role, whose session has this process's fake keys and which may do
-anything (CloudFormation and the services
-themselves on AWS); the ``seqlake local`` commands a lab member runs (upload, query, status) are made as the
-*user* role, which has the template's ``LabMemberPolicy`` and nothing else.
+anything (CloudFormation and the services themselves on AWS); the app's commands a lab member runs
+(seqlake's ``seqlake local``, say: upload, query, status) are made as the *user* role, which has the
+template's ``LabMemberPolicy`` and nothing else.
 
 The app's IAM setting (:attr:`.contract.Settings.iam`; seqlake's ``--no-iam`` sets it) at ``0`` turns
 enforcement off: every process signs with the fake keys, unchecked.
@@ -44,13 +44,25 @@ from localcloud.deployer import ACCOUNT, PARTITION, REGION
 from localcloud.environment import FAKE_ENV
 from localcloud.policy import Decision, denied_message, evaluate
 
-#: the local cloud's own identity (deploy, mirror, the hooks that stand in for AWS services)
-PLATFORM_ROLE = "seqlake-local-platform"
-#: the lab member who runs ``seqlake local``: the template's LabMemberPolicy attached, nothing else
-USER_ROLE = "seqlake-local-user"
+
+def platform_role() -> str:
+    """The local cloud's own identity (deploy, mirror, the hooks that stand in for AWS services), named after
+    the app's stack (:attr:`.contract.App.stack`)."""
+    return f"{contract.app().stack}-platform"
+
+
+def user_role() -> str:
+    """The lab member who runs the app's commands: the template's LabMemberPolicy attached, nothing else."""
+    return f"{contract.app().stack}-user"
+
+
+def session_name() -> str:
+    """The session name of every role the local cloud assumes: the app's stack."""
+    return contract.app().stack
+
+
 #: the template's managed policy a lab member gets (its logical id)
 USER_POLICY = "LabMemberPolicy"
-SESSION = "seqlake-local"
 #: the keys of a process that has no role (a job definition without a job role): refused
 NO_ROLE = {"AWS_ACCESS_KEY_ID": "no-role", "AWS_SECRET_ACCESS_KEY": "no-role", "AWS_SESSION_TOKEN": "no-role"}
 _ADMIN = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
@@ -173,22 +185,22 @@ class LocalIam:
         self._clients.clear()
         backend = _iam_backend()
         backend.create_role(
-            role_name=PLATFORM_ROLE, assume_role_policy_document=json.dumps(_NOBODY), path="/",
+            role_name=platform_role(), assume_role_policy_document=json.dumps(_NOBODY), path="/",
             permissions_boundary=None, description="the local cloud's own calls", tags=[],
             max_session_duration="43200", linked_service=None,
         )
-        backend.put_role_policy(PLATFORM_ROLE, "everything", json.dumps(_ADMIN))
+        backend.put_role_policy(platform_role(), "everything", json.dumps(_ADMIN))
         # the platform's session has the fake keys this process (and any boto3 client in it, whose default
         # session keeps the first keys it read) already signs with; a child gets its role's keys, or NO_ROLE
         made = sts_backends[ACCOUNT][PARTITION].assume_role(
-            region_name=REGION, role_session_name=SESSION, role_arn=role_arn(PLATFORM_ROLE), policy="",
+            region_name=REGION, role_session_name=session_name(), role_arn=role_arn(platform_role()), policy="",
             duration=43200, external_id="",
         )
         made.access_key_id = FAKE_ENV["AWS_ACCESS_KEY_ID"]
         made.secret_access_key = FAKE_ENV["AWS_SECRET_ACCESS_KEY"]
         made.session_token = FAKE_ENV["AWS_SESSION_TOKEN"]
-        platform = self._sessions[role_arn(PLATFORM_ROLE)] = Credentials(
-            made.access_key_id, made.secret_access_key, made.session_token, role_arn(PLATFORM_ROLE)
+        platform = self._sessions[role_arn(platform_role())] = Credentials(
+            made.access_key_id, made.secret_access_key, made.session_token, role_arn(platform_role())
         )
         if self.enforce:
             patches.HOOKS.authorize = self.authorize
@@ -205,12 +217,12 @@ class LocalIam:
         """The lab member's role, with the template's managed policy (none: may do nothing)."""
         backend = _iam_backend()
         backend.create_role(
-            role_name=USER_ROLE, assume_role_policy_document=json.dumps(_NOBODY), path="/",
-            permissions_boundary=None, description="a lab member running seqlake local", tags=[],
+            role_name=user_role(), assume_role_policy_document=json.dumps(_NOBODY), path="/",
+            permissions_boundary=None, description="a lab member running the app's commands", tags=[],
             max_session_duration="43200", linked_service=None,
         )
         if policy_arn:
-            backend.attach_role_policy(policy_arn, USER_ROLE)
+            backend.attach_role_policy(policy_arn, user_role())
 
     # ---------------------------------------------------------------- sessions
     def credentials(self, arn: str | None) -> Credentials | None:
@@ -221,7 +233,7 @@ class LocalIam:
             found = self._sessions.get(arn)
             if found is None:
                 made = sts_backends[ACCOUNT][PARTITION].assume_role(
-                    region_name=REGION, role_session_name=SESSION, role_arn=arn, policy="",
+                    region_name=REGION, role_session_name=session_name(), role_arn=arn, policy="",
                     duration=43200, external_id="",
                 )
                 found = self._sessions[arn] = Credentials(

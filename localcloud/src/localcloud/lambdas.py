@@ -124,7 +124,7 @@ class LambdaRunner:
         self._owns_launcher = launcher is None
         self.launcher = launcher or Launcher(base_env, server_log=logs_dir / "lambda" / "forkserver.log")
         self._live: set[Child] = set()
-        self._tmp = Path(tempfile.mkdtemp(prefix="seqlake-lambda-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix="localcloud-lambda-"))
         self._closed = False
         self.invocations: list[tuple[str, bool, float]] = []  # (function, failed, seconds)
         self._sources: list[EventSource] = []

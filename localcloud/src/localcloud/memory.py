@@ -105,7 +105,7 @@ def _writable_parent(version: Literal[1, 2]) -> Path | None:
     own = _own_cgroup(version)
     if own is None or not own.is_dir():
         return None
-    parent = own / f"seqlake-{os.getpid()}-{next(_parents)}"
+    parent = own / f"localcloud-{os.getpid()}-{next(_parents)}"
     try:
         parent.mkdir()
         if version == 2:  # the memory controller enabled for our cgroup's children, then for ours'
@@ -272,7 +272,7 @@ class MemoryLimits:
         else:
             self.mode = "rlimit"
         # what the processes write when they end: their peaks (rlimit), their cgroups' last samples (cgroups)
-        self._peaks = Path(tempfile.mkdtemp(prefix="seqlake-memory-"))
+        self._peaks = Path(tempfile.mkdtemp(prefix="localcloud-memory-"))
 
     def cap(self, limit_mib: int | None) -> Cap:
         """A limit of ``limit_mib`` MiB (None, or limits off: a cap that limits nothing)."""

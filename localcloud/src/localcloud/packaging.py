@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
-ARTIFACT_BUCKET = "seqlake-local-artifacts"
+ARTIFACT_BUCKET = "localcloud-artifacts"
 
 PutObject = Callable[[str, str, bytes], None]
 

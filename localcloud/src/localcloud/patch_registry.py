@@ -2,7 +2,7 @@
 restores, moto's own issue or pull request, the test that fails without it, and the probe that says whether
 moto still needs it.
 
-This module imports neither moto nor the rest of seqlake: ``make moto-check`` reads it (and
+This module imports neither moto nor the rest of the local cloud: ``make moto-check`` reads it (and
 :mod:`.moto_probes`) from a scratch virtualenv holding the newest moto on PyPI, where :mod:`.patches` would
 refuse to import. The patches themselves live in :mod:`.patches`, keyed by the same ids.
 
@@ -181,7 +181,8 @@ completes per upload id. Related refactoring: https://github.com/getmoto/moto/pu
         why="moto's server repeats per request what is fixed once it runs: it lists its package folder (~180 "
             "isdir calls), makes a new botocore model loader, matches the host against ~180 URL patterns, "
             "compares every service's backends as dictionaries on each backend lookup, and adds CORS headers.",
-        source="docs/LOCAL_CLOUD.md#overhead-over-seqlake-process (measured with getrusage per process)",
+        source="docs/LOCAL_CLOUD.md, the section on its overhead over the app run without it (measured with "
+               "getrusage per process)",
         upstream="",
         tests=("test_server_lookups_list_moto_once_and_keep_one_loader",
                "test_server_lookups_match_a_host_once_and_find_registered_backends_at_once"),
@@ -330,7 +331,8 @@ any execution to its end: the queue stays empty. Suggested: put the event from
             "<RequestId> element (JSON bodies too), drew a request id's 52 characters with 52 choice() calls "
             "and listed the response class's functions with inspect.getmembers: per request, in proportion to "
             "the body's size for the first.",
-        source="docs/LOCAL_CLOUD.md#overhead-over-seqlake-process (a DescribeJobs of an array job: its cost grew "
+        source="docs/LOCAL_CLOUD.md, the section on its overhead over the app run without it (a DescribeJobs of an "
+               "array job: its cost grew "
                "with the array)",
         upstream="",
         tests=("test_a_response_is_searched_for_its_request_id_element_only_when_it_has_one",

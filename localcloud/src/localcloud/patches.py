@@ -37,16 +37,16 @@ The patches, by id:
   reset by comparing them with every other service's, as dictionaries: here a registered account's backends are
   returned at once; and every response went through flask-cors, which adds browser headers no client here reads
   (moto's ``MOTO_DISABLE_GLOBAL_CORS``).
-- ``aws-limits``: AWS's limits (:mod:`seqlake.base.limits`), which moto does not hold the app to: Step Functions
-  refuses an execution input over 262,144 bytes (``ValidationException``) and fails a Task whose input after
-  ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and each task's
-  result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request over 6 MB (synchronous)
-  or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a response over 6 MB
+- ``aws-limits``: AWS's limits (:mod:`.limits`; the app, seqlake say, keeps a copy), which moto does not hold the app
+  to: Step Functions refuses an execution input over 262,144 bytes (``ValidationException``) and fails a Task whose
+  input after ``Parameters`` is over it with ``States.DataLimitExceeded`` (moto checks each state's output and each
+  task's result already), which ``States.ALL`` does not catch, as on AWS; Lambda refuses a request over 6 MB
+  (synchronous) or 1 MB (asynchronous) with ``RequestEntityTooLargeException`` and fails a response over 6 MB
   (``Function.ResponseSizeTooLarge``; moto's own check already fails one over 6,000,000 bytes, slightly stricter);
   Batch's array sizes are batch-submit's, its request size batch-service-rules'. Always on: they are AWS's.
 - ``s3-latency``: S3 per-request latency: with the app's latency setting set (:attr:`.contract.Settings.s3_latency_ms`;
   off by default and for the demo), every S3 request the server answers waits that long first, so that the scale
-  tests and bench see the round trips a real bucket costs (``seqlake.base.limits.S3_SCALE_LATENCY_MS``: 20 ms).
+  tests and bench see the round trips a real bucket costs (the app's, seqlake's say: ``S3_SCALE_LATENCY_MS``, 20 ms).
 - ``batch-describe``: Batch ``DescribeJobs`` appends the job definition's environment and ``AWS_BATCH_JOB_ID`` to
   the job's own ``containerOverrides.environment`` list each time it describes a job, and an array's children share
   their parent's overrides: every describe made every later description longer (an array job of 1,000 children
@@ -162,7 +162,7 @@ def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
 def check_moto_version() -> None:
     found = importlib.metadata.version("moto")
     if found != MOTO_VERSION:
-        raise RuntimeError(f"seqlake's local cloud patches moto {MOTO_VERSION} internals; found moto {found}")
+        raise RuntimeError(f"the local cloud patches moto {MOTO_VERSION} internals; found moto {found}")
 
 
 check_moto_version()
@@ -767,7 +767,7 @@ def _store_query_results(self: AthenaBackend, exec_id: str) -> None:
     sql = execution.query
     for value in execution.execution_parameters or []:  # Athena substitutes the literal text for each '?'
         sql = sql.replace("?", value, 1)
-    database = (execution.context or {}).get("Database") or "seqlake"
+    database = (execution.context or {}).get("Database") or contract.app().database
     try:
         columns, rows = HOOKS.athena_query(sql, database)
     except ValueError as err:

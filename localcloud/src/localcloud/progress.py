@@ -17,7 +17,15 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from localcloud import contract
 from localcloud.batch import ArrayProgress
+
+
+def array_unit(job_name: str) -> str:
+    """What the display calls the children of the Batch array ``job_name``: the app's word for the first of its
+    :attr:`.contract.App.array_units` prefixes the name starts with, else ``children``."""
+    return next((unit for prefix, unit in contract.app().array_units.items() if job_name.startswith(prefix)),
+                "children")
 
 
 @dataclass
@@ -159,7 +167,7 @@ class Watcher:
                 owner.arrays.append(array)
             note = f"retried {array.retries}" + (f", failed {array.failed}" if array.failed else "")
             if job_id not in self._bars:
-                unit = "regions" if array.job_name.startswith("reduce-") else "shards"  # the reducers' job
+                unit = array_unit(array.job_name)
                 self._bars[job_id] = self._progress.add_task(
                     f"{array.job_name[:40]} {unit}", total=array.size, note=note
                 )

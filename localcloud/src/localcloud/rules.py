@@ -200,7 +200,7 @@ def check_fair_share(queue: Any, job_definition: Any, body: dict[str, Any]) -> N
 
 
 def scheduling_priority(job_definition: Any) -> int | None:
-    value = getattr(job_definition, "seqlake_scheduling_priority", None)
+    value = getattr(job_definition, "localcloud_scheduling_priority", None)
     return None if value is None else int(value)
 
 
@@ -271,7 +271,7 @@ def keep_scheduling_priority(backend: Any, answer: str, body: dict[str, Any]) ->
     response to the registration) names, for :func:`check_fair_share`."""
     made = backend.get_job_definition(json.loads(answer)["jobDefinitionArn"])
     if made is not None:
-        made.seqlake_scheduling_priority = body.get("schedulingPriority")
+        made.localcloud_scheduling_priority = body.get("schedulingPriority")
 
 
 # ---------------------------------------------------------------- the table in docs/LOCAL_CLOUD.md

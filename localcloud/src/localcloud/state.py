@@ -11,8 +11,8 @@ Layout (the folder the command is given, else the one the app's home setting nam
     logs/                 one file per Lambda invocation and per Batch child attempt
 
 Bodies of the app's metadata-only prefixes (seqlake's ``incoming/``: the user's FASTQ, often large and already
-on the user's disk) are not kept, only their metadata. A query (``seqlake local query``) reads ``catalog.json``
-and ``s3/`` without starting moto.
+on the user's disk) are not kept, only their metadata. A query (the app's: ``seqlake local query``, say) reads
+``catalog.json`` and ``s3/`` without starting moto.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from localcloud import athena, contract
-from localcloud.athena import DEFAULT_DATABASE, Result, TableDef
+from localcloud.athena import Result, TableDef
 from localcloud.errors import NoCloudError
 
 #: what is not mirrored, or not restored, is the app's (:attr:`.contract.App.metadata_only_prefixes`,
@@ -130,10 +130,11 @@ class StateDir:
         return sorted(p for p in root.rglob("*.parquet") if p.is_file())
 
     # -------------------------------------------------------------- queries
-    def query(self, sql: str, database: str = DEFAULT_DATABASE, *, as_of_run: str | None = None) -> Result:
+    def query(self, sql: str, database: str | None = None, *, as_of_run: str | None = None) -> Result:
         """One Athena query over this folder's committed tables: the Hive partitions' files and the Iceberg
         tables' snapshots both read from the folder's copy of the bucket (every caller reads it the same way:
-        a query given the catalog but not the copy could not read an Iceberg table)."""
+        a query given the catalog but not the copy could not read an Iceberg table); ``database``: the one
+        unqualified names resolve to (``None``: the app's, :attr:`.contract.App.database`)."""
         return athena.query(self.catalog(), self.files_under, sql, database, objects_root=self.objects_dir,
                             as_of_run=as_of_run)
 

@@ -2,7 +2,7 @@
 
 The local cloud keeps its Glue catalog in ``catalog.json`` (each Iceberg table's ``metadata_location``) and its
 bucket in ``s3/<bucket>/`` (:mod:`.state`); on start it points each Glue table back at the saved metadata
-(:func:`.mirror.restore`). So a maintenance command (``seqlake local delete-sample``, ``seqlake local compact``)
+(:func:`.mirror.restore`). So a maintenance command (the app's: ``seqlake local delete-sample``, say)
 commits to the tables here, as pyiceberg's Glue catalog does there: the new metadata file written beside the
 old (``s3://bucket/key`` is ``s3/bucket/key``: :class:`.iceberg.MirrorFileIO`), then the
 table's ``metadata_location`` swapped in ``catalog.json`` if it is still the one the commit read (else
@@ -35,7 +35,8 @@ class StateCatalog(MetastoreCatalog):
     """pyiceberg's catalog of the Iceberg tables in a state folder's ``catalog.json``."""
 
     def __init__(self, state: StateDir) -> None:
-        super().__init__("seqlake-state", **{"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(state.objects_dir)})
+        super().__init__("localcloud-state",
+                         **{"py-io-impl": MIRROR_FILE_IO, MirrorFileIO.ROOT: str(state.objects_dir)})
         self.state = state
 
     def _table_def(self, identifier: str | tuple[str, ...]) -> TableDef:

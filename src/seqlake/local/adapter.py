@@ -150,6 +150,15 @@ APP = contract.App(
     # the shards' array and a single shard's job (the state machine's JobNames: shards-<run>, shard-<run>), not
     # the index job's or the reducers'
     shard_jobs="shard",
+    # the progress display's word for an array's children: the reducers' job (reduce-<run>) reduces regions,
+    # the others are shards (the JobNames: seqlake.aws.steps.JOB_NAME_PREFIX)
+    array_units={"reduce-": "regions", "": "shards"},
+    # the stack the template is deployed as locally: the functions' and state machine's names start with it,
+    # and the local cloud's roles and sessions are named after it (their ARNs are in docs/GRANTS.md, the
+    # grants sweep's, and in the AccessDenied messages a user reads)
+    stack="seqlake-local",
+    # the template's GlueDatabaseName default: where a query's unqualified table names resolve
+    database="seqlake",
 )
 contract.use(APP)
 

@@ -131,7 +131,7 @@ def _role_ids(cloud: LocalCloud) -> dict[str, str]:
     d = cloud.deployment
     out = {str(d.physical[lid]): lid for lid, r in d.cfn["Resources"].items()
            if r["Type"] == "AWS::IAM::Role" and lid in d.physical}
-    out[iam.USER_ROLE] = iam.USER_POLICY
+    out[iam.user_role()] = iam.USER_POLICY
     return out
 
 

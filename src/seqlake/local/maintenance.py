@@ -17,11 +17,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from localcloud.athena import DEFAULT_DATABASE
 from localcloud.state import StateDir, default_home
 from seqlake.base.errors import EXIT_OK, BadInputError, UsageError
 from seqlake.base.layout import COMPACTIONS, DELETIONS, REPORTS, RESULTS, RUNS
-from seqlake.local.adapter import app_errors
+from seqlake.local.adapter import APP, app_errors
 
 #: the bucket's folders a maintenance command writes or removes objects in (``incoming/`` bodies are not kept
 #: in the state folder: their keys are forgotten by name)
@@ -51,7 +50,7 @@ def delete_sample_command(args: argparse.Namespace) -> int:
     bucket_root = f"s3://{bucket}"
     local_root = str(state.bucket_dir(bucket))
     try:
-        record = delete_sample(catalog, DEFAULT_DATABASE, args.sample, local_root, bucket_root=bucket_root,
+        record = delete_sample(catalog, APP.database, args.sample, local_root, bucket_root=bucket_root,
                                requested_by=getpass.getuser())
     except SampleNotFoundError as err:
         raise BadInputError(args.sample, str(err)) from None
@@ -90,7 +89,7 @@ def compact_command(args: argparse.Namespace) -> int:
         Console(stderr=True).print("no tables yet: nothing to compact")
         return EXIT_OK
     keep_days = KEEP_DAYS if args.keep_days is None else args.keep_days
-    record = compact(catalog, DEFAULT_DATABASE, str(state.bucket_dir(bucket)), keep_days=keep_days)
+    record = compact(catalog, APP.database, str(state.bucket_dir(bucket)), keep_days=keep_days)
     catalog.sync_objects(bucket, CHANGED_PREFIXES)
     runs = sum(len(r) for r in record.compacted.values())
     Console(stderr=True).print(
