@@ -8,7 +8,9 @@ import importlib.metadata
 import json
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -26,6 +28,18 @@ def test_refuses_another_moto_version(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "5.2.4")
     with pytest.raises(RuntimeError, match=f"moto {patches.MOTO_VERSION}"):
         patches.check_moto_version()
+
+
+def test_the_moto_release_patched_is_the_distributions_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """localcloud/pyproject.toml's pin is the one home of moto's version (the check above reads it)."""
+    component = tomllib.loads((Path(__file__).resolve().parents[2] / "localcloud" / "pyproject.toml").read_text())
+    (pin,) = [d for d in component["project"]["dependencies"] if d.startswith("moto")]
+    assert patches.MOTO_VERSION == patches.pinned_moto() == pin.split("==")[1]
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["boto3==1.0", "moto[s3]==9.9.9 ; extra == 'x'"])
+    assert patches.pinned_moto() == "9.9.9"
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["boto3==1.0"])
+    with pytest.raises(RuntimeError, match="pins no moto release"):
+        patches.pinned_moto()
 
 
 def _put(cloud: Any, key: str, body: bytes) -> None:

@@ -147,7 +147,18 @@ import botocore.session
 
 from localcloud import botocore_loader, contract, limits, patch_registry
 
-MOTO_VERSION = "5.2.6"
+
+def pinned_moto() -> str:
+    """The moto release the patches are written against: the distribution's pin (localcloud/pyproject.toml, as
+    installed), its one home."""
+    for text in importlib.metadata.requires("localcloud") or []:
+        pin = re.fullmatch(r"moto(\[[^\]]*\])?==([\w.]+)", text.split(";")[0].strip())
+        if pin:
+            return pin.group(2)
+    raise RuntimeError("the localcloud distribution pins no moto release")
+
+
+MOTO_VERSION = pinned_moto()
 
 
 @functools.lru_cache(maxsize=64)
