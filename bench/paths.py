@@ -122,7 +122,7 @@ def path_shards(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def path_merge(args: argparse.Namespace) -> dict[str, Any]:
-    totals = api("lake.merge", "merge_run")(api("plan.planfile", "load_plan")(args.plan))
+    totals = api("commit.merge", "merge_run")(api("plan.planfile", "load_plan")(args.plan))
     to_dict = getattr(totals, "to_dict", None)
     return {"totals": to_dict() if callable(to_dict) else str(totals)}
 

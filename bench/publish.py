@@ -1,6 +1,6 @@
 """The commit's publication of the Batch jobs' parts, beside what the commit reads anyway: on the local cloud
 with S3 latency on, the time to copy N staged parts into their result partition (``storage.copy_many``, as
-``lake.merge`` publishes them) and the time to read N manifests (``storage.read_many``, as the commit reads
+``commit.merge`` publishes them) and the time to read N manifests (``storage.read_many``, as the commit reads
 every child's), side by side as a ratio.
 
     python bench/publish.py --parts 1000 --latency-ms 20 --out bench/work/publish-1000.json

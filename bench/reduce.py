@@ -223,7 +223,7 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown commit"
 
 
-COMMIT = ("import sys; from seqlake.lake.merge import merge_run; from seqlake.plan.planfile import load_plan; "
+COMMIT = ("import sys; from seqlake.commit.merge import merge_run; from seqlake.plan.planfile import load_plan; "
           "merge_run(load_plan(sys.argv[1]), reduce_here=False)")
 
 

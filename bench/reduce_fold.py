@@ -3,7 +3,7 @@
     python bench/reduce_fold.py --window 1000000 --children 2 8 32
 
 Each child's ``alleles`` rows cover 90 % of the window (as at 30x over a few children); they are folded and
-merged as :func:`seqlake.lake.reduce.reduce_region` does (``_fold_early``, then the table's merger), each
+merged as :func:`seqlake.reduce.reducer.reduce_region` does (``_fold_early``, then the table's merger), each
 number of children in a process of its own, whose peak RSS is printed beside the merged table's size: the
 state should be about one merged window whatever the number of children.
 """
@@ -22,9 +22,9 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from seqlake.lake import reduce  # noqa: E402
 from seqlake.lake.positions import dictionary_column  # noqa: E402
 from seqlake.lake.tables import ALLELE_COUNT_COLUMNS, ALLELES  # noqa: E402
+from seqlake.reduce import reducer as reduce  # noqa: E402
 
 
 def child_table(window: int, seed: int) -> pa.Table:

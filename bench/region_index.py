@@ -91,7 +91,7 @@ def write_children(plan: BenchPlan, contigs: list[tuple[str, int]], region_size:
 def measure(plan: BenchPlan, rp: Any, region: int) -> dict[str, Any]:
     """One reducer's ``_positions_entries``: CPU seconds, GETs and bytes read."""
     from seqlake.base import storage
-    from seqlake.lake import reduce
+    from seqlake.reduce import reducer as reduce
 
     got: Counter[str] = Counter()
     real_range, real_bytes = storage.read_range, storage.read_bytes

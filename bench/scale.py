@@ -72,7 +72,7 @@ def _merge_peak(bucket_dir: Path, run_id: str) -> dict[str, float]:
         plan = json.loads((root / "runs" / run_id / "plan.json").read_text())
         plan["out_prefix"] = str(root)
         (root / "runs" / run_id / "plan.json").write_text(json.dumps(plan))
-        code = ("import sys, time; from seqlake.lake.merge import merge_run; "
+        code = ("import sys, time; from seqlake.commit.merge import merge_run; "
                 "from seqlake.plan.planfile import load_plan; "
                 "t = time.perf_counter(); merge_run(load_plan(sys.argv[1]), reduce_here=False); "
                 "print(f'merge_seconds={time.perf_counter() - t:.3f}', file=sys.stderr)")

@@ -37,10 +37,10 @@ from typing import Any
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
-from seqlake.lake.reduce import reduce_region
 from seqlake.lake.regions import plan_reduce
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
+from seqlake.reduce.reducer import reduce_region
 
 COUNTING_TARGET = 0.15
 PATH_TARGET = 5.0

@@ -102,9 +102,11 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (0, "seqlake.formats"),  # BGZF, BAM, CIGAR, BAI: pure formats over bytes and arrays (imports no seqlake)
     (1, "seqlake.reads"),  # FASTQ formats and random access
     (2, "seqlake.plan"),  # the plan, its files, samplesheets, what a child reads of it
-    (3, "seqlake.lake"),  # tables, the staging contract, Parquet, the exact aggregates, the merge
+    (3, "seqlake.lake"),  # tables, the stages' contracts, Parquet, Iceberg, the exact aggregates, the counting
     (4, "seqlake.child"),  # the Batch child
+    (4, "seqlake.reduce"),  # the reduce step: a reducer per region and sample group
     (5, "seqlake.report"),  # the run report
+    (5, "seqlake.commit"),  # the commit step: the merge of every child and region
     (6, "seqlake.aws"),  # the AWS steps (Lambda handlers' logic, the index job)
     (6, "seqlake.process"),  # the whole pipeline in one process, no cloud
     # (7: the local cloud, `localcloud`, its own distribution: it imports nothing of seqlake, COMPONENT)
@@ -120,7 +122,7 @@ ADAPTER = "seqlake.local"
 _MOTO = ("moto",)
 #: arrows the layers allow but the design does not: (importer prefix, imported prefix, why)
 FORBIDDEN: tuple[tuple[str, str, str], ...] = (
-    ("seqlake.child", "seqlake.lake.merge", "a child never runs the commit's merge"),
+    ("seqlake.child", "seqlake.commit", "a child never runs the commit's merge"),
 )
 #: the only modules that import boto3/botocore: everything else goes through storage and clients
 BOTO_ALLOWED: tuple[str, ...] = ("seqlake.base.storage", "seqlake.base.clients", "seqlake.aws", "localcloud",

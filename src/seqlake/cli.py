@@ -48,7 +48,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_reduce(args: argparse.Namespace) -> int:
-    from seqlake.lake.reduce_main import reduce_command
+    from seqlake.reduce.main import reduce_command
 
     return reduce_command(args)
 

@@ -165,7 +165,7 @@ def run_params(args: argparse.Namespace, reference: str | None) -> Params:
 
 def process_command(args: argparse.Namespace) -> int:
     from seqlake.base.cpus import THREADS_VAR, available_cpus
-    from seqlake.lake.merge import merge_run
+    from seqlake.commit.merge import merge_run
     from seqlake.plan.planner import make_plan
     from seqlake.plan.reference import check_reference, index_store
     from seqlake.plan.refindex import indexed_reference

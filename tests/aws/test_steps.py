@@ -21,10 +21,10 @@ from seqlake.aws.status import NEW_UPLOAD_ADVICE
 from seqlake.base.cachedir import REF_CACHE_VAR
 from seqlake.base.errors import BadInputError
 from seqlake.child.worker import process_child
-from seqlake.lake.reduce import reduce_region
 from seqlake.lake.tables import RESULT_TABLES, TABLES
 from seqlake.plan.planfile import Plan, load_plan
 from seqlake.plan.refindex import indexed_reference
+from seqlake.reduce.reducer import reduce_region
 
 from .conftest import REGION, Deployed, load_event, partitions, read_status, runs_row
 

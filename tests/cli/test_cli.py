@@ -134,7 +134,7 @@ def test_worker_gives_arrow_the_c_heap_as_its_memory_pool() -> None:
 def test_lambda_side_imports_neither_the_worker_nor_its_libraries() -> None:
     """The Lambda layer carries neither mappy (no wheel) nor cutadapt: the plan, commit and failure steps,
     the index job, the report and the merge must not import them, nor the shard worker."""
-    code = ("import sys, seqlake.lake.merge, seqlake.plan.planner, seqlake.aws.plan_step, seqlake.aws.steps, "
+    code = ("import sys, seqlake.commit.merge, seqlake.plan.planner, seqlake.aws.plan_step, seqlake.aws.steps, "
             "seqlake.aws.index_job, seqlake.report; "
             "print(','.join(m for m in ('mappy', 'cutadapt', 'seqlake.child.worker', 'seqlake.child.trim', "
             "'seqlake.child.align') "

@@ -15,7 +15,7 @@ import pytest
 from bam_queries import same_answers
 
 from seqlake.formats import bai, bam, bgzf, sam
-from seqlake.lake.bams import index_suffix
+from seqlake.reduce.bams import index_suffix
 
 BIG = (1 << 29) + 10_000_000
 CONTIGS = [("small", 60_000), ("big", BIG)]

@@ -168,8 +168,8 @@ def test_the_primer_bed_is_pinned_in_the_runs_folder_and_read_from_there(tmp_pat
     """The plan copies the BED into runs/<id>/ by its content; the children, the reducers and the commit
     read that copy: the original may go (on AWS the commit's role reads runs/ only)."""
     from seqlake.child.worker import process_child
+    from seqlake.commit.merge import merge_run
     from seqlake.demo_data import paths as demo_paths
-    from seqlake.lake.merge import merge_run
 
     _, _, reference = demo_paths()
     r1, r2 = tmp_path / "a_R1.fastq.gz", tmp_path / "a_R2.fastq.gz"
@@ -199,8 +199,8 @@ def test_groups_of_samples_give_the_tables_of_one_reducer(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Three samples reduced as one group and as three (one reducer a sample): the same result tables."""
     from seqlake.child.worker import process_child
+    from seqlake.commit.merge import merge_run
     from seqlake.demo_data import paths as demo_paths
-    from seqlake.lake.merge import merge_run
 
     _, _, reference = demo_paths()
     samples = []
@@ -227,7 +227,7 @@ def test_groups_of_samples_give_the_tables_of_one_reducer(tmp_path: Path,
                  for n in ("one", "three")]
         assert files[0] == files[1] and files[0].startswith(f">{sample} ".encode())
         bams = [Path(RunLayout(str(tmp_path / n), n).sample_file(sample, BAM_SUFFIX)).read_bytes()
-                for n in ("one", "three")]  # and its BAM from its group's reducers' pieces (lake/bams)
+                for n in ("one", "three")]  # and its BAM from its group's reducers' pieces (reduce/bams)
         assert bams[0] == bams[1] and bams[0].startswith(b"\x1f\x8b")
         bais = [Path(RunLayout(str(tmp_path / n), n).sample_file(sample, BAM_SUFFIX + BAI_SUFFIX)).read_bytes()
                 for n in ("one", "three")]

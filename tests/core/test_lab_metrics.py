@@ -22,8 +22,8 @@ import sqlglot
 from seqlake.aws.render_template import latest_view
 from seqlake.base.model import Sample
 from seqlake.child import worker
+from seqlake.commit import merge
 from seqlake.demo_data.simulate import write_pairs
-from seqlake.lake import merge
 from seqlake.lake.tables import BY_NAME, LATEST_TABLES, TABLES, THRESHOLDS
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan

@@ -1,4 +1,4 @@
-"""Issue 35: the reducer counts alleles and indels from the children's sorted records (lake/record_counts),
+"""Issue 35: the reducer counts alleles and indels from the children's sorted records (reduce/record_counts),
 a window at a time. Window by window (reads crossing a window's edge as carried copies, a pair's records in
 two children, windows of several contigs), the rows it keeps add up, sample by sample, to the counts of all
 the sample's records counted in one go, as one child holding every read counted them before the switch
@@ -16,15 +16,15 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.demo_data.simulate import write_pairs
 from seqlake.formats import bam
-from seqlake.lake import record_counts
 from seqlake.lake.bamrows import counting_inputs
 from seqlake.lake.pileup import AlleleAccumulator
-from seqlake.lake.record_counts import sample_records, window_allele_tables, window_reads
 from seqlake.lake.regions import load_reduce_plan, plan_reduce, windows
 from seqlake.lake.slices import SliceLayout, child_samples, read_region_entries, read_runs
 from seqlake.lake.tables import ALLELES, INDELS
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
+from seqlake.reduce import record_counts
+from seqlake.reduce.record_counts import sample_records, window_allele_tables, window_reads
 
 
 def _rows(table: pa.Table) -> list[dict[str, object]]:

@@ -19,11 +19,11 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.demo_data import paths
 from seqlake.demo_data.simulate import write_pairs
-from seqlake.lake import reduce
 from seqlake.lake.tables import THRESHOLDS
 from seqlake.lake.vcf import tabix_index
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
+from seqlake.reduce import reducer as reduce
 
 PRIMER_BED = Path(__file__).resolve().parents[1] / "data" / "nCoV-2019.V3.primer.bed"
 
@@ -174,8 +174,8 @@ def test_a_regions_rows_are_cut_by_piece_reading_the_codes_once(monkeypatch: pyt
     times), each piece's rows in their order, whether or not the table is in code order."""
     import pyarrow as pa
 
-    from seqlake.lake import regioncalls
     from seqlake.lake.positions import dictionary_column
+    from seqlake.reduce import calls as regioncalls
 
     pieces = 50
     codes = np.random.default_rng(1).integers(0, pieces, 2000).astype(np.int32)

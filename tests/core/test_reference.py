@@ -22,8 +22,8 @@ from seqlake.base.model import Sample
 from seqlake.child.worker import process_child
 from seqlake.child.worker_main import worker_command
 from seqlake.cli import main
+from seqlake.commit.merge import merge_run
 from seqlake.demo_data.simulate import write_pairs
-from seqlake.lake.merge import merge_run
 from seqlake.lake.staging import ChildManifest
 from seqlake.plan.planner import make_plan
 from seqlake.plan.reference import (

@@ -18,13 +18,14 @@ from seqlake.base.params import Params
 from seqlake.child import worker
 from seqlake.demo_data import paths
 from seqlake.demo_data.simulate import write_pairs
-from seqlake.lake import positions, reduce
+from seqlake.lake import positions
 from seqlake.lake.positions import IndexLayout, dictionary_column, table_from_arrays, write_positions
 from seqlake.lake.regions import ReducePlan, plan_reduce, regions
 from seqlake.lake.tables import DEPTH_RUNS
 from seqlake.plan.planfile import Plan
 from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
+from seqlake.reduce import reducer as reduce
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The per-sample BAM a run leaves beside its VCF (lake/bams, lake/slices): the same records, byte for byte
+"""The per-sample BAM a run leaves beside its VCF (reduce/bams, lake/slices): the same records, byte for byte
 in ``samtools view``, whether one child aligned the sample or several (each window merged from the
 children's sorted runs), ``samtools quickcheck`` passes, and its ``.bai`` answers region queries and
 ``idxstats`` as ``samtools index``'s does."""

@@ -23,11 +23,10 @@ from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import worker
 from seqlake.child.trim import Trimmer
+from seqlake.commit import merge
 from seqlake.demo_data.simulate import Reference, SimConfig, format_fastq, read_reference, simulate_chunk
-from seqlake.lake import merge
 from seqlake.lake.alleles import CallParams, Indel, consensus_segment, fisher_left, ivar_pvalue
 from seqlake.lake.pileup import x31_wang_parity
-from seqlake.lake.record_counts import sample_records, window_allele_tables, window_reads
 from seqlake.lake.regions import load_reduce_plan, windows
 from seqlake.lake.slices import SliceLayout, child_samples, read_region_entries
 from seqlake.lake.vcf import bgzf_compress, tabix_index
@@ -37,6 +36,7 @@ from seqlake.plan.planner import make_plan
 from seqlake.plan.refindex import indexed_reference
 from seqlake.reads.chunks import parse_chunk
 from seqlake.reads.fastq import iter_file_chunks
+from seqlake.reduce.record_counts import sample_records, window_allele_tables, window_reads
 
 TESTS = Path(__file__).resolve().parents[1]
 PRIMER_BED = TESTS / "data" / "nCoV-2019.V3.primer.bed"
@@ -461,7 +461,7 @@ def test_annotation_columns_equal_ivar_variants_g(tools: dict[str, str], referen
 # ---------------------------------------------------------------------------------- shard invariance
 def staging_sums(plan: Plan) -> list[pa.Table]:
     """Every sample's allele counts and indels, window by window, as the reducers count them from the children's
-    records (lake/record_counts)."""
+    records (reduce/record_counts)."""
     rp = load_reduce_plan(plan)
     children = [(plan.layout.reads_slices(c), child_samples(plan, c)) for c in range(plan.array_size)]
     layouts = [(u, c, SliceLayout(tuple(rp.regions), rp.window, len(s))) for c, (u, s) in enumerate(children)]

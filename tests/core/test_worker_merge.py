@@ -24,9 +24,9 @@ from seqlake.base.errors import BadInputError, SeqlakeError
 from seqlake.base.model import Sample
 from seqlake.base.params import Params
 from seqlake.child import align, worker
+from seqlake.commit import merge
 from seqlake.demo_data import simulate_long
 from seqlake.demo_data.simulate import read_reference
-from seqlake.lake import merge
 from seqlake.lake import qc as lake_qc
 from seqlake.lake.tables import AMPLICON_TABLES, BY_NAME, COMMIT_TIME_COLUMNS, RESULT_TABLES
 from seqlake.plan.planfile import Plan

@@ -6,7 +6,7 @@ every payload these steps return is a few fields, whatever the run's size. The p
 :mod:`seqlake.aws.plan_step` (apart: it reads FASTQ and writes no Parquet, so its Lambda carries
 other layers).
 
-- :func:`commit_step`: merge (:func:`seqlake.lake.merge.merge_run`) -> ``status.json`` and the ``runs``
+- :func:`commit_step`: merge (:func:`seqlake.commit.merge.merge_run`) -> ``status.json`` and the ``runs``
   row -> one Iceberg commit per result table (:func:`seqlake.aws.catalog.commit_results`) -> the ``runs``
   partition, last. If a table's commit fails, the tables already committed are rolled back (rows, snapshots
   and files), so a reader sees all of a run or none of it. A commit that dies without unwinding (a
@@ -57,7 +57,7 @@ def _shard_jobs(job_id: str | None) -> list[ChildJob]:
 
 def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, database: str,
                 execution_arn: str | None = None, started_at: str | None = None) -> RunStatus:
-    from seqlake.lake.merge import merge_run
+    from seqlake.commit.merge import merge_run
     from seqlake.plan.planfile import load_plan
 
     request = execution.load()

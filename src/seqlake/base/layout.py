@@ -19,7 +19,7 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
     runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
     runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
-                                            each is: region=NNNNN.bam.json (seqlake.lake.bams)
+                                            each is: region=NNNNN.bam.json (seqlake.reduce.bams)
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
@@ -300,7 +300,7 @@ class RunLayout:
         return self._run("reduce", f"{region_name(region)}.genomes")
 
     def region_bams(self, region: int) -> str:
-        """The region's BAM records of each sample (BGZF blocks, no EOF) and their .bai pieces (lake/bams)."""
+        """The region's BAM records of each sample (BGZF blocks, no EOF) and their .bai pieces (reduce/bams)."""
         return self._run("reduce", f"{region_name(region)}.bam")
 
     def region_bams_offsets(self, region: int) -> str:

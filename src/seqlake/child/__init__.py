@@ -6,5 +6,6 @@
   probes for memory tests
 
 May import: :mod:`seqlake.base`, :mod:`seqlake.reads`, :mod:`seqlake.plan`, :mod:`seqlake.lake` (its contract:
-tables, staging, the aggregates, Parquet) but never :mod:`seqlake.lake.merge` (the commit's work).
+tables, staging, the aggregates, Parquet) but never the reduce step (:mod:`seqlake.reduce`) or the commit
+(:mod:`seqlake.commit`).
 """

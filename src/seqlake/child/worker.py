@@ -183,7 +183,7 @@ class _Aligning:
             rows = self.primers.clip(sample, rows)
         self.slices.add(sample, records_of(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
                                            read_group=groups.of(rows.names)))
-        if self.count:  # its alleles and indels: counted by the reducers from these records (lake/record_counts)
+        if self.count:  # its alleles and indels: counted by the reducers from these records (reduce/record_counts)
             self.counted.setdefault(sample, None)
 
     def allele_tables(self) -> dict[str, pa.Table]:

@@ -97,6 +97,16 @@ def child_index(explicit: int | None) -> int:
 ARROW_POOL = ("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
+def child_process_settings() -> None:
+    """The process settings a shard child runs under: Arrow's allocator (before pyarrow is imported) and the C
+    heap's thresholds (:mod:`seqlake.child.heap`). One function, so that what measures a child (bench/bam.py)
+    runs it as the worker does."""
+    os.environ.setdefault(*ARROW_POOL)
+    from seqlake.child.heap import keep_freed_memory
+
+    keep_freed_memory()  # a child reuses its per-chunk memory (see seqlake.child.heap)
+
+
 def _failed(plan: Any, child: int, err: Exception) -> int:
     """The exit code of a child that failed with ``err``, its last line saying why (the failure step records
     it): bad input (also written as structured data), a full disk (what to raise), or a grant the child's
@@ -126,8 +136,7 @@ def _failed(plan: Any, child: int, err: Exception) -> int:
 
 
 def worker_command(args: argparse.Namespace) -> int:
-    os.environ.setdefault(*ARROW_POOL)
-    from seqlake.child.heap import keep_freed_memory
+    child_process_settings()  # first: Arrow reads its allocator's variable when the imports below load it
     from seqlake.child.worker import finished_manifest, process_child
     from seqlake.plan.childplan import load_child_plan
 
@@ -147,7 +156,6 @@ def worker_command(args: argparse.Namespace) -> int:
     code = install_fault(plan.layout, plan.shards[plan.first_shard].sample, child)
     if code is not None:
         return code
-    keep_freed_memory()  # a child reuses its per-chunk memory (see seqlake.child.heap)
     try:
         process_child(plan, child)
     except Exception as err:

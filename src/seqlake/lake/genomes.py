@@ -1,7 +1,7 @@
 """A sample's files (consensus FASTA, VCF and its tabix index) joined from the regions' pieces, by the commit.
 
 Each reducer leaves, per sample, its region's piece of each file in the region's genomes object
-(:class:`seqlake.lake.reduce.GenomePieces`; offsets in the region's summary): the FASTA's bytes, the VCF's
+(:class:`seqlake.reduce.reducer.GenomePieces`; offsets in the region's summary): the FASTA's bytes, the VCF's
 records as BGZF blocks without the EOF member, and the tabix entries of those records relative to the
 piece's first byte. The commit joins them per sample in region order (reference order) without holding a
 genome: the FASTA is the pieces one after the other; the VCF is its header (BGZF), the pieces, then the EOF

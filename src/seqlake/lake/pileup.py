@@ -1,6 +1,6 @@
 """Per-position allele counts of a batch of alignments, as ``samtools mpileup`` (1.16.1, htslib 1.16)
 piles them up for ``ivar`` (1.3.1): the ``alleles`` and ``indels`` staging tables, counted by the reducers
-from the children's sorted records (:mod:`seqlake.lake.record_counts`).
+from the children's sorted records (:mod:`seqlake.reduce.record_counts`).
 
 Which reads and bases count (mpileup ``-A -B -d 0 -Q 0``, the pileups nf-core/viralrecon feeds to ivar):
 

@@ -16,7 +16,7 @@ duplicate marking would then assume); ``PL`` from the minimap2 preset; ``PU`` ``
 platform unit) where both are known.
 
 The child names each record's group in its ``RG:Z`` tag and lists the groups it saw in its manifest (per
-shard); the commit writes every group of a sample into its BAM's header (:func:`seqlake.lake.bams.header_text`).
+shard); the commit writes every group of a sample into its BAM's header (:func:`seqlake.reduce.bams.header_text`).
 """
 
 from __future__ import annotations

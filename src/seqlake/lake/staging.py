@@ -11,7 +11,7 @@ leaves, under ``runs/<id>/staging/child=NNNNN/`` (:class:`seqlake.base.layout.Ru
 - with a reference, ``positions.arrows``: its per-position staging tables
   (:data:`seqlake.lake.tables.STAGING_TABLES`: the non-zero depth bins, the covered-interval union and
   the exact depth runs (:mod:`seqlake.lake.depth`) of each of its samples), cut by region
-  (:mod:`seqlake.lake.positions`), for the reducers (:mod:`seqlake.lake.reduce`).
+  (:mod:`seqlake.lake.positions`), for the reducers (:mod:`seqlake.reduce.reducer`).
 - its alignments, staged (``runs/<id>/parts/alignments/child=NNNNN.parquet``), which the commit publishes
   into their result partition.
 

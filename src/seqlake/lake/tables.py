@@ -652,7 +652,7 @@ STAGING_TABLES: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUN
 COVERAGE_STAGING: tuple[Table, ...] = (COVERAGE_BINS, COVERED_INTERVALS, DEPTH_RUNS)
 ALLELE_STAGING: tuple[Table, ...] = (ALLELES, INDELS, AMPLICON_READS)
 #: the staging tables that travel by region in a child's positions object to the reducers
-#: (seqlake.lake.positions, seqlake.lake.reduce): every one of them
+#: (seqlake.lake.positions, seqlake.reduce.reducer): every one of them
 POSITION_STAGING: tuple[Table, ...] = COVERAGE_STAGING + ALLELE_STAGING
 STAGING_BY_NAME: dict[str, Table] = {t.name: t for t in POSITION_STAGING}
 

@@ -78,7 +78,7 @@ PRELOAD: tuple[str, ...] = (
     "seqlake.plan.samplesheet",
     "seqlake.lake.tables",
     "seqlake.lake.parquet_io",
-    "seqlake.lake.merge",
+    "seqlake.commit.merge",
     "seqlake.reads.gzindex",
     # the worker (Batch children): its entry point and what a shard needs
     "seqlake.cli",

@@ -1,7 +1,7 @@
 """``plan.json``: the run's plan as the planner writes it and every reader loads it.
 
 The planner (:mod:`seqlake.plan.planner`) reads the inputs to choose the shards; the Batch children
-(:mod:`seqlake.child.worker`) and the commit (:mod:`seqlake.lake.merge`) only load the plan. They share this
+(:mod:`seqlake.child.worker`) and the commit (:mod:`seqlake.commit.merge`) only load the plan. They share this
 module, which reads no FASTQ: the commit Lambda loads plans without the FASTQ readers (dnaio, isal,
 rapidgzip) in its layers. The file's JSON Schema is ``schemas/plan.schema.json``.
 """

@@ -18,8 +18,8 @@ PLAN_VAR = "SEQLAKE_PLAN_URI"
 
 
 def reduce_command(args: argparse.Namespace) -> int:
-    from seqlake.lake.reduce import finished_summary, reduce_region
     from seqlake.plan.planfile import load_plan
+    from seqlake.reduce.reducer import finished_summary, reduce_region
 
     plan_uri = args.plan or os.environ.get(PLAN_VAR)
     if not plan_uri:

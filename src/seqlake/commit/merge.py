@@ -4,7 +4,7 @@ write the run's small result tables.
 Every number a child leaves (:mod:`seqlake.lake.staging`) is a count or a histogram, so merging is
 integer addition; the derived columns (means, quartiles, N50, mean depth, breadth) are computed once,
 from the merged aggregates, by the same functions the worker's QC uses (:func:`seqlake.lake.qc.summarize`).
-The per-position tables are not read here: the reducers (:mod:`seqlake.lake.reduce`) merged them region
+The per-position tables are not read here: the reducers (:mod:`seqlake.reduce.reducer`) merged them region
 by region and wrote ``coverage`` and ``low_coverage``; the commit adds up their summaries (per sample:
 depth and covered bases, bases at each threshold per contig, the low-coverage intervals that touch a
 region's edge, the report's coverage points), which are small whatever the genome's size.
@@ -17,7 +17,7 @@ are staged under ``runs/<id>/parts/<table>/`` (the Batch jobs may not write unde
 listing per table checks every part's size against its manifest or summary. No HEAD precedes a GET, and
 nothing is written under ``results/`` before every child and region has checked out; then every staged
 part (each table the manifests and the summaries name: the reducers' tables are
-:data:`seqlake.lake.reduce.REGION_TABLES`) is published into its result partition by a server-side copy
+:data:`seqlake.reduce.reducer.REGION_TABLES`) is published into its result partition by a server-side copy
 (:func:`seqlake.base.storage.copy_many`: CopyObject, in parts past 5 GB; no byte of a part passes through
 the commit), before the commit writes its own tables and long before it registers the partitions.
 
@@ -48,19 +48,10 @@ from seqlake.lake.alleles import (
     amplicon_row,
     consensus_row,
 )
-from seqlake.lake.bams import write_bams
 from seqlake.lake.genomes import write_genomes
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
 from seqlake.lake.readgroups import ReadGroup
-from seqlake.lake.reduce import (
-    EDGE_JOINED,
-    REGION_TABLES,
-    RegionSummary,
-    SampleSums,
-    reduce_missing,
-    samples_ending,
-)
 from seqlake.lake.regions import ReducePlan, load_reduce_plan
 from seqlake.lake.staging import (
     STAGES,
@@ -76,6 +67,15 @@ from seqlake.lake.tables import BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TAB
 from seqlake.lake.verdict import Genome, VerdictParams, verdict
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
+from seqlake.reduce.bams import write_bams
+from seqlake.reduce.reducer import (
+    EDGE_JOINED,
+    REGION_TABLES,
+    RegionSummary,
+    SampleSums,
+    reduce_missing,
+    samples_ending,
+)
 
 Accs = list[tuple[tuple[int, str], QCAccumulator]]
 
@@ -359,7 +359,7 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
             totals.rows[table] = writer.rows + region_rows.get(table, 0)
         write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
                       reference=plan.reference.uri if plan.reference else None)
-        if rp is not None:  # each sample's BAM and .bai, joined from the regions' pieces (lake/bams)
+        if rp is not None:  # each sample's BAM and .bai, joined from the regions' pieces (reduce/bams)
             write_bams(plan, rp, totals.reference_md5, totals.software, read_groups)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]

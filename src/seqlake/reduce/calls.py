@@ -1,6 +1,6 @@
 """One sample's variants, consensus and amplicon depth in one region, from the region's merged allele counts.
 
-The reducer of a region (:mod:`seqlake.lake.reduce`) calls :func:`call_region` for each sample with the
+The reducer of a region (:mod:`seqlake.reduce.reducer`) calls :func:`call_region` for each sample with the
 sample's ``alleles``, ``indels`` and ``amplicon_reads`` rows of the region added up over every child.
 Everything :mod:`seqlake.lake.alleles` computes is a function of one position's counts (and, for a
 deletion's reference allele, the bases after it), so a genome cut into regions gives the rows, bases and
@@ -15,7 +15,7 @@ records of the same genome in one region (``tests/core/test_reduce.py``). What a
 - its pieces of the per-sample files: the consensus FASTA's bytes (a contig's header where the contig
   starts, its newline where it ends) and the VCF's records (plain text: the reducer compresses a sample's
   records of its whole region, window after window, into BGZF blocks and their tabix entries,
-  :class:`seqlake.lake.reduce.GenomePieces`). The commit joins the pieces in region order.
+  :class:`seqlake.reduce.reducer.GenomePieces`). The commit joins the pieces in region order.
 
 A reducer calls it on each window of its region (a :class:`Region` of the window's pieces): everything is a
 function of one position's counts, so the windows' rows, bases and records, laid end to end, are the

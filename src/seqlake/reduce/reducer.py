@@ -57,7 +57,6 @@ from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.lake.alleles import AMPLICON_COLUMNS, AmpliconPart, CallParams, amplicon_row
 from seqlake.lake.annotate import CdsIndex
-from seqlake.lake.bams import reduce_region_bams
 from seqlake.lake.coverage import covered_upto, union_intervals
 from seqlake.lake.depth import Profile, sum_runs
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file, to_arrow
@@ -71,8 +70,6 @@ from seqlake.lake.positions import (
     read_windows,
     sample_groups,
 )
-from seqlake.lake.record_counts import ChildWindow, sample_records, window_allele_tables, window_reads
-from seqlake.lake.regioncalls import RegionReference, call_region
 from seqlake.lake.regions import (
     Piece,
     ReducePlan,
@@ -89,6 +86,9 @@ from seqlake.plan.gff import load_gff
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
 from seqlake.plan.reference import check_unchanged, load_fasta_index
+from seqlake.reduce.bams import reduce_region_bams
+from seqlake.reduce.calls import RegionReference, call_region
+from seqlake.reduce.record_counts import ChildWindow, sample_records, window_allele_tables, window_reads
 
 I64 = npt.NDArray[np.int64]
 #: rows of a region's result part held before they are written as a row group
@@ -480,7 +480,7 @@ def finish_depth(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table]
 def finish_calls(ctx: RegionContext, sample: str, merged: Mapping[str, pa.Table],
                  sums: SampleSums) -> dict[str, list[pa.Table]]:
     """``variants`` and ``amplicon_depth`` rows of the window, its parts of the ``consensus`` row and of the
-    amplicons crossing its edges, and its pieces of the sample's FASTA and VCF (:mod:`seqlake.lake.regioncalls`)."""
+    amplicons crossing its edges, and its pieces of the sample's FASTA and VCF (:mod:`seqlake.reduce.calls`)."""
     if ctx.reference is None or ctx.genomes is None:  # allele counting is off
         return {}
     calls = call_region(sample, ctx.region, merged, ctx.reference, params=ctx.calls, amplicons=ctx.amplicons,
@@ -702,7 +702,7 @@ def reduce_region(plan: Plan, region: int, rp: ReducePlan | None = None) -> Regi
                     writers[table].write_arrow(part)
 
         join = WindowJoin(the_region, ctx.amplicons)
-        counting = ctx.reference is not None  # allele counts on: from the children's records (lake/record_counts)
+        counting = ctx.reference is not None  # allele counts on: from the children's records (reduce/record_counts)
         slices = [(plan.layout.reads_slices(c), child_samples(plan, c)) for c in children] if counting else []
         slice_entries = read_region_entries(
             [(u, c, SliceLayout(tuple(rp.regions), rp.window, len(s))) for c, (u, s) in zip(children, slices,
