@@ -20,13 +20,18 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
     runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
     runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
                                             each is: region=NNNNN.bam.json (seqlake.lake.bams)
+    runs/<run_id>/reduce/region=NNNNN.cram  with --cram instead: its samples' CRAM containers, and (a sample
+                                            group's last reducer) region=NNNNN.unplaced.cram, their unplaced
+                                            reads'; where each is, with its .crai lines: *.cram.json
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
                                             alignments (child=NNNNN), a reducer's region (region=NNNNN)
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi),
-                                            <sample>.bam (+ .bai): coordinate-sorted, primer-clipped in amplicon mode
+                                            <sample>.bam (+ .bai): coordinate-sorted, primer-clipped in amplicon mode;
+                                            with --cram <sample>.cram (+ .crai) instead, and reference.fasta
+                                            (+ .fai), the run's reference, which decodes them
     reports/<run_id>/                       the run's report
     reference-indexes/<key>/index.mmi       a reference's minimap2 index, keyed by its content and preset
     reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s, and where each one's bases
@@ -73,6 +78,11 @@ VCF_SUFFIX = ".vcf.gz"
 BAM_SUFFIX = ".bam"
 BAI_SUFFIX = ".bai"
 CSI_SUFFIX = ".csi"
+#: with ``--cram``, each sample's alignments as CRAM 3.0 instead (``<sample>.cram``, ``<sample>.cram.crai``) and
+#: the run's reference beside them (``reference.fasta`` and its ``.fai``: what decodes them)
+CRAM_SUFFIX = ".cram"
+CRAI_SUFFIX = ".crai"
+REFERENCE_FASTA = "reference.fasta"
 REFERENCE_INDEXES = "reference-indexes"
 #: the name of a run's gzip seek indexes and record checkpoints under ``runs/<id>/index/`` (``input<i>...``)
 INDEX_INPUT = "input"
@@ -307,6 +317,16 @@ class RunLayout:
         """Where each sample's blocks and index piece are in :meth:`region_bams` (JSON)."""
         return self._run("reduce", f"{region_name(region)}.bam.json")
 
+    def region_crams(self, region: int, *, unplaced: bool = False) -> str:
+        """With ``--cram``: the region's CRAM containers of each sample (or, the last reducer of a sample group,
+        its samples' unplaced reads'), and where each is with its .crai lines: :meth:`region_crams_offsets`
+        (lake/cramencode)."""
+        return self._run("reduce", f"{region_name(region)}{'.unplaced' if unplaced else ''}.cram")
+
+    def region_crams_offsets(self, region: int, *, unplaced: bool = False) -> str:
+        """Where each sample's containers and .crai lines are in :meth:`region_crams` (JSON)."""
+        return self.region_crams(region, unplaced=unplaced) + ".json"
+
     def region_summary(self, region: int) -> str:
         """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""
         return self._run("reduce", f"{region_name(region)}.json")
@@ -351,6 +371,10 @@ class RunLayout:
     def sample_file(self, sample: str, suffix: str) -> str:
         """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""
         return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", f"{sample}{suffix}")
+
+    def run_reference(self, suffix: str = "") -> str:
+        """With ``--cram``: the run's reference beside its CRAMs (``reference.fasta``; ``suffix`` ``.fai``)."""
+        return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", REFERENCE_FASTA + suffix)
 
     # -- reports/<id>/ -------------------------------------------------------------------------------
     @property

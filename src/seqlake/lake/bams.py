@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from seqlake.base import storage
-from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CSI_SUFFIX, RunLayout
-from seqlake.formats import bai, bam, bgzf
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CRAI_SUFFIX, CRAM_SUFFIX, CSI_SUFFIX, RunLayout
+from seqlake.formats import bai, bam, bgzf, cram
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.readgroups import ReadGroup, read_group
 from seqlake.lake.regions import ReducePlan
@@ -35,6 +36,9 @@ from seqlake.lake.slices import (
     read_window_bytes,
 )
 from seqlake.plan.planfile import Plan
+
+if TYPE_CHECKING:
+    from seqlake.lake.cramencode import RegionCrams as RegionCramsT
 
 
 def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
@@ -95,6 +99,7 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
     pieces: dict[str, list[bai.IndexPiece]] = {}
     sizes: dict[str, int] = {}
     local = tmp / "region.bam"
+    crams = _region_crams(plan, rp, tmp)
     with local.open("wb") as f:
         for w in range(stop - first):
             runs = _window_runs(children, entries, w)
@@ -111,7 +116,15 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
                     segment = ("", f.tell(), f.tell() + len(out))
                     f.write(out)
                 at = sizes.get(sample, 0)
-                entry = bai.piece(bam.decode_placement(plain, starts), vs, ve, depth)
+                placement = bam.decode_placement(plain, starts)
+                if crams is not None:
+                    if segment[0]:
+                        _, e, data, start = runs[sample][0]
+                        crams.add(sample, memoryview(data)[e.offset - start : e.offset - start + e.placed_bytes],
+                                  placement)
+                    else:
+                        crams.add(sample, out, placement)
+                entry = bai.piece(placement, vs, ve, depth)
                 pieces.setdefault(sample, []).append(entry.shifted(at))
                 segments.setdefault(sample, []).append(segment)
                 sizes[sample] = at + segment[2] - segment[1]
@@ -120,8 +133,46 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
             index = bai.join(pieces[sample]).to_bytes()
             offsets[sample] = {"segments": segs, "index": [f.tell(), len(index)]}
             f.write(index)
-    put_file(local, plan.layout.region_bams(reducer))
-    storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
+    if crams is None:
+        put_file(local, plan.layout.region_bams(reducer))
+        storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
+        return
+    _finish_crams(plan, rp, reducer, children, crams)
+
+
+def _finish_crams(plan: Plan, rp: ReducePlan, reducer: int, children: Children, crams: RegionCramsT) -> None:
+    """With ``--cram``: the region's records encoded by htslib (lake/cramencode) with the header the commit
+    writes, and, when this is its sample group's last reducer, its samples' unplaced reads (no Lambda encodes)."""
+    from seqlake.lake.cramencode import RegionCrams, group_read_groups
+
+    red = rp.reducer(reducer)
+    mine = red.children if rp.groups else range(plan.array_size)
+    groups = group_read_groups(plan, mine)
+    samples = dict.fromkeys(s for c in mine for s in child_samples(plan, c))
+    texts = {s: header_text(plan, s, rp.contigs, {}, {}, groups=groups.get(s, ())) for s in samples}
+    crams.finish(texts, plan.layout.region_crams(reducer), plan.layout.region_crams_offsets(reducer))
+    if red.region != len(rp.regions) - 1:
+        return
+    tails = RegionCrams(plan, rp.contigs, crams.tmp)
+    window = children[0][2].count - 1 if children else 0
+    for (uri, _, _, ss), ents in zip(children, _unplaced_entries(children, window, plan.run_id), strict=True):
+        placed = [(s, e) for s, e in zip(ss, ents, strict=True) if e.placed]
+        got = storage.read_many_ranges([(uri, e.offset, e.offset + e.placed_bytes) for _, e in placed])
+        for (s, _), data in zip(placed, got, strict=True):
+            if data is None:
+                raise FileNotFoundError(f"{uri}: the child's slices are gone")
+            tails.add(s, data, None)
+    tails.finish(texts, plan.layout.region_crams(reducer, unplaced=True),
+                 plan.layout.region_crams_offsets(reducer, unplaced=True), reference=False)
+
+
+def _region_crams(plan: Plan, rp: ReducePlan, tmp: Path) -> RegionCramsT | None:
+    """With ``--cram``, the reducer's CRAM pieces (lake/cramencode, which imports pysam: only then)."""
+    if not plan.params.cram:
+        return None
+    from seqlake.lake.cramencode import RegionCrams
+
+    return RegionCrams(plan, rp.contigs, tmp)
 
 
 def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
@@ -209,3 +260,70 @@ def _unplaced_entries(children: Sequence[tuple[str, int, SliceLayout, list[str]]
         out.append(parse_entries(data, lay.samples)[0])
     del run_id  # the headers were checked by the reducers
     return out
+
+
+# ------------------------------------------------------------------------------- --cram: the commit's side
+def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str],
+                read_groups: Mapping[str, Sequence[ReadGroup]] | None = None) -> None:
+    """With ``--cram``: every sample's CRAM joined from the reducers' containers (lake/cramencode) and its
+    ``.crai``, and the run's reference beside them (:func:`write_reference`). The commit frames and copies only
+    (formats.cram: no pysam here): the file definition and header container, the regions' containers in array
+    order, the sample group's unplaced reads' containers, the EOF container; each piece's ``.crai`` lines
+    shifted by where it lands."""
+    layout: RunLayout = plan.layout
+    regions = range(len(rp.reducers))
+    offsets = [json.loads(d)["samples"] if d is not None else {} for _, d in storage.read_many(
+        [layout.region_crams_offsets(r) for r in regions])]
+    last = [r for r in regions if rp.reducer(r).region == len(rp.regions) - 1]
+    tails: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r, (_, d) in zip(last, storage.read_many([layout.region_crams_offsets(r, unplaced=True) for r in last]),
+                         strict=True):
+        for sample, o in (json.loads(d)["samples"] if d is not None else {}).items():
+            tails[sample] = (layout.region_crams(r, unplaced=True), o)
+    for sample in plan.samples:
+        text = header_text(plan, sample, rp.contigs, md5, software, groups=(read_groups or {}).get(sample, ()))
+        head = cram.head(f"{sample}.cram", text)
+        parts: list[storage.Source] = [head]
+        lines: list[cram.CraiLine] = []
+        at = len(head)
+        pieces = [(layout.region_crams(r), offsets[r][sample]) for r in regions if sample in offsets[r]]
+        pieces += [tails[sample]] if sample in tails else []
+        for uri, o in pieces:
+            start, stop = (int(x) for x in o["piece"])
+            if stop <= start:
+                continue
+            parts.append((uri, start, stop))
+            lines += cram.shift_crai((cram.CraiLine(*(int(v) for v in x)) for x in o["crai"]), at)
+            at += stop - start
+        parts.append(cram.EOF)
+        storage.concatenate(layout.sample_file(sample, CRAM_SUFFIX), parts)
+        storage.write_bytes(layout.sample_file(sample, CRAM_SUFFIX + CRAI_SUFFIX), cram.crai_bytes(lines))
+    write_reference(plan)
+
+
+def write_reference(plan: Plan) -> None:
+    """The run's reference beside its CRAMs (``reference.fasta`` and its ``.fai``), so they stay readable as
+    long as the run's results are kept (the FASTA the run was given may be replaced or deleted; ``runs/`` and
+    the reference indexes expire): the bases the run aligned to (checked unchanged against the run's pin, the
+    content it was planned with), copied server-side contig by contig from the FASTA (or the store's one-line
+    copy of a gzip-compressed one), each contig ``>name`` and its lines."""
+    from seqlake.plan.reference import check_unchanged, load_fasta_index
+
+    pin = plan.reference
+    if pin is None:
+        return
+    if not pin.is_index:
+        check_unchanged(pin)
+    index = load_fasta_index(pin)
+    parts: list[storage.Source] = []
+    fai: list[str] = []
+    at = 0
+    for c in index.contigs.values():
+        name = b">" + c.name.encode() + b"\n"
+        a, b = c.byte_range(0, c.length)
+        line_bytes = c.line_bytes if c.line_bytes > c.line_bases else c.line_bases + 1
+        fai.append(f"{c.name}\t{c.length}\t{at + len(name)}\t{c.line_bases}\t{line_bytes}\n")
+        parts += [name, (index.uri, a, b), b"\n"] if b > a else [name, b"\n"]
+        at += len(name) + b - a + 1
+    storage.concatenate(plan.layout.run_reference(), parts)
+    storage.write_bytes(plan.layout.run_reference(".fai"), "".join(fai).encode())

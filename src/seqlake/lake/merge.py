@@ -48,7 +48,7 @@ from seqlake.lake.alleles import (
     amplicon_row,
     consensus_row,
 )
-from seqlake.lake.bams import write_bams
+from seqlake.lake.bams import write_bams, write_crams
 from seqlake.lake.genomes import write_genomes
 from seqlake.lake.parquet_io import PartWriter, local_tmp, to_arrow, write_table
 from seqlake.lake.qc import QCAccumulator, summarize
@@ -360,7 +360,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
                       reference=plan.reference.uri if plan.reference else None)
         if rp is not None:  # each sample's BAM and .bai, joined from the regions' pieces (lake/bams)
-            write_bams(plan, rp, totals.reference_md5, totals.software, read_groups)
+            (write_crams if plan.params.cram else write_bams)(plan, rp, totals.reference_md5, totals.software,
+                                                              read_groups)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = sum(i.rows for i in alignments.values())
