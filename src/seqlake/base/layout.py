@@ -22,7 +22,8 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
                                             each is: region=NNNNN.bam.json (seqlake.lake.bams)
     runs/<run_id>/reduce/region=NNNNN.cram  with --cram instead: its samples' CRAM containers, and (a sample
                                             group's last reducer) region=NNNNN.unplaced.cram, their unplaced
-                                            reads'; where each is, with its .crai lines: *.cram.json
+                                            reads'; where each is, with its .crai lines: *.cram.json;
+                                            reference.fasta (+ .fai): reducer 0's copy of the run's reference
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
@@ -372,6 +373,11 @@ class RunLayout:
         """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""
         return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", f"{sample}{suffix}")
 
+    def run_reference_staged(self, suffix: str = "") -> str:
+        """With ``--cram``: reducer 0's copy of the run's reference, which the commit copies to
+        :meth:`run_reference` (the commit may not read the user's references)."""
+        return self._run("reduce", REFERENCE_FASTA + suffix)
+
     def run_reference(self, suffix: str = "") -> str:
         """With ``--cram``: the run's reference beside its CRAMs (``reference.fasta``; ``suffix`` ``.fai``)."""
         return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", REFERENCE_FASTA + suffix)
@@ -405,5 +411,6 @@ def batch_job_writes() -> tuple[tuple[str, str], ...]:
         (run.staging + "*", "the children: staging, manifests, bad-input records"),
         (run._run(PARTS, "*"), "the children's alignments and the reducers' regions of the result tables"),
         (run._run("reduce", REGION_PREFIX + "*"), "the reducers: their summaries and genome pieces"),
+        (run._run("reduce", REFERENCE_FASTA + "*"), "reducer 0 (--cram): the run's reference, for the commit to copy"),
         (_join("", REFERENCE_INDEXES, "*"), "the index job: a reference's minimap2 index, once"),
     )

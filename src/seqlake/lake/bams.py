@@ -151,6 +151,8 @@ def _finish_crams(plan: Plan, rp: ReducePlan, reducer: int, children: Children, 
     samples = dict.fromkeys(s for c in mine for s in child_samples(plan, c))
     texts = {s: header_text(plan, s, rp.contigs, {}, {}, groups=groups.get(s, ())) for s in samples}
     crams.finish(texts, plan.layout.region_crams(reducer), plan.layout.region_crams_offsets(reducer))
+    if reducer == 0:
+        write_reference(plan, plan.layout.run_reference_staged())
     if red.region != len(rp.regions) - 1:
         return
     tails = RegionCrams(plan, rp.contigs, crams.tmp)
@@ -298,15 +300,19 @@ def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Ma
         parts.append(cram.EOF)
         storage.concatenate(layout.sample_file(sample, CRAM_SUFFIX), parts)
         storage.write_bytes(layout.sample_file(sample, CRAM_SUFFIX + CRAI_SUFFIX), cram.crai_bytes(lines))
-    write_reference(plan)
+    # the run's reference beside the CRAMs, so they stay readable as long as the run's results are kept (the
+    # FASTA the run was given may be replaced or deleted, and runs/ expires): reducer 0's copy of it (the
+    # commit may not read the user's references), copied by the server
+    staged = [(layout.run_reference_staged(s), layout.run_reference(s)) for s in ("", ".fai")]
+    storage.copy_many((src, dst, storage.head(src).size) for src, dst in staged)
 
 
-def write_reference(plan: Plan) -> None:
-    """The run's reference beside its CRAMs (``reference.fasta`` and its ``.fai``), so they stay readable as
-    long as the run's results are kept (the FASTA the run was given may be replaced or deleted; ``runs/`` and
-    the reference indexes expire): the bases the run aligned to (checked unchanged against the run's pin, the
-    content it was planned with), copied server-side contig by contig from the FASTA (or the store's one-line
-    copy of a gzip-compressed one), each contig ``>name`` and its lines."""
+def write_reference(plan: Plan, dst: str) -> None:
+    """The run's reference as ``dst`` (a FASTA) and ``dst.fai``: the bases the run aligned to (checked
+    unchanged against the run's pin, the content it was planned with), copied server-side contig by contig
+    from the FASTA (or the store's one-line copy of a gzip-compressed one), each contig ``>name`` and its
+    lines, in the reference's order. Reducer 0 writes it with ``--cram`` (:meth:`RunLayout.run_reference_staged`)
+    and the commit copies it beside the CRAMs."""
     from seqlake.plan.reference import check_unchanged, load_fasta_index
 
     pin = plan.reference
@@ -325,5 +331,5 @@ def write_reference(plan: Plan) -> None:
         fai.append(f"{c.name}\t{c.length}\t{at + len(name)}\t{c.line_bases}\t{line_bytes}\n")
         parts += [name, (index.uri, a, b), b"\n"] if b > a else [name, b"\n"]
         at += len(name) + b - a + 1
-    storage.concatenate(plan.layout.run_reference(), parts)
-    storage.write_bytes(plan.layout.run_reference(".fai"), "".join(fai).encode())
+    storage.concatenate(dst, parts)
+    storage.write_bytes(dst + ".fai", "".join(fai).encode())

@@ -1,0 +1,106 @@
+"""``--cram`` (lake/cramencode, lake/bams.write_crams, formats/cram): each sample's CRAM holds the records of the
+BAM the same run makes without ``--cram`` (``samtools view -T reference.fasta``, every field and tag: samtools
+adds ``MD`` when it decodes, by default, which the BAM never had), passes ``samtools quickcheck``, its ``.crai``
+is the one ``samtools index`` makes of it and answers region queries alike, and it is smaller than the BAM.
+The demo reads in 4 children over 6 regions (pieces from several reducers, windows merged from several
+children), and the real MiSeq pair in amplicon mode (primer clips as soft clips)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from bam_queries import same_answers
+
+from seqlake import demo_data
+from seqlake.formats import cram
+
+CONTIG = "MN908947.3"
+PRIMER_BED = Path(__file__).resolve().parents[1] / "data" / "nCoV-2019.V3.primer.bed"
+
+
+def _genomes(out: Path, r1: Path, r2: Path, reference: Path, *extra: str) -> Path:
+    subprocess.run([sys.executable, "-m", "seqlake", "process", str(r1), str(r2), "--reference", str(reference),
+                    "--out", str(out), "--jobs", "2", *extra], check=True, capture_output=True)
+    (folder,) = out.glob("results/genomes/run_id=*")
+    return folder
+
+
+def _records(samtools: str, *args: str) -> list[str]:
+    return subprocess.run([samtools, "view", "--no-PG", *args], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
+
+def _without_md(line: str) -> str:
+    return "\t".join(f for f in line.split("\t") if not f.startswith("MD:Z:"))
+
+
+def _regions(n: int, length: int = 29903) -> list[str]:
+    rng = random.Random(35)
+    out = [CONTIG, "*", f"{CONTIG}:1-1", f"{CONTIG}:{length}-{length}"]
+    for _ in range(n):
+        a = rng.randrange(1, length)
+        out.append(f"{CONTIG}:{a}-{min(length, a + rng.choice((1, 50, 400, 3000, 12000)))}")
+    return out
+
+
+def _check(tmp_path: Path, samtools: str, r1: Path, r2: Path, reference: Path, *extra: str) -> None:
+    bam_dir = _genomes(tmp_path / "bam", r1, r2, reference, *extra)
+    cram_dir = _genomes(tmp_path / "cram", r1, r2, reference, *extra, "--cram")
+    (bam,) = bam_dir.glob("*.bam")
+    (crm,) = cram_dir.glob("*.cram")
+    ref = cram_dir / "reference.fasta"
+    assert not list(cram_dir.glob("*.bam")), "the CRAM replaces the BAM"
+    assert (cram_dir / "reference.fasta.fai").is_file() and crm.with_suffix(".cram.crai").is_file()
+    subprocess.run([samtools, "quickcheck", "-v", str(crm)], check=True)
+    # the header: the BAM's (@SQ M5, @RG, @PG)
+    assert _records(samtools, "-H", str(crm)) == _records(samtools, "-H", str(bam))
+    # the records: every field and tag, but the MD samtools computes as it decodes a CRAM (decode_md)
+    theirs = _records(samtools, str(bam))
+    ours = _records(samtools, "-T", str(ref), str(crm))
+    assert len(ours) == len(theirs) > 10_000
+    assert [_without_md(x) for x in ours] == theirs
+    assert all("\tMD:Z:" not in x for x in theirs)
+    # most records' NM is not stored (htslib drops it where it can give it back from the bases) but comes back
+    # equal, as the comparison above shows
+    stored = _records(samtools, "--input-fmt-option", "decode_md=0", "-T", str(ref), str(crm))
+    kept = sum("\tNM:i:" in x for x in stored)
+    assert kept < len(stored) / 4 and sum("\tNM:i:" in x for x in ours) > 10_000
+    # the .crai: the one samtools index makes of the file, and the same answers to region queries
+    copy = tmp_path / "theirs.cram"
+    shutil.copyfile(crm, copy)
+    subprocess.run([samtools, "index", str(copy)], check=True)
+    assert cram.parse_crai(crm.with_suffix(".cram.crai").read_bytes()) == cram.parse_crai(
+        Path(str(copy) + ".crai").read_bytes())
+    assert gzip.decompress(crm.with_suffix(".cram.crai").read_bytes())
+    assert same_answers(samtools, crm, copy, _regions(60), options=("-T", str(ref))) > 20
+    print(f"{bam.name}: BAM {bam.stat().st_size:,} bytes, CRAM {crm.stat().st_size:,} bytes "
+          f"({crm.stat().st_size / bam.stat().st_size:.2f}x), reference {ref.stat().st_size:,}; {len(ours):,} "
+          f"records, NM stored in {kept:,}")
+    assert crm.stat().st_size < bam.stat().st_size
+
+
+def test_demo_cram_in_pieces_of_several_children_and_regions(tmp_path: Path, samtools: str) -> None:
+    r1, r2, reference = demo_data.paths()
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"region_size": 5000}))  # 6 regions: 6 reducers' pieces in each CRAM
+    _check(tmp_path, samtools, r1, r2, reference, "--reads-per-shard", "12000", "--params", str(params))
+    runs = list((tmp_path / "cram").glob("runs/*/reduce/region=*.cram"))
+    assert len(runs) == 7  # 6 regions, and the last one's unplaced reads
+
+
+def test_miseq_amplicon_cram(tmp_path: Path, samtools: str, miseq: tuple[Path, Path], reference: Path) -> None:
+    _check(tmp_path, samtools, *miseq, reference, "--primer-bed", str(PRIMER_BED))
+
+
+def test_crams_framing_is_htslibs() -> None:
+    """The EOF container is the spec's; ITF8 as htslib writes it."""
+    assert len(cram.EOF) == 38 and cram.EOF[4:8] == b"\xff\xff\xff\xff"
+    assert [cram.itf8(v) for v in (0, 0x7F, 0x80, 0x3FFF, 0x4000, -1)] == [
+        b"\0", b"\x7f", b"\x80\x80", b"\xbf\xff", b"\xc0\x40\x00", b"\xff\xff\xff\xff\x0f"]
+    assert cram.file_definition("x.cram")[:6] == b"CRAM\x03\x00" and len(cram.file_definition("a" * 40)) == 26
