@@ -20,7 +20,6 @@ from bam_queries import same_answers
 from seqlake import demo_data
 from seqlake.formats import cram
 
-CONTIG = "MN908947.3"
 PRIMER_BED = Path(__file__).resolve().parents[1] / "data" / "nCoV-2019.V3.primer.bed"
 
 
@@ -46,12 +45,17 @@ def _without_md(line: str) -> str:
     return "\t".join(f for f in line.split("\t") if not f.startswith("MD:Z:"))
 
 
-def _regions(n: int, length: int = 29903) -> list[str]:
+def _regions(n: int, fai: Path) -> list[str]:
+    """Each contig whole, its first and last base, ``*``, and ``n`` random regions."""
     rng = random.Random(35)
-    out = [CONTIG, "*", f"{CONTIG}:1-1", f"{CONTIG}:{length}-{length}"]
+    contigs = [(name, int(length)) for name, length, *_ in (x.split("\t") for x in fai.read_text().splitlines())]
+    out = ["*"]
+    for name, length in contigs:
+        out += [name, f"{name}:1-1", f"{name}:{length}-{length}"]
     for _ in range(n):
+        name, length = rng.choice(contigs)
         a = rng.randrange(1, length)
-        out.append(f"{CONTIG}:{a}-{min(length, a + rng.choice((1, 50, 400, 3000, 12000)))}")
+        out.append(f"{name}:{a}-{min(length, a + rng.choice((1, 50, 400, 3000, 12000)))}")
     return out
 
 
@@ -92,7 +96,7 @@ def _same_as_bam(tmp_path: Path, samtools: str, bam: Path, crm: Path, ref: Path)
     assert cram.parse_crai(crm.with_suffix(".cram.crai").read_bytes()) == cram.parse_crai(
         Path(str(copy) + ".crai").read_bytes())
     assert crm.with_suffix(".cram.crai").read_bytes()[:2] == b"\x1f\x8b"  # gzip, as samtools writes it
-    answered = same_answers(samtools, crm, copy, _regions(60), options=("-T", str(ref)))
+    answered = same_answers(samtools, crm, copy, _regions(60, Path(f"{ref}.fai")), options=("-T", str(ref)))
     assert answered > 20 or not theirs
     print(f"{bam.name}: BAM {bam.stat().st_size:,} bytes, CRAM {crm.stat().st_size:,} bytes "
           f"({crm.stat().st_size / bam.stat().st_size:.2f}x), reference {ref.stat().st_size:,}; {len(ours):,} "
@@ -146,3 +150,22 @@ def test_crams_framing_is_htslibs() -> None:
     assert [cram.itf8(v) for v in (0, 0x7F, 0x80, 0x3FFF, 0x4000, -1)] == [
         b"\0", b"\x7f", b"\x80\x80", b"\xbf\xff", b"\xc0\x40\x00", b"\xff\xff\xff\xff\x0f"]
     assert cram.file_definition("x.cram")[:6] == b"CRAM\x03\x00" and len(cram.file_definition("a" * 40)) == 26
+
+
+def test_a_reference_of_several_contigs(tmp_path: Path, samtools: str) -> None:
+    """The genome cut into three contigs, and a fourth no read maps to: a reducer's local reference holds only
+    the contigs its records lie on (the others' M5 in its header), every contig's M5 in the CRAM's."""
+    r1, r2, reference = demo_data.paths()
+    bases = b"".join(reference.read_bytes().splitlines()[1:])
+    rng = random.Random(4)
+    contigs = {"a": bases[:10000], "b": bases[10000:20000], "c": bases[20000:],
+               "d": bytes(rng.choice(b"ACGT") for _ in range(7000))}
+    fasta = tmp_path / "ref" / "cut.fasta"
+    fasta.parent.mkdir()
+    fasta.write_bytes(b"".join(b">" + n.encode() + b"\n" + b"\n".join(s[i:i + 70] for i in range(0, len(s), 70))
+                               + b"\n" for n, s in contigs.items()))
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"region_size": 4000}))
+    _check(tmp_path, samtools, [str(r1), str(r2)], fasta, "--params", str(params))
+    header = _records(samtools, "-H", str(next((tmp_path / "cram").glob("results/genomes/*/demo.cram"))))
+    assert sum(x.startswith("@SQ") and "\tM5:" in x for x in header) == 4

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seqlake.base import storage
+from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CRAI_SUFFIX, CRAM_SUFFIX, CSI_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf, cram
 from seqlake.lake.parquet_io import put_file
@@ -148,9 +149,11 @@ def _finish_crams(plan: Plan, rp: ReducePlan, reducer: int, children: Children, 
     red = rp.reducer(reducer)
     mine = red.children if rp.groups else range(plan.array_size)
     groups = group_read_groups(plan, mine)
-    samples = dict.fromkeys(s for c in mine for s in child_samples(plan, c))
-    texts = {s: header_text(plan, s, rp.contigs, {}, {}, groups=groups.get(s, ())) for s in samples}
-    crams.finish(texts, plan.layout.region_crams(reducer), plan.layout.region_crams_offsets(reducer))
+
+    def header(sample: str, md5: Mapping[str, str]) -> str:
+        return header_text(plan, sample, rp.contigs, md5, {}, groups=groups.get(sample, ()))
+
+    crams.finish(header, plan.layout.region_crams(reducer), plan.layout.region_crams_offsets(reducer))
     if reducer == 0:
         write_reference(plan, plan.layout.run_reference_staged())
     if red.region != len(rp.regions) - 1:
@@ -164,8 +167,8 @@ def _finish_crams(plan: Plan, rp: ReducePlan, reducer: int, children: Children, 
             if data is None:
                 raise FileNotFoundError(f"{uri}: the child's slices are gone")
             tails.add(s, data, None)
-    tails.finish(texts, plan.layout.region_crams(reducer, unplaced=True),
-                 plan.layout.region_crams_offsets(reducer, unplaced=True), reference=False)
+    tails.finish(header, plan.layout.region_crams(reducer, unplaced=True),
+                 plan.layout.region_crams_offsets(reducer, unplaced=True))
 
 
 def _region_crams(plan: Plan, rp: ReducePlan, tmp: Path) -> RegionCramsT | None:
@@ -274,13 +277,12 @@ def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Ma
     shifted by where it lands."""
     layout: RunLayout = plan.layout
     regions = range(len(rp.reducers))
-    offsets = [json.loads(d)["samples"] if d is not None else {} for _, d in storage.read_many(
-        [layout.region_crams_offsets(r) for r in regions])]
+    offsets = [_cram_pieces(u, d) for u, d in storage.read_many([layout.region_crams_offsets(r) for r in regions])]
     last = [r for r in regions if rp.reducer(r).region == len(rp.regions) - 1]
     tails: dict[str, tuple[str, dict[str, Any]]] = {}
-    for r, (_, d) in zip(last, storage.read_many([layout.region_crams_offsets(r, unplaced=True) for r in last]),
+    for r, (u, d) in zip(last, storage.read_many([layout.region_crams_offsets(r, unplaced=True) for r in last]),
                          strict=True):
-        for sample, o in (json.loads(d)["samples"] if d is not None else {}).items():
+        for sample, o in _cram_pieces(u, d).items():
             tails[sample] = (layout.region_crams(r, unplaced=True), o)
     for sample in plan.samples:
         text = header_text(plan, sample, rp.contigs, md5, software, groups=(read_groups or {}).get(sample, ()))
@@ -305,6 +307,15 @@ def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Ma
     # commit may not read the user's references), copied by the server
     staged = [(layout.run_reference_staged(s), layout.run_reference(s)) for s in ("", ".fai")]
     storage.copy_many((src, dst, storage.head(src).size) for src, dst in staged)
+
+
+def _cram_pieces(uri: str, data: bytes | None) -> dict[str, dict[str, Any]]:
+    """A reducer's CRAM pieces per sample (every reducer of a ``--cram`` run writes them before its summary)."""
+    if data is None:
+        raise SeqlakeError(f"{uri} is missing: its reducer did not encode its CRAM pieces (was the run started "
+                           "with --cram after its reducers ran?)")
+    pieces: dict[str, dict[str, Any]] = json.loads(data)["samples"]
+    return pieces
 
 
 def write_reference(plan: Plan, dst: str) -> None:

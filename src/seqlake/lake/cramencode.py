@@ -12,7 +12,7 @@ Imported only by the reducer (a Batch job: the worker image has pysam; no Lambda
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from seqlake.base import storage
@@ -20,7 +20,7 @@ from seqlake.formats import bam, bgzf, cram
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.readgroups import ReadGroup
 from seqlake.plan.planfile import Plan
-from seqlake.plan.reference import FastaIndex, load_fasta_index, read_bases
+from seqlake.plan.reference import FastaIndex, load_contigs, load_fasta_index, read_bases
 
 #: bases read from the reference at once while the reducer's local FASTA is written
 _CHUNK = 8 << 20
@@ -45,19 +45,19 @@ def group_read_groups(plan: Plan, children: range) -> dict[str, list[ReadGroup]]
 
 def write_reference(index: FastaIndex, contigs: Sequence[tuple[str, int]], spans: Mapping[int, tuple[int, int]],
                     path: Path) -> None:
-    """A local FASTA of the run's contigs (all of them, in order: htslib looks each up by name) whose bases are
-    the reference's over ``spans`` (reference id -> [start, stop): where the records to encode lie) and N
-    elsewhere, so only those bases are read; a slice's MD5 covers only its records' span, which is real."""
+    """A local FASTA of the contigs the records to encode lie on (``spans``: reference id -> [start, stop)):
+    each contig's real bases over its span and N elsewhere, so only those bases are read. The header the
+    records are encoded with gives these contigs no ``M5`` (htslib would check it against these bases) and
+    the others theirs (htslib then needs none of them); a slice's MD5 covers only its records' span, which
+    is real, so the CRAM decodes with the real reference."""
     with path.open("wb") as f:
-        for tid, (name, length) in enumerate(contigs):
-            f.write(b">" + name.encode() + b"\n")
-            lo, hi = spans.get(tid, (length, length))
-            lo, hi = max(0, min(lo, length)), max(0, min(hi, length))
-            f.write(b"N" * lo)
+        for tid, (start, stop) in sorted(spans.items()):
+            name, length = contigs[tid]
+            lo, hi = max(0, min(start, length)), max(0, min(stop, length))
+            f.write(b">" + name.encode() + b"\n" + b"N" * lo)
             for a in range(lo, hi, _CHUNK):
                 f.write(read_bases(index, name, a, min(hi, a + _CHUNK)))
-            f.write(b"N" * (length - max(lo, hi)))
-            f.write(b"\n")
+            f.write(b"N" * (length - max(lo, hi)) + b"\n")
 
 
 def encode(bam_path: Path, text: str, reference: Path | None, out: Path) -> tuple[bytes, list[cram.CraiLine]]:
@@ -114,22 +114,27 @@ class RegionCrams:
                 a, b = self.spans.get(t, (lo, hi))
                 self.spans[t] = (min(a, lo), max(b, hi))
 
-    def finish(self, texts: Mapping[str, str], object_uri: str, offsets_uri: str, *,
-               reference: bool = True, extra: Mapping[str, object] | None = None) -> None:
-        """Encode every sample's records (``texts``: its header), into ``object_uri``; where each piece and
-        its .crai lines are, as JSON, into ``offsets_uri``."""
+    def finish(self, header: Callable[[str, Mapping[str, str]], str], object_uri: str, offsets_uri: str) -> None:
+        """Encode every sample's records, into ``object_uri``; where each piece and its .crai lines are, as
+        JSON, into ``offsets_uri``. ``header(sample, md5)``: the sample's header text, with ``md5`` (contig ->
+        M5) the M5s it may give (every contig's but those :func:`write_reference` writes)."""
         ref = None
-        if reference and self.spans and self.plan.reference is not None:
+        md5 = {}
+        if self.plan.reference is not None:
+            md5 = {c.name: c.md5 for c in load_contigs(self.plan.reference)}
+        if self.spans and self.plan.reference is not None:
             ref = self.tmp / "reference.fa"
             write_reference(load_fasta_index(self.plan.reference), self.contigs, self.spans, ref)
+            for tid in self.spans:
+                md5.pop(self.contigs[tid][0], None)
         local = self.tmp / "region.cram"
-        offsets: dict[str, object] = dict(extra or {})
+        offsets: dict[str, object] = {}
         pieces: dict[str, dict[str, object]] = {}
         with local.open("wb") as f:
             for sample, path in self.files.items():
                 with path.open("ab") as g:
                     g.write(bgzf.EOF)
-                data, lines = encode(path, texts[sample], ref, self.tmp / "piece.cram")
+                data, lines = encode(path, header(sample, md5), ref, self.tmp / "piece.cram")
                 path.unlink()
                 pieces[sample] = {"piece": [f.tell(), f.tell() + len(data)],
                                   "crai": [[x.ref, x.start, x.span, x.container, x.slice_offset, x.slice_size]
