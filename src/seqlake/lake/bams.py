@@ -8,6 +8,11 @@ the run's contigs). :func:`write_bams` is one function the commit calls, whateve
 
 Duplicates are not marked. Read groups: one per sample and lane (:mod:`seqlake.lake.readgroups`), as the
 children's manifests list them.
+
+With ``--cram`` (docs/INTERNALS.md, "The per-sample CRAM"): the reducers' blocks are encoded as CRAM by
+:mod:`seqlake.lake.cramencode` instead of uploaded (:func:`_finish_crams`), and the commit writes each sample's
+CRAM and ``.crai`` (:func:`write_crams`: framing and server-side copies only, no pysam) and copies the run's
+reference beside them (:func:`write_reference`, staged by reducer 0).
 """
 
 from __future__ import annotations
