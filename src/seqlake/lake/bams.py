@@ -297,10 +297,14 @@ def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Ma
         at = len(head)
         pieces = [(layout.region_crams(r), offsets[r][sample]) for r in regions if sample in offsets[r]]
         pieces += [tails[sample]] if sample in tails else []
+        ids = [g.id for g in (read_groups or {}).get(sample, ())] or [read_group(sample, {}, {}, "").id]
         for uri, o in pieces:
             start, stop = (int(x) for x in o["piece"])
             if stop <= start:
                 continue
+            if o["read_groups"] != ids:  # a record's read group is an index into the list its reducer had
+                raise SeqlakeError(f"{uri}: sample {sample}'s pieces were encoded with the read groups "
+                                   f"{o['read_groups']}, its header lists {ids}")
             parts.append((uri, start, stop))
             lines += cram.shift_crai((cram.CraiLine(*(int(v) for v in x)) for x in o["crai"]), at)
             at += stop - start

@@ -86,6 +86,12 @@ def encode(bam_path: Path, text: str, reference: Path | None, out: Path) -> tupl
     return data[span[0]:span[1]], cram.shift_crai(lines, -span[0])
 
 
+def read_group_ids(text: str) -> list[str]:
+    """The ``@RG`` IDs of a SAM header, in order (a CRAM record's read group is an index into them)."""
+    return [field[3:] for line in text.splitlines() if line.startswith("@RG")
+            for field in line.split("\t") if field.startswith("ID:")]
+
+
 class RegionCrams:
     """A reducer's CRAM pieces: each sample's region as BAM bytes on the local disk while the windows are
     merged (:meth:`add`), encoded at :meth:`finish`."""
@@ -134,11 +140,14 @@ class RegionCrams:
             for sample, path in self.files.items():
                 with path.open("ab") as g:
                     g.write(bgzf.EOF)
-                data, lines = encode(path, header(sample, md5), ref, self.tmp / "piece.cram")
+                text = header(sample, md5)
+                data, lines = encode(path, text, ref, self.tmp / "piece.cram")
                 path.unlink()
                 pieces[sample] = {"piece": [f.tell(), f.tell() + len(data)],
                                   "crai": [[x.ref, x.start, x.span, x.container, x.slice_offset, x.slice_size]
-                                           for x in lines]}
+                                           for x in lines],
+                                  # what the records' read group indexes point into: the commit checks its own
+                                  "read_groups": read_group_ids(text)}
                 f.write(data)
         offsets["samples"] = pieces
         put_file(local, object_uri)
