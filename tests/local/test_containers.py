@@ -307,6 +307,15 @@ def test_the_image_holds_the_worker_only_and_runs_as_a_user(image: str) -> None:
     assert imported.returncode != 0 and "No module named 'localcloud'" in imported.stderr
 
 
+def test_the_image_holds_pysam_at_its_pin_for_the_reducers_cram(image: str) -> None:
+    """``--cram``: the reducers encode with pysam (htslib), a dependency of the worker's only (no Lambda layer)."""
+    pin = re.search(r'"pysam==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert pin is not None
+    out = _podman("run", "--rm", "--network", "none", image, "python", "-c",
+                  "import pysam; print(pysam.__version__)").stdout.strip()
+    assert out == pin.group(1)
+
+
 def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> None:
     name = f"seqlake-test-sigterm-{os.getpid()}"
     _podman("rm", "--force", name, check=False)
