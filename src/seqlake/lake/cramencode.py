@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from seqlake.base import storage
 from seqlake.formats import bam, bgzf, cram
@@ -60,9 +61,11 @@ def write_reference(index: FastaIndex, contigs: Sequence[tuple[str, int]], spans
             f.write(b"N" * (length - max(lo, hi)) + b"\n")
 
 
-def encode(bam_path: Path, text: str, reference: Path | None, out: Path) -> tuple[bytes, list[cram.CraiLine]]:
-    """The records of ``bam_path`` as CRAM containers (the bytes from the first container to the EOF
-    container) with their ``.crai`` lines, offsets from the containers' first byte; ``text`` the header."""
+def encode(bam_path: Path, text: str, reference: Path | None, out: Path) -> tuple[
+        tuple[int, int] | None, list[cram.CraiLine]]:
+    """The records of ``bam_path`` as a CRAM file ``out`` (``text`` its header), and where its containers are
+    (from the first to the EOF container; None when it has none) with their ``.crai`` lines, offsets from
+    the containers' first byte."""
     import pysam
 
     header = pysam.AlignmentHeader.from_text(text)
@@ -75,15 +78,26 @@ def encode(bam_path: Path, text: str, reference: Path | None, out: Path) -> tupl
     pysam.index(str(out))
     crai = Path(str(out) + ".crai")
     lines = cram.parse_crai(crai.read_bytes())
-    data = out.read_bytes()
-    if data[-len(cram.EOF):] != cram.EOF:
-        raise ValueError(f"{out}: htslib's CRAM does not end with the CRAM 3.0 EOF container")
-    span = cram.data_span(len(data), lines)
-    out.unlink()
     crai.unlink()
-    if span is None:
-        return b"", []
-    return data[span[0]:span[1]], cram.shift_crai(lines, -span[0])
+    size = out.stat().st_size
+    with out.open("rb") as f:
+        f.seek(size - len(cram.EOF))
+        if f.read() != cram.EOF:
+            raise ValueError(f"{out}: htslib's CRAM does not end with the CRAM 3.0 EOF container")
+    span = cram.data_span(size, lines)
+    return span, cram.shift_crai(lines, -span[0]) if span else []
+
+
+def _copy_range(src: Path, start: int, stop: int, dst: BinaryIO) -> None:
+    with src.open("rb") as f:
+        f.seek(start)
+        left = stop - start
+        while left > 0:
+            chunk = f.read(min(left, _CHUNK))
+            if not chunk:
+                raise ValueError(f"{src}: shorter than {stop} bytes")
+            dst.write(chunk)
+            left -= len(chunk)
 
 
 def read_group_ids(text: str) -> list[str]:
@@ -141,14 +155,21 @@ class RegionCrams:
                 with path.open("ab") as g:
                     g.write(bgzf.EOF)
                 text = header(sample, md5)
-                data, lines = encode(path, text, ref, self.tmp / "piece.cram")
+                piece = self.tmp / "piece.cram"
+                span, lines = encode(path, text, ref, piece)
                 path.unlink()
-                pieces[sample] = {"piece": [f.tell(), f.tell() + len(data)],
+                at = f.tell()
+                if span is not None:
+                    _copy_range(piece, *span, f)
+                piece.unlink()
+                pieces[sample] = {"piece": [at, f.tell()],
                                   "crai": [[x.ref, x.start, x.span, x.container, x.slice_offset, x.slice_size]
                                            for x in lines],
                                   # what the records' read group indexes point into: the commit checks its own
                                   "read_groups": read_group_ids(text)}
-                f.write(data)
         offsets["samples"] = pieces
+        if ref is not None:  # (another finish in this folder writes its own, and htslib its .fai)
+            ref.unlink()
+            Path(f"{ref}.fai").unlink(missing_ok=True)
         put_file(local, object_uri)
         storage.write_bytes(offsets_uri, json.dumps(offsets).encode())
