@@ -338,8 +338,7 @@ def write_reference(plan: Plan, dst: str) -> None:
     pin = plan.reference
     if pin is None:
         return
-    if not pin.is_index:
-        check_unchanged(pin)
+    check_unchanged(pin)
     index = load_fasta_index(pin)
     parts: list[storage.Source] = []
     fai: list[str] = []
