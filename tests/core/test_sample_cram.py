@@ -1,9 +1,11 @@
 """``--cram`` (lake/cramencode, lake/bams.write_crams, formats/cram): each sample's CRAM holds the records of the
 BAM the same run makes without ``--cram`` (``samtools view -T reference.fasta``, every field and tag: samtools
 adds ``MD`` when it decodes, by default, which the BAM never had), passes ``samtools quickcheck``, its ``.crai``
-is the one ``samtools index`` makes of it and answers region queries alike, and it is smaller than the BAM.
-The demo reads in 4 children over 6 regions (pieces from several reducers, windows merged from several
-children), and the real MiSeq pair in amplicon mode (primer clips as soft clips)."""
+is the one ``samtools index`` makes of it and answers region queries alike, and it is smaller than the BAM
+(``pytest -s`` prints both sizes). Cases: the demo reads in 4 children over 6 regions (pieces from several
+reducers, windows merged from several children); three samples in reducer groups of their own, one of two
+lanes, one with no read; a reference of four contigs, one without reads; the real MiSeq pair in amplicon mode
+(primer clips as soft clips)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from bam_queries import same_answers
 
 from seqlake import demo_data
@@ -140,6 +143,7 @@ def test_samples_in_groups_lanes_and_an_empty_one(tmp_path: Path, samtools: str,
     assert sum(x.startswith("@RG") for x in header) == 2
 
 
+@pytest.mark.external_data
 def test_miseq_amplicon_cram(tmp_path: Path, samtools: str, miseq: tuple[Path, Path], reference: Path) -> None:
     _check(tmp_path, samtools, [str(m) for m in miseq], reference, "--primer-bed", str(PRIMER_BED))
 
