@@ -173,3 +173,18 @@ def test_a_reference_of_several_contigs(tmp_path: Path, samtools: str) -> None:
     _check(tmp_path, samtools, [str(r1), str(r2)], fasta, "--params", str(params))
     header = _records(samtools, "-H", str(next((tmp_path / "cram").glob("results/genomes/*/demo.cram"))))
     assert sum(x.startswith("@SQ") and "\tM5:" in x for x in header) == 4
+
+
+def test_a_gzip_reference_is_kept_as_plain_fasta(tmp_path: Path, samtools: str) -> None:
+    """A gzip-compressed reference is kept beside the CRAM as plain FASTA (the store's one-line copy of its
+    bases, one line per contig), which decodes it."""
+    r1, r2, reference = demo_data.paths()
+    gz = tmp_path / "ref.fasta.gz"
+    gz.write_bytes(gzip.compress(reference.read_bytes()))
+    genomes = _genomes(tmp_path / "cram", [str(r1), str(r2)], gz, "--cram")
+    ref = genomes / "reference.fasta"
+    assert (genomes / "reference.fasta.fai").read_text() == "MN908947.3\t29903\t12\t29903\t29904\n"
+    assert ref.read_bytes().replace(b"\n", b"") == reference.read_bytes().replace(b"\n", b"")
+    count = subprocess.run([samtools, "view", "-c", "-T", str(ref), str(genomes / "demo.cram")], capture_output=True,
+                           text=True, check=True).stdout
+    assert int(count) == 39_866
