@@ -185,6 +185,9 @@ RUN_PARAMETERS: dict[str, Option] = {o.flag: o for o in (
     Option("--no-allele-counts", "count no alleles: no variants, consensus or amplicon depth (counting is most "
            "of a big genome's child CPU and spills to its disk; see the README's limits)",
            action="store_true", default=False),
+    Option("--cram", "each sample's alignments as CRAM 3.0 (.cram + .crai) instead of the BAM, with the run's "
+           "reference kept beside them (reference.fasta: samtools view -T reads them with it)",
+           action="store_true", default=False),
     Option("--preset", "minimap2 preset to align with: sr (Illumina, the default), map-ont (Nanopore), map-hifi "
            "(PacBio HiFi), map-pb (PacBio CLR); chosen, never guessed from the reads", None, choices=PRESETS),
     # the ivar thresholds and the GFF, from their one home (base/params.py)

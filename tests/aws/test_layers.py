@@ -156,6 +156,13 @@ def provided(layers: list[Path]) -> set[str]:
     return import_names(distributions(reqs + [Requirement(r) for r in RUNTIME]))
 
 
+#: libraries only Batch jobs use, imported inside the functions that need them by these modules, which a Lambda's
+#: code reaches but never calls there: pysam, the reducers' CRAM encoder (``--cram``; the commit reaches the
+#: reducer's code because ``seqlake process`` reduces in-process). The interpreter check below imports each such
+#: module without the library, so a module-level import of it fails there.
+BATCH_ONLY: dict[str, set[str]] = {"pysam": {"seqlake.reduce.cramencode"}}
+
+
 def test_every_function_names_its_layers(template: dict[str, Any]) -> None:
     functions = function_layers(template)
     assert len(functions) == 7
@@ -170,7 +177,8 @@ def test_what_a_handler_imports_is_in_its_layers(template: dict[str, Any], funct
     handler, layers = function_layers(template)[function]
     allowed = provided(layers)
     modules, others = reach(handler)
-    missing = {top: sorted(where) for top, where in others.items() if top not in allowed}
+    missing = {top: sorted(where) for top, where in others.items()
+               if top not in allowed and not where <= BATCH_ONLY.get(top, set())}
     assert not missing, f"{function}: not in its layers {[f.name for f in layers]}: {missing}"
     # and the interpreter agrees: with only those libraries importable, every module in reach imports
     argv = [str(handler.parent), str(SRC), ",".join(sorted(allowed)), ",".join(sorted(modules))]

@@ -307,6 +307,15 @@ def test_the_image_holds_the_worker_only_and_runs_as_a_user(image: str) -> None:
     assert imported.returncode != 0 and "No module named 'localcloud'" in imported.stderr
 
 
+def test_the_image_holds_pysam_at_its_pin_for_the_reducers_cram(image: str) -> None:
+    """``--cram``: the reducers encode with pysam (htslib), a dependency of the worker's only (no Lambda layer)."""
+    pin = re.search(r'"pysam==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert pin is not None
+    out = _podman("run", "--rm", "--network", "none", image, "python", "-c",
+                  "import pysam; print(pysam.__version__)").stdout.strip()
+    assert out == pin.group(1)
+
+
 def test_the_entry_point_ends_the_command_on_sigterm_as_pid_1(image: str) -> None:
     name = f"seqlake-test-sigterm-{os.getpid()}"
     _podman("rm", "--force", name, check=False)
@@ -456,3 +465,24 @@ def test_local_run_with_containers_equals_local_run_without(image: str, miseq_lo
     processes, in_containers = tables
     assert all(processes[t] for t in RESULT_TABLES if t not in AMPLICON_TABLES)  # no primer BED here
     assert in_containers == processes
+
+
+@pytest.mark.e2e
+def test_a_cram_run_with_containers(image: str, tmp_path: Path, samtools: str) -> None:
+    """``seqlake local run --cram --containers``: the reducers encode in the image (pysam there, in no Lambda
+    layer); the CRAM reads back with the reference left beside it (tests/core/test_sample_cram.py compares
+    its records with the BAM's, tests/local/test_cram_local_cloud.py without containers)."""
+    r1, r2, reference = demo_paths()
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-m", "seqlake", "local", "run", str(r1), str(r2), "--reference",
+                           str(reference), "--cram", "--containers", "--jobs", "2", "--home", str(home)],
+                          env={k: v for k, v in os.environ.items() if k != containers.var()}, capture_output=True,
+                          text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (genomes,) = home.glob("s3/*/results/genomes/run_id=*")
+    crm, ref = genomes / "demo.cram", genomes / "reference.fasta"
+    subprocess.run([samtools, "quickcheck", "-v", str(crm)], check=True)
+    assert (genomes / "demo.cram.crai").is_file() and not list(genomes.glob("*.bam"))
+    count = subprocess.run([samtools, "view", "-c", "-T", str(ref), str(crm)], capture_output=True, text=True,
+                           check=True).stdout
+    assert int(count) == 39_866  # the demo's records (tests/core/test_sample_bam.py's BAM)

@@ -20,13 +20,19 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
     runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
     runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
                                             each is: region=NNNNN.bam.json (seqlake.reduce.bams)
+    runs/<run_id>/reduce/region=NNNNN.cram  with --cram instead: its samples' CRAM containers, and (a sample
+                                            group's last reducer) region=NNNNN.unplaced.cram, their unplaced
+                                            reads'; where each is, with its .crai lines: *.cram.json;
+                                            reference.fasta (+ .fai): reducer 0's copy of the run's reference
     runs/<run_id>/reduce/coverage_points.parquet  each sample's coverage in <= 2,000 points (the report's)
     runs/<run_id>/staging/_errors/child=NNNNN.json   a child's bad-input record
     runs/<run_id>/parts/<table>/<name>.parquet   a part of a result table as a Batch job wrote it: a child's
                                             alignments (child=NNNNN), a reducer's region (region=NNNNN)
     results/<table>/run_id=<run_id>/        the result tables (Hive partitions; Glue registers them last)
     results/genomes/run_id=<run_id>/        per sample: <sample>.consensus.fasta, <sample>.vcf.gz (+ .tbi),
-                                            <sample>.bam (+ .bai): coordinate-sorted, primer-clipped in amplicon mode
+                                            <sample>.bam (+ .bai): coordinate-sorted, primer-clipped in amplicon mode;
+                                            with --cram <sample>.cram (+ .crai) instead, and reference.fasta
+                                            (+ .fai), the run's reference, which decodes them
     reports/<run_id>/                       the run's report
     reference-indexes/<key>/index.mmi       a reference's minimap2 index, keyed by its content and preset
     reference-indexes/<key>/contigs.json    its contigs' names, lengths and MD5s, and where each one's bases
@@ -73,6 +79,11 @@ VCF_SUFFIX = ".vcf.gz"
 BAM_SUFFIX = ".bam"
 BAI_SUFFIX = ".bai"
 CSI_SUFFIX = ".csi"
+#: with ``--cram``, each sample's alignments as CRAM 3.0 instead (``<sample>.cram``, ``<sample>.cram.crai``) and
+#: the run's reference beside them (``reference.fasta`` and its ``.fai``: what decodes them)
+CRAM_SUFFIX = ".cram"
+CRAI_SUFFIX = ".crai"
+REFERENCE_FASTA = "reference.fasta"
 REFERENCE_INDEXES = "reference-indexes"
 #: the name of a run's gzip seek indexes and record checkpoints under ``runs/<id>/index/`` (``input<i>...``)
 INDEX_INPUT = "input"
@@ -307,6 +318,16 @@ class RunLayout:
         """Where each sample's blocks and index piece are in :meth:`region_bams` (JSON)."""
         return self._run("reduce", f"{region_name(region)}.bam.json")
 
+    def region_crams(self, region: int, *, unplaced: bool = False) -> str:
+        """With ``--cram``: the region's CRAM containers of each sample (or, the last reducer of a sample group,
+        its samples' unplaced reads'), and where each is with its .crai lines: :meth:`region_crams_offsets`
+        (reduce/cramencode)."""
+        return self._run("reduce", f"{region_name(region)}{'.unplaced' if unplaced else ''}.cram")
+
+    def region_crams_offsets(self, region: int, *, unplaced: bool = False) -> str:
+        """Where each sample's containers and .crai lines are in :meth:`region_crams` (JSON)."""
+        return self.region_crams(region, unplaced=unplaced) + ".json"
+
     def region_summary(self, region: int) -> str:
         """What region ``region``'s reducer leaves the commit: row counts, partial sums (written last)."""
         return self._run("reduce", f"{region_name(region)}.json")
@@ -352,6 +373,15 @@ class RunLayout:
         """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""
         return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", f"{sample}{suffix}")
 
+    def run_reference_staged(self, suffix: str = "") -> str:
+        """With ``--cram``: reducer 0's copy of the run's reference, which the commit copies to
+        :meth:`run_reference` (the commit may not read the user's references)."""
+        return self._run("reduce", REFERENCE_FASTA + suffix)
+
+    def run_reference(self, suffix: str = "") -> str:
+        """With ``--cram``: the run's reference beside its CRAMs (``reference.fasta``; ``suffix`` ``.fai``)."""
+        return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}", REFERENCE_FASTA + suffix)
+
     # -- reports/<id>/ -------------------------------------------------------------------------------
     @property
     def report_prefix(self) -> str:
@@ -381,5 +411,6 @@ def batch_job_writes() -> tuple[tuple[str, str], ...]:
         (run.staging + "*", "the children: staging, manifests, bad-input records"),
         (run._run(PARTS, "*"), "the children's alignments and the reducers' regions of the result tables"),
         (run._run("reduce", REGION_PREFIX + "*"), "the reducers: their summaries and genome pieces"),
+        (run._run("reduce", REFERENCE_FASTA + "*"), "reducer 0 (--cram): the run's reference, for the commit to copy"),
         (_join("", REFERENCE_INDEXES, "*"), "the index job: a reference's minimap2 index, once"),
     )

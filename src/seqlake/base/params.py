@@ -76,6 +76,9 @@ class Params:
     #: consensus frequency threshold and minimum depth (``ivar consensus -t / -m``)
     consensus_freq: float = 0.75
     consensus_min_depth: int = 10
+    #: each sample's alignments as CRAM 3.0 (``<sample>.cram`` + ``.crai``) instead of the BAM, the run's
+    #: reference kept beside them (``reference.fasta``: CRAM stores bases as differences from it)
+    cram: bool = False
     #: amplicon mode: a primer BED (local path or s3:// URI); primers are soft-clipped from the alignments
     #: before counting, as ``samtools ampliconclip --both-ends --strand`` (seqlake.child.primerclip)
     primer_bed: str | None = None
@@ -163,12 +166,13 @@ VALUE_FLAGS: dict[str, tuple[str, type, str]] = {
 
 def chosen_parameters(args: Any) -> dict[str, Any]:
     """The run parameters a command line set (``--no-trim``, ``--adapter``, ``--quality-cutoff``,
-    ``--min-length``, ``--primer-bed``, ``--no-allele-counts``, ``--preset`` and :data:`VALUE_FLAGS`:
+    ``--min-length``, ``--primer-bed``, ``--no-allele-counts``, ``--cram``, ``--preset`` and :data:`VALUE_FLAGS`:
     ``seqlake process`` and ``seqlake local run`` take the same); the others keep :class:`Params`' defaults."""
     chosen = {"trim": False if args.no_trim else None, "adapters": args.adapter,
               "quality_cutoff": args.quality_cutoff, "min_length": args.min_length, "preset": args.preset,
               "primer_bed": getattr(args, "primer_bed", None),
-              "allele_counts": False if getattr(args, "no_allele_counts", False) else None}
+              "allele_counts": False if getattr(args, "no_allele_counts", False) else None,
+              "cram": True if getattr(args, "cram", False) else None}
     for flag, (name, _, _) in VALUE_FLAGS.items():
         chosen[name] = getattr(args, flag[2:].replace("-", "_"), None)
     return {k: v for k, v in chosen.items() if v is not None}

@@ -67,7 +67,7 @@ from seqlake.lake.tables import BY_NAME, COVERAGE_POINTS, QC_SUMMARY, RESULT_TAB
 from seqlake.lake.verdict import Genome, VerdictParams, verdict
 from seqlake.plan.planfile import Plan
 from seqlake.plan.primers import Amplicon, parse_primer_bed
-from seqlake.reduce.bams import write_bams
+from seqlake.reduce.bams import write_bams, write_crams
 from seqlake.reduce.reducer import (
     EDGE_JOINED,
     REGION_TABLES,
@@ -360,7 +360,8 @@ def merge_run(plan: Plan, *, reduce_here: bool = True) -> RunTotals:
         write_genomes(plan.layout, out.files, out.contigs, CallParams.of(plan.params),
                       reference=plan.reference.uri if plan.reference else None)
         if rp is not None:  # each sample's BAM and .bai, joined from the regions' pieces (reduce/bams)
-            write_bams(plan, rp, totals.reference_md5, totals.software, read_groups)
+            (write_crams if plan.params.cram else write_bams)(plan, rp, totals.reference_md5, totals.software,
+                                                              read_groups)
     for table in set(region_rows) - set(out.writers):
         totals.rows[table] = region_rows[table]
     totals.rows["alignments"] = sum(i.rows for i in alignments.values())

@@ -45,6 +45,8 @@ from seqlake.base.layout import (
     BAI_SUFFIX,
     BAM_SUFFIX,
     CONSENSUS_SUFFIX,
+    CRAI_SUFFIX,
+    CRAM_SUFFIX,
     CSI_SUFFIX,
     VCF_SUFFIX,
     LakeLayout,
@@ -59,8 +61,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
 #: the per-sample files of a run (``results/genomes/run_id=<id>/<sample><suffix>``, :meth:`RunLayout.sample_file`)
-SAMPLE_FILE_SUFFIXES: tuple[str, ...] = (BAM_SUFFIX, BAM_SUFFIX + BAI_SUFFIX, BAM_SUFFIX + CSI_SUFFIX, VCF_SUFFIX,
-                                         VCF_SUFFIX + TBI_SUFFIX, CONSENSUS_SUFFIX)
+SAMPLE_FILE_SUFFIXES: tuple[str, ...] = (BAM_SUFFIX, BAM_SUFFIX + BAI_SUFFIX, BAM_SUFFIX + CSI_SUFFIX, CRAM_SUFFIX,
+                                         CRAM_SUFFIX + CRAI_SUFFIX, VCF_SUFFIX, VCF_SUFFIX + TBI_SUFFIX,
+                                         CONSENSUS_SUFFIX)
 #: the column every table with per-sample rows has
 SAMPLE = "sample"
 

@@ -691,7 +691,7 @@ VARIANT_NAMES = """## `variants` in other tools' names
 The per-sample VCF (`results/genomes/run_id=<id>/<sample>.vcf.gz`, with its `.tbi`) holds the same rows;
 the consensus FASTA is beside it (`<sample>.consensus.fasta`).
 
-## Each sample's BAM
+## Each sample's BAM (or CRAM)
 
 Beside them, `<sample>.bam` with its index: the sample's alignments, coordinate-sorted (`@HD SO:coordinate`,
 as `samtools sort` orders them), the bases and qualities of the trimmed reads, `NM` and the read group (`RG`)
@@ -705,6 +705,18 @@ The records are the `alignments` table's rows (primary, supplementary as soft-cl
 at their mate's position, or at the end of the file when both are unmapped); in amplicon mode they are
 primer-clipped (soft clips, as viralrecon's trimmed BAM) where the table keeps the unclipped rows. Duplicates
 are not marked. Open it in IGV, or query a region with `samtools view <sample>.bam chr:1-1000`.
+
+With `--cram` (`"cram": true` in a params.json), `<sample>.cram` and `<sample>.cram.crai` instead: the same
+header and records as CRAM 3.0, about half to two thirds the BAM's bytes (the MiSeq pair: 0.54x; the demo
+reads: 0.66x), beside the run's reference, `reference.fasta` and `reference.fasta.fai` in the same folder. A
+CRAM stores each read's bases as their differences from the reference, so it is readable only with that
+reference: seqlake keeps it there, a copy of the bases the run aligned to (the FASTA it was given may change or
+go; the CRAM's `@SQ M5` names each contig's), for as long as the run's results are kept. Read it with
+`samtools view -T reference.fasta <sample>.cram chr:1-1000` (IGV: load `reference.fasta` as the genome), or
+put the reference where htslib looks contigs up by their MD5 (`seq_cache_populate.pl -root DIR
+reference.fasta`, then `REF_PATH=DIR/%2s/%2s/%s`). samtools adds an `MD` tag to each record it decodes from a
+CRAM (its default; `--input-fmt-option decode_md=0` leaves it out, and then also the `NM` that htslib dropped
+where the bases give it back); the records are otherwise the BAM's, every field and tag.
 """
 
 

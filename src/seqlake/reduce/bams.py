@@ -8,6 +8,11 @@ the run's contigs). :func:`write_bams` is one function the commit calls, whateve
 
 Duplicates are not marked. Read groups: one per sample and lane (:mod:`seqlake.lake.readgroups`), as the
 children's manifests list them.
+
+With ``--cram`` (docs/INTERNALS.md, "The per-sample CRAM"): the reducers' blocks are encoded as CRAM by
+:mod:`seqlake.reduce.cramencode` instead of uploaded (:func:`_finish_crams`), and the commit writes each sample's
+CRAM and ``.crai`` (:func:`write_crams`: framing and server-side copies only, no pysam) and copies the run's
+reference beside them (:func:`write_reference`, staged by reducer 0).
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from seqlake.base import storage
-from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CSI_SUFFIX, RunLayout
-from seqlake.formats import bai, bam, bgzf
+from seqlake.base.errors import SeqlakeError
+from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CRAI_SUFFIX, CRAM_SUFFIX, CSI_SUFFIX, RunLayout
+from seqlake.formats import bai, bam, bgzf, cram
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.readgroups import ReadGroup, read_group
 from seqlake.lake.regions import ReducePlan
@@ -35,6 +42,9 @@ from seqlake.lake.slices import (
     read_window_bytes,
 )
 from seqlake.plan.planfile import Plan
+
+if TYPE_CHECKING:
+    from seqlake.reduce.cramencode import RegionCrams as RegionCramsT
 
 
 def _layouts(plan: Plan, rp: ReducePlan, children: range | None = None) -> list[
@@ -95,6 +105,7 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
     pieces: dict[str, list[bai.IndexPiece]] = {}
     sizes: dict[str, int] = {}
     local = tmp / "region.bam"
+    crams = _region_crams(plan, rp, tmp)
     with local.open("wb") as f:
         for w in range(stop - first):
             runs = _window_runs(children, entries, w)
@@ -111,7 +122,15 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
                     segment = ("", f.tell(), f.tell() + len(out))
                     f.write(out)
                 at = sizes.get(sample, 0)
-                entry = bai.piece(bam.decode_placement(plain, starts), vs, ve, depth)
+                placement = bam.decode_placement(plain, starts)
+                if crams is not None:
+                    if segment[0]:
+                        _, e, data, start = runs[sample][0]
+                        crams.add(sample, memoryview(data)[e.offset - start : e.offset - start + e.placed_bytes],
+                                  placement)
+                    else:
+                        crams.add(sample, out, placement)
+                entry = bai.piece(placement, vs, ve, depth)
                 pieces.setdefault(sample, []).append(entry.shifted(at))
                 segments.setdefault(sample, []).append(segment)
                 sizes[sample] = at + segment[2] - segment[1]
@@ -120,8 +139,50 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
             index = bai.join(pieces[sample]).to_bytes()
             offsets[sample] = {"segments": segs, "index": [f.tell(), len(index)]}
             f.write(index)
-    put_file(local, plan.layout.region_bams(reducer))
-    storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
+    if crams is None:
+        put_file(local, plan.layout.region_bams(reducer))
+        storage.write_bytes(plan.layout.region_bams_offsets(reducer), json.dumps(offsets).encode())
+        return
+    _finish_crams(plan, rp, reducer, children, crams)
+
+
+def _finish_crams(plan: Plan, rp: ReducePlan, reducer: int, children: Children, crams: RegionCramsT) -> None:
+    """With ``--cram``: the region's records encoded by htslib (reduce/cramencode) with the header the commit
+    writes, and, when this is its sample group's last reducer, its samples' unplaced reads (no Lambda encodes)."""
+    from seqlake.reduce.cramencode import RegionCrams, group_read_groups
+
+    red = rp.reducer(reducer)
+    mine = red.children if rp.groups else range(plan.array_size)
+    groups = group_read_groups(plan, mine)
+
+    def header(sample: str, md5: Mapping[str, str]) -> str:
+        return header_text(plan, sample, rp.contigs, md5, {}, groups=groups.get(sample, ()))
+
+    crams.finish(header, plan.layout.region_crams(reducer), plan.layout.region_crams_offsets(reducer))
+    if reducer == 0:
+        write_reference(plan, plan.layout.run_reference_staged())
+    if red.region != len(rp.regions) - 1:
+        return
+    tails = RegionCrams(plan, rp.contigs, crams.tmp)
+    window = children[0][2].count - 1 if children else 0
+    for (uri, _, _, ss), ents in zip(children, _unplaced_entries(children, window, plan.run_id), strict=True):
+        placed = [(s, e) for s, e in zip(ss, ents, strict=True) if e.placed]
+        got = storage.read_many_ranges([(uri, e.offset, e.offset + e.placed_bytes) for _, e in placed])
+        for (s, _), data in zip(placed, got, strict=True):
+            if data is None:
+                raise FileNotFoundError(f"{uri}: the child's slices are gone")
+            tails.add(s, data, None)
+    tails.finish(header, plan.layout.region_crams(reducer, unplaced=True),
+                 plan.layout.region_crams_offsets(reducer, unplaced=True))
+
+
+def _region_crams(plan: Plan, rp: ReducePlan, tmp: Path) -> RegionCramsT | None:
+    """With ``--cram``, the reducer's CRAM pieces (reduce/cramencode, which imports pysam: only then)."""
+    if not plan.params.cram:
+        return None
+    from seqlake.reduce.cramencode import RegionCrams
+
+    return RegionCrams(plan, rp.contigs, tmp)
 
 
 def header_text(plan: Plan, sample: str, contigs: Sequence[tuple[str, int]], md5: Mapping[str, str],
@@ -209,3 +270,85 @@ def _unplaced_entries(children: Sequence[tuple[str, int, SliceLayout, list[str]]
         out.append(parse_entries(data, lay.samples)[0])
     del run_id  # the headers were checked by the reducers
     return out
+
+
+# ------------------------------------------------------------------------------- --cram: the commit's side
+def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Mapping[str, str],
+                read_groups: Mapping[str, Sequence[ReadGroup]] | None = None) -> None:
+    """With ``--cram``: every sample's CRAM joined from the reducers' containers (reduce/cramencode) and its
+    ``.crai``, and the run's reference beside them (:func:`write_reference`). The commit frames and copies only
+    (formats.cram: no pysam here): the file definition and header container, the regions' containers in array
+    order, the sample group's unplaced reads' containers, the EOF container; each piece's ``.crai`` lines
+    shifted by where it lands."""
+    layout: RunLayout = plan.layout
+    regions = range(len(rp.reducers))
+    offsets = [_cram_pieces(u, d) for u, d in storage.read_many([layout.region_crams_offsets(r) for r in regions])]
+    last = [r for r in regions if rp.reducer(r).region == len(rp.regions) - 1]
+    tails: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r, (u, d) in zip(last, storage.read_many([layout.region_crams_offsets(r, unplaced=True) for r in last]),
+                         strict=True):
+        for sample, o in _cram_pieces(u, d).items():
+            tails[sample] = (layout.region_crams(r, unplaced=True), o)
+    for sample in plan.samples:
+        text = header_text(plan, sample, rp.contigs, md5, software, groups=(read_groups or {}).get(sample, ()))
+        head = cram.head(f"{sample}.cram", text)
+        parts: list[storage.Source] = [head]
+        lines: list[cram.CraiLine] = []
+        at = len(head)
+        pieces = [(layout.region_crams(r), offsets[r][sample]) for r in regions if sample in offsets[r]]
+        pieces += [tails[sample]] if sample in tails else []
+        ids = [g.id for g in (read_groups or {}).get(sample, ())] or [read_group(sample, {}, {}, "").id]
+        for uri, o in pieces:
+            start, stop = (int(x) for x in o["piece"])
+            if stop <= start:
+                continue
+            if o["read_groups"] != ids:  # a record's read group is an index into the list its reducer had
+                raise SeqlakeError(f"{uri}: sample {sample}'s pieces were encoded with the read groups "
+                                   f"{o['read_groups']}, its header lists {ids}")
+            parts.append((uri, start, stop))
+            lines += cram.shift_crai((cram.CraiLine(*(int(v) for v in x)) for x in o["crai"]), at)
+            at += stop - start
+        parts.append(cram.EOF)
+        storage.concatenate(layout.sample_file(sample, CRAM_SUFFIX), parts)
+        storage.write_bytes(layout.sample_file(sample, CRAM_SUFFIX + CRAI_SUFFIX), cram.crai_bytes(lines))
+    # the run's reference beside the CRAMs, so they stay readable as long as the run's results are kept (the
+    # FASTA the run was given may be replaced or deleted, and runs/ expires): reducer 0's copy of it (the
+    # commit may not read the user's references), copied by the server
+    staged = [(layout.run_reference_staged(s), layout.run_reference(s)) for s in ("", ".fai")]
+    storage.copy_many((src, dst, storage.head(src).size) for src, dst in staged)
+
+
+def _cram_pieces(uri: str, data: bytes | None) -> dict[str, dict[str, Any]]:
+    """A reducer's CRAM pieces per sample (every reducer of a ``--cram`` run writes them before its summary)."""
+    if data is None:
+        raise SeqlakeError(f"{uri} is missing: its reducer did not encode its CRAM pieces (was the run started "
+                           "with --cram after its reducers ran?)")
+    pieces: dict[str, dict[str, Any]] = json.loads(data)["samples"]
+    return pieces
+
+
+def write_reference(plan: Plan, dst: str) -> None:
+    """The run's reference as ``dst`` (a FASTA) and ``dst.fai``: the bases the run aligned to (checked
+    unchanged against the run's pin, the content it was planned with), copied server-side contig by contig
+    from the FASTA (or the store's one-line copy of a gzip-compressed one), each contig ``>name`` and its
+    lines, in the reference's order. Reducer 0 writes it with ``--cram`` (:meth:`RunLayout.run_reference_staged`)
+    and the commit copies it beside the CRAMs."""
+    from seqlake.plan.reference import check_unchanged, load_fasta_index
+
+    pin = plan.reference
+    if pin is None:
+        return
+    check_unchanged(pin)
+    index = load_fasta_index(pin)
+    parts: list[storage.Source] = []
+    fai: list[str] = []
+    at = 0
+    for c in index.contigs.values():
+        name = b">" + c.name.encode() + b"\n"
+        a, b = c.byte_range(0, c.length)
+        line_bytes = c.line_bytes if c.line_bytes > c.line_bases else c.line_bases + 1
+        fai.append(f"{c.name}\t{c.length}\t{at + len(name)}\t{c.line_bases}\t{line_bytes}\n")
+        parts += [name, (index.uri, a, b), b"\n"] if b > a else [name, b"\n"]
+        at += len(name) + b - a + 1
+    storage.concatenate(dst, parts)
+    storage.write_bytes(dst + ".fai", "".join(fai).encode())
