@@ -17,8 +17,8 @@ the sorted runs of :class:`seqlake.lake.slices.SliceSorter` spilled past their b
 upload) is sampled every ``--sample-seconds`` for its largest size, against the input's gzipped bytes
 (``--pairs 0``: the reads as they are, not copied). Prints one JSON line: peak RSS, CPU and wall seconds, exit
 code, the peak scratch, the objects the child wrote. ``--profile OUT.prof`` runs the child under cProfile
-instead (its CPU is then cProfile's too) and adds where its CPU went: by function (own time) and by seqlake
-step (cumulative). Nothing is asserted.
+instead, clocked by the process's CPU time (its CPU is then cProfile's too), and adds where its CPU went: by
+function (own time) and by seqlake step (cumulative). Nothing is asserted.
 
     nice -n 15 python bench/child_memory.py --reference ref-100M-5.fa --reads reads-100M-5-2000000-seed23 --pairs 0
 """
@@ -76,9 +76,11 @@ def _child(plan_uri: str, limit_mib: int, profile: str | None) -> None:
 
     plan = load_plan(plan_uri)
     if profile:
+        # bench/profile.py, on the path as this script's folder, would shadow the standard library's (cProfile's)
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
         import cProfile
 
-        with cProfile.Profile() as prof:
+        with cProfile.Profile(time.process_time) as prof:  # CPU, not wall: the machine is shared
             manifest = worker.process_child(plan, 0)
         prof.dump_stats(profile)
     else:
