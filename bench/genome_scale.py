@@ -21,6 +21,11 @@ once into ``--work`` (outside the repository by default; kept between runs, so a
 4. ``--compare``: the same reads through ``minimap2 -ax sr | samtools sort``, then ``samtools depth -a`` per
    contig: the share of bases at >= 10x and every maximal interval below each threshold, against the run's
    ``sample_summary.pct_genome_*`` and ``low_coverage`` rows (reads are not trimmed on either side).
+5. Bytes (issue 35): everything the run left under ``runs/<run_id>/`` against its BAMs' bytes
+   (``results/genomes/run_id=<run_id>/*.bam``), by kind of object; and the Batch jobs' scratch (the job
+   definition's ``TMPDIR``, the local cloud's ``<home>/hosts/scratch``): its largest size, sampled every
+   second while the run runs. ``--bytes-of HOME`` prints the bytes of the last run in any local cloud home
+   (e.g. one ``seqlake local run`` of the MiSeq pair).
 
 Prints one JSON result and a Markdown row; ``--out`` writes the JSON (``bench/work/genome-*.json`` is
 git-ignored). Nothing is asserted; a failed run is reported with the run's reason and the step that used
@@ -45,7 +50,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reduce import contig_lengths  # noqa: E402  (bench/ is this script's folder)
+from harness import FolderBytes, tree_bytes  # noqa: E402  (bench/ is this script's folder)
+from reduce import contig_lengths  # noqa: E402
 from seqlake.base.layout import REFERENCE_INDEXES  # noqa: E402
 from seqlake.demo_data.simulate import write_pairs  # noqa: E402
 from seqlake.lake.tables import THRESHOLDS  # noqa: E402
@@ -157,6 +163,29 @@ def probe(ref: Path, r1: Path, r2: Path, pairs: int) -> dict[str, float]:
             "pairs_per_second": round(done / seconds)}
 
 
+def _kind(rel: str) -> str:
+    """An object's kind: its key under the run with every child's or region's number as ``*``."""
+    return re.sub(r"=\d+", "=*", re.sub(r"/\d+\.json$", "/*.json", rel))
+
+
+def run_bytes(home: Path, run_id: str) -> dict[str, Any]:
+    """Everything the run left under ``runs/<run_id>/`` (by kind) against its BAMs' bytes."""
+    (bucket,) = (home / "s3").iterdir()
+    root = bucket / "runs" / run_id
+    kinds: dict[str, dict[str, int]] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        k = kinds.setdefault(_kind(str(path.relative_to(root))), {"objects": 0, "bytes": 0})
+        k["objects"] += 1
+        k["bytes"] += path.stat().st_size
+    genomes = bucket / "results" / "genomes" / f"run_id={run_id}"
+    bams = {p.name: p.stat().st_size for p in sorted(genomes.glob("*.bam"))}
+    runs = sum(k["bytes"] for k in kinds.values())
+    bam = sum(bams.values())
+    return {"runs_bytes": runs, "bam_bytes": bam, "bams": bams, "ratio": round(runs / bam, 3) if bam else None,
+            "results_bytes": tree_bytes(bucket / "results"),
+            "by_kind": dict(sorted(kinds.items(), key=lambda kv: -kv[1]["bytes"]))}
+
+
 def run_local(args: argparse.Namespace, home: Path, ref: Path, r1: Path, r2: Path) -> dict[str, Any]:
     """``seqlake local run`` as a user types it, with S3 latency; wall time, exit code, its last lines."""
     cmd = [sys.executable, "-m", "seqlake", "local", "run", "--home", str(home), "--reference", str(ref),
@@ -172,13 +201,15 @@ def run_local(args: argparse.Namespace, home: Path, ref: Path, r1: Path, r2: Pat
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SEQLAKE_LOCAL_S3_LATENCY_MS": str(args.latency_ms),
            "SEQLAKE_HOME": str(home)}
     t0 = time.perf_counter()
-    out = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True, check=False)
+    with FolderBytes(home / "hosts" / "scratch") as scratch:
+        out = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
     (home / "bench-run.log").write_text(out.stdout + out.stderr)
     rss = [int(line.split()[-1]) for line in out.stderr.splitlines() if "Maximum resident set size" in line]
     return {"command": " ".join(["SEQLAKE_LOCAL_S3_LATENCY_MS=" + str(args.latency_ms), *cmd[1:]]),
             "exit_code": out.returncode, "seconds": round(seconds, 1),
             "largest_process_peak_rss_mb": round(rss[0] / 1024) if rss else None,
+            "scratch_peak_bytes": int(scratch.peak), "scratch_samples": scratch.samples,
             "last_lines": (out.stdout + out.stderr).strip().splitlines()[-12:]}
 
 
@@ -531,7 +562,7 @@ def section(work: Path) -> list[str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", required=True, help="genome size: 4M, 100M, 1.5G ...")
+    p.add_argument("--size", help="genome size: 4M, 100M, 1.5G ... (required but with --bytes-of)")
     p.add_argument("--contigs", type=int, default=5)
     p.add_argument("--depth", type=float, default=30.0)
     p.add_argument("--pairs", type=int, default=0, help="read pairs (instead of --depth)")
@@ -556,8 +587,16 @@ def main() -> int:
     p.add_argument("--recommit", action="store_true",
                    help="invoke only the commit again on the kept home's finished run (the code checked out now) "
                         "and record its REPORT as the row's commit in --out")
+    p.add_argument("--bytes-of", type=Path, default=None, metavar="HOME",
+                   help="only print the bytes under runs/ of the last run in this local cloud home against its BAMs")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
+    if args.bytes_of:
+        print(json.dumps({"run_id": _run_record(args.bytes_of)["run_id"],
+                          **run_bytes(args.bytes_of, _run_record(args.bytes_of)["run_id"])}, indent=2))
+        return 0
+    if not args.size:
+        p.error("--size is required")
     args.work.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()[0]
     ref, r1, r2, result = _inputs(args, args.work)
@@ -592,6 +631,8 @@ def main() -> int:
     result["run_id"], result["status"] = record.get("run_id"), record.get("status", "NO RUN")
     result["reason"] = (record.get("status_json") or {}).get("reason") or record.get("cause")
     result["steps"] = summarize(lambda_reports(home), batch_attempts(home))
+    if result["run_id"]:
+        result["bytes"] = run_bytes(home, result["run_id"])
     if args.compare and result["status"] == "SUCCEEDED":  # a failed run committed no tables to compare
         result["compare"] = compare(args, ref, r1, r2, home, result["run_id"], args.work)
     result["load_average"] = [load0, os.getloadavg()[0]]

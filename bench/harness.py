@@ -307,17 +307,19 @@ def _gnu_time_maxrss(path: Path) -> int | None:
     return None
 
 
-class TreeMemory:
-    """The peak of a process tree's summed PSS, sampled every 50 ms on a thread while it runs: what the
-    tree holds in RAM, pages shared by forked processes (a child's alignment processes share its index)
-    counted once, where RSS counts them in every process. A sample can miss a peak shorter than 50 ms."""
+class Sampled:
+    """A quantity sampled every ``every`` seconds on a thread while a ``with`` block runs: its peak, and how
+    many samples were taken. A sample can miss a peak shorter than ``every``."""
 
-    def __init__(self, pid: int, every: float = 0.05) -> None:
-        self.pid, self.every, self.peak_mb = pid, every, 0.0
+    def __init__(self, every: float) -> None:
+        self.every, self.peak, self.samples = every, 0.0, 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> TreeMemory:
+    def sample(self) -> float:
+        raise NotImplementedError
+
+    def __enter__(self) -> Sampled:
         self._thread.start()
         return self
 
@@ -327,7 +329,46 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self._done.wait(self.every):
-            self.peak_mb = max(self.peak_mb, sum(_pss_kib(p) for p in _tree(self.pid)) / 1024)
+            self.peak = max(self.peak, self.sample())
+            self.samples += 1
+
+
+class TreeMemory(Sampled):
+    """The peak of a process tree's summed PSS (MB), sampled every 50 ms: what the tree holds in RAM, pages
+    shared by forked processes (a child's alignment processes share its index) counted once, where RSS counts
+    them in every process."""
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        super().__init__(every)
+        self.pid = pid
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak
+
+    def sample(self) -> float:
+        return sum(_pss_kib(p) for p in _tree(self.pid)) / 1024
+
+
+def tree_bytes(root: Path) -> int:
+    """The bytes of every file under ``root`` (0 when it is gone); a file that vanishes while walked counts 0."""
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+class FolderBytes(Sampled):
+    """The largest size of a folder (bytes of its files), sampled every ``every`` seconds: a job's scratch."""
+
+    def __init__(self, root: Path, every: float = 1.0) -> None:
+        super().__init__(every)
+        self.root = root
+
+    def sample(self) -> float:
+        return tree_bytes(self.root)
 
 
 def _tree(pid: int) -> list[int]:
