@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from seqlake.base.metadata import illumina_fields, parse_control
-from seqlake.lake.depth import Profile, add_profiles, cigar_blocks, profile_of_blocks
+from seqlake.lake.depth import DepthAccumulator, Profile, add_profiles, cigar_blocks, profile_of_blocks
 from seqlake.lake.tables import DEPTH_CAP, THRESHOLDS
 
 
@@ -42,6 +42,41 @@ def test_summed_profiles_equal_the_capped_per_base_depth_whatever_the_split() ->
             low[a:b] = True
         assert (low == (truth < t)).all()
         assert (s[1:] > e[:-1]).all()  # merged: no two intervals touch
+
+
+def test_the_accumulator_sums_its_batches_exactly_and_sweeps_each_run_a_logarithmic_number_of_times(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of reads that barely overlap (a child's share of a big genome): the accumulator's profile is the
+    capped per-base depth of all of them, whatever it read in between; the runs it sweeps grow as n log n, not
+    as n times the batches (folding each batch into the whole profile swept ~batches/2 times the runs)."""
+    import seqlake.lake.depth as depth_module
+
+    rng = np.random.default_rng(11)
+    length, batches, per_batch = 2_000_000, 200, 500
+    starts = rng.integers(0, length - 150, batches * per_batch)
+    ends = starts + rng.integers(1, 150, len(starts))
+    swept = [0]
+    real_sweep = depth_module._sweep
+
+    def counted(positions: np.ndarray, deltas: np.ndarray) -> Profile:
+        swept[0] += len(positions)
+        return real_sweep(positions, deltas)
+
+    monkeypatch.setattr(depth_module, "_sweep", counted)
+    acc = DepthAccumulator()
+    for b in range(batches):
+        cut = slice(b * per_batch, (b + 1) * per_batch)
+        acc.add_blocks({"chr": (starts[cut], ends[cut])})
+        if b == batches // 2:
+            assert len(acc.profiles["chr"])  # read in the middle: the sums go on exactly
+    whole = profile_of_blocks(starts, ends)
+    got = acc.profiles["chr"]
+    assert (got.start == whole.start).all() and (got.end == whole.end).all() and (got.depth == whole.depth).all()
+    boundaries = 2 * len(starts)  # what one sweep of every batch's blocks takes
+    # ~log2(200) ~ 8 merges each plus its batch's own sweep and the middle read; one whole profile folded with
+    # every batch swept ~batches / 2 = 100 times the boundaries
+    assert swept[0] < boundaries * 16, swept[0]
+    assert len(acc._stacks["chr"]) == 1
 
 
 def test_an_empty_profile_is_one_interval_below_every_threshold() -> None:

@@ -181,10 +181,17 @@ def depth_blocks(table: pa.Table) -> dict[str, tuple[I64, I64]]:
 
 
 class DepthAccumulator:
-    """One sample's capped depth profiles per contig, folded batch by batch."""
+    """One sample's capped depth profiles per contig, folded batch by batch.
+
+    Each contig keeps a stack of partial sums, each at least twice the runs of the one above it (a binary
+    counter's carries): a batch is summed into the profile below only once that profile is no more than twice
+    its size. Folding every batch into one whole profile re-sorted that profile at every batch, a cost that grew
+    with the square of the batches where the reads barely overlap (a child of 2 M pairs over a 100 Mb genome:
+    17 % of its CPU in that sort); here each run is swept O(log batches) times. The sums are exact in any
+    order (:func:`add_profiles`)."""
 
     def __init__(self) -> None:
-        self.profiles: dict[str, Profile] = {}
+        self._stacks: dict[str, list[Profile]] = {}
 
     def add_blocks(self, blocks: Mapping[str, tuple[I64, I64]]) -> None:
         """Add a batch's aligned blocks per contig (:func:`depth_blocks`)."""
@@ -192,5 +199,16 @@ class DepthAccumulator:
             self.add(contig, profile_of_blocks(starts, ends))
 
     def add(self, contig: str, profile: Profile) -> None:
-        old = self.profiles.get(contig)
-        self.profiles[contig] = profile if old is None else add_profiles(old, profile)
+        stack = self._stacks.setdefault(contig, [])
+        stack.append(profile)
+        while len(stack) > 1 and len(stack[-2]) <= 2 * len(stack[-1]):
+            top = stack.pop()
+            stack[-1] = add_profiles(stack[-1], top)
+
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        """Each contig's whole profile (its partial sums summed, and kept so)."""
+        for stack in self._stacks.values():
+            if len(stack) > 1:
+                stack[:] = [add_profiles(*stack)]
+        return {contig: stack[0] for contig, stack in self._stacks.items()}

@@ -32,8 +32,11 @@ def to_arrow(table_name: str, columns: Mapping[str, Sequence[Any]], schema: pa.S
 
 
 def _put(local: Path, uri: str) -> None:
+    """Move ``local`` to ``uri``: gone from the local disk afterwards either way (an uploaded part or slices
+    object left behind held a child's scratch until its end: 122 MB of a 2 M-pair child's 1.3 GB peak)."""
     if storage.is_s3(uri):
         storage.upload(local, uri)
+        local.unlink()
     else:
         dest = Path(uri)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +49,8 @@ def _put(local: Path, uri: str) -> None:
 
 
 def put_file(local: Path, uri: str) -> None:
-    """Put a finished local file at ``uri`` (one upload, or a rename on the same file system)."""
+    """Put a finished local file at ``uri`` (one upload, or a rename on the same file system); the local file is
+    gone afterwards."""
     _put(local, uri)
 
 
