@@ -188,3 +188,30 @@ def test_a_gzip_reference_is_kept_as_plain_fasta(tmp_path: Path, samtools: str) 
     count = subprocess.run([samtools, "view", "-c", "-T", str(ref), str(genomes / "demo.cram")], capture_output=True,
                            text=True, check=True).stdout
     assert int(count) == 39_866
+
+
+def test_a_piece_encoded_with_other_read_groups_fails_the_commit_naming_it(tmp_path: Path) -> None:
+    """A CRAM record's read group is an index into its header's ``@RG`` list: a reducer's piece encoded under
+    another list than the header the commit writes would give its reads the wrong groups, silently. The commit
+    joins the pieces only when each was encoded with the header's own list."""
+    from seqlake.base.errors import SeqlakeError
+    from seqlake.lake.regions import load_reduce_plan
+    from seqlake.plan.planfile import load_plan
+    from seqlake.reduce.bams import write_crams
+    from seqlake.reduce.cramencode import group_read_groups
+
+    r1, r2, reference = demo_data.paths()
+    out = tmp_path / "out"
+    _genomes(out, [str(r1), str(r2)], Path(reference), "--cram")
+    (plan_file,) = out.glob("runs/*/plan.json")
+    plan = load_plan(str(plan_file))
+    rp = load_reduce_plan(plan)
+    groups = group_read_groups(plan, range(plan.array_size))  # the children's, as the commit lists them
+    write_crams(plan, rp, {}, {}, groups)  # the run's own pieces: joined again
+    offsets = Path(plan.layout.region_crams_offsets(0))
+    pieces = json.loads(offsets.read_text())
+    pieces["samples"]["demo"]["read_groups"] = ["another-group"]
+    offsets.write_text(json.dumps(pieces))
+    with pytest.raises(SeqlakeError, match=r"region=00000\.cram: sample demo's pieces were encoded with the read "
+                                           r"groups \['another-group'\]"):
+        write_crams(plan, rp, {}, {}, groups)

@@ -1,6 +1,7 @@
 """SAM text read into :class:`~seqlake.formats.bam.Records`: what the comparisons with ``minimap2 -ax sr |
 samtools sort`` and the tests parse. Only the fields a BAM record holds; of the tags, the integer (``i``) and
-string (``Z``, ``A``) ones are kept as BAM stores them, others (``f``, ``B``, ``H``) are dropped."""
+string (``Z``, ``A``) ones are kept as BAM stores them, others (``f``, ``B``, ``H``) are dropped. And a header's
+read group IDs (:func:`read_group_ids`)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,9 @@ def records(lines: Iterable[str], tids: Mapping[str, int]) -> Records:
     tags = concat_tags(Ragged.of([b"".join(t) for t in per_tag]))
     return Records(tid, ints(3) - 1, ints(4), ints(1), next_tid, ints(7) - 1, ints(8),
                    Ragged.of([r[0].encode() for r in rows]), cigar, seq, qual, tags)
+
+
+def read_group_ids(text: str) -> list[str]:
+    """The ``@RG`` IDs of a SAM header, in order (a CRAM record's read group is an index into them)."""
+    return [field[3:] for line in text.splitlines() if line.startswith("@RG")
+            for field in line.split("\t") if field.startswith("ID:")]

@@ -29,6 +29,7 @@ from seqlake.base import storage
 from seqlake.base.errors import SeqlakeError
 from seqlake.base.layout import BAI_SUFFIX, BAM_SUFFIX, CRAI_SUFFIX, CRAM_SUFFIX, CSI_SUFFIX, RunLayout
 from seqlake.formats import bai, bam, bgzf, cram
+from seqlake.formats.sam import read_group_ids
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.readgroups import ReadGroup, read_group
 from seqlake.lake.regions import ReducePlan
@@ -297,7 +298,7 @@ def write_crams(plan: Plan, rp: ReducePlan, md5: Mapping[str, str], software: Ma
         at = len(head)
         pieces = [(layout.region_crams(r), offsets[r][sample]) for r in regions if sample in offsets[r]]
         pieces += [tails[sample]] if sample in tails else []
-        ids = [g.id for g in (read_groups or {}).get(sample, ())] or [read_group(sample, {}, {}, "").id]
+        ids = read_group_ids(text)  # the header's own: what the reducers' pieces must have been encoded with
         for uri, o in pieces:
             start, stop = (int(x) for x in o["piece"])
             if stop <= start:

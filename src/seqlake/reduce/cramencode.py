@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from seqlake.base import storage
 from seqlake.formats import bam, bgzf, cram
+from seqlake.formats.sam import read_group_ids
 from seqlake.lake.parquet_io import put_file
 from seqlake.lake.readgroups import ReadGroup
 from seqlake.plan.planfile import Plan
@@ -98,12 +99,6 @@ def _copy_range(src: Path, start: int, stop: int, dst: BinaryIO) -> None:
                 raise ValueError(f"{src}: shorter than {stop} bytes")
             dst.write(chunk)
             left -= len(chunk)
-
-
-def read_group_ids(text: str) -> list[str]:
-    """The ``@RG`` IDs of a SAM header, in order (a CRAM record's read group is an index into them)."""
-    return [field[3:] for line in text.splitlines() if line.startswith("@RG")
-            for field in line.split("\t") if field.startswith("ID:")]
 
 
 class RegionCrams:
