@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-HASH   := $(shell cat pyproject.toml localcloud/pyproject.toml constraints.txt scripts/install_mappy.py | cksum | cut -d' ' -f1)
+HASH   := $(shell cat pyproject.toml localcloud/pyproject.toml constraints.txt scripts/install_mappy.py scripts/mappy/* | cksum | cut -d' ' -f1)
 # two installs: the `local` extra (what `make demo` needs: the app and its local cloud) and the `dev` extra (the
 # tests' and linters' packages besides); a dev install is a local one too, so it leaves both stamps
 STAMP  := $(VENV)/.installed-$(HASH)

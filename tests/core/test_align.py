@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import align_reference
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from seqlake import demo_data
 from seqlake.child import align
 from seqlake.lake import coverage
 from seqlake.lake.staging import AlignStats
@@ -160,10 +160,10 @@ def test_threads_give_the_same_rows_in_the_same_order(
     ran_in = tmp_path / "pids"
     pairs = align.ReadAligner._pairs
 
-    def recorded(self: align.ReadAligner, *args: object) -> None:
+    def recorded(self: align.ReadAligner, *args: object) -> align.AlignedBatch:
         with ran_in.open("a") as log:  # the alignment processes are forked: they log to a file
             log.write(f"{os.getpid()}\n")
-        pairs(self, *args)  # type: ignore[arg-type]
+        return pairs(self, *args)  # type: ignore[arg-type]
 
     one, stats_one = _align_miseq(miseq, index)
     monkeypatch.setattr(align.ReadAligner, "_pairs", recorded)
@@ -229,29 +229,91 @@ def test_aligning_pairs_keeps_no_memory_per_pair(reference: Path, ref_cache: Pat
     assert grown < 20_000 * 16, f"the C heap grew by {grown} bytes over 20,000 pairs"
 
 
-def test_the_fast_path_of_a_pair_writes_the_rows_of_the_general_one(
-    reference: Path, ref_cache: Path, monkeypatch: pytest.MonkeyPatch
+def _reference_rows(r1: Path, r2: Path | None, index: str, edit: Any = None) -> tuple[
+        tuple[pa.Table, list[AlignStats]], tuple[pa.Table, list[AlignStats]]]:
+    """Every read of a file (or pair) through the child's aligner and through the per-hit Python reference
+    (tests/core/align_reference.py), one call per chunk; ``edit`` may change a chunk's reads first."""
+    import mappy
+
+    reference = mappy.Aligner(index, preset="sr", n_threads=1)
+    ours, theirs = [], []
+    with align.ReadAligner(index) as aligner:
+        first = 0
+        chunks2 = fastq.iter_file_chunks(str(r2)) if r2 else None
+        for c1 in fastq.iter_file_chunks(str(r1)):
+            rec1 = chunks.parse_chunk(c1, "R1", first)
+            names, idx = rec1.names(), list(range(first, first + len(rec1)))
+            if chunks2 is not None:
+                seqs = [rec1.sequences(), chunks.parse_chunk(next(chunks2), "R2", first).sequences()]
+                if edit is not None:
+                    edit(seqs)
+                ours.append(aligner.submit_pairs(names, seqs[0], seqs[1], idx, "s").result())
+                theirs.append(align_reference.map_pairs(reference, names, seqs[0], seqs[1], idx, "s"))
+            else:
+                seqs = [rec1.sequences()]
+                if edit is not None:
+                    edit(seqs)
+                ours.append(aligner.submit_single(names, seqs[0], idx, "s").result())
+                theirs.append(align_reference.map_single(reference, names, seqs[0], idx, "s"))
+            first += len(rec1)
+
+    def summed(batches: list[tuple[pa.Table, Any]]) -> tuple[pa.Table, list[AlignStats]]:
+        stats = [AlignStats() for _ in batches[0][1]]
+        for _, counts in batches:
+            for total, c in zip(stats, counts, strict=True):
+                total.merge(c)
+        return pa.concat_tables([t for t, _ in batches]), stats
+
+    return summed([(b.rows, b.stats) for b in ours]), summed(theirs)
+
+
+def _cut_some_mates(seqs: list[list[str]]) -> None:
+    """Empty mate 1 of every 7th pair, mate 2 of every 11th, both of every 13th; reverse every 5th mate 2
+    (pairs the wrong way round: no proper pair); random bases for every 17th mate 1 (unmapped)."""
+    rng = np.random.default_rng(17)
+    for i in range(len(seqs[0])):
+        if i % 5 == 0 and len(seqs) == 2:
+            seqs[1][i] = seqs[1][i][::-1]
+        if i % 7 == 0:
+            seqs[0][i] = ""
+        if i % 11 == 0 and len(seqs) == 2:
+            seqs[1][i] = ""
+        if i % 13 == 0:
+            seqs[0][i] = ""
+            if len(seqs) == 2:
+                seqs[1][i] = ""
+        if i % 17 == 0:
+            seqs[0][i] = "".join(rng.choice(list("ACGT"), 150))
+
+
+@pytest.mark.parametrize("case", ["miseq-pairs", "miseq-single", "miseq-cut", "repeats-pairs", "repeats-single"])
+def test_batch_mapping_writes_the_rows_of_the_per_hit_reference(
+    case: str, request: pytest.FixtureRequest, reference: Path, ref_cache: Path, tmp_path: Path
 ) -> None:
-    """Pairs with one primary hit per mate take ``_one_hit_each``; without it every pair goes through
-    ``_pair_primaries`` and ``_emit``: the same rows and counts."""
-    index = _index(reference)
-    r1, r2 = demo_data.paths()[:2]
-    fast, fast_stats = _align_files(r1, r2, index)
-    taken = []
-    one_hit_each = align._one_hit_each
-
-    def counted(*args: Any) -> tuple[bool, int, int] | None:
-        done = one_hit_each(*args)
-        taken.append(done is not None)
-        return done
-
-    monkeypatch.setattr(align, "_one_hit_each", counted)
-    _align_files(r1, r2, index)
-    assert sum(taken) > 0.9 * len(taken), "most pairs take the fast path"
-    monkeypatch.setattr(align, "_one_hit_each", lambda *args: None)
-    general, general_stats = _align_files(r1, r2, index)
-    assert fast.equals(general)
-    assert fast_stats == general_stats
+    """``mappy.seqlake_map_batch`` (C, compiled into mappy by scripts/install_mappy.py) writes the rows and
+    counts the per-hit Python reference writes from mappy's own ``map``: the MiSeq pair (164 supplementary
+    rows), its mate 1 alone, the pair with empty, reversed and random mates, and reads in a repeat with
+    chimeric mates (several primaries per mate: the pairing step's choice of SAM primary)."""
+    if case.startswith("miseq"):
+        r1, r2 = request.getfixturevalue("miseq")
+        index = _index(reference)
+    else:
+        ref, r1, r2 = _repeat_genome_and_reads(tmp_path)
+        index = _index(ref)
+    (ours, our_stats), (theirs, their_stats) = _reference_rows(
+        r1, None if case.endswith("single") else r2, index, _cut_some_mates if case.endswith("cut") else None)
+    assert ours.num_rows >= 1_500 and ours.num_rows == theirs.num_rows
+    for name in ours.column_names:  # column by column: a difference names its column
+        assert ours.column(name).equals(theirs.column(name)), name
+    assert ours.equals(theirs)
+    assert our_stats == their_stats
+    flags = ours.column("flag").to_numpy()
+    if case == "miseq-pairs":
+        assert ((flags & 0x800) != 0).sum() > 150
+    if case == "miseq-cut":
+        assert ((flags & 0x4) != 0).sum() > 1_000 and ((flags & 0x8) != 0).sum() > 1_000
+    if case == "repeats-pairs":
+        assert ((flags & 0x802) == 0x802).sum() == 0 and ((flags & 0x800) != 0).sum() >= 75
 
 
 # -- coverage ---------------------------------------------------------------------------------------

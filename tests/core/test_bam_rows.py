@@ -77,3 +77,41 @@ def test_records_of_a_batch_are_valid_bam(tmp_path: Path, samtools: str) -> None
         if int(f[1]) & 0x10:
             read, qual = read.translate(comp)[::-1], qual[::-1]
         assert (f[9].encode(), f[10].encode()) == (read, qual), f[0]
+
+
+@pytest.mark.parametrize(("seed", "read_length"), [(0, None), (1, None), (2, 45), (3, 1), (4, None)])
+def test_the_compiled_encoder_writes_the_records_of_the_numpy_path(seed: int, read_length: int | None) -> None:
+    """The child's compiled encoder (seqlake.child.bamencode, scripts/mappy/seqlake_batch.h) writes the bytes
+    ``bam.encode(records_of(...))`` writes, byte for byte: bases in either case and IUPAC codes, reverse rows,
+    unmapped rows placed by their mate or not at all, reads of odd and of zero length, NM values of every
+    integer width, a read group per row from several lanes; and each record's start and reference end."""
+    from seqlake.child.bamencode import encode_rows
+
+    rng = random.Random(seed)
+    rows, reads = random_batch(rng, rng.randint(40, 120), read_length)
+    rows = dataclasses.replace(rows, names=pa.array([f"r{i}" for i in range(len(rows.flag))]))
+    n = len(rows.flag)
+    widths = [0, 3, 255, 256, 70_000, 2**31 + 5, -5, -200, -40_000]  # C, S, I, c, s, i
+    nm = np.array([rng.choice(widths) for _ in range(n)], dtype=np.int64)
+    mapq = np.array([rng.randint(0, 255) for _ in range(n)], dtype=np.int64)
+    for group in ("s", (["s.L1", "s.L2", "s.L3"], np.array([rng.randint(0, 2) for _ in range(n)], dtype=np.int64))):
+        want = records_of(rows, reads, mapq=mapq, nm=nm, read_group=group)
+        data, starts = bam.encode(want)
+        got = encode_rows(rows, reads, mapq=mapq, nm=nm, read_group=group)
+        assert bytes(got.data) == data
+        assert got.starts.tolist() == starts.tolist()
+        assert got.end.tolist() == want.end().tolist()
+        assert (got.tid.tolist(), got.pos.tolist(), got.flag.tolist()) == (
+            want.tid.tolist(), want.pos.tolist(), want.flag.tolist())
+
+
+def test_the_compiled_encoder_refuses_offsets_outside_its_buffers() -> None:
+    """A read's bases past the end of the reads' buffer are refused, not read (no out-of-bounds access)."""
+    from seqlake.child.bamencode import encode_rows
+
+    rows, reads = random_batch(random.Random(5), 20, 30)
+    rows = dataclasses.replace(rows, names=pa.array([f"r{i}" for i in range(len(rows.flag))]))
+    n = len(rows.flag)
+    bad = dataclasses.replace(reads, seq_start=reads.seq_start + len(reads.data))
+    with pytest.raises(ValueError, match="record 0: its bases or qualities are outside the reads"):
+        encode_rows(rows, bad, mapq=np.zeros(n, dtype=np.int64), nm=np.zeros(n, dtype=np.int64), read_group="s")

@@ -16,6 +16,11 @@ at most ``max_frag_len`` (800 for ``sr``) after the forward mate ends: mappy doe
 only), 0x8 / 0x20 from the mate's SAM primary, 0x40 / 0x80 for mate 1 / 2. CIGARs carry
 soft clips for every alignment (as ``minimap2 -Y``; the command line hard-clips supplementary ones).
 
+These rules run in C, a chunk of reads per call: ``mappy.seqlake_map_batch`` (scripts/mappy/seqlake_batch.h,
+compiled into seqlake's mappy build by scripts/install_mappy.py) returns the chunk's rows as column buffers, which
+:func:`rows_table` makes an Arrow table without a Python object per row; tests/core/align_reference.py computes
+the same rows per hit from mappy's own ``map`` and tests/core/test_align.py holds the two equal.
+
 The aligner loads a minimap2 index it is given (:func:`seqlake.plan.reference.local_index`): the
 planner built it once, before the fan-out, and the reference's contigs come with it
 (:func:`seqlake.plan.reference.load_contigs`), so no sequence of the reference is held here.
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +45,6 @@ from seqlake.lake.tables import BY_NAME
 
 #: minimap2 ``sr`` preset: max_frag_len, the pairing distance of ``mm_pair``
 SR_MAX_FRAG_LEN = 800
-
-#: (read name, mate, read index, read length)
-_Read = tuple[str, int, int, int]
-
 
 #: the ``alignments`` columns of one read's alignment, in order (the table adds ``sample`` and the mate's columns)
 ROW_COLUMNS = (
@@ -61,52 +62,56 @@ ROW_COLUMNS = (
     "is_primary",
     "read_len",
 )
-#: what a row tuple holds: ``pos`` (``start`` + 1), ``strand`` and ``is_primary`` follow from the
-#: 0-based start and the flag, and are derived per batch (not per row) when the columns are built
-_STORED = ("mate", "read_name", "read_index", "flag", "contig", "start", "end_pos", "mapq", "cigar", "nm", "read_len")
-_WIDTH = len(_STORED)
-#: minimap2's CIGAR operator letters (``MM_CIGAR_STR``), indexed by the op code mappy returns
-_CIGAR_OPS = "MIDNSHP=XB"
 
 
-class AlignmentColumns:
-    """``alignments`` rows as one flat list of values, :data:`_STORED` after :data:`_STORED` (one
-    ``extend`` per read or pair: no per-row list, no transposition), sliced into columns per batch."""
+def rows_table(mapped: dict[str, bytes], names: Sequence[str], read_index: Sequence[int], contigs: pa.Array, *,
+               sample: str, schema: pa.Schema) -> pa.Table:
+    """The ``alignments`` rows of one mapped call as a table of ``schema``, from the column buffers
+    ``mappy.seqlake_map_batch`` returns (``contigs``: the index's contig names, which its ``tid`` indexes):
+    built in NumPy and Arrow, nothing per row in Python."""
+    import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
 
-    def __init__(self) -> None:
-        self.values: list[Any] = []
+    types = {f.name: f.type for f in schema}
+    pair = np.frombuffer(mapped["pair"], dtype=np.int32)
+    n = len(pair)
+    tid = np.frombuffer(mapped["tid"], dtype=np.int32)
+    unmapped = tid < 0
+    flag = np.frombuffer(mapped["flag"], dtype=np.uint16).astype(np.int32)
 
-    def __len__(self) -> int:
-        return len(self.values) // _WIDTH
+    def column(key: str, dtype: str, name: str, shift: int = 0) -> pa.Array:
+        values = np.frombuffer(mapped[key], dtype=dtype).astype(types[name].to_pandas_dtype()) + shift
+        return pa.array(values, mask=unmapped, type=types[name])
 
-    def _stored(self) -> dict[str, list[Any]]:
-        return {name: self.values[k::_WIDTH] for k, name in enumerate(_STORED)}
+    text_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.frombuffer(mapped["text_len"], dtype=np.int32), out=text_offsets[1:])
+    valid = pa.py_buffer(np.packbits(~unmapped, bitorder="little"))
+    arrays: dict[str, pa.Array] = {
+        "mate": pa.array(np.frombuffer(mapped["mate"], dtype=np.uint8).astype(np.int8), type=types["mate"]),
+        "read_name": pa.array(names, type=pa.string()).take(pair),
+        "read_index": pa.array(np.asarray(read_index, dtype=np.int64)[pair], type=types["read_index"]),
+        "flag": pa.array(flag, type=types["flag"]),
+        "contig": contigs.take(pa.array(tid, mask=unmapped)).cast(types["contig"]),
+        "pos": column("start", "<i4", "pos", 1),
+        "end_pos": column("end", "<i4", "end_pos"),
+        "mapq": column("mapq", "u1", "mapq"),
+        "cigar": pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(text_offsets),
+                                                        pa.py_buffer(mapped["text"])]).cast(types["cigar"]),
+        "nm": column("nm", "<i4", "nm"),
+        "read_len": pa.array(np.frombuffer(mapped["read_len"], dtype=np.int32), type=types["read_len"]),
+        "is_primary": pa.array((flag & 0x800) == 0, type=types["is_primary"]),
+    }
+    rev = pa.array((flag & 0x10) != 0)
+    arrays["strand"] = pc.if_else(arrays["contig"].is_null(), pa.scalar(None, pa.string()),
+                                  pc.if_else(rev, "-", "+")).cast(types["strand"])
+    arrays.update(mate_columns(arrays, types))
+    arrays["sample"] = pa.array([sample], type=types["sample"]).take(np.zeros(n, dtype=np.int64))
+    return pa.table([arrays[f.name] for f in schema], schema=schema)
 
-    def to_arrow(self, sample: str, schema: pa.Schema) -> pa.Table:
-        """The rows as an ``alignments`` table (``schema``), built column-wise in Arrow."""
-        import pyarrow.compute as pc  # here, not at the top: a child that does not align never loads it
-        c = self._stored()
-        n = len(self)
-        types = {f.name: f.type for f in schema}
-        arrays: dict[str, pa.Array] = {
-            name: pa.array(c[name], type=types[name])
-            for name in ("read_name", "contig", "end_pos", "mapq", "cigar", "nm")
-        }
-        # the columns every row fills: through NumPy, which converts a list of ints faster than Arrow
-        for name in ("mate", "read_index", "flag", "read_len"):
-            arrays[name] = pa.array(np.array(c[name], dtype=types[name].to_pandas_dtype()), type=types[name])
-        start = pa.array(c["start"], type=pa.int64())
-        arrays["pos"] = pc.add(start, 1).cast(types["pos"])
-        flag = arrays["flag"].to_numpy()
-        unmapped = arrays["contig"].is_null()
-        rev = pa.array((flag & 0x10) != 0)
-        arrays["strand"] = pc.if_else(unmapped, pa.scalar(None, pa.string()), pc.if_else(rev, "-", "+")).cast(
-            types["strand"]
-        )
-        arrays["is_primary"] = pa.array((flag & 0x800) == 0, type=types["is_primary"])
-        arrays.update(mate_columns(arrays, types))
-        arrays["sample"] = pa.array([sample], type=types["sample"]).take(np.zeros(n, dtype=np.int64))
-        return pa.table([arrays[f.name] for f in schema], schema=schema)
+
+def mapped_stats(mapped: dict[str, bytes], mates: int) -> tuple[AlignStats, ...]:
+    """Per mate, the counts ``mappy.seqlake_map_batch`` kept: mapped reads, properly paired, MAPQ sum."""
+    counts = np.frombuffer(mapped["stats"], dtype=np.int64).reshape(2, 3).tolist()
+    return tuple(AlignStats(*counts[m]) for m in range(mates))
 
 
 def mate_columns(arrays: dict[str, pa.Array], types: dict[str, pa.DataType]) -> dict[str, pa.Array]:
@@ -170,52 +175,6 @@ def alignment_spans(table: pa.Table) -> Iterator[tuple[str, npt.NDArray[np.int64
         yield name, starts[sel], ends[sel]
 
 
-def _cigar(hit: Any, read_len: int, revcomp_query: bool) -> str:
-    """The CIGAR with soft clips. mappy's query coordinates are those of the sequence it aligned,
-    which for mate 2 of a pair is the reverse complement of the read (``cmappy.h``). An int's formatting is
-    most of a CIGAR's cost: short pieces come from tables."""
-    left, right = hit.q_st, read_len - hit.q_en
-    if (hit.strand < 0) != revcomp_query:
-        left, right = right, left
-    c = hit.cigar
-    n, op = c[0]
-    ops = _MATCH_STR[n] if len(c) == 1 and op == 0 and n < _TABLED_LEN else _cigar_ops(c)
-    if left or right:
-        return _clip(left) + ops + _clip(right)
-    return ops
-
-
-def _clip(n: int) -> str:
-    return _CLIP_STR[n] if n < _TABLED_LEN else f"{n}S"
-
-
-def _dp_score(hit: Any) -> int:
-    """The alignment's DP score under the ``sr`` scoring (match 2, mismatch 8, gaps
-    min(12 + 2l, 24 + l)), from its CIGAR and NM: mappy does not expose minimap2's ``dp_max``."""
-    aligned = gaps = gap_pen = 0
-    for n, op in hit.cigar:
-        if op == 0:
-            aligned += n
-        elif op in (1, 2):
-            gaps += n
-            gap_pen += min(12 + 2 * n, 24 + n)
-    mismatches = int(hit.NM) - gaps
-    return 2 * (aligned - mismatches) - 8 * mismatches - gap_pen
-
-
-def _proper(a: Any, b: Any, max_gap: int) -> bool:
-    """``mm_pair``'s geometry: one forward and one reverse hit on one contig, the forward hit
-    leftmost, the reverse hit starting at most ``max_gap`` after the forward hit ends."""
-    if a.ctg != b.ctg or a.strand == b.strand:
-        return False
-    fwd, rev = (a, b) if a.strand > 0 else (b, a)
-    return bool(rev.r_st >= fwd.r_st and rev.r_st - fwd.r_en <= max_gap)
-
-
-#: minimap2's default ``pe_bonus`` (``options.c``)
-PE_BONUS = 33
-#: minimap2 ``sr`` ``max_gap``, the floor of the pairing distance
-SR_MAX_GAP = 100
 #: reads per part below which a call is not cut into parts (the cut costs more than it saves)
 MIN_READS_PER_THREAD = 256
 #: submitted calls left aligning behind the caller: one keeps the processes busy while the caller
@@ -325,6 +284,14 @@ class ReadAligner:
         self._aligner = mappy.Aligner(index_path, preset=preset, n_threads=1)
         if not self._aligner:
             raise ValueError(f"could not load the minimap2 index {index_path}")
+        #: the batch mapping scripts/install_mappy.py compiles into mappy (rows as column buffers)
+        batch = getattr(mappy, "seqlake_map_batch", None)
+        if batch is None:
+            raise RuntimeError(f"mappy {mappy.__version__} at {mappy.__file__} is not seqlake's build (no "
+                               "seqlake_map_batch): install it with scripts/install_mappy.py (make does)")
+        self._batch: Any = batch
+        #: the index's contig names, in the order of the ``tid`` the batch mapping returns
+        self._contigs = pa.array(self._aligner.seq_names, pa.string())
         self._buffers = [mappy.ThreadBuffer()]
         self._processes = _fork_aligners(self) if self.threads > 1 else None
 
@@ -367,7 +334,7 @@ class ReadAligner:
         sample: str,
     ) -> PendingBatch:
         if self._processes is None:
-            return PendingBatch([], _aligned(getattr(self, method), reads, mates, sample, self._buffers[0]))
+            return PendingBatch([], getattr(self, method)(reads, sample, self._buffers[0]))
         return PendingBatch(self._submit_parts(self._processes, method, reads, mates, sample))
 
     def _submit_parts(
@@ -389,162 +356,25 @@ class ReadAligner:
             out.append(_Part(self, processes.submit(_align_forked, *args), args))
         return out
 
-    def _single(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
-                buf: Any) -> None:
-        amap = self._aligner.map
+    def _single(self, reads: tuple[Sequence[Any], ...], sample: str, buf: Any) -> AlignedBatch:
         names, seqs, read_index = reads
-        for name, seq, idx in zip(names, seqs, read_index, strict=True):
-            hits = [h for h in amap(seq, None, name, buf) if h.is_primary] if seq else []
-            _emit(values, stats[0], (name, 1, idx, len(seq)), hits, 0, None, 0, False)
+        return self._mapped(self._batch(self._aligner, names, seqs, None, self.max_frag_len, buf), names,
+                            read_index, 1, sample)
 
-    def _pairs(self, reads: tuple[Sequence[Any], ...], values: list[Any], stats: tuple[AlignStats, ...],
-               buf: Any) -> None:
-        """Most pairs give exactly one hit per mate, mate 1's first (mappy returns mate 1's hits, then
-        mate 2's): that case is written inline, with the counts kept in locals; anything else (an
-        unmapped mate, supplementary or secondary hits, an empty mate) goes through :func:`_emit`."""
-        amap, frag = self._aligner.map, self.max_frag_len
-        extend = values.extend
+    def _pairs(self, reads: tuple[Sequence[Any], ...], sample: str, buf: Any) -> AlignedBatch:
+        """Pairs mapped together (minimap2's paired-end mode) when both mates have bases; a pair with one empty
+        mate has the other aligned alone (as minimap2 does). Each read's name seeds minimap2's choice among
+        equally good placements (``mm_map_frag`` hashes it) as the command line's read name does: a read in
+        a repeat lands where ``minimap2 -ax sr`` puts it, not on a copy of mappy's own choosing."""
         names, seqs1, seqs2, read_index = reads
-        both = proper_pairs = mapq1 = mapq2 = 0
-        for name, s1, s2, idx in zip(names, seqs1, seqs2, read_index, strict=True):
-            l1, l2 = len(s1), len(s2)
-            # (seq, seq2, name, buf): no keywords to parse. The name seeds minimap2's choice among equally good
-            # placements (``mm_map_frag`` hashes it) as the command line's read name does: a read in a repeat
-            # lands where ``minimap2 -ax sr`` puts it, not on a copy of mappy's own choosing
-            hits = list(amap(s1, s2, name, buf)) if l1 and l2 else []
-            if len(hits) == 2:
-                done = _one_hit_each(extend, name, idx, l1, l2, hits, frag)
-                if done is not None:
-                    both += 1
-                    proper_pairs += done[0]
-                    mapq1 += done[1]
-                    mapq2 += done[2]
-                    continue
-            h1: list[Any] = []
-            h2: list[Any] = []
-            if l1 and l2:
-                for h in hits:
-                    if h.is_primary:
-                        (h1 if h.read_num == 1 else h2).append(h)
-            elif l1 or l2:  # one empty mate: the other is aligned alone (as minimap2 does)
-                for h in amap(s1 or s2, buf=buf):
-                    if h.is_primary:
-                        (h1 if l1 else h2).append(h)
-            p1, p2, pp = _pair_primaries(h1, h2, max(frag - l1 - l2, SR_MAX_GAP))
-            m1 = h1[p1] if h1 else None
-            m2 = h2[p2] if h2 else None
-            _emit(values, stats[0], (name, 1, idx, l1), h1, p1, m2, 0x41, pp)
-            _emit(values, stats[1], (name, 2, idx, l2), h2, p2, m1, 0x81, pp, revcomp_query=bool(l1))
-        for st, q in ((stats[0], mapq1), (stats[1], mapq2)):
-            st.mapped_reads += both
-            st.properly_paired += proper_pairs
-            st.mapq_sum += q
+        return self._mapped(self._batch(self._aligner, names, seqs1, seqs2, self.max_frag_len, buf), names,
+                            read_index, 2, sample)
 
-
-def _cigar_ops(cigar: list[list[int]]) -> str:
-    """mappy's ``cigar`` as a string (its ``cigar_str`` builds one through a lambda per operation)."""
-    if len(cigar) == 1:
-        n, op = cigar[0]
-        return f"{n}{_CIGAR_OPS[op]}"
-    return "".join([f"{n}{_CIGAR_OPS[op]}" for n, op in cigar])
-
-
-#: CIGAR pieces up to this length come from the tables below (an int's formatting is most of a CIGAR's cost)
-_TABLED_LEN = 1024
-#: ``f"{n}M"`` and the soft clip ``f"{n}S"`` ("" for 0) for n < :data:`_TABLED_LEN`
-_MATCH_STR = [f"{n}M" for n in range(_TABLED_LEN)]
-_CLIP_STR = ["", *(f"{n}S" for n in range(1, _TABLED_LEN))]
-
-
-def _one_hit_each(  # noqa: PLR0917 - called per pair: no tuple to pack and unpack
-    extend: Callable[[tuple[Any, ...]], None], name: str, idx: int, l1: int, l2: int, hits: list[Any], frag: int
-) -> tuple[bool, int, int] | None:
-    """The rows of a pair whose two hits are one primary per mate (mate 1's first), or None when the
-    hits are anything else; returns (proper pair, MAPQ 1, MAPQ 2). The general case is :func:`_emit`
-    after :func:`_pair_primaries`; this is its result for the pairs that need no choice (no mate unmapped,
-    no supplementary hit), with the counts left to the caller: the same rows (a test holds them equal)."""
-    a, b = hits
-    if not (a.read_num == 1 and b.read_num == 2 and a.is_primary and b.is_primary):
-        return None
-    a_rev, b_rev = a.strand < 0, b.strand < 0
-    proper = _proper(a, b, max(frag - l1 - l2, SR_MAX_GAP))
-    flag = 0x3 if proper else 0x1
-    qa, qb = a.mapq, b.mapq
-    extend((1, name, idx, flag | (0x50 if a_rev else 0x40) | (0x20 if b_rev else 0), a.ctg, a.r_st, a.r_en, qa,
-            _cigar(a, l1, False), a.NM, l1,
-            2, name, idx, flag | (0x90 if b_rev else 0x80) | (0x20 if a_rev else 0), b.ctg, b.r_st, b.r_en, qb,
-            _cigar(b, l2, True), b.NM, l2))
-    return proper, qa, qb
-
-
-def _pair_primaries(h1: list[Any], h2: list[Any], max_gap: int) -> tuple[int, int, bool]:
-    """Which hit of each mate is the SAM primary, as ``mm_pair`` decides: the best-scoring pair
-    of hits in proper geometry whose score is within ``PE_BONUS`` of the two best single
-    scores; without one, each mate's first (best) hit and no proper pair."""
-    if not h1 or not h2:
-        return 0, 0, False
-    if len(h1) == len(h2) == 1:  # the usual case: the pair's score is the best, so only geometry decides
-        return 0, 0, _proper(h1[0], h2[0], max_gap)
-    s1 = [_dp_score(h) for h in h1]
-    s2 = [_dp_score(h) for h in h2]
-    threshold = max(s1) + max(s2) - PE_BONUS
-    best: tuple[int, int, int] | None = None
-    for i, a in enumerate(h1):
-        for j, b in enumerate(h2):
-            score = s1[i] + s2[j]
-            if score >= threshold and (best is None or score > best[0]) and _proper(a, b, max_gap):
-                best = (score, i, j)
-    if best is None:
-        return 0, 0, False
-    return best[1], best[2], True
-
-
-def _emit(  # noqa: PLR0917 - the general case of _one_hit_each, called per read
-    values: list[Any],
-    stats: AlignStats,
-    read: _Read,
-    hits: list[Any],
-    primary: int,
-    mate_hit: Any,
-    base: int,
-    proper: bool,
-    revcomp_query: bool = False,
-) -> None:
-    """Rows of one read (the general case): ``base`` holds 0x1 and 0x40 / 0x80 for a mate of a pair
-    (0 for single-end reads), ``mate_hit`` the mate's SAM primary (None: the mate is unmapped)."""
-    name, mate, idx, read_len = read
-    if base:
-        if mate_hit is None:
-            base |= 0x8
-        elif mate_hit.strand < 0:
-            base |= 0x20
-    if not hits:
-        values.extend((mate, name, idx, base | 0x4, None, None, None, None, None, None, read_len))
-        return
-    stats.mapped_reads += 1
-    stats.mapq_sum += int(hits[primary].mapq)
-    if proper:
-        stats.properly_paired += 1
-    # 0x2 on the SAM primary alone: minimap2 sets ``proper_frag`` on the two hits ``mm_pair`` paired, and a
-    # supplementary hit of a properly paired mate is written without it (``format.c``)
-    primary_flag = base | (0x2 if proper else 0)
-    for k, h in enumerate(hits):
-        rev = h.strand < 0
-        values.extend(
-            (
-                mate,
-                name,
-                idx,
-                (primary_flag if k == primary else base | 0x800) | (0x10 if rev else 0),
-                h.ctg,
-                h.r_st,
-                h.r_en,
-                h.mapq,
-                _cigar(h, read_len, revcomp_query),
-                h.NM,
-                read_len,
-            )
-        )
+    def _mapped(self, mapped: dict[str, bytes], names: Sequence[str], read_index: Sequence[int], mates: int,
+                sample: str) -> AlignedBatch:
+        return AlignedBatch(rows_table(mapped, names, read_index, self._contigs, sample=sample,
+                                       schema=BY_NAME["alignments"].schema),
+                            mapped_stats(mapped, mates))
 
 
 #: the aligner a forked alignment process maps with (key ``aligner``): set in the parent just before it
@@ -578,15 +408,5 @@ def _align_part(
 ) -> tuple[Any, tuple[AlignStats, ...]]:
     """One part of a call: its rows (an Arrow table of ``sample``, which crosses back from an alignment
     process as buffers and not as millions of Python objects) and counts."""
-    batch = _aligned(getattr(aligner, method), reads, mates, sample, aligner._buffers[0])
+    batch: AlignedBatch = getattr(aligner, method)(reads, sample, aligner._buffers[0])
     return batch.rows, batch.stats
-
-
-def _aligned(
-    align: Callable[[tuple[Sequence[Any], ...], list[Any], tuple[AlignStats, ...], Any], None],
-    reads: tuple[Sequence[Any], ...], mates: int, sample: str, buf: Any,
-) -> AlignedBatch:
-    rows = AlignmentColumns()
-    stats = tuple(AlignStats() for _ in range(mates))
-    align(reads, rows.values, stats, buf)
-    return AlignedBatch(rows.to_arrow(sample, BY_NAME["alignments"].schema), stats)

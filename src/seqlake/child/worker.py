@@ -36,9 +36,9 @@ from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
+from seqlake.child.bamencode import encode_rows, gather_records
 from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
-from seqlake.lake.bamrows import records_of
 from seqlake.lake.coverage import CoverageAccumulator
 from seqlake.lake.depth import I64, DepthAccumulator, depth_blocks
 from seqlake.lake.parquet_io import PartWriter, local_tmp, put_file
@@ -160,7 +160,7 @@ class _Aligning:
         from isal import isal_zlib  # the worker image has it; the Lambdas that import lake/slices do not
 
         self.slices = SliceSorter(self.contigs, self.slice_layout, samples, Path(tmp) / "reads-runs",
-                                  codec=(isal_zlib, 2))
+                                  codec=(isal_zlib, 2), gather=gather_records)
 
     def __enter__(self) -> _Aligning:
         return self
@@ -181,8 +181,9 @@ class _Aligning:
         rows, bases = batch_inputs(table, reads, self.contigs)
         if self.primers is not None:
             rows = self.primers.clip(sample, rows)
-        self.slices.add(sample, records_of(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
-                                           read_group=groups.of(rows.names)))
+        enc = encode_rows(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
+                          read_group=groups.of(rows.names))
+        self.slices.add_encoded(sample, enc.data, enc.starts, enc.tid, enc.pos, enc.flag, enc.end)
         if self.count:  # its alleles and indels: counted by the reducers from these records (reduce/record_counts)
             self.counted.setdefault(sample, None)
 

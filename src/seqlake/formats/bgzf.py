@@ -41,7 +41,7 @@ def member(plain: bytes | memoryview, codec: Codec = ZLIB) -> bytes:
             + struct.pack("<II", zlib.crc32(plain), len(plain)))
 
 
-def compress(plain: bytes, *, eof: bool = True, codec: Codec = ZLIB) -> bytes:
+def compress(plain: bytes | bytearray | memoryview, *, eof: bool = True, codec: Codec = ZLIB) -> bytes:
     """``plain`` as BGZF cut every :data:`BLOCK` bytes, ending with the EOF member unless ``eof=False``."""
     view = memoryview(plain)
     blocks = b"".join(member(view[i : i + BLOCK], codec) for i in range(0, len(plain), BLOCK))

@@ -59,10 +59,7 @@ def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
     n = len(rows.flag)
     flag = rows.flag.astype(np.int64)
     rev = (flag & bam.FLAG_REVERSE) != 0
-    unmapped = (flag & bam.FLAG_UNMAPPED) != 0
-    placed_by_mate = unmapped & (rows.mate_contig >= 0)
-    tid = np.where(unmapped, np.where(placed_by_mate, rows.mate_contig, -1), rows.contig)
-    pos = np.where(unmapped, np.where(placed_by_mate, rows.mate_start, -1), rows.start)
+    tid, pos = placement(rows)
     row, op, length = parse_cigars(rows.cigar)
     counts = np.bincount(row, minlength=n).astype(np.int64)
     cigar = Ragged((length << 4 | op).astype(np.uint32), np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
@@ -71,7 +68,7 @@ def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
     # a read's qualities are as far from its bases in every byte: the same sources, shifted
     shift = np.repeat(reads.qual_start - reads.seq_start, reads.length)
     qual = _ragged(reads.data, src + shift, rev_bytes, reads.length, _MINUS_33)
-    names = _name_bytes(rows.names)
+    names = name_bytes(rows.names)
     rg = (bam.constant_tag("RG", read_group, n) if isinstance(read_group, str)
           else bam.coded_tag("RG", read_group[0], read_group[1]))
     tags = bam.concat_tags(bam.int_tag("NM", nm), rg)
@@ -80,7 +77,17 @@ def records_of(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
                    names, cigar, seq, qual, tags)
 
 
-def _name_bytes(names: pa.Array | pa.ChunkedArray) -> Ragged:
+def placement(rows: AlignmentRows) -> tuple[I64, I64]:
+    """Each record's reference and 0-based position: the row's, or for an unmapped row whose mate is mapped
+    its mate's (as ``minimap2 -a`` writes it), else none (-1)."""
+    unmapped = (rows.flag & bam.FLAG_UNMAPPED) != 0
+    placed_by_mate = unmapped & (rows.mate_contig >= 0)
+    tid = np.where(unmapped, np.where(placed_by_mate, rows.mate_contig, -1), rows.contig)
+    pos = np.where(unmapped, np.where(placed_by_mate, rows.mate_start, -1), rows.start)
+    return tid.astype(np.int64), pos.astype(np.int64)
+
+
+def name_bytes(names: pa.Array | pa.ChunkedArray) -> Ragged:
     """The read names' bytes end to end and their offsets, from the Arrow buffers (no Python strings)."""
     if isinstance(names, pa.ChunkedArray):
         names = names.combine_chunks()

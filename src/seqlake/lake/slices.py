@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -158,7 +158,8 @@ class SliceSorter:
     """A child's records, sorted and cut by window (see the module docstring)."""
 
     def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path, *,
-                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB) -> None:
+                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB,
+                 gather: Callable[[bytes, I64, I64], bytes | bytearray] | None = None) -> None:
         self.layout = layout
         self.axis = WindowAxis(contigs, all_windows(layout.regions, layout.window)[0])
         self.unplaced = layout.count - 1
@@ -166,27 +167,36 @@ class SliceSorter:
         self.scratch = scratch
         self.budget = budget
         self.codec = codec
+        #: the records' bytes put in sorted order (data, starts, sizes): :func:`seqlake.formats.bam.gather`'s, or
+        #: the child's compiled copy of it
+        self.gather = gather or (lambda data, starts, sizes: bam.gather(data, starts, sizes)[0])
         #: per batch: its encoded records, each record's start and size, the copies' rows and keys
-        self._pending: list[tuple[bytes, I64, I64, I64, npt.NDArray[np.uint64]]] = []
+        self._pending: list[tuple[bytes | bytearray, I64, I64, I64, npt.NDArray[np.uint64]]] = []
         self._pending_bytes = 0
         self._seq = 0
         self.runs: list[_Run] = []
 
     def add(self, sample: str, records: Records) -> None:
         """A batch of one sample's records (in the child's output order)."""
-        n = len(records)
+        if len(records):
+            data, starts = bam.encode(records)
+            self.add_encoded(sample, data, starts, records.tid, records.pos, records.flag, records.end())
+
+    def add_encoded(self, sample: str, data: bytes | bytearray, starts: I64, tid: I64, pos: I64,  # noqa: PLR0917
+                    flag: I64, end: I64) -> None:
+        """A batch of one sample's records already encoded (``data``, each record at ``starts``), with each one's
+        reference, position, flag and reference end (:func:`seqlake.formats.bam.Records.end`)."""
+        n = len(starts)
         if n == 0:
             return
-        data, starts = bam.encode(records)
-        placed = records.tid >= 0
+        placed = tid >= 0
         first = np.full(n, self.unplaced, dtype=np.int64)
         last = first.copy()
         if placed.any():
-            tid = records.tid[placed]
-            first[placed] = self.axis.region[self.axis.window(tid, records.pos[placed])]
-            mapped = placed & ((records.flag & bam.FLAG_UNMAPPED) == 0)
+            first[placed] = self.axis.region[self.axis.window(tid[placed], pos[placed])]
+            mapped = placed & ((flag & bam.FLAG_UNMAPPED) == 0)
             last[placed] = first[placed]
-            last[mapped] = self.axis.region[self.axis.window(records.tid[mapped], records.end()[mapped] - 1)]
+            last[mapped] = self.axis.region[self.axis.window(tid[mapped], end[mapped] - 1)]
         copies = last - first + 1
         row = np.repeat(np.arange(n, dtype=np.int64), copies)
         within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(copies) - copies, copies)
@@ -194,9 +204,9 @@ class SliceSorter:
         # one uint64 key per copy, and the output order as a tie-break: sample, window, carried; then samtools'
         key = (np.uint64(self.sample_code[sample]) << np.uint64(48) | window.astype(np.uint64) << np.uint64(1)
                | (within > 0).astype(np.uint64))
-        coord = (records.tid.astype(np.uint32).astype(np.uint64) << np.uint64(33)
-                 | (records.pos + 1).astype(np.uint64) << np.uint64(1)
-                 | ((records.flag & bam.FLAG_REVERSE) != 0).astype(np.uint64))[row]
+        coord = (tid.astype(np.uint32).astype(np.uint64) << np.uint64(33)
+                 | (pos + 1).astype(np.uint64) << np.uint64(1)
+                 | ((flag & bam.FLAG_REVERSE) != 0).astype(np.uint64))[row]
         seq = self._seq + row
         self._seq += n
         sizes = np.diff(np.append(starts, len(data))).astype(np.int64)
@@ -227,7 +237,7 @@ class SliceSorter:
         bounds = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1], [True])))
         with run.path.open("wb") as out:
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                plain, _ = bam.gather(data, at[a:b], size_of[a:b])
+                plain = self.gather(data, at[a:b], size_of[a:b])
                 blocks = bgzf.compress(plain, eof=False, codec=self.codec)
                 g = int(group[a])
                 run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks), b - a)

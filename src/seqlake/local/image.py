@@ -23,7 +23,8 @@ IMAGE = WorkerImage(
     name="localhost/seqlake-worker",
     root=CHECKOUT,
     # the build context (the Dockerfile's COPY lines, as its ignore file leaves them)
-    files=("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "scripts/uv.txt",
+    files=("pyproject.toml", "constraints.txt", "scripts/install_mappy.py", "scripts/mappy/seqlake_batch.h",
+           "scripts/mappy/batch.pyx", "scripts/uv.txt",
            "scripts/uv-excludes.txt", "README.md",
            "containers/worker/Dockerfile", "containers/worker/Dockerfile.dockerignore",
            "containers/worker/entrypoint.py"),
