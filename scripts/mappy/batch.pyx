@@ -56,6 +56,7 @@ cdef extern from "seqlake_batch.h":
 		const uint8_t *consumes_ref
 	int64_t sl_record_size(const sl_records_t *r, int64_t i)
 	void sl_encode_records(const sl_records_t *r, uint8_t *out, int64_t *starts, int64_t *ends)
+	void sl_qc_tile(const uint8_t *arr, const int64_t *seq_start, const int64_t *qual_start, const int64_t *length, int64_t n, int64_t first, int64_t width, int64_t *base_counts, int64_t *qual_sums, int64_t *hist, int64_t *row_sums, int64_t *n_bases, int64_t *gap_bytes)
 	void sl_map_single(const cmappy.mm_idx_t *mi, const cmappy.mm_mapopt_t *opt, cmappy.mm_tbuf_t *b, const char *name, const char *s, int l, int32_t pair, sl_rows_t *r)
 
 cdef const char *_seqlake_chars(object s, Py_ssize_t *size) except NULL:
@@ -191,3 +192,31 @@ def seqlake_gather(const uint8_t[::1] data, const int64_t[::1] starts, const int
 			memcpy(&o[at], &data[starts[i]], <size_t>sizes[i])
 			at += sizes[i]
 	return out
+
+
+def seqlake_qc_tile(const uint8_t[::1] arr, const int64_t[::1] seq_start, const int64_t[::1] qual_start,
+		const int64_t[::1] length, int64_t first, int64_t width):
+	"""Read QC of cycles first .. first + width - 1 of the reads arr[seq_start[i]:...] (seqlake_batch.h, sl_qc_tile):
+	returns (int64 bytes of the A, C, G, T counts per cycle, 4 x width; the Phred+33 sums per cycle; the quality
+	bytes' histogram, 256; each read's Phred sum over the tile), the N bases and the gap bytes."""
+	cdef Py_ssize_t n = length.shape[0], i
+	cdef int64_t inside, n_bases = 0, gap_bytes = 0
+	if seq_start.shape[0] != n or qual_start.shape[0] != n or first < 0 or width < 1:
+		raise ValueError("seq_start, qual_start and length differ in length, or the tile is empty")
+	for i in range(n):
+		inside = min(max(length[i] - first, 0), width)
+		if inside and not (0 <= seq_start[i] and seq_start[i] + first + inside <= arr.shape[0]
+				and 0 <= qual_start[i] and qual_start[i] + first + inside <= arr.shape[0]):
+			raise ValueError(f"read {i} is outside the data")
+	counts = bytearray(8 * 5 * width)
+	sums = bytearray(8 * width)
+	hist = bytearray(8 * 256)
+	rows = bytearray(8 * max(n, 1))
+	cdef unsigned char[::1] c = counts
+	cdef unsigned char[::1] s = sums
+	cdef unsigned char[::1] h = hist
+	cdef unsigned char[::1] r = rows
+	if n:
+		sl_qc_tile(&arr[0] if arr.shape[0] else NULL, &seq_start[0], &qual_start[0], &length[0], n, first, width, <int64_t *>&c[0],
+			<int64_t *>&s[0], <int64_t *>&h[0], <int64_t *>&r[0], &n_bases, &gap_bytes)
+	return bytes(counts[: 8 * 4 * width]), bytes(sums), bytes(hist), bytes(rows[: 8 * n]), n_bases, gap_bytes

@@ -352,4 +352,56 @@ static void sl_encode_records(const sl_records_t *in, uint8_t *out, int64_t *sta
 	}
 }
 
+/* --- read QC of a tile: cycles first .. first + width - 1 of some reads (seqlake.lake.qc.QCAccumulator._add_tile's
+ * sums, over the reads' own bytes instead of a padded (reads x cycles) copy). Per cycle: the A, C, G, T bases in
+ * either case (rows 0-3 of base_counts) and the Phred sums (Phred+33 minus 33); the quality bytes' histogram;
+ * per read its Phred sum over the tile; the N bases and the gap bytes ('-', '.', ' '). */
+static void sl_qc_tile(const uint8_t *arr, const int64_t *seq_start, const int64_t *qual_start, const int64_t *length,
+                       int64_t n, int64_t first, int64_t width, int64_t *base_counts, int64_t *qual_sums,
+                       int64_t *hist, int64_t *row_sums, int64_t *n_bases, int64_t *gap_bytes)
+{
+	static int8_t cls[256];
+	static int ready = 0;
+	if (!ready) {
+		for (int k = 0; k < 256; ++k) cls[k] = 4;
+		cls['a'] = cls['A'] = 0, cls['c'] = cls['C'] = 1, cls['g'] = cls['G'] = 2, cls['t'] = cls['T'] = 3;
+		ready = 1;
+	}
+	int64_t ns = 0, gaps = 0, acgt = 0, total = 0;
+	/* four histograms, cycle by cycle in turn: a run of one quality value would chain every increment of one
+	 * counter to the one before */
+	int64_t h4[4][256];
+	memset(h4, 0, sizeof(h4));
+	for (int64_t i = 0; i < n; ++i) {
+		int64_t inside = length[i] - first;
+		if (inside <= 0) { row_sums[i] = 0; continue; }
+		if (inside > width) inside = width;
+		const uint8_t *s = arr + seq_start[i] + first, *q = arr + qual_start[i] + first;
+		for (int64_t c = 0; c < inside; ++c) base_counts[cls[s[c]] * width + c] += 1;
+		int64_t row = 0;
+		for (int64_t c = 0; c < inside; ++c) {
+			uint8_t x = q[c];
+			qual_sums[c] += x;
+			h4[c & 3][x] += 1;
+			row += x;
+		}
+		row_sums[i] = row - 33 * inside;
+		total += inside;
+	}
+	for (int64_t c = 0; c < 4 * width; ++c) acgt += base_counts[c];
+	if (acgt < total) {  /* a base other than A, C, G, T: count the N bases and the gaps (rare: a second pass) */
+		for (int64_t i = 0; i < n; ++i) {
+			int64_t inside = length[i] - first;
+			if (inside > width) inside = width;
+			const uint8_t *s = arr + seq_start[i] + first;
+			for (int64_t c = 0; c < inside; ++c) {
+				ns += (s[c] | 0x20) == 'n';
+				gaps += s[c] == '-' || s[c] == '.' || s[c] == ' ';
+			}
+		}
+	}
+	for (int k = 0; k < 256; ++k) hist[k] += h4[0][k] + h4[1][k] + h4[2][k] + h4[3][k];
+	*n_bases = ns, *gap_bytes = gaps;
+}
+
 #endif

@@ -133,3 +133,31 @@ def test_name_ids_are_equal_where_the_names_are() -> None:
     lines = [f"{n}\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII" for n in ("q2", "q10", "q2")]
     data, starts = bam.encode(sam.records(lines, {}))
     assert bam.read_names(data, starts).rows() == bam.decode(data, starts).names.rows() == [b"q2", b"q10", b"q2"]
+
+
+@pytest.mark.parametrize("codec", ["zlib", "isal"])
+def test_virtual_offsets_from_the_members_footers_are_those_of_the_decompressed_blocks(codec: str) -> None:
+    """``bgzf.virtual_offsets`` takes each block's plain size from its footer (ISIZE), decompressing nothing: the
+    offsets equal those counted from the decompressed blocks, and those compress_records wrote, for records
+    of every size (one larger than a block) and at the end of the data."""
+    import zlib
+
+    from isal import isal_zlib
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(40, 900, 400)
+    sizes[200] = 3 * bgzf.BLOCK
+    plain = rng.integers(0, 4, int(sizes.sum()), dtype=np.uint8).tobytes()
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    data, vstart, vend = bgzf.compress_records(plain, starts, codec=(isal_zlib if codec == "isal" else zlib, 2))
+    counted_at, counted_plain, total = [], [], 0
+    for at, block in bgzf.blocks(data):
+        counted_at.append(at)
+        counted_plain.append(total)
+        total += len(block)
+    assert total == len(plain) and bgzf.decompress(data) == plain
+    assert [size for _, _, size in bgzf.members(data)] == np.diff([*counted_plain, total]).tolist()
+    np.testing.assert_array_equal(bgzf.virtual_offsets(data, starts), vstart)
+    ends = np.append(starts[1:], len(plain)).astype(np.int64)
+    np.testing.assert_array_equal(bgzf.virtual_offsets(data, ends), vend)
+    assert int(bgzf.virtual_offsets(data, np.array([len(plain)]))[0]) == len(data) << 16

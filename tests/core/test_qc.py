@@ -356,3 +356,36 @@ def test_a_long_read_among_short_ones_costs_its_own_bytes_not_reads_times_its_le
     assert mixed.max_cycle == 100_000 and mixed.reads == 2001
     # the per-cycle counts only the long read reaches are kept a byte a count
     assert all(block.dtype == np.uint8 for block in mixed.cycles.blocks[1:])
+
+
+@pytest.mark.parametrize(("lengths", "first", "width"), [
+    ([150] * 40, 0, 150), ([0, 1, 7, 150, 151, 300, 0], 0, 300), ([220, 35, 180, 5], 100, 64),
+    ([1_000, 20, 999], 512, 256), ([3, 4], 10, 8)])
+def test_the_compiled_tile_sums_are_the_numpy_tile_s(lengths: list[int], first: int, width: int) -> None:
+    """The child's compiled QC tile (``mappy.seqlake_qc_tile``) gives what the NumPy tile gives: per-cycle
+    A/C/G/T and quality sums, the quality histogram, each read's Phred sum, the N bases and the gaps, for reads
+    shorter than the tile, reads past it, empty reads, every base class and the whole Phred+33 range (bytes
+    outside it too, which the accumulator then reports)."""
+    compiled = qc._compiled_tile_sums()
+    assert compiled is not None, "seqlake's mappy build (make installs it) has the compiled QC tile"
+    rng = np.random.default_rng(len(lengths) + first)
+    reads = _mixed_reads(rng, lengths)
+    data = bytearray()
+    seq_start, qual_start = [], []
+    for s, q in reads:
+        seq_start.append(len(data))
+        data += s.encode() + b"\n"
+        qual_start.append(len(data))
+        data += q.encode() + b"\n"
+    if lengths[0] > 5:
+        data[qual_start[0] + 2] = 10  # a quality byte below '!'
+    arr = np.frombuffer(bytes(data) + bytes(width + first), dtype=np.uint8)  # the NumPy tile reads past the end
+    args = (arr, np.array(seq_start, dtype=np.int64), np.array(qual_start, dtype=np.int64),
+            np.array(lengths, dtype=np.int64))
+    want = qc.tile_sums_numpy(*args, first=first, width=width)
+    got = compiled(*args, first=first, width=width)
+    for k, (a, b) in enumerate(zip(got[:4], want[:4], strict=True)):
+        np.testing.assert_array_equal(a, b, err_msg=f"part {k}")
+    other = sum(max(0, min(n - first, width)) for n in lengths) - int(want[0].sum())
+    if other:  # the NumPy tile counts N and gaps only where a non-ACGT base exists
+        assert got[4:] == want[4:]

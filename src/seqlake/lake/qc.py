@@ -30,7 +30,7 @@ length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,69 @@ def _row_sums(a: U8, top: int) -> I64:
     narrow = np.uint16 if a.shape[1] * top <= 65535 else np.int64
     out: I64 = a.sum(axis=1, dtype=narrow).astype(np.int64, copy=False)
     return out
+
+
+#: a tile's sums (:func:`tile_sums_numpy`'s): A, C, G, T per cycle (4 x width), the Phred+33 sums per cycle, the
+#: quality bytes' histogram (256), each read's Phred sum over the tile, the N bases and the gap bytes
+TileSums = tuple[npt.NDArray[np.int64], I64, I64, I64, int, int]
+
+
+def tile_sums_numpy(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int) -> TileSums:
+    """The sums of cycles ``first``..``first + width - 1`` of the reads at ``seq_start``/``qual_start`` in ``arr``
+    (which holds ``width`` bytes past the last read's end): the reads gathered into a (reads x cycles) tile,
+    padded to its longest read, reduced by columns and rows. The compiled child does the same over the reads'
+    own bytes (:func:`_tile_sums`); this is where it is not built, and its judge (tests/core/test_qc.py)."""
+    n = len(length)
+    inside = np.clip(length - first, 0, width)
+    reads_at = np.cumsum(np.bincount(inside, minlength=width + 1)[::-1])[::-1][1:]
+    # one row copy per read from a strided window view: no (reads x cycles) index array
+    windows = sliding_window_view(arr, width)
+    seq = windows[seq_start + first]
+    qual = windows[qual_start + first]
+    padding = n * width - int(inside.sum())
+    if padding:
+        # neutral padding: byte 0 is no base class and no gap; quality '!' is Phred 0
+        pad = np.arange(width, dtype=np.int64)[None, :] >= inside[:, None]
+        seq[pad] = 0
+        qual[pad] = _QMIN
+    hist = byte_histogram(qual)
+    hist[_QMIN] -= padding
+    low = seq | np.uint8(0x20)  # case-insensitive
+    acgt = np.empty((4, width), dtype=np.int64)
+    for k, base in enumerate(b"acgt"):
+        acgt[k] = _column_sums((low == base).view(np.uint8), 1)
+    n_bases = gaps = 0
+    if int(inside.sum()) - int(acgt.sum()):  # gaps are rare: only looked for when a non-ACGT base exists
+        n_bases = int(np.count_nonzero(low == ord("n")))
+        gaps = sum(int(np.count_nonzero(seq == g)) for g in _GAP_BYTES)
+    qual_sums = _column_sums(qual, _QMAX) - _QMIN * (n - reads_at)
+    return acgt, qual_sums, hist, _row_sums(qual, _QMAX) - _QMIN * width, n_bases, gaps
+
+
+def _compiled_tile_sums() -> Callable[..., TileSums] | None:
+    """The tile's sums in compiled code (``mappy.seqlake_qc_tile``, scripts/mappy/seqlake_batch.h), where seqlake's
+    mappy build is installed (the worker image, make's venv); None elsewhere (the Lambdas' layers)."""
+    try:
+        from mappy import seqlake_qc_tile
+    except ImportError:
+        return None
+
+    def tile(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int) -> TileSums:
+        counts, sums, hist, rows, n_bases, gaps = seqlake_qc_tile(arr, seq_start, qual_start, length, first, width)
+        return (np.frombuffer(counts, dtype=np.int64).reshape(4, width), np.frombuffer(sums, dtype=np.int64),
+                np.frombuffer(hist, dtype=np.int64).copy(), np.frombuffer(rows, dtype=np.int64), n_bases, gaps)
+
+    return tile
+
+
+def _tile_sums(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int) -> TileSums:
+    sums = _COMPILED_TILE_SUMS or tile_sums_numpy
+    return sums(np.ascontiguousarray(arr), np.ascontiguousarray(seq_start, dtype=np.int64),
+                np.ascontiguousarray(qual_start, dtype=np.int64), np.ascontiguousarray(length, dtype=np.int64),
+                first=first, width=width)
+
+
+_COMPILED_TILE_SUMS = _compiled_tile_sums()
 
 
 #: the bytes of one (reads x cycles) tile of :meth:`QCAccumulator.add`, at most (each of the step's few
@@ -311,33 +374,17 @@ class QCAccumulator:
         inside = np.clip(length - first, 0, width)  # each read's cycles in the tile
         counts = np.bincount(inside, minlength=width + 1)
         reads_at = np.cumsum(counts[::-1])[::-1][1:]  # reads long enough to have each cycle
-        # one row copy per read from a strided window view: no (reads x cycles) index array
-        windows = sliding_window_view(arr, width)
-        seq = windows[seq_start + first]
-        qual = windows[qual_start + first]
-        padding = n * width - int(inside.sum())
-        if padding:
-            # neutral padding: byte 0 is no base class and no gap; quality '!' is Phred 0
-            pad = np.arange(width, dtype=np.int64)[None, :] >= inside[:, None]
-            seq[pad] = 0
-            qual[pad] = _QMIN
-        hist = byte_histogram(qual)
+        acgt, qual_sums, hist, row_sums, n_bases, gaps = _tile_sums(arr, seq_start, qual_start, length,
+                                                                        first=first, width=width)
         bad = bool(hist[:_QMIN].any() or hist[_QMAX + 1 :].any())
-        low = seq | np.uint8(0x20)  # case-insensitive
         sums = np.empty((6, width), dtype=np.int64)
-        for k, base in enumerate(b"acgt"):
-            sums[k] = _column_sums((low == base).view(np.uint8), 1)
-        sums[4] = reads_at - sums[:4].sum(axis=0)
-        if sums[4].any():  # gaps are rare: only look for them when a non-ACGT base other than N exists
-            rest = int(sums[4].sum()) - int(np.count_nonzero(low == ord("n")))
-            if rest:
-                self.gap_bases += sum(int(np.count_nonzero(seq == g)) for g in _GAP_BYTES)
-        sums[5] = _column_sums(qual, _QMAX) - _QMIN * n
+        sums[:4] = acgt
+        sums[4] = reads_at - acgt.sum(axis=0)
+        if sums[4].any() and int(sums[4].sum()) - n_bases:  # a non-ACGT base other than N: gaps count
+            self.gap_bases += gaps
+        sums[5] = qual_sums - _QMIN * reads_at
         self.cycles.add(first, sums, n * (_QMAX - _QMIN))
-        qhist = hist[_QMIN : _QMAX + 1]
-        qhist[0] -= padding
-        self.qual_counts += qhist
-        row_sums = _row_sums(qual, _QMAX) - _QMIN * width
+        self.qual_counts += hist[_QMIN : _QMAX + 1]
         if per_read is None:
             self._add_read_quals(row_sums, length)
         else:
