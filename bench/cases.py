@@ -439,7 +439,7 @@ def bam_rows(ctx: Ctx, inputs: Inputs) -> None:
             ("ours", "seqlake: FASTQ to the sorted, indexed BAM (child + reducers + join)"),
             ("theirs", "minimap2 -ax sr -t 1 | samtools sort -@ 0, samtools index (same trimmed reads)"),
             ("minimap2", "minimap2 -ax sr -t 1 (raw reads, SAM to /dev/null)"),
-            ("mappy_alone", "mappy alone on the trimmed pairs (the child's aligner and nothing else: its floor)"),
+            ("mappy_alone", "the child's aligner alone on the trimmed pairs (mappy.seqlake_map_batch: its floor)"),
             ("minimap2_trimmed", "minimap2 -ax sr -t 1 on the same trimmed pairs"),
             ("chain", "fastp -w 1, minimap2 -ax sr -t 1 | samtools sort -@ 0, samtools index (the tools' chain)")):
         if key not in cpu:  # the chain's row: only where fastp is on PATH

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from seqlake.formats import bam, sam
+from seqlake.lake import slices
 from seqlake.lake.regions import regions
 from seqlake.lake.slices import SliceLayout, SliceSorter, parse_entries, read_runs
 
@@ -38,8 +39,13 @@ def _sam(rng: random.Random, n: int) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("budget", [1 << 30, 3_000])
-def test_windows_hold_sorted_placed_and_carried_records(tmp_path: Path, budget: int) -> None:
+@pytest.mark.parametrize(("budget", "piece"), [(1 << 30, 16 << 20), (3_000, 16 << 20), (1 << 30, 700)],
+                         ids=["one-run", "spilled", "in-pieces"])
+def test_windows_hold_sorted_placed_and_carried_records(tmp_path: Path, budget: int, piece: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the budget (one run, or runs merged at the write) and the pieces a spill compresses its
+    records in (a window's records in several pieces of blocks: the same records, the same order)."""
+    monkeypatch.setattr(slices, "SPILL_PIECE_BYTES", piece)
     rng = random.Random(3)
     tids = {c: k for k, (c, _) in enumerate(CONTIGS)}
     rs = regions(CONTIGS, 4_000)
@@ -83,3 +89,10 @@ def test_windows_hold_sorted_placed_and_carried_records(tmp_path: Path, budget: 
             assert sorted(carried) == sorted(names[i] for i in np.flatnonzero((win < w) & (last >= w)))
             seen_carried += len(carried)
         assert seen_carried > 0
+
+
+def test_pieces_cut_records_into_ranges_of_at_most_the_limit() -> None:
+    sizes = np.array([5, 5, 5, 30, 5, 5, 1], dtype=np.int64)
+    assert slices._pieces(sizes, 0, 7, 10) == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7)]
+    assert slices._pieces(sizes, 2, 5, 100) == [(2, 5)]
+    assert slices._pieces(sizes, 3, 3, 10) == []

@@ -205,7 +205,7 @@ def record_starts(data: bytes | memoryview) -> I64:
     return np.array(out, dtype=np.int64)
 
 
-def decode_placement(data: bytes | memoryview, starts: I64) -> Records:
+def decode_placement(data: bytes | bytearray | memoryview, starts: I64) -> Records:
     """The records' fixed fields and CIGARs only (names, bases, qualities and tags left empty): what an index
     needs (:func:`seqlake.formats.bai.piece`), without the per-byte work and memory of :func:`decode` (a
     30 kb window of 116,000 records: ~600 MB decoded whole)."""
@@ -359,7 +359,7 @@ def fixed_fields(data: bytes | memoryview, starts: I64) -> tuple[I64, I64, I64]:
     return fixed["tid"].astype(np.int64), fixed["pos"].astype(np.int64), fixed["flag"].astype(np.int64)
 
 
-def gather(data: bytes | memoryview, starts: I64, sizes: I64) -> tuple[bytes, I64]:
+def gather(data: bytes | bytearray | memoryview, starts: I64, sizes: I64) -> tuple[bytes, I64]:
     """The records of ``sizes`` bytes at ``starts``, in that order, end to end: the bytes and their starts.
     Joined slice by slice: a per-byte index array would be 8 bytes of memory for each byte moved."""
     view = memoryview(data)

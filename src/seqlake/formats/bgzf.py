@@ -48,7 +48,7 @@ def compress(plain: bytes | bytearray | memoryview, *, eof: bool = True, codec: 
     return blocks + EOF if eof else blocks
 
 
-def compress_records(plain: bytes | memoryview, starts: I64, codec: Codec = ZLIB) -> tuple[bytes, I64, I64]:
+def compress_records(plain: bytes | bytearray | memoryview, starts: I64, codec: Codec = ZLIB) -> tuple[bytes, I64, I64]:
     """Records laid end to end in ``plain`` (record k at byte ``starts[k]``) as BGZF blocks cut at record
     boundaries (no EOF member): the bytes, each record's start and end as virtual offsets from the first
     byte (an end is where the next record starts: the next block's start when a block ends there)."""

@@ -16,7 +16,8 @@ its windows' entries of every child with one ranged GET each, then a window of a
 :class:`SliceSorter` is the child's side: batches of records go in as they are aligned, sorted runs are
 spilled to the scratch disk (BGZF, a block run per window, sample and kind) past a byte budget, and
 :meth:`SliceSorter.write` merges the runs window by window into the object: memory is the budget plus one
-window of one sample's records, scratch the compressed records once.
+window of one sample's records when there are several runs (the budget alone when there is one: a spill gathers
+and compresses its records in pieces), scratch the compressed records once.
 """
 
 from __future__ import annotations
@@ -44,8 +45,14 @@ VERSION = 1
 _HEADER = struct.Struct("<8sIIIIQ16s")
 _ENTRY_FIELDS = 5
 _ENTRY = 8 * _ENTRY_FIELDS
-#: the records a child holds before it sorts and spills them (encoded bytes, copies for carried records included)
-SORT_BUDGET_BYTES = 256 << 20
+#: the records a child holds before it sorts and spills them (encoded bytes, copies for carried records included):
+#: ``samtools sort``'s default ``-m 768M``. A shard whose records fit is sorted once and its runs' blocks are the
+#: object's as they are; past it, every record is decompressed, merged and compressed again at the write (the
+#: MiSeq pair x100, ~480 MB of records: 36.2 CPU s with 256 MiB and two spills, ~5 s of it the merge)
+SORT_BUDGET_BYTES = 768 << 20
+#: plain bytes of records gathered at a time when a run is written (a window's records are compressed in
+#: pieces of about this size: memory holds one piece, not the window's records)
+SPILL_PIECE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -131,9 +138,12 @@ def read_runs(data: bytes, start: int, entry: SliceEntry) -> tuple[bytes, bytes]
     return placed, carried
 
 
-def merge_sorted(parts: Sequence[bytes]) -> tuple[bytes, I64]:
+def merge_sorted(parts: Sequence[bytes],
+                 gather: Callable[[bytes | bytearray, I64, I64], bytes | bytearray] | None = None) -> tuple[
+        bytes | bytearray, I64]:
     """Record bytes of sorted runs, merged into one run in ``samtools sort`` order (ties: the earlier run
-    first, as a stable sort of their concatenation): the bytes and each record's start."""
+    first, as a stable sort of their concatenation): the bytes and each record's start. ``gather`` puts the
+    records in order (:func:`seqlake.formats.bam.gather`'s, or the child's compiled copy)."""
     data = b"".join(parts)
     if not data:
         return b"", np.zeros(0, dtype=np.int64)
@@ -142,7 +152,25 @@ def merge_sorted(parts: Sequence[bytes]) -> tuple[bytes, I64]:
         return data, starts
     tid, pos, flag = bam.fixed_fields(data, starts)
     order = np.lexsort(((flag & bam.FLAG_REVERSE) != 0, pos, tid.astype(np.uint32))).astype(np.int64)
-    return bam.reorder(data, starts, order)
+    if gather is None:
+        return bam.reorder(data, starts, order)
+    sizes = np.diff(np.append(starts, len(data))).astype(np.int64)[order]
+    return gather(data, starts[order], sizes), np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+
+
+def _pieces(sizes: I64, a: int, b: int, limit: int) -> list[tuple[int, int]]:
+    """Records ``a``..``b - 1`` cut into consecutive ranges of at most ``limit`` bytes each (a record larger than
+    ``limit`` alone)."""
+    ends = np.cumsum(sizes[a:b])
+    out = []
+    at = a
+    while at < b:
+        done = int(ends[at - a - 1]) if at > a else 0
+        stop = a + int(np.searchsorted(ends, done + limit, side="right"))
+        stop = max(stop, at + 1)
+        out.append((at, stop))
+        at = stop
+    return out
 
 
 @dataclass
@@ -159,7 +187,7 @@ class SliceSorter:
 
     def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path, *,
                  budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB,
-                 gather: Callable[[bytes, I64, I64], bytes | bytearray] | None = None) -> None:
+                 gather: Callable[[bytes | bytearray, I64, I64], bytes | bytearray] | None = None) -> None:
         self.layout = layout
         self.axis = WindowAxis(contigs, all_windows(layout.regions, layout.window)[0])
         self.unplaced = layout.count - 1
@@ -170,8 +198,10 @@ class SliceSorter:
         #: the records' bytes put in sorted order (data, starts, sizes): :func:`seqlake.formats.bam.gather`'s, or
         #: the child's compiled copy of it
         self.gather = gather or (lambda data, starts, sizes: bam.gather(data, starts, sizes)[0])
-        #: per batch: its encoded records, each record's start and size, the copies' rows and keys
-        self._pending: list[tuple[bytes | bytearray, I64, I64, I64, npt.NDArray[np.uint64]]] = []
+        #: the batches' encoded records end to end (one buffer: a spill sorts them without joining copies)
+        self._data = bytearray()
+        #: per batch: each record's start in the buffer and its size, the copies' rows and keys
+        self._pending: list[tuple[I64, I64, I64, npt.NDArray[np.uint64]]] = []
         self._pending_bytes = 0
         self._seq = 0
         self.runs: list[_Run] = []
@@ -210,7 +240,9 @@ class SliceSorter:
         seq = self._seq + row
         self._seq += n
         sizes = np.diff(np.append(starts, len(data))).astype(np.int64)
-        self._pending.append((data, starts, sizes, row, np.stack([key, coord, seq.astype(np.uint64)], axis=1)))
+        base = len(self._data)
+        self._data += data
+        self._pending.append((starts + base, sizes, row, np.stack([key, coord, seq.astype(np.uint64)], axis=1)))
         self._pending_bytes += len(data) * len(row) // n
         if self._pending_bytes > self.budget:
             self._spill()
@@ -218,17 +250,14 @@ class SliceSorter:
     def _spill(self) -> None:
         if not self._pending:
             return
-        datas, at_parts, size_parts, keys = [], [], [], []
-        base = 0
-        for data, starts, sizes, row, key in self._pending:
-            datas.append(data)
-            at_parts.append(starts[row] + base)
+        at_parts, size_parts, keys = [], [], []
+        for starts, sizes, row, key in self._pending:
+            at_parts.append(starts[row])
             size_parts.append(sizes[row])
             keys.append(key)
-            base += len(data)
-        data = b"".join(datas)
+        data = self._data
         at, size_of, key = np.concatenate(at_parts), np.concatenate(size_parts), np.concatenate(keys)
-        self._pending, self._pending_bytes = [], 0
+        self._pending, self._pending_bytes, self._data = [], 0, bytearray()
         order = np.lexsort((key[:, 2], key[:, 1], key[:, 0]))
         at, size_of, key = at[order], size_of[order], key[order]
         run = _Run(self.scratch / f"reads-run-{len(self.runs):05d}.bgzf")
@@ -237,11 +266,11 @@ class SliceSorter:
         bounds = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1], [True])))
         with run.path.open("wb") as out:
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                plain = self.gather(data, at[a:b], size_of[a:b])
-                blocks = bgzf.compress(plain, eof=False, codec=self.codec)
+                begin = out.tell()
+                for c, d in _pieces(size_of, a, b, SPILL_PIECE_BYTES):
+                    out.write(bgzf.compress(self.gather(data, at[c:d], size_of[c:d]), eof=False, codec=self.codec))
                 g = int(group[a])
-                run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (out.tell(), len(blocks), b - a)
-                out.write(blocks)
+                run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (begin, out.tell() - begin, b - a)
         self.runs.append(run)
 
     def _group(self, files: Sequence[int], window: int, sample: int, carried: int) -> tuple[bytes, int]:
@@ -252,7 +281,8 @@ class SliceSorter:
         if len(found) == 1:
             f, (at, size, records) = found[0]
             return os.pread(f, size, at), records
-        merged, starts = merge_sorted([bgzf.decompress(os.pread(f, size, at)) for f, (at, size, _) in found])
+        merged, starts = merge_sorted([bgzf.decompress(os.pread(f, size, at)) for f, (at, size, _) in found],
+                                      self.gather)
         return (bgzf.compress(merged, eof=False, codec=self.codec) if merged else b""), len(starts)
 
     def write(self, out: BinaryIO, run_id: str, child: int) -> list[list[SliceEntry]]:

@@ -113,6 +113,7 @@ def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> N
             for sample in plan.samples:
                 if sample not in runs:
                     continue
+                plain: bytes | bytearray
                 if len(runs[sample]) == 1:
                     plain, starts, vs, ve = _referenced(runs[sample][0])
                     uri, e, _, _ = runs[sample][0]
