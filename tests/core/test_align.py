@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from seqlake.child import align
+from seqlake.formats import cigar as cigar_format
 from seqlake.lake import coverage
 from seqlake.lake.staging import AlignStats
 from seqlake.plan.reference import local_index
@@ -264,6 +265,10 @@ def _reference_rows(r1: Path, r2: Path | None, index: str, edit: Any = None) -> 
                 total.merge(c)
         return pa.concat_tables([t for t, _ in batches]), stats
 
+    for b in ours:  # the packed CIGARs the child encodes its BAM records from are the text column's
+        row, op, length = cigar_format.parse([c or "" for c in b.rows.column("cigar").to_pylist()])
+        np.testing.assert_array_equal(b.cigar[0], np.bincount(row, minlength=b.rows.num_rows))
+        np.testing.assert_array_equal(b.cigar[1], (length << 4 | op).astype(np.uint32))
     return summed([(b.rows, b.stats) for b in ours]), summed(theirs)
 
 

@@ -107,3 +107,22 @@ def test_illumina_read_names_and_control_values() -> None:
     for guess in ("neg", "yes", "no", "1", "0"):  # what the README promises: anything but true/false is rejected
         with pytest.raises(ValueError, match="true or false"):
             parse_control(guess)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_blocks_sorted_as_one_key_give_the_general_sweep_s_profile(seed: int) -> None:
+    """``profile_of_blocks`` sorts its +1/-1 steps as one key each; the general sweep (any deltas, an argsort)
+    gives the same runs: blocks that start where others end, empty blocks, depths past the cap."""
+    from seqlake.lake.depth import _sweep
+
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 500, 3_000)
+    ends = starts + rng.integers(0, 60, 3_000)
+    starts[:50] = ends[50:100]  # starts where other blocks end
+    starts = np.concatenate([starts, np.full(DEPTH_CAP + 5, 7)])  # past the cap at one place
+    ends = np.concatenate([ends, np.full(DEPTH_CAP + 5, 9)])
+    ones = np.ones(len(starts), dtype=np.int64)
+    want = _sweep(np.concatenate([starts, ends]).astype(np.int64), np.concatenate([ones, -ones]))
+    got = profile_of_blocks(starts, ends)
+    for name in ("start", "end", "depth"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))

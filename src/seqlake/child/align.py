@@ -191,6 +191,9 @@ class AlignedBatch:
     #: the ``alignments`` rows of the call, as an Arrow table of that schema
     rows: pa.Table
     stats: tuple[AlignStats, ...]
+    #: each row's CIGAR packed as BAM holds it (``length << 4 | op``, soft clips included): the operations'
+    #: count per row and the operations end to end (the same CIGARs as the ``cigar`` column's text)
+    cigar: tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]
 
 
 class PendingBatch:
@@ -211,24 +214,25 @@ class PendingBatch:
 
     def result(self) -> AlignedBatch:
         if self._done is None:
-            tables, stats = [], None
-            for table, counts in (part.result() for part in self._parts):
-                tables.append(table)
-                stats = counts if stats is None else _merge_stats(stats, counts)
-            assert stats is not None
-            self._done = AlignedBatch(pa.concat_tables(tables) if len(tables) > 1 else tables[0], stats)
+            parts = [part.result() for part in self._parts]
+            stats = parts[0].stats
+            for part in parts[1:]:
+                stats = _merge_stats(stats, part.stats)
+            self._done = parts[0] if len(parts) == 1 else AlignedBatch(
+                pa.concat_tables([p.rows for p in parts]), stats,
+                (np.concatenate([p.cigar[0] for p in parts]), np.concatenate([p.cigar[1] for p in parts])))
         return self._done
 
 
 class _Part:
     """One part of a call: aligning in an alignment process, or taken back and aligned here."""
 
-    def __init__(self, aligner: ReadAligner, future: Future[tuple[Any, tuple[AlignStats, ...]]],
+    def __init__(self, aligner: ReadAligner, future: Future[AlignedBatch],
                  args: tuple[Any, ...]) -> None:
         self.aligner = aligner
         self.future = future
         self.args = args
-        self.here: tuple[Any, tuple[AlignStats, ...]] | None = None
+        self.here: AlignedBatch | None = None
 
     def done(self) -> bool:
         return self.here is not None or self.future.done()
@@ -239,7 +243,7 @@ class _Part:
             return True
         return False
 
-    def result(self) -> tuple[Any, tuple[AlignStats, ...]]:
+    def result(self) -> AlignedBatch:
         return self.here if self.here is not None else self.future.result()
 
 
@@ -374,7 +378,9 @@ class ReadAligner:
                 sample: str) -> AlignedBatch:
         return AlignedBatch(rows_table(mapped, names, read_index, self._contigs, sample=sample,
                                        schema=BY_NAME["alignments"].schema),
-                            mapped_stats(mapped, mates))
+                            mapped_stats(mapped, mates),
+                            (np.frombuffer(mapped["n_cigar"], dtype=np.int32).astype(np.int64),
+                             np.frombuffer(mapped["ops"], dtype=np.uint32)))
 
 
 #: the aligner a forked alignment process maps with (key ``aligner``): set in the parent just before it
@@ -398,15 +404,15 @@ def _fork_aligners(aligner: ReadAligner) -> ProcessPoolExecutor:
 
 def _align_forked(
     method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str
-) -> tuple[Any, tuple[AlignStats, ...]]:
+) -> AlignedBatch:
     """One part of a call, in a forked alignment process (see :func:`_align_part`)."""
     return _align_part(_FORKED["aligner"], method, reads, mates, sample)
 
 
 def _align_part(
     aligner: ReadAligner, method: str, reads: tuple[Sequence[Any], ...], mates: int, sample: str
-) -> tuple[Any, tuple[AlignStats, ...]]:
+) -> AlignedBatch:
     """One part of a call: its rows (an Arrow table of ``sample``, which crosses back from an alignment
     process as buffers and not as millions of Python objects) and counts."""
     batch: AlignedBatch = getattr(aligner, method)(reads, sample, aligner._buffers[0])
-    return batch.rows, batch.stats
+    return batch

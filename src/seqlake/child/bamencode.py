@@ -47,16 +47,22 @@ class EncodedRecords:
 
 
 def encode_rows(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
-                read_group: str | tuple[Sequence[str], I64]) -> EncodedRecords:
-    """The BAM records of a batch's rows, as :func:`seqlake.lake.bamrows.records_of` makes them, encoded."""
+                read_group: str | tuple[Sequence[str], I64],
+                cigar: tuple[I64, npt.NDArray[np.uint32]] | None = None) -> EncodedRecords:
+    """The BAM records of a batch's rows, as :func:`seqlake.lake.bamrows.records_of` makes them, encoded.
+    ``cigar``: the rows' CIGARs already packed (each row's operation count, the operations end to end: the
+    aligner's), else parsed from ``rows.cigar``."""
     import mappy  # the child's aligner's build: every child that aligns has it
 
     n = len(rows.flag)
     flag = rows.flag.astype(np.int64)
     tid, pos = placement(rows)
-    row, op, length = parse_cigars(rows.cigar)
-    counts = np.bincount(row, minlength=n).astype(np.int64)
-    cigar = (length << 4 | op).astype(np.uint32)
+    if cigar is None:
+        row, op, length = parse_cigars(rows.cigar)
+        counts = np.bincount(row, minlength=n).astype(np.int64)
+        ops = (length << 4 | op).astype(np.uint32)
+    else:
+        counts, ops = cigar
     cigar_off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     names = name_bytes(rows.names)
     if isinstance(read_group, str):
@@ -70,7 +76,8 @@ def encode_rows(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
 
     data, starts, ends = mappy.seqlake_encode_records(
         i64(tid), i64(pos), i64(mapq), flag, i64(rows.mate_contig), i64(rows.mate_start), i64(rows.tlen), i64(nm),
-        np.ascontiguousarray(names.data, dtype=np.uint8), i64(names.offsets), cigar, cigar_off,
+        np.ascontiguousarray(names.data, dtype=np.uint8), i64(names.offsets), np.ascontiguousarray(ops, np.uint32),
+        cigar_off,
         np.ascontiguousarray(reads.data, dtype=np.uint8), i64(reads.seq_start), i64(reads.qual_start),
         i64(reads.length), np.ascontiguousarray(tags.data, dtype=np.uint8), i64(tags.offsets), codes, bam.NT16,
         bam.COMPLEMENT, _CONSUMES_REF16)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from seqlake.base import storage
@@ -34,7 +35,7 @@ from seqlake.base.errors import BadInputError
 from seqlake.base.limits import CHILD_ALLELE_ROWS, CHILD_BATCH_BASES, CHILD_MERGE_ROWS
 from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
-from seqlake.child.align import PendingBatch, ReadAligner, alignment_spans
+from seqlake.child.align import AlignedBatch, PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
 from seqlake.child.bamencode import encode_rows, gather_records
 from seqlake.child.primerclip import AmpliconCounts
@@ -174,15 +175,17 @@ class _Aligning:
             self.depth[sample] = DepthAccumulator()
         return self.coverage[sample]
 
-    def take_chunk(self, sample: str, table: pa.Table, reads: ChunkReads, groups: ShardGroups) -> None:
+    def take_chunk(self, sample: str, batch: AlignedBatch, reads: ChunkReads, groups: ShardGroups) -> None:
         """One aligned chunk's rows and reads into the sample's sorted BAM records (as the BAM holds them:
         primer-clipped in amplicon mode, each in its lane's read group), which the reducers count alleles
-        from."""
+        from. The aligner's packed CIGARs are the records' unless the primers clipped them."""
+        table = batch.rows
         rows, bases = batch_inputs(table, reads, self.contigs)
+        cigar: tuple[I64, npt.NDArray[np.uint32]] | None = batch.cigar
         if self.primers is not None:
-            rows = self.primers.clip(sample, rows)
+            rows, cigar = self.primers.clip(sample, rows), None
         enc = encode_rows(rows, bases, mapq=_ints(table, "mapq"), nm=_ints(table, "nm"),
-                          read_group=groups.of(rows.names))
+                          read_group=groups.of(rows.names), cigar=cigar)
         self.slices.add_encoded(sample, enc.data, enc.starts, enc.tid, enc.pos, enc.flag, enc.end)
         if self.count:  # its alleles and indels: counted by the reducers from these records (reduce/record_counts)
             self.counted.setdefault(sample, None)
@@ -322,7 +325,7 @@ class _ShardRun:
                 pass
             batch = self.aligning_chunks.popleft().result()
             assert self.aligning is not None  # chunks align only with a reference
-            self.aligning.take_chunk(self.sample, batch.rows, self.chunk_reads.popleft(), self.groups)
+            self.aligning.take_chunk(self.sample, batch, self.chunk_reads.popleft(), self.groups)
             self.pending.append(batch.rows)
             self.pending_rows += batch.rows.num_rows
             for m, counts in zip(self.mates, batch.stats, strict=True):

@@ -84,8 +84,11 @@ def _sweep(positions: I64, deltas: I64) -> Profile:
     order = np.argsort(positions)
     pos, dlt = positions[order], deltas[order]
     first = np.flatnonzero(np.concatenate(([True], pos[1:] != pos[:-1])))
-    uniq = pos[first]
-    change = np.add.reduceat(dlt, first)
+    return _steps(pos[first], np.add.reduceat(dlt, first))
+
+
+def _steps(uniq: I64, change: I64) -> Profile:
+    """Runs of the step function that changes by ``change`` at the sorted, distinct ``uniq`` (capped, merged)."""
     depth = np.minimum(np.cumsum(change), DEPTH_CAP)
     start, end, d = uniq[:-1], uniq[1:], depth[:-1]
     # a run continues when the depth does not change at a boundary (e.g. both at the cap)
@@ -99,9 +102,16 @@ def _sweep(positions: I64, deltas: I64) -> Profile:
 
 
 def profile_of_blocks(starts: I64, ends: I64) -> Profile:
-    """The capped depth of aligned blocks ``[start, end)`` (each adds 1)."""
-    ones = np.ones(len(starts), dtype=np.int64)
-    return _sweep(np.concatenate([starts, ends]).astype(np.int64), np.concatenate([ones, -ones]))
+    """The capped depth of aligned blocks ``[start, end)`` (each adds 1). Every delta is +1 or -1, so the
+    positions are sorted as one key each (position and sign) by a plain sort, several times faster than the
+    argsort :func:`_sweep` needs for deltas of any size; the steps are then its."""
+    if len(starts) == 0:
+        return Profile()
+    key = np.sort(np.concatenate([starts.astype(np.int64) << 1, (ends.astype(np.int64) << 1) | 1]))
+    pos = key >> 1
+    first = np.flatnonzero(np.concatenate(([True], pos[1:] != pos[:-1])))
+    change = np.add.reduceat(1 - 2 * (key & 1), first)
+    return _steps(pos[first], change)
 
 
 def sum_runs(starts: I64, ends: I64, depths: I64) -> Profile:
