@@ -126,6 +126,14 @@ def test_real_paired_reads_through_the_local_cloud(
         assert [p["Values"] for p in parts] == [[run_id]]
         status = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=f"runs/{run_id}/status.json")
         assert json.loads(status["Body"].read())
+        # issue 35's bytes: the reducers' pieces of the consensus FASTA and VCF went once the run was committed (the
+        # commit function's role deletes them, IAM enforced), joined under results/genomes/ (the state folder's
+        # objects: results/ and most of runs/ are not put back into moto)
+        keys = set(StateDir(home).objects()[cloud.bucket])
+        reduced = {k.rsplit("/", 1)[-1] for k in keys if k.startswith(f"runs/{run_id}/reduce/")}
+        assert "region=00000.json" in reduced and not {n for n in reduced if n.endswith(".genomes")}, reduced
+        assert {f"results/genomes/run_id={run_id}/miseq{s}" for s in (".consensus.fasta", ".vcf.gz", ".vcf.gz.tbi")
+                } <= keys
         result = athena_query(cloud, "SELECT sum(reads) AS n FROM qc_summary WHERE stage = 'raw'")
         assert result.rows == [(str(sum(r["reads"] for r in rows)),)]
         assert cloud.wait(timeout=30) == []

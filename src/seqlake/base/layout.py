@@ -17,7 +17,8 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
                                             seqlake.lake.slices)
     runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
-    runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
+    runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi; the
+                                            commit removes them once the run is committed (seqlake.lake.genomes)
     runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
                                             each is: region=NNNNN.bam.json (seqlake.reduce.bams)
     runs/<run_id>/reduce/region=NNNNN.cram  with --cram instead: its samples' CRAM containers, and (a sample
@@ -368,6 +369,11 @@ class RunLayout:
     def alignments_part(self, child: int) -> str:
         """Where child ``child`` writes its alignments (a staged part)."""
         return self.staged_part("alignments", child_name(child))
+
+    @property
+    def sample_files(self) -> str:
+        """The folder of the run's per-sample files (:meth:`sample_file`), with a trailing separator."""
+        return _join(self.root, RESULTS, GENOMES, f"run_id={self.run_id}") + "/"
 
     def sample_file(self, sample: str, suffix: str) -> str:
         """A per-sample file of the run's results (consensus FASTA, VCF): beside the tables, not one of them."""

@@ -8,11 +8,22 @@ genome: the FASTA is the pieces one after the other; the VCF is its header (BGZF
 member; the ``.tbi`` is the pieces' entries, each shifted by its piece's byte offset in the joined file
 (:meth:`seqlake.lake.vcf.JoinedIndex.add`, numpy arrays: never an object per chunk). The joining itself is
 :func:`seqlake.base.storage.concatenate` (server-side copies of large pieces on S3, bounded memory).
+
+Once the run is committed (its commit point: :func:`seqlake.aws.steps.commit_step`) the pieces are removed
+(:func:`remove_pieces`): the FASTA pieces are one byte per base of the genome (all ``N`` below the calling
+depth), as large as a low-depth run's BAM three times over, and ``results/`` holds them joined. So a commit
+run again joins only the samples whose files are not all under ``results/`` yet (:func:`joined_samples`):
+after a commit that got past its commit point, none. Every file is put whole (a local file renamed into
+place, an S3 object complete or absent) and a sample's ``.tbi`` after its FASTA and VCF, and the pieces go
+only after every sample's files are there; nothing but a sample's deletion (which takes the run's ``runs/``
+objects too) removes a joined file. So a commit that dies anywhere, before its commit point or during the
+removal (after which RecordFailure may even roll the run out of the tables), is run again cleanly: the
+pieces are all there, or every file made from them is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from seqlake.base import storage
@@ -76,13 +87,35 @@ def _size(piece: Piece) -> int:
     return len(piece) if isinstance(piece, bytes) else piece[2] - piece[1]
 
 
+#: a sample's files joined from the pieces, in the order they are written (the ``.tbi`` last)
+JOINED_SUFFIXES = (CONSENSUS_SUFFIX, VCF_SUFFIX, VCF_SUFFIX + TBI_SUFFIX)
+
+
+def joined_samples(layout: RunLayout, samples: Iterable[str]) -> set[str]:
+    """The ``samples`` whose files an earlier commit of the run joined already: every one of
+    :data:`JOINED_SUFFIXES` under ``results/`` (one listing of the run's folder; see the module docstring)."""
+    listed = {storage.basename(uri) for uri in storage.list_sizes(layout.sample_files)}
+    return {s for s in samples if all(f"{s}{suffix}" in listed for suffix in JOINED_SUFFIXES)}
+
+
 def write_genomes(layout: RunLayout, samples: Sequence[tuple[str, Sequence[Sequence[int]]]],
                   contigs: list[tuple[str, int]], params: CallParams, *, reference: str | None = None) -> None:
-    """Join every sample's files (``(sample, SampleSums.genomes)``, one sample at a time) and index its VCF."""
+    """Join every sample's files (``(sample, SampleSums.genomes)``, one sample at a time) and index its VCF; a
+    sample whose files an earlier commit of the run joined is left as it is (:func:`joined_samples`)."""
     names = [c for c, _ in contigs]
+    done = joined_samples(layout, (sample for sample, _ in samples)) if samples else set()
     for sample, genomes in samples:
+        if sample in done:
+            continue
         (fasta_uri, fasta), (vcf_uri, vcf), (tbi_uri, tbi) = genome_files(layout, sample, genomes, contigs, params,
                                                                           reference=reference)
         storage.concatenate(fasta_uri, fasta)
         storage.concatenate(vcf_uri, vcf)
         storage.write_bytes(tbi_uri, tabix_of(vcf, tbi, names))
+
+
+def remove_pieces(layout: RunLayout, reducers: int) -> int:
+    """Remove the run's ``reduce/region=NNNNN.genomes`` objects (one per reducer: :meth:`RunLayout.region_genomes`),
+    once the run is committed and every sample's files are joined under ``results/`` (the module docstring says
+    why a commit run again after this is clean); the number of objects asked to go (a missing one is no error)."""
+    return storage.delete_many(layout.region_genomes(r) for r in range(reducers))
