@@ -97,8 +97,8 @@ def remove_joined_pieces(plan: Plan, reducers: int) -> None:
     """After the commit point: the reducers' pieces of each sample's consensus FASTA and VCF
     (``runs/<id>/reduce/region=NNNNN.genomes``, :func:`seqlake.lake.genomes.remove_pieces`), which the commit
     joined under ``results/genomes/``. The run is committed whatever happens here: an error is logged, not
-    raised (the pieces then stay until ``runs/`` expires), so that it cannot fail, and RecordFailure unwind, a
-    committed run."""
+    raised (the pieces then stay until ``runs/`` expires), so that it cannot fail a committed run (which
+    RecordFailure would then unwind)."""
     from seqlake.lake.genomes import remove_pieces
 
     if not reducers or plan.reference is None or not plan.params.allele_counts:  # no reducer wrote pieces
