@@ -420,7 +420,9 @@ def _short_reason(reason: str) -> str:
 def recommit(home: Path, run_id: str) -> dict[str, Any]:
     """The commit Lambda invoked once more on a finished run kept in ``home``, as the state machine invokes it
     (its payload, its function's memory cap), with the code checked out now: its REPORT line. A code change
-    to the commit is measured on the same children's and reducers' objects without running them again."""
+    to the commit is measured on the same children's and reducers' objects without running them again. It
+    joins no consensus FASTA or VCF: the first commit recorded them joined and removed their pieces
+    (:mod:`seqlake.lake.genomes`); the BAM is joined again."""
     import boto3
     from botocore.config import Config
 

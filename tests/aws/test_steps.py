@@ -3,10 +3,11 @@ worker, merge) against moto S3 and the Glue tables from template.yaml."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -180,25 +181,26 @@ def test_a_rerun_computes_only_the_children_without_a_manifest(
 def test_commit_registers_all_or_nothing(
     deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
 ) -> None:
-    plan = steps("plan", step_input("plan-input.json", run_input))
-    loaded = load_plan(plan["plan_uri"])
-    for shard in range(loaded.array_size):
-        process_child(loaded, shard)
-    reduce_all(steps, run_input, loaded)
+    plan = _children_and_reducers(steps, run_input)
     # Given a catalog that refuses one table's partition (the table is missing)
+    with _table_missing(deployed, "coverage"), pytest.raises(Exception, match=r"coverage|EntityNotFound"):
+        steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+    # Then no table shows the run
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [], table.name
+
+
+@contextlib.contextmanager
+def _table_missing(deployed: Deployed, name: str) -> Iterator[None]:
+    """Meanwhile, the Glue table ``name`` is missing (the catalog refuses its partitions); then put back."""
     glue = boto3.client("glue", region_name=REGION)
-    coverage = glue.get_table(DatabaseName=deployed.database, Name="coverage")["Table"]
-    glue.delete_table(DatabaseName=deployed.database, Name="coverage")
+    table = glue.get_table(DatabaseName=deployed.database, Name=name)["Table"]
+    glue.delete_table(DatabaseName=deployed.database, Name=name)
     try:
-        with pytest.raises(Exception, match=r"coverage|EntityNotFound"):
-            steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
-        # Then no table shows the run
-        for table in TABLES:
-            if table.name != "coverage":
-                assert partitions(deployed, table.name) == [], table.name
+        yield
     finally:
         keep = ("Name", "Description", "TableType", "Parameters", "PartitionKeys", "StorageDescriptor")
-        glue.create_table(DatabaseName=deployed.database, TableInput={k: coverage[k] for k in keep if k in coverage})
+        glue.create_table(DatabaseName=deployed.database, TableInput={k: table[k] for k in keep if k in table})
 
 
 def test_large_inputs_are_planned_by_the_index_job(
@@ -355,3 +357,106 @@ def test_a_report_that_cannot_be_rendered_fails_the_commit_before_its_commit_poi
                                        error={"Error": "ReportFailedError", "Cause": json.dumps(cause)}))
     status = read_status(deployed, run_id := run_input["run_id"])
     assert status["state"] == "FAILED" and "plot-coverage" in status["reason"], run_id
+
+
+# ------------------------------------------------------------------ the reducers' genome pieces (issue 35's bytes)
+def _children_and_reducers(steps: Callable[[str, dict[str, Any]], dict[str, Any]],
+                           run_input: dict[str, Any]) -> dict[str, Any]:
+    """The plan step, every child and every reducer: what the state machine runs before the commit; the plan
+    step's output."""
+    plan = steps("plan", step_input("plan-input.json", run_input))
+    loaded = load_plan(plan["plan_uri"])
+    for shard in range(loaded.array_size):
+        process_child(loaded, shard)
+    reduce_all(steps, run_input, loaded)
+    return plan
+
+
+def _pieces(deployed: Deployed, run_id: str) -> list[str]:
+    """The reducers' pieces of the samples' consensus FASTA and VCF under the run's ``reduce/``."""
+    return [k for k in deployed.keys(f"runs/{run_id}/reduce/") if k.endswith(".genomes")]
+
+
+def _sample_files(deployed: Deployed, run_id: str) -> dict[str, bytes]:
+    """The run's per-sample files under ``results/genomes/`` (FASTA, VCF, BAM and their indexes), by name."""
+    prefix = f"results/genomes/run_id={run_id}/"
+    return {k[len(prefix):]: deployed.get(k) for k in deployed.keys(prefix)}
+
+
+def test_the_genome_pieces_go_once_the_run_is_committed_and_a_rerun_of_the_commit_is_clean(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    plan = _children_and_reducers(steps, run_input)
+    # Given the reducer's pieces of the sample's consensus FASTA and VCF (the demo's genome is one region)
+    assert _pieces(deployed, run_id) == [f"runs/{run_id}/reduce/region=00000.genomes"]
+
+    def commit() -> dict[str, Any]:
+        return steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+
+    # When the run is committed
+    assert commit()["state"] == "SUCCEEDED"
+    # Then the pieces are gone, joined under results/ (issue 35: one byte per base, the BAM's bytes 3x over
+    # at low depth), and the rest of reduce/ stays (the summaries, the BAM pieces a re-run joins again)
+    assert _pieces(deployed, run_id) == []
+    assert {f"runs/{run_id}/reduce/region=00000.json", f"runs/{run_id}/reduce/genomes-joined.json"} <= set(
+        deployed.keys(f"runs/{run_id}/reduce/"))
+    files = _sample_files(deployed, run_id)
+    assert {"demo.consensus.fasta", "demo.vcf.gz", "demo.vcf.gz.tbi", "demo.bam", "demo.bam.bai"} <= set(files)
+    assert files["demo.consensus.fasta"].startswith(b">")
+    # and a re-run of the commit (a Lambda call retried after its work was done) is clean: it joins nothing
+    # again, and every file and table is as it was
+    assert commit()["state"] == "SUCCEEDED"
+    assert _sample_files(deployed, run_id) == files
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [[run_id]], table.name
+
+
+def test_a_commit_failing_before_its_commit_point_leaves_the_genome_pieces_for_the_rerun(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    run_id = run_input["run_id"]
+    plan = _children_and_reducers(steps, run_input)
+    # Given a catalog that refuses the runs table's partition: the commit's last step before its commit point
+    with _table_missing(deployed, "runs"), pytest.raises(Exception, match=r"runs|EntityNotFound"):
+        steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))
+    # Then no table shows the run, and the pieces are all there (the files were joined from them already)
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [], table.name
+    assert _pieces(deployed, run_id) == [f"runs/{run_id}/reduce/region=00000.genomes"]
+    files = _sample_files(deployed, run_id)
+    # When the failure is recorded (RecordFailure unwinds the commit) and the run is started again
+    steps("record_failure", step_input("record-failure-plan-bad-input.json", run_input, plan=plan,
+                                       failed_step="Commit", error={"Error": "EntityNotFoundException",
+                                                                    "Cause": "{}"}))
+    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))[
+        "state"] == "SUCCEEDED"
+    # Then the run commits, with the same files, and only then are the pieces gone
+    assert partitions(deployed, "runs") == [[run_id]]
+    assert _sample_files(deployed, run_id) == files
+    assert _pieces(deployed, run_id) == []
+
+
+def test_a_committed_run_rolled_back_by_record_failure_commits_again_without_its_pieces(
+    deployed: Deployed, run_input: dict[str, Any], steps: Callable[[str, dict[str, Any]], dict[str, Any]]
+) -> None:
+    """A commit that dies after its commit point, while removing the pieces (a timeout), is recorded FAILED by
+    RecordFailure, which takes the run out of the tables; the run started again must still commit: what the
+    re-run recognises is its record of the files joined under results/, not the tables' state."""
+    run_id = run_input["run_id"]
+    plan = _children_and_reducers(steps, run_input)
+    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))[
+        "state"] == "SUCCEEDED"
+    files = _sample_files(deployed, run_id)
+    assert _pieces(deployed, run_id) == []
+    # Given RecordFailure's unwinding of the commit (as after a commit that timed out past its commit point)
+    steps("record_failure", step_input("record-failure-plan-bad-input.json", run_input, plan=plan,
+                                       failed_step="Commit", error={"Error": "Sandbox.Timedout", "Cause": "{}"}))
+    assert partitions(deployed, "runs") == [[run_id]] and partitions(deployed, "qc_summary") == []
+    # When the run is started again, Then its commit succeeds with the same files, though the pieces are gone
+    assert steps("commit", step_input("commit-input.json", run_input, plan=plan, batch={"job_id": None}))[
+        "state"] == "SUCCEEDED"
+    for table in TABLES:
+        assert partitions(deployed, table.name) == [[run_id]], table.name
+    assert _sample_files(deployed, run_id) == files
+    assert read_status(deployed, run_id)["state"] == "SUCCEEDED"

@@ -126,6 +126,40 @@ def test_real_paired_reads_through_the_local_cloud(
         assert [p["Values"] for p in parts] == [[run_id]]
         status = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=f"runs/{run_id}/status.json")
         assert json.loads(status["Body"].read())
+        # issue 35's bytes: the reducers' pieces of the consensus FASTA and VCF went once the run was committed (the
+        # commit function's role deletes them, IAM enforced), joined under results/genomes/ (the state folder's
+        # objects: results/ is not put back into moto)
+        state = StateDir(home)
+        keys = set(state.objects()[cloud.bucket])
+        reduced = {k.rsplit("/", 1)[-1] for k in keys if k.startswith(f"runs/{run_id}/reduce/")}
+        assert "region=00000.json" in reduced and not {n for n in reduced if n.endswith(".genomes")}, reduced
+        genomes = [f"results/genomes/run_id={run_id}/miseq{s}" for s in (".consensus.fasta", ".vcf.gz", ".vcf.gz.tbi")]
+        assert set(genomes) <= keys
+        joined = {k: state.local_path(cloud.bucket, k).read_bytes() for k in genomes}
         result = athena_query(cloud, "SELECT sum(reads) AS n FROM qc_summary WHERE stage = 'raw'")
         assert result.rows == [(str(sum(r["reads"] for r in rows)),)]
+        # and the commit invoked again in this later local cloud (as a retry would: the pieces are gone, and
+        # results/ is not in its S3) succeeds, its files as they were
+        _invoke_commit(cloud, state, run_id)
+        assert {k: state.local_path(cloud.bucket, k).read_bytes() for k in genomes} == joined
         assert cloud.wait(timeout=30) == []
+
+
+def _invoke_commit(cloud: LocalCloud, state: StateDir, run_id: str) -> None:
+    """The commit function invoked on a finished run as the state machine invokes it (``bench/genome_scale.py
+    --recommit`` does the same)."""
+    import hashlib
+
+    from seqlake.aws.request import ExecutionInput
+    from seqlake.base.layout import RunLayout
+
+    layout = RunLayout.in_bucket(cloud.bucket, run_id)
+    request = (state.bucket_dir(cloud.bucket) / "runs" / run_id / "request.json").read_bytes()
+    execution = ExecutionInput(run_id, cloud.bucket, layout.request, hashlib.sha256(request).hexdigest())
+    plan = json.loads((state.bucket_dir(cloud.bucket) / "runs" / run_id / "plan.json").read_text())
+    assert cloud.lambdas is not None
+    function = next(n for n in cloud.lambdas.functions if n.endswith("CommitFunction"))
+    resp = cloud.client("lambda").invoke(FunctionName=function, Payload=json.dumps({
+        "execution": execution.to_dict(), "batch": None,
+        "plan": {"plan_uri": layout.plan, "array_size": len(plan["children"])}}))
+    assert "FunctionError" not in resp, resp["Payload"].read()[:2000]

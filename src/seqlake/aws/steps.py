@@ -8,8 +8,9 @@ other layers).
 
 - :func:`commit_step`: merge (:func:`seqlake.commit.merge.merge_run`) -> ``status.json`` and the ``runs``
   row -> one Iceberg commit per result table (:func:`seqlake.aws.catalog.commit_results`) -> the ``runs``
-  partition, last. If a table's commit fails, the tables already committed are rolled back (rows, snapshots
-  and files), so a reader sees all of a run or none of it. A commit that dies without unwinding (a
+  partition, last (the commit point) -> the reducers' genome pieces removed (:func:`remove_joined_pieces`).
+  If a table's commit fails, the tables already committed are rolled back (rows, snapshots and files), so a
+  reader sees all of a run or none of it. A commit that dies without unwinding (a
   timeout, memory) is unwound by :func:`record_failure`.
 - :func:`record_failure`: which state failed (the state machine says so: each ``Catch`` passes
   through a state that names it), which children, why (each failed child's one-line error from
@@ -24,7 +25,7 @@ Test-only: ``SEQLAKE_COMMIT_FAULT`` (:mod:`seqlake.base.faults`) makes the commi
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqlake.aws import batch_info, batch_reasons, catalog
 from seqlake.aws.batch_info import ChildJob, get
@@ -37,6 +38,9 @@ from seqlake.base.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT
 from seqlake.base.layout import child_of
 from seqlake.base.model import REDUCE_STEPS, RunState, Step
 from seqlake.lake.tables import BY_NAME, RESULT_TABLES, RUNS
+
+if TYPE_CHECKING:
+    from seqlake.plan.planfile import Plan
 
 #: failed children described in a failure's reason (the rest are counted)
 REASON_CHILDREN = 3
@@ -84,7 +88,28 @@ def commit_step(execution: ExecutionInput, batch: dict[str, Any] | None, *, data
     write_runs_row(status)
     crash_after = fault.number("after_partitions", 0) if fault is not None and fault.action == "crash" else None
     commit_all_or_none(database, request.bucket, request.run_id, status.partitions, crash_after=crash_after)
+    # committed: the reducers' pieces of the files joined under results/ go (a commit run again joins nothing)
+    remove_joined_pieces(plan, int(totals.get("regions") or 0))
     return status
+
+
+def remove_joined_pieces(plan: Plan, reducers: int) -> None:
+    """After the commit point: the reducers' pieces of each sample's consensus FASTA and VCF
+    (``runs/<id>/reduce/region=NNNNN.genomes``, :func:`seqlake.lake.genomes.remove_pieces`), which the commit
+    joined under ``results/genomes/``. The run is committed whatever happens here: an error is logged, not
+    raised (the pieces then stay until ``runs/`` expires), so that it cannot fail a committed run (which
+    RecordFailure would then unwind)."""
+    from seqlake.lake.genomes import remove_pieces
+
+    if not reducers or plan.reference is None or not plan.params.allele_counts:  # no reducer wrote pieces
+        return
+    try:
+        removed = remove_pieces(plan.layout, reducers)
+    except Exception as err:
+        logger.warning("could not remove the reducers' genome pieces: they stay until runs/ expires",
+                       extra={"run_id": plan.run_id, "error": repr(err)})
+        return
+    logger.info("removed the reducers' genome pieces, joined under results/", extra={"objects": removed})
 
 
 def commit_all_or_none(database: str, bucket: str, run_id: str, tables: list[str], *,

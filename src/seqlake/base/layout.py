@@ -17,7 +17,9 @@ A lake has one root (``s3://<bucket>`` on AWS, a folder locally) and four trees 
                                             seqlake.lake.slices)
     runs/<run_id>/reduce/regions.json       the regions of the reduce step (seqlake.lake.regions)
     runs/<run_id>/reduce/region=NNNNN.json  what the reducer of region NNNNN leaves the commit (written last)
-    runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi
+    runs/<run_id>/reduce/region=NNNNN.genomes  its pieces of each sample's consensus FASTA, VCF and .tbi; the
+                                            commit removes them once the run is committed (seqlake.lake.genomes)
+    runs/<run_id>/reduce/genomes-joined.json  the commit's record that it joined those files under results/
     runs/<run_id>/reduce/region=NNNNN.bam   its BAM records of each sample (BGZF) and their .bai pieces; where
                                             each is: region=NNNNN.bam.json (seqlake.reduce.bams)
     runs/<run_id>/reduce/region=NNNNN.cram  with --cram instead: its samples' CRAM containers, and (a sample
@@ -309,6 +311,12 @@ class RunLayout:
         """Region ``region``'s pieces of every sample's consensus FASTA and VCF (BGZF blocks, no EOF) and of its
         tabix index, one after the other (offsets in the region's summary); the commit joins them per sample."""
         return self._run("reduce", f"{region_name(region)}.genomes")
+
+    @property
+    def genomes_joined(self) -> str:
+        """The commit's record that every sample's consensus FASTA, VCF and .tbi are joined under ``results/``
+        from the pieces (:meth:`region_genomes`), which may then go (:mod:`seqlake.lake.genomes`)."""
+        return self._run("reduce", "genomes-joined.json")
 
     def region_bams(self, region: int) -> str:
         """The region's BAM records of each sample (BGZF blocks, no EOF) and their .bai pieces (reduce/bams)."""

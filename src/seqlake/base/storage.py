@@ -25,7 +25,7 @@ import tempfile
 import threading
 import types
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -395,6 +395,12 @@ def delete(uri: str) -> None:
     Path(uri).unlink(missing_ok=True)
 
 
+def delete_many(uris: Iterable[str], workers: int = MAX_PARALLEL_READS) -> int:
+    """Remove each object or file (one that does not exist is not an error), by up to ``workers`` threads: one
+    DeleteObject each on S3 (the role's ``s3:DeleteObject`` on each key, as :func:`delete`); the number asked."""
+    return _each(delete, ((uri,) for uri in uris), workers, "seqlake-delete")
+
+
 #: below this size a file is sent in one PUT; from it on, by the transfer manager's multipart upload
 #: (its default threshold). A child's parts are mostly small: one PUT each spares the manager's threads.
 SINGLE_PUT_BYTES = 8 << 20
@@ -660,11 +666,17 @@ def copy_many(copies: Iterable[tuple[str, str, int]], workers: int = MAX_PARALLE
     parts of :data:`COPY_PART_BYTES` past :data:`seqlake.base.limits.S3_COPY_OBJECT`): no byte passes
     through this process. Locally a hard link where the file system allows one (files are replaced whole,
     never written in place, so the two names never see a change), else a copy."""
+    return _each(_copy_one, copies, workers, "seqlake-copy")
+
+
+def _each(task: Callable[..., None], calls: Iterable[tuple[Any, ...]], workers: int, name: str) -> int:
+    """``task(*args)`` for each of ``calls`` by up to ``workers`` threads, at most ``2 * workers`` in flight (the
+    first error is raised); the number of calls."""
     done = 0
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="seqlake-copy") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
         window: deque[Future[None]] = deque()
-        for src, dst, size in copies:
-            window.append(pool.submit(_copy_one, src, dst, size))
+        for args in calls:
+            window.append(pool.submit(task, *args))
             if len(window) >= 2 * workers:
                 window.popleft().result()
                 done += 1
