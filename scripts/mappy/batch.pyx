@@ -219,4 +219,6 @@ def seqlake_qc_tile(const uint8_t[::1] arr, const int64_t[::1] seq_start, const 
 	if n:
 		sl_qc_tile(&arr[0] if arr.shape[0] else NULL, &seq_start[0], &qual_start[0], &length[0], n, first, width, <int64_t *>&c[0],
 			<int64_t *>&s[0], <int64_t *>&h[0], <int64_t *>&r[0], &n_bases, &gap_bytes)
+		if n_bases < 0:
+			raise MemoryError("seqlake_qc_tile")
 	return bytes(counts[: 8 * 4 * width]), bytes(sums), bytes(hist), bytes(rows[: 8 * n]), n_bases, gap_bytes

@@ -356,38 +356,53 @@ static void sl_encode_records(const sl_records_t *in, uint8_t *out, int64_t *sta
  * sums, over the reads' own bytes instead of a padded (reads x cycles) copy). Per cycle: the A, C, G, T bases in
  * either case (rows 0-3 of base_counts) and the Phred sums (Phred+33 minus 33); the quality bytes' histogram;
  * per read its Phred sum over the tile; the N bases and the gap bytes ('-', '.', ' '). */
+static void sl_qc_flush(uint32_t *acc, int64_t *out, int64_t m)
+{
+	for (int64_t k = 0; k < m; ++k) out[k] += acc[k], acc[k] = 0;
+}
+
 static void sl_qc_tile(const uint8_t *arr, const int64_t *seq_start, const int64_t *qual_start, const int64_t *length,
                        int64_t n, int64_t first, int64_t width, int64_t *base_counts, int64_t *qual_sums,
                        int64_t *hist, int64_t *row_sums, int64_t *n_bases, int64_t *gap_bytes)
 {
-	static int8_t cls[256];
-	static int ready = 0;
-	if (!ready) {
-		for (int k = 0; k < 256; ++k) cls[k] = 4;
-		cls['a'] = cls['A'] = 0, cls['c'] = cls['C'] = 1, cls['g'] = cls['G'] = 2, cls['t'] = cls['T'] = 3;
-		ready = 1;
-	}
 	int64_t ns = 0, gaps = 0, acgt = 0, total = 0;
+	/* per cycle, the A, C, G, T counts and the quality sums in 32 bits (the loops below vectorise: a compare
+	 * and an add per class and byte), added into the 64-bit sums every 2^24 reads, before they could overflow */
+	uint32_t *acc = calloc((size_t)(5 * width), sizeof(uint32_t));
+	if (acc == NULL) { *n_bases = -1; return; }
+	uint32_t *a = acc, *cc = acc + width, *g = acc + 2 * width, *t = acc + 3 * width, *qs = acc + 4 * width;
 	/* four histograms, cycle by cycle in turn: a run of one quality value would chain every increment of one
 	 * counter to the one before */
 	int64_t h4[4][256];
 	memset(h4, 0, sizeof(h4));
 	for (int64_t i = 0; i < n; ++i) {
+		if ((i & ((1 << 24) - 1)) == (1 << 24) - 1) {
+			sl_qc_flush(acc, base_counts, 4 * width);
+			sl_qc_flush(qs, qual_sums, width);
+		}
 		int64_t inside = length[i] - first;
 		if (inside <= 0) { row_sums[i] = 0; continue; }
 		if (inside > width) inside = width;
 		const uint8_t *s = arr + seq_start[i] + first, *q = arr + qual_start[i] + first;
-		for (int64_t c = 0; c < inside; ++c) base_counts[cls[s[c]] * width + c] += 1;
-		int64_t row = 0;
 		for (int64_t c = 0; c < inside; ++c) {
-			uint8_t x = q[c];
-			qual_sums[c] += x;
-			h4[c & 3][x] += 1;
-			row += x;
+			uint8_t low = s[c] | 0x20;
+			a[c] += low == 'a';
+			cc[c] += low == 'c';
+			g[c] += low == 'g';
+			t[c] += low == 't';
 		}
-		row_sums[i] = row - 33 * inside;
+		uint32_t row = 0;
+		for (int64_t c = 0; c < inside; ++c) {
+			qs[c] += q[c];
+			row += q[c];
+		}
+		for (int64_t c = 0; c < inside; ++c) h4[c & 3][q[c]] += 1;
+		row_sums[i] = (int64_t)row - 33 * inside;
 		total += inside;
 	}
+	sl_qc_flush(acc, base_counts, 4 * width);
+	sl_qc_flush(qs, qual_sums, width);
+	free(acc);
 	for (int64_t c = 0; c < 4 * width; ++c) acgt += base_counts[c];
 	if (acgt < total) {  /* a base other than A, C, G, T: count the N bases and the gaps (rare: a second pass) */
 		for (int64_t i = 0; i < n; ++i) {
