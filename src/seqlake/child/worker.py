@@ -180,7 +180,8 @@ class _Aligning:
         primer-clipped in amplicon mode, each in its lane's read group), which the reducers count alleles
         from. The aligner's packed CIGARs are the records' unless the primers clipped them."""
         table = batch.rows
-        rows, bases = batch_inputs(table, reads, self.contigs)
+        # the primers clip the rows' CIGAR texts; without primers the aligner's packed CIGARs are the records'
+        rows, bases = batch_inputs(table, reads, self.contigs, cigars=self.primers is not None)
         cigar: tuple[I64, npt.NDArray[np.uint32]] | None = batch.cigar
         if self.primers is not None:
             rows, cigar = self.primers.clip(sample, rows), None

@@ -961,10 +961,11 @@ class ChunkReads:
     length: tuple[I64, ...]
 
 
-def batch_inputs(table: pa.Table, chunk: ChunkReads, contigs: list[tuple[str, int]]) -> tuple[
+def batch_inputs(table: pa.Table, chunk: ChunkReads, contigs: list[tuple[str, int]], *, cigars: bool = True) -> tuple[
         AlignmentRows, BatchReads]:
     """A chunk's ``alignments`` rows and reads as :func:`count_batch` takes them: each row pointed at its
-    read (by mate and read index)."""
+    read (by mate and read index). ``cigars=False`` leaves the rows' CIGAR texts out (an empty list: for a
+    caller that has them packed already and reads nothing else that needs them)."""
     import pyarrow.compute as pc  # here, not at the top: as in seqlake.child.align
 
     names = pa.array([n for n, _ in contigs], pa.string())
@@ -985,7 +986,7 @@ def batch_inputs(table: pa.Table, chunk: ChunkReads, contigs: list[tuple[str, in
     m = np.minimum(mate - 1, len(chunk.length) - 1)
     rows = AlignmentRows(
         contig=code("contig"), start=ints("pos", 1) - 1, flag=flag,
-        cigar=[c or "" for c in table.column("cigar").to_pylist()],
+        cigar=[c or "" for c in table.column("cigar").to_pylist()] if cigars else [],
         pair=np.where((flag & 0x1) != 0, read_index, -1), mate_start=ints("mate_pos", 0) - 1,
         mate_contig=code("mate_contig"), tlen=ints("tlen", 0), names=table.column("read_name").combine_chunks())
     reads = BatchReads(chunk.data, pick[0][m, at], pick[1][m, at], pick[2][m, at])
