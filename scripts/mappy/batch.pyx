@@ -222,3 +222,28 @@ def seqlake_qc_tile(const uint8_t[::1] arr, const int64_t[::1] seq_start, const 
 		if n_bases < 0:
 			raise MemoryError("seqlake_qc_tile")
 	return bytes(counts[: 8 * 4 * width]), bytes(sums), bytes(hist), bytes(rows[: 8 * n]), n_bases, gap_bytes
+
+
+def seqlake_record_starts(const uint8_t[::1] data):
+	"""Where each BAM record of record bytes starts (their block_size chain walked once): int64 bytes, or
+	ValueError naming where the chain leaves the data."""
+	cdef Py_ssize_t end = data.shape[0], at = 0, n = 0, k
+	cdef int32_t size
+	cdef int64_t start
+	while at + 4 <= end:
+		memcpy(&size, &data[at], 4)
+		if size < 32:
+			raise ValueError(f"BAM record at byte {at}: block_size {size} is less than a record's fixed part")
+		at += size + 4
+		n += 1
+	if at != end:
+		raise ValueError(f"BAM records cut short: the last record ends at byte {at}, the data at {end}")
+	out = bytearray(8 * n)
+	cdef unsigned char[::1] o = out
+	at = 0
+	for k in range(n):
+		start = at
+		memcpy(&o[8 * k], &start, 8)
+		memcpy(&size, &data[at], 4)
+		at += size + 4
+	return bytes(out)

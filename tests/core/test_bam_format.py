@@ -161,3 +161,22 @@ def test_virtual_offsets_from_the_members_footers_are_those_of_the_decompressed_
     ends = np.append(starts[1:], len(plain)).astype(np.int64)
     np.testing.assert_array_equal(bgzf.virtual_offsets(data, ends), vend)
     assert int(bgzf.virtual_offsets(data, np.array([len(plain)]))[0]) == len(data) << 16
+
+
+def test_the_compiled_record_walk_finds_the_starts_the_python_walk_finds() -> None:
+    """``bam.record_starts`` walks the ``block_size`` chain in compiled code where seqlake's mappy build is
+    installed: the starts of the Python walk, on records of every size and none; both refuse a chain cut
+    short."""
+    rng = np.random.default_rng(9)
+    sizes = rng.integers(36, 700, 500)
+    parts = []
+    for size in sizes.tolist():
+        parts.append(int(size - 4).to_bytes(4, "little", signed=True) + bytes(rng.integers(0, 256, size - 4,
+                                                                                           dtype=np.uint8)))
+    data = b"".join(parts)
+    assert bam._COMPILED_STARTS is not None, "seqlake's mappy build (make installs it) walks the records"
+    np.testing.assert_array_equal(bam.record_starts(data), bam.record_starts_py(data))
+    assert len(bam.record_starts(b"")) == 0
+    for walk in (bam.record_starts, bam.record_starts_py):
+        with pytest.raises(ValueError, match="cut short"):
+            walk(data[:-1])

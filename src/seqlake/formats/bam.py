@@ -14,6 +14,7 @@ import itertools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -190,8 +191,25 @@ def _pack_seq(seq: Ragged) -> U8:
     return ((codes[0::2] << 4) | codes[1::2]).astype(np.uint8)
 
 
-def record_starts(data: bytes | memoryview) -> I64:
-    """Where each record of BAM record bytes starts (the ``block_size`` chain, walked once)."""
+def _fixed_parts(buf: U8, starts: I64) -> npt.NDArray[np.void]:
+    """The fixed part (``block_size`` .. ``tlen``) of each record at ``starts``: one 36-byte row copied per record
+    from a strided window view of the bytes (an index per byte would be 36 int64s, 288 bytes, a record)."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=_FIXED)
+    rows = np.lib.stride_tricks.sliding_window_view(buf, FIXED_SIZE)[starts]
+    return np.ascontiguousarray(rows).view(_FIXED).reshape(len(starts))
+
+
+def record_starts(data: bytes | bytearray | memoryview) -> I64:
+    """Where each record of BAM record bytes starts (the ``block_size`` chain, walked once): in compiled code
+    where seqlake's mappy build is installed (the worker image: children and reducers), else here."""
+    if _COMPILED_STARTS is not None:
+        return np.frombuffer(_COMPILED_STARTS(np.frombuffer(data, dtype=np.uint8)), dtype=np.int64)
+    return record_starts_py(data)
+
+
+def record_starts_py(data: bytes | bytearray | memoryview) -> I64:
+    """:func:`record_starts` walked in Python (the Lambdas', and the compiled walk's judge in tests)."""
     view = memoryview(data)
     out = []
     at = 0
@@ -205,13 +223,24 @@ def record_starts(data: bytes | memoryview) -> I64:
     return np.array(out, dtype=np.int64)
 
 
+def _compiled_starts() -> Any:
+    try:
+        from mappy import seqlake_record_starts
+    except ImportError:  # the Lambdas' layers have no mappy
+        return None
+    return seqlake_record_starts
+
+
+_COMPILED_STARTS = _compiled_starts()
+
+
 def decode_placement(data: bytes | bytearray | memoryview, starts: I64) -> Records:
     """The records' fixed fields and CIGARs only (names, bases, qualities and tags left empty): what an index
     needs (:func:`seqlake.formats.bai.piece`), without the per-byte work and memory of :func:`decode` (a
     30 kb window of 116,000 records: ~600 MB decoded whole)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     n = len(starts)
-    fixed = buf[_gather_index(starts, np.full(n, FIXED_SIZE, dtype=np.int64))].view(_FIXED)
+    fixed = _fixed_parts(buf, starts)
     l_name = fixed["l_name"].astype(np.int64)
     n_cigar = fixed["n_cigar"].astype(np.int64)
     cigar = buf[_gather_index(starts + FIXED_SIZE + l_name, 4 * n_cigar)].view("<u4").astype(np.uint32)
@@ -246,8 +275,7 @@ def decode(data: bytes | memoryview, starts: I64 | None = None) -> Records:
     """The records of BAM record bytes (no header)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     starts = record_starts(data) if starts is None else starts
-    n = len(starts)
-    fixed = buf[_gather_index(starts, np.full(n, FIXED_SIZE, dtype=np.int64))].view(_FIXED)
+    fixed = _fixed_parts(buf, starts)
     size = fixed["block_size"].astype(np.int64) + 4
     l_name = fixed["l_name"].astype(np.int64)
     n_cigar = fixed["n_cigar"].astype(np.int64)
@@ -355,7 +383,7 @@ def concat_tags(*tags: Ragged) -> Ragged:
 def fixed_fields(data: bytes | memoryview, starts: I64) -> tuple[I64, I64, I64]:
     """(tid, pos, flag) of the records at ``starts``: what the coordinate order needs, nothing else decoded."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    fixed = buf[_gather_index(starts, np.full(len(starts), FIXED_SIZE, dtype=np.int64))].view(_FIXED)
+    fixed = _fixed_parts(buf, starts)
     return fixed["tid"].astype(np.int64), fixed["pos"].astype(np.int64), fixed["flag"].astype(np.int64)
 
 
