@@ -160,7 +160,9 @@ def provided(layers: list[Path]) -> set[str]:
 #: code reaches but never calls there: pysam, the reducers' CRAM encoder (``--cram``; the commit reaches the
 #: reducer's code because ``seqlake process`` reduces in-process). The interpreter check below imports each such
 #: module without the library, so a module-level import of it fails there.
-BATCH_ONLY: dict[str, set[str]] = {"pysam": {"seqlake.reduce.cramencode"}}
+BATCH_ONLY: dict[str, set[str]] = {"pysam": {"seqlake.reduce.cramencode"},
+                                   # seqlake's compiled record walk and ISA-L's inflate, loaded by the reducer
+                                   "mappy": {"seqlake.reduce.bams"}, "isal": {"seqlake.reduce.bams"}}
 
 
 def test_every_function_names_its_layers(template: dict[str, Any]) -> None:

@@ -366,6 +366,9 @@ def test_the_compiled_tile_sums_are_the_numpy_tile_s(lengths: list[int], first: 
     A/C/G/T and quality sums, the quality histogram, each read's Phred sum, the N bases and the gaps, for reads
     shorter than the tile, reads past it, empty reads, every base class and the whole Phred+33 range (bytes
     outside it too, which the accumulator then reports)."""
+    import mappy  # loaded, as a child's aligner loads it
+
+    assert mappy.seqlake_qc_tile is not None
     compiled = qc._compiled_tile_sums()
     assert compiled is not None, "seqlake's mappy build (make installs it) has the compiled QC tile"
     rng = np.random.default_rng(len(lengths) + first)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -202,9 +203,11 @@ def _fixed_parts(buf: U8, starts: I64) -> npt.NDArray[np.void]:
 
 def record_starts(data: bytes | bytearray | memoryview) -> I64:
     """Where each record of BAM record bytes starts (the ``block_size`` chain, walked once): in compiled code
-    where seqlake's mappy build is installed (the worker image: children and reducers), else here."""
-    if _COMPILED_STARTS is not None:
-        return np.frombuffer(_COMPILED_STARTS(np.frombuffer(data, dtype=np.uint8)), dtype=np.int64)
+    where seqlake's mappy build is loaded (a child that aligns: its aligner imports it; nothing here does, so
+    the Lambdas and a reducer never load an alignment library), else here."""
+    walk = _compiled_starts()
+    if walk is not None:
+        return np.frombuffer(walk(np.frombuffer(data, dtype=np.uint8)), dtype=np.int64)
     return record_starts_py(data)
 
 
@@ -224,14 +227,7 @@ def record_starts_py(data: bytes | bytearray | memoryview) -> I64:
 
 
 def _compiled_starts() -> Any:
-    try:
-        from mappy import seqlake_record_starts
-    except ImportError:  # the Lambdas' layers have no mappy
-        return None
-    return seqlake_record_starts
-
-
-_COMPILED_STARTS = _compiled_starts()
+    return getattr(sys.modules.get("mappy"), "seqlake_record_starts", None)
 
 
 def decode_placement(data: bytes | bytearray | memoryview, starts: I64) -> Records:

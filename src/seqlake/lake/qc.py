@@ -30,6 +30,7 @@ length statistics are ``LengthStats`` of shenwei356/bio ``util/length-stats.go``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,11 +134,12 @@ def tile_sums_numpy(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, fi
 
 
 def _compiled_tile_sums() -> Callable[..., TileSums] | None:
-    """The tile's sums in compiled code (``mappy.seqlake_qc_tile``, scripts/mappy/seqlake_batch.h), where seqlake's
-    mappy build is installed (the worker image, make's venv); None elsewhere (the Lambdas' layers)."""
-    try:
-        from mappy import seqlake_qc_tile
-    except ImportError:
+    """The tile's sums in compiled code (``mappy.seqlake_qc_tile``, scripts/mappy/seqlake_batch.h) where seqlake's
+    mappy build is loaded: a child that aligns has it (its aligner imports it before the first chunk). Nothing
+    here imports it, so a QC-only child and the Lambdas never load an alignment library; they count with
+    :func:`tile_sums_numpy`."""
+    seqlake_qc_tile = getattr(sys.modules.get("mappy"), "seqlake_qc_tile", None)
+    if seqlake_qc_tile is None:
         return None
 
     def tile(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int) -> TileSums:
@@ -149,13 +151,10 @@ def _compiled_tile_sums() -> Callable[..., TileSums] | None:
 
 
 def _tile_sums(arr: U8, seq_start: I64, qual_start: I64, length: I64, *, first: int, width: int) -> TileSums:
-    sums = _COMPILED_TILE_SUMS or tile_sums_numpy
+    sums = _compiled_tile_sums() or tile_sums_numpy
     return sums(np.ascontiguousarray(arr), np.ascontiguousarray(seq_start, dtype=np.int64),
                 np.ascontiguousarray(qual_start, dtype=np.int64), np.ascontiguousarray(length, dtype=np.int64),
                 first=first, width=width)
-
-
-_COMPILED_TILE_SUMS = _compiled_tile_sums()
 
 
 #: the bytes of one (reads x cycles) tile of :meth:`QCAccumulator.add`, at most (each of the step's few

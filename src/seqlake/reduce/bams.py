@@ -17,6 +17,7 @@ reference beside them (:func:`write_reference`, staged by reducer 0).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,12 +89,24 @@ def _referenced(run: _Run) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np
     return plain, starts, bgzf.virtual_offsets(compressed, starts), bgzf.virtual_offsets(compressed, ends)
 
 
+def _load_compiled_helpers() -> None:
+    """seqlake's mappy build and ISA-L loaded where the stage has them (a reducer runs in the worker image): the
+    compiled record walk (:func:`seqlake.formats.bam.record_starts`) and ISA-L's inflate
+    (:func:`seqlake.formats.bgzf.blocks`) are used once they are loaded; the formats never load them themselves,
+    as the Lambdas that share those modules must not (tests/aws/test_layers.py: Batch only)."""
+    with contextlib.suppress(ImportError):
+        import mappy  # noqa: F401
+    with contextlib.suppress(ImportError):
+        from isal import isal_zlib  # noqa: F401
+
+
 def reduce_region_bams(plan: Plan, rp: ReducePlan, reducer: int, tmp: Path) -> None:
     """Reducer ``reducer``'s BAM records (its region, the samples of its group), window by window: each
     sample's placed runs of its children (child order) merged in ``samtools sort`` order and compressed into
     BGZF blocks (no EOF) with their ``.bai`` piece, into ``region=NNNNN.bam`` (NNNNN the reducer's index); a
     window only one child has records of is that child's run as it is, referenced, not rewritten (the commit
     copies it). What is where: ``region=NNNNN.bam.json``."""
+    _load_compiled_helpers()
     red = rp.reducer(reducer)
     region = red.region
     depth = bai.index_depth(n for _, n in rp.contigs)  # the commit writes a .bai or a .csi of the same pieces
