@@ -182,3 +182,21 @@ def test_the_compiled_record_walk_finds_the_starts_the_python_walk_finds() -> No
     for walk in (bam.record_starts, bam.record_starts_py):
         with pytest.raises(ValueError, match="cut short"):
             walk(data[:-1])
+
+
+def test_the_compiled_gather_copies_what_the_slices_join() -> None:
+    """``bam.gather`` copies records in compiled code where seqlake's mappy build is loaded: the bytes the
+    Python join of the slices gives, records of every size in any order, none at all."""
+    import mappy  # loaded, as a child's aligner and a reducer load it
+
+    assert mappy.seqlake_gather is not None
+    rng = np.random.default_rng(4)
+    data = rng.integers(0, 256, 50_000, dtype=np.uint8).tobytes()
+    starts = rng.integers(0, 49_000, 300).astype(np.int64)
+    sizes = rng.integers(0, 1_000, 300).astype(np.int64)
+    got, at = bam.gather(data, starts, sizes)
+    assert bytes(got) == b"".join(data[a : a + n] for a, n in zip(starts.tolist(), sizes.tolist(), strict=True))
+    assert at.tolist() == np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
+    assert bytes(bam.gather(data, starts[:0], sizes[:0])[0]) == b""
+    with pytest.raises(ValueError, match="outside the data"):
+        bam.gather(data, np.array([49_990]), np.array([20]))

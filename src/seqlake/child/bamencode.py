@@ -19,7 +19,6 @@ import numpy as np
 import numpy.typing as npt
 
 from seqlake.formats import bam
-from seqlake.formats.bam import Ragged
 from seqlake.formats.cigar import CONSUMES_REF
 from seqlake.lake.bamrows import name_bytes, placement
 from seqlake.lake.pileup import AlignmentRows, BatchReads, parse_cigars
@@ -41,9 +40,6 @@ class EncodedRecords:
     flag: I64
     #: the reference end (0-based, exclusive; ``pos + 1`` without reference bases)
     end: I64
-
-    def __len__(self) -> int:
-        return len(self.starts)
 
 
 def encode_rows(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
@@ -69,7 +65,7 @@ def encode_rows(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
         groups, codes = [read_group], np.zeros(n, dtype=np.int64)
     else:
         groups, codes = list(read_group[0]), np.asarray(read_group[1], dtype=np.int64)
-    tags = Ragged.of([b"RGZ" + g.encode() + b"\0" for g in groups])
+    tags = bam.string_tag("RG", groups)
 
     def i64(a: npt.ArrayLike) -> I64:
         return np.ascontiguousarray(a, dtype=np.int64)
@@ -84,12 +80,3 @@ def encode_rows(rows: AlignmentRows, reads: BatchReads, *, mapq: I64, nm: I64,
     return EncodedRecords(data, np.frombuffer(starts, dtype=np.int64), i64(tid), i64(pos), flag,
                           np.frombuffer(ends, dtype=np.int64))
 
-
-def gather_records(data: bytes | bytearray, starts: I64, sizes: I64) -> bytes | bytearray:
-    """The byte ranges of ``data`` at ``starts`` of ``sizes``, in that order, end to end (a sorted run's records),
-    copied in compiled code: :func:`seqlake.formats.bam.gather`'s bytes without a Python slice per record."""
-    import mappy
-
-    out: bytearray = mappy.seqlake_gather(np.frombuffer(data, dtype=np.uint8), np.ascontiguousarray(starts, np.int64),
-                                          np.ascontiguousarray(sizes, np.int64))
-    return out

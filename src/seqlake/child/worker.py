@@ -37,7 +37,7 @@ from seqlake.base.metadata import illumina_fields
 from seqlake.base.params import coverage_bin_width
 from seqlake.child.align import AlignedBatch, PendingBatch, ReadAligner, alignment_spans
 from seqlake.child.alignqc import alignment_qc
-from seqlake.child.bamencode import encode_rows, gather_records
+from seqlake.child.bamencode import encode_rows
 from seqlake.child.primerclip import AmpliconCounts
 from seqlake.child.trim import MateTrim, Trimmer, add_stats
 from seqlake.lake.coverage import CoverageAccumulator
@@ -161,7 +161,7 @@ class _Aligning:
         from isal import isal_zlib  # the worker image has it; the Lambdas that import lake/slices do not
 
         self.slices = SliceSorter(self.contigs, self.slice_layout, samples, Path(tmp) / "reads-runs",
-                                  codec=(isal_zlib, 2), gather=gather_records)
+                                  codec=(isal_zlib, 2))
 
     def __enter__(self) -> _Aligning:
         return self

@@ -355,11 +355,11 @@ def constant_tag(name: str, value: str, n: int) -> Ragged:
 def coded_tag(name: str, values: Sequence[str], codes: I64) -> Ragged:
     """A ``Z`` tag per record, record ``i``'s ``values[codes[i]]`` (a read group per lane): the few values
     encoded once, gathered per record."""
-    return Ragged.of([name.encode() + b"Z" + v.encode() + b"\0" for v in values]).take(codes)
+    return string_tag(name, values).take(codes)
 
 
 def string_tag(name: str, values: Sequence[str]) -> Ragged:
-    """One ``Z`` tag per record."""
+    """One ``Z`` tag per value (a record's, or one of a few a batch's records share: :func:`coded_tag`)."""
     return Ragged.of([name.encode() + b"Z" + s.encode() + b"\0" for s in values])
 
 
@@ -383,15 +383,22 @@ def fixed_fields(data: bytes | memoryview, starts: I64) -> tuple[I64, I64, I64]:
     return fixed["tid"].astype(np.int64), fixed["pos"].astype(np.int64), fixed["flag"].astype(np.int64)
 
 
-def gather(data: bytes | bytearray | memoryview, starts: I64, sizes: I64) -> tuple[bytes, I64]:
+def gather(data: bytes | bytearray | memoryview, starts: I64, sizes: I64) -> tuple[bytes | bytearray, I64]:
     """The records of ``sizes`` bytes at ``starts``, in that order, end to end: the bytes and their starts.
-    Joined slice by slice: a per-byte index array would be 8 bytes of memory for each byte moved."""
-    view = memoryview(data)
-    out = b"".join([view[a : a + n] for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)])
+    Copied in compiled code where seqlake's mappy build is loaded (``mappy.seqlake_gather``: a child that
+    aligns, a reducer), else joined slice by slice (a per-byte index array would be 8 bytes of memory for each
+    byte moved)."""
+    copy = getattr(sys.modules.get("mappy"), "seqlake_gather", None)
+    if copy is not None:
+        out: bytes | bytearray = copy(np.frombuffer(data, dtype=np.uint8), np.ascontiguousarray(starts, np.int64),
+                                      np.ascontiguousarray(sizes, np.int64))
+    else:
+        view = memoryview(data)
+        out = b"".join([view[a : a + n] for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)])
     return out, np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64) if len(sizes) else sizes
 
 
-def reorder(data: bytes | memoryview, starts: I64, order: I64) -> tuple[bytes, I64]:
+def reorder(data: bytes | bytearray | memoryview, starts: I64, order: I64) -> tuple[bytes | bytearray, I64]:
     """The records of ``data`` (at ``starts``) in ``order``: the bytes and the records' new starts."""
     sizes = np.diff(np.append(starts, len(data))).astype(np.int64)
     return gather(data, starts[order], sizes[order])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -138,12 +138,9 @@ def read_runs(data: bytes, start: int, entry: SliceEntry) -> tuple[bytes, bytes]
     return placed, carried
 
 
-def merge_sorted(parts: Sequence[bytes],
-                 gather: Callable[[bytes | bytearray, I64, I64], bytes | bytearray] | None = None) -> tuple[
-        bytes | bytearray, I64]:
+def merge_sorted(parts: Sequence[bytes]) -> tuple[bytes | bytearray, I64]:
     """Record bytes of sorted runs, merged into one run in ``samtools sort`` order (ties: the earlier run
-    first, as a stable sort of their concatenation): the bytes and each record's start. ``gather`` puts the
-    records in order (:func:`seqlake.formats.bam.gather`'s, or the child's compiled copy)."""
+    first, as a stable sort of their concatenation): the bytes and each record's start."""
     data = b"".join(parts)
     if not data:
         return b"", np.zeros(0, dtype=np.int64)
@@ -152,10 +149,7 @@ def merge_sorted(parts: Sequence[bytes],
         return data, starts
     tid, pos, flag = bam.fixed_fields(data, starts)
     order = np.lexsort(((flag & bam.FLAG_REVERSE) != 0, pos, tid.astype(np.uint32))).astype(np.int64)
-    if gather is None:
-        return bam.reorder(data, starts, order)
-    sizes = np.diff(np.append(starts, len(data))).astype(np.int64)[order]
-    return gather(data, starts[order], sizes), np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    return bam.reorder(data, starts, order)
 
 
 def _pieces(sizes: I64, a: int, b: int, limit: int) -> list[tuple[int, int]]:
@@ -186,8 +180,7 @@ class SliceSorter:
     """A child's records, sorted and cut by window (see the module docstring)."""
 
     def __init__(self, contigs: Contigs, layout: SliceLayout, samples: Sequence[str], scratch: Path, *,
-                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB,
-                 gather: Callable[[bytes | bytearray, I64, I64], bytes | bytearray] | None = None) -> None:
+                 budget: int = SORT_BUDGET_BYTES, codec: bgzf.Codec = bgzf.ZLIB) -> None:
         self.layout = layout
         self.axis = WindowAxis(contigs, all_windows(layout.regions, layout.window)[0])
         self.unplaced = layout.count - 1
@@ -195,9 +188,6 @@ class SliceSorter:
         self.scratch = scratch
         self.budget = budget
         self.codec = codec
-        #: the records' bytes put in sorted order (data, starts, sizes): :func:`seqlake.formats.bam.gather`'s, or
-        #: the child's compiled copy of it
-        self.gather = gather or (lambda data, starts, sizes: bam.gather(data, starts, sizes)[0])
         #: the batches' encoded records end to end (one buffer: a spill sorts them without joining copies)
         self._data = bytearray()
         #: per batch: each record's start in the buffer and its size, the copies' rows and keys
@@ -268,7 +258,7 @@ class SliceSorter:
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
                 begin = out.tell()
                 for c, d in _pieces(size_of, a, b, SPILL_PIECE_BYTES):
-                    out.write(bgzf.compress(self.gather(data, at[c:d], size_of[c:d]), eof=False, codec=self.codec))
+                    out.write(bgzf.compress(bam.gather(data, at[c:d], size_of[c:d])[0], eof=False, codec=self.codec))
                 g = int(group[a])
                 run.groups[(g >> 1 & ((1 << 47) - 1), g >> 48, g & 1)] = (begin, out.tell() - begin, b - a)
         self.runs.append(run)
@@ -281,8 +271,7 @@ class SliceSorter:
         if len(found) == 1:
             f, (at, size, records) = found[0]
             return os.pread(f, size, at), records
-        merged, starts = merge_sorted([bgzf.decompress(os.pread(f, size, at)) for f, (at, size, _) in found],
-                                      self.gather)
+        merged, starts = merge_sorted([bgzf.decompress(os.pread(f, size, at)) for f, (at, size, _) in found])
         return (bgzf.compress(merged, eof=False, codec=self.codec) if merged else b""), len(starts)
 
     def write(self, out: BinaryIO, run_id: str, child: int) -> list[list[SliceEntry]]:
